@@ -1,0 +1,1 @@
+"""Your exercises: one module per exercise. Run `grader check` or `pytest tests/public`."""

@@ -1,0 +1,73 @@
+"""``grader``: a thin argparse shell over keyword-only library functions.
+
+Exit codes: 0 done (whatever the score), 1 checks failed (``check``/``build --check``),
+2 usage error, 3 grader fault. Errors are one line that says what to do next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAULT = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """Bad input from the person at the keyboard: print it and exit 2."""
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from grader import build
+
+    for path in build.build():
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from grader import schema
+
+    try:
+        print(json.dumps(schema.load_schema(args.kind), indent=2))
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    return EXIT_OK
+
+
+def _cmd_selfcheck(args: argparse.Namespace) -> int:
+    from solutions import selfcheck
+
+    return selfcheck.main(cuda=args.cuda)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grader", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("build", help="regenerate exercises/ from solutions/ (needs nbgrader)")
+    p.set_defaults(func=_cmd_build)
+    p = sub.add_parser("schema", help="print a JSON Schema (scorecard, assignments, ...)")
+    p.add_argument("kind", help="scorecard | assignments")
+    p.set_defaults(func=_cmd_schema)
+    p = sub.add_parser("selfcheck", help="check the reference solutions (with --cuda: against flash SDPA)")
+    p.add_argument("--cuda", action="store_true", help="run the CUDA flash-attention comparison")
+    p.set_defaults(func=_cmd_selfcheck)
+    from grader import commands
+
+    commands.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"grader: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("grader: interrupted; finished results are kept", file=sys.stderr)
+        return 130

@@ -1,0 +1,37 @@
+"""Sum per-test results into per-exercise scores (CUDA tests that could not run are left out)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from grader.manifest import Assignment
+from grader.scoring.collect import TestResult
+
+
+@dataclass(slots=True)
+class ExerciseScore:
+    id: str
+    title: str
+    score: float = 0.0
+    max_score: float = 0.0
+    tests: list[TestResult] = field(default_factory=list)
+
+
+def counts_toward_max(result: TestResult, *, require_cuda: bool) -> bool:
+    """A CUDA test skipped for want of a device is listed but not counted, unless CUDA is required."""
+    return not (result.cuda and result.outcome == "skipped" and not require_cuda)
+
+
+def exercise_scores(results: Iterable[TestResult], assignment: Assignment, *,
+                    require_cuda: bool = False) -> list[ExerciseScore]:
+    scores = {e.id: ExerciseScore(e.id, e.title) for e in assignment.exercises}
+    for result in results:
+        if result.exercise not in scores:
+            continue
+        entry = scores[result.exercise]
+        entry.tests.append(result)
+        if counts_toward_max(result, require_cuda=require_cuda):
+            entry.max_score += result.max_points
+            entry.score += result.points
+    return list(scores.values())

@@ -1,0 +1,61 @@
+"""Run test suites under pytest in this (trusted) process and return per-test results.
+
+pytest is hardened: no plugin autoload, no cache, no conftest, our own empty ini, so nothing a
+submission ships (``conftest.py``, ``pytest.ini``, ``pyproject.toml``) is ever read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader.scoring.collect import ResultCollector, TestResult
+from grader.testing.plugin import backend_factory_key
+
+SUITES_ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Inject:
+    """Hands the sandbox backend factory to the plugin before the session starts."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self.factory = factory
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[backend_factory_key] = self.factory
+
+
+def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int = 0,
+               backend_factory: Callable[[], Any] | None = None, select: str | None = None,
+               quiet: bool = True, extra_args: Sequence[str] = ()) -> tuple[list[TestResult], int]:
+    """Run ``files`` against one submission; return (results in collection order, pytest exit code)."""
+    collector = ResultCollector()
+    plugins: list[Any] = [collector]
+    if backend_factory is not None:
+        plugins.append(_Inject(backend_factory))
+    args = [*(str(f) for f in files), "-p", "grader.testing.plugin", "-p", "no:cacheprovider",
+            "--noconftest", "-c", os.devnull, "--rootdir", str(SUITES_ROOT), "--import-mode=importlib",
+            "--grading-seed", str(seed), "--strict-markers", "-W", "ignore::DeprecationWarning",
+            "--manifest", str(SUITES_ROOT / "assignments.json"), *extra_args]
+    if student is not None:
+        args += ["--student", str(student)]
+    if select:
+        args += ["-k", select]
+    if quiet:
+        args += ["-p", "no:terminal"]
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    code = pytest.main(args, plugins=plugins)
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
+        raise SuiteError(f"pytest could not run the suites (exit {int(code)}): {' '.join(args)}")
+    if collector.collection_errors:
+        raise SuiteError("test collection failed: " + "; ".join(collector.collection_errors))
+    return list(collector.results.values()), int(code)
+
+
+class SuiteError(RuntimeError):
+    """The trusted suites could not be collected: a grader fault, never a student's."""

@@ -1,0 +1,67 @@
+"""Banned APIs: names from the manifest that raise while an exercise's own code runs.
+
+The patches exist only inside a window (an import or a call into the exercise's module). The stubs
+stay harmless after the window: a stub captured by ``from torch.nn.functional import ...`` during
+an import forwards to the original whenever its name is not banned at that moment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+from grader.student.errors import BannedAPIError
+
+_ACTIVE: set[str] = set()
+
+
+@functools.cache
+def _resolve(dotted: str) -> tuple[Any, str, Any]:
+    """(owner object, attribute name, original value) for ``torch.x.y.name``."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:-1]:
+            owner = getattr(owner, attr)
+        return owner, parts[-1], getattr(owner, parts[-1])
+    raise ValueError(f"cannot resolve banned API {dotted!r}")
+
+
+@functools.cache
+def _stub(dotted: str) -> Any:
+    original = _resolve(dotted)[2]
+
+    def banned(*args: Any, **kwargs: Any) -> Any:
+        if dotted in _ACTIVE:
+            raise BannedAPIError(
+                f"{dotted} is not allowed in this exercise: the point is to write it yourself",
+                exc_type="BannedAPIError",
+            )
+        return original(*args, **kwargs)
+
+    banned.__name__ = getattr(original, "__name__", "banned")
+    return banned
+
+
+@contextlib.contextmanager
+def banned(names: tuple[str, ...] | list[str]) -> Iterator[None]:
+    """Make every name in ``names`` raise :class:`BannedAPIError` inside the ``with`` block."""
+    fresh = [n for n in names if n not in _ACTIVE]
+    patched = []
+    try:
+        for name in fresh:
+            owner, attr, original = _resolve(name)
+            setattr(owner, attr, _stub(name))
+            patched.append((owner, attr, original))
+            _ACTIVE.add(name)
+        yield
+    finally:
+        for owner, attr, original in reversed(patched):
+            setattr(owner, attr, original)
+        _ACTIVE.difference_update(fresh)

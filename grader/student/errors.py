@@ -1,0 +1,69 @@
+"""Exceptions that carry what student code did back to the tests (never the code's own objects)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StudentAPIError(TypeError):
+    """A test used the ``student`` proxy outside its API (a test bug, or a refused access)."""
+
+
+class StudentError(Exception):
+    """Student code raised: the exception's type name, message and the student's own frames."""
+
+    kind = "exception"
+    outcome = "failed"
+
+    def __init__(self, message: str, *, exc_type: str = "", frames: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.message, self.exc_type, self.frames = message, exc_type, tuple(frames)
+
+    def feedback(self) -> str:
+        """The text a student sees: what was called, what went wrong, where in their code."""
+        head = f"{self.exc_type}: {self.message}" if self.exc_type else self.message
+        if not self.frames:
+            return head
+        return head + "\n  in your code:\n" + "\n".join(f"    {f}" for f in self.frames)
+
+    def to_plain(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "exc_type": self.exc_type, "frames": list(self.frames)}
+
+
+class StudentNotImplemented(StudentError):
+    kind = "not_implemented"
+
+
+class StudentNotFound(StudentError):
+    kind = "not_found"
+
+
+class BannedAPIError(StudentError):
+    kind = "banned"
+
+
+class StudentTimeout(StudentError):
+    """A call ran past its time limit; the worker was stopped."""
+
+    kind = "timeout"
+    outcome = "timeout"
+
+
+class StudentCrash(StudentError):
+    """The process running student code died or broke the protocol during a call."""
+
+    kind = "crash"
+    outcome = "error"
+
+
+KINDS: dict[str, type[StudentError]] = {
+    cls.kind: cls
+    for cls in (StudentError, StudentNotImplemented, StudentNotFound, BannedAPIError, StudentTimeout, StudentCrash)
+}
+
+
+def from_plain(data: dict[str, Any]) -> StudentError:
+    """Rebuild a :class:`StudentError` from the plain dict a backend sent (unknown kinds → crash)."""
+    cls = KINDS.get(str(data.get("kind")), StudentCrash)
+    frames = tuple(str(f)[:300] for f in list(data.get("frames") or ())[:20])
+    return cls(str(data.get("message", ""))[:2000], exc_type=str(data.get("exc_type", ""))[:200], frames=frames)

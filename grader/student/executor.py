@@ -1,0 +1,220 @@
+"""Runs student code: imports a submission's modules and serves the proxy's operations.
+
+This is the untrusted side of the door. The in-process backend calls it directly; the sandbox
+worker runs the very same class inside an isolated interpreter. It must never import tests or
+reference solutions. Every result leaves through :func:`~grader.student.values.to_plain`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import sys
+import time
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from grader.student import bans
+from grader.student.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
+from grader.student.values import HandleRef, to_plain
+
+METHODS = frozenset({"forward", "state_dict", "load_state_dict", "named_parameters", "named_buffers",
+                     "train", "eval", "to", "grads"})
+_packages = itertools.count()
+
+
+class Executor:
+    """Serve ``call``/``method``/``measure``/``release`` over the modules in ``root``."""
+
+    def __init__(self, root: Path | str, *, bans: dict[str, tuple[str, ...]] | None = None,
+                 single_module: str | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.bans = dict(bans or {})
+        self.single_module = single_module
+        self.package = f"_submission_{next(_packages)}"
+        self.handles: dict[int, tuple[nn.Module, str]] = {}
+        self._modules: dict[str, types.ModuleType | StudentError] = {}
+        self._ids = itertools.count(1)
+        self._install_package()
+
+    # -- operations ---------------------------------------------------------------------------
+    def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+        target = self._lookup(module, name)
+        where = f"{module}.{name}"
+        if isinstance(target, type) and issubclass(target, nn.Module):
+            instance = self._guarded(where, lambda: target(*args, **kwargs))
+            return self._register(instance, where)
+        if isinstance(target, type) or not callable(target):
+            raise StudentAPIError(f"{where} is not a function or an nn.Module class")
+        return to_plain(self._guarded(where, lambda: _no_grad(target, args, kwargs)), f"{where} returned")
+
+    def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any:
+        if method not in METHODS:
+            raise StudentAPIError(f"handles offer only {', '.join(sorted(METHODS))}; not {method!r}")
+        if handle not in self.handles:
+            raise StudentAPIError(f"no module handle {handle} (released, or the worker restarted)")
+        obj, scope = self.handles[handle]
+        where = f"{type(obj).__name__}.{method}"
+        result = self._guarded(scope, lambda: getattr(self, f"_m_{method}")(obj, *args, **kwargs), where=where)
+        return to_plain(result, f"{where} returned")
+
+    def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict[str, float]]:
+        """Call a function and report the largest tensor storage any torch op produced meanwhile."""
+        from grader.student.peak import PeakStorage
+
+        target = self._lookup(module, name)
+        if isinstance(target, type) or not callable(target):
+            raise StudentAPIError(f"{module}.{name} is not a function")
+        start = time.perf_counter()
+        with PeakStorage() as peak:
+            value = self._guarded(f"{module}.{name}", lambda: _no_grad(target, args, kwargs))
+        stats = {"max_tensor_bytes": float(peak.max_bytes), "seconds": time.perf_counter() - start}
+        return to_plain(value, f"{module}.{name} returned"), stats
+
+    def release(self, handle: int) -> None:
+        self.handles.pop(handle, None)
+
+    # -- handle methods (run inside the guard) -------------------------------------------------
+    def _m_forward(self, m: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return m(*args, **kwargs)
+
+    def _m_state_dict(self, m: nn.Module) -> dict:
+        return dict(m.state_dict())
+
+    def _m_load_state_dict(self, m: nn.Module, state: dict, strict: bool = True) -> dict:
+        result = m.load_state_dict(state, strict=strict)
+        return {"missing_keys": list(result.missing_keys), "unexpected_keys": list(result.unexpected_keys)}
+
+    def _m_named_parameters(self, m: nn.Module) -> dict:
+        return dict(m.named_parameters())
+
+    def _m_named_buffers(self, m: nn.Module) -> dict:
+        return dict(m.named_buffers())
+
+    def _m_train(self, m: nn.Module) -> None:
+        m.train()
+
+    def _m_eval(self, m: nn.Module) -> None:
+        m.eval()
+
+    def _m_to(self, m: nn.Module, dtype: torch.dtype | None = None, device: Any = None) -> None:
+        m.to(device=device, dtype=dtype)
+
+    def _m_grads(self, m: nn.Module, *inputs: Any, grad_output: torch.Tensor, **kwargs: Any) -> tuple:
+        m.zero_grad(set_to_none=True)
+        leaves = [x.detach().clone().requires_grad_(True)
+                  if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        with torch.enable_grad():
+            out = m(*leaves, **kwargs)
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(f"forward returned {type(out).__name__}, expected a tensor")
+            out.backward(grad_output)
+        input_grads = tuple(x.grad if isinstance(x, torch.Tensor) and x.requires_grad else None for x in leaves)
+        param_grads = {n: p.grad for n, p in m.named_parameters()}
+        return out.detach(), input_grads, param_grads
+
+    # -- internals -----------------------------------------------------------------------------
+    def _register(self, instance: nn.Module, scope: str) -> HandleRef:
+        handle = next(self._ids)
+        self.handles[handle] = (instance, scope)
+        return HandleRef(handle, type(instance).__name__)
+
+    def _lookup(self, module: str, name: str) -> Any:
+        if name.startswith("_"):
+            raise StudentAPIError(f"private name {name!r} cannot be reached through the student proxy")
+        mod = self._import(module)
+        if not hasattr(mod, name):
+            raise StudentNotFound(f"`{name}` not found in {module}.py: define it there (check the spelling)")
+        return getattr(mod, name)
+
+    def _import(self, module: str) -> types.ModuleType:
+        if module not in self._modules:
+            try:
+                self._modules[module] = self._load(module)
+            except StudentError as exc:
+                self._modules[module] = exc  # import side effects happen once; the failure is remembered
+        found = self._modules[module]
+        if isinstance(found, StudentError):
+            raise found
+        return found
+
+    def _load(self, module: str) -> types.ModuleType:
+        source = self.single_module or module
+        if not module.isidentifier() or not (self.root / f"{source}.py").is_file():
+            raise StudentNotFound(f"module {source}.py not found in the submission: create it (is it in the "
+                                  "right folder?)")
+        return self._guarded(module, lambda: importlib.import_module(f"{self.package}.{source}"),
+                             where=f"importing {source}.py")
+
+    def _install_package(self) -> None:
+        # A synthetic package over the submission folder, so `from .causal_attention import ...` works
+        # and two submissions in one process never share module objects.
+        pkg = types.ModuleType(self.package)
+        pkg.__path__ = [str(self.root)]
+        pkg.__package__ = self.package
+        sys.modules[self.package] = pkg
+
+    def _guarded(self, scope: str, fn: Callable[[], Any], where: str | None = None) -> Any:
+        """Run student code with the bans of ``scope`` (``module`` or ``module.Name``) active."""
+        module = scope.split(".")[0]
+        names = (*self.bans.get(module, ()), *(self.bans.get(scope, ()) if scope != module else ()))
+        where = where or scope
+        try:
+            with bans.banned(names):
+                return fn()
+        except (StudentError, StudentAPIError):
+            raise
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: student code never ends the run
+            raise self._translate(exc, where) from None
+
+    def _translate(self, exc: BaseException, where: str) -> StudentError:
+        frames = student_frames(exc, self.root)
+        exc_type, message = type(exc).__name__, safe_str(exc)
+        if isinstance(exc, NotImplementedError) and _raised_in(exc, self.root):
+            return StudentNotImplemented(f"{where} is not implemented yet ({message or 'stub'})",
+                                         exc_type=exc_type, frames=frames)
+        if isinstance(exc, SyntaxError):
+            message = f"{exc.msg} ({Path(exc.filename or '?').name}, line {exc.lineno})"
+        return StudentError(f"{where}: {message}", exc_type=exc_type, frames=frames)
+
+
+def _no_grad(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    with torch.no_grad():
+        return fn(*args, **kwargs)
+
+
+def safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)[:2000]
+    except BaseException:  # a hostile __str__
+        return "<exception message could not be read>"
+
+
+def student_frames(exc: BaseException, root: Path) -> tuple[str, ...]:
+    """The traceback lines that point into the submission, oldest first (never grader frames)."""
+    frames = []
+    for fs in traceback.extract_tb(exc.__traceback__):
+        if _inside(fs.filename, root):
+            frames.append(f"{Path(fs.filename).name}, line {fs.lineno}, in {fs.name}: {(fs.line or '').strip()}")
+    return tuple(frames[-8:])
+
+
+def _raised_in(exc: BaseException, root: Path) -> bool:
+    tb = traceback.extract_tb(exc.__traceback__)
+    return bool(tb) and _inside(tb[-1].filename, root)
+
+
+def _inside(filename: str, root: Path) -> bool:
+    try:
+        return Path(filename).resolve().is_relative_to(root)
+    except (OSError, ValueError):
+        return False

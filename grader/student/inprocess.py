@@ -1,0 +1,33 @@
+"""Backend that runs student code in this process: for students' own local runs (a debugger works).
+
+Never used to grade officially: it gives student code the test process. The surface is the
+sandboxed backend's, so the same tests run in both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from grader.student.executor import Executor
+
+
+class InProcessBackend:
+    def __init__(self, root: Path | str, *, bans: dict[str, tuple[str, ...]] | None = None,
+                 single_module: str | None = None) -> None:
+        self.executor = Executor(root, bans=bans, single_module=single_module)
+
+    def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+        return self.executor.call(module, name, args, kwargs)
+
+    def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any:
+        return self.executor.method(handle, method, args, kwargs)
+
+    def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]:
+        return self.executor.measure(module, name, args, kwargs)
+
+    def release(self, handle: int) -> None:
+        self.executor.release(handle)
+
+    def close(self) -> None:
+        self.executor.handles.clear()

@@ -1,0 +1,27 @@
+"""Largest tensor storage produced by any torch op while a call runs (a dispatch mode).
+
+Used to show that an algorithm never materialises a big intermediate (FlashAttention's L x S
+matrix). In the sandbox the figure comes from the untrusted worker, so the worker's memory rlimit
+is the physical backstop; the figure itself guides the in-process (student) runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+
+class PeakStorage(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.max_bytes = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for leaf in tree_leaves(out):
+            if isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided:
+                self.max_bytes = max(self.max_bytes, leaf.untyped_storage().nbytes())
+        return out

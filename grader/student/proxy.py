@@ -1,0 +1,156 @@
+"""The ``student`` object tests use: ``student.<module>.<name>(...)`` and module handles.
+
+Its whole surface is below. Anything else (attribute poking, ``.weight.data``, passing a lambda)
+raises :class:`StudentAPIError`, so a test written against it runs unchanged in-process and against
+a sandboxed worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+
+from grader.student.errors import StudentAPIError
+from grader.student.values import HandleRef, ValueRejected, to_plain
+
+
+class Backend(Protocol):
+    def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any: ...
+    def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any: ...
+    def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]: ...
+    def release(self, handle: int) -> None: ...
+
+
+def _outgoing(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    try:  # copies: student code can never mutate a tensor the test still holds
+        return to_plain(args, "argument"), to_plain(kwargs, "keyword argument")
+    except ValueRejected as exc:
+        raise StudentAPIError(str(exc)) from None
+
+
+class _Refusing:
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        raise StudentAPIError(f"{type(self).__name__} has no attribute {name!r}: {self._offer}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise StudentAPIError(f"cannot set {name!r} through the student proxy")
+
+    _offer = ""
+
+
+class StudentProxy(_Refusing):
+    """``student.<module>`` → :class:`StudentModule`. Keeps the handles made in one test."""
+
+    __slots__ = ("_backend", "_handles")
+    _offer = "use student.<module>.<function or class>(...)"
+
+    def __init__(self, backend: Backend) -> None:
+        object.__setattr__(self, "_backend", backend)
+        object.__setattr__(self, "_handles", [])
+
+    def __getattr__(self, module: str) -> StudentModule:
+        if module.startswith("_"):
+            raise StudentAPIError(f"no access to {module!r}: {self._offer}")
+        return StudentModule(self, module)
+
+    def _wrap(self, value: Any) -> Any:
+        if isinstance(value, HandleRef):
+            handle = Handle(self._backend, value)
+            self._handles.append(handle)
+            return handle
+        return value
+
+    def release_all(self) -> None:
+        for handle in self._handles:
+            self._backend.release(handle._ref.id)
+        self._handles.clear()
+
+
+class StudentModule(_Refusing):
+    __slots__ = ("_proxy", "_module")
+    _offer = "use student.<module>.<function or class>(...)"
+
+    def __init__(self, proxy: StudentProxy, module: str) -> None:
+        object.__setattr__(self, "_proxy", proxy)
+        object.__setattr__(self, "_module", module)
+
+    def __getattr__(self, name: str) -> StudentCallable:
+        if name.startswith("_"):
+            raise StudentAPIError(f"no access to private name {name!r} in {self._module}")
+        return StudentCallable(self._proxy, self._module, name)
+
+
+class StudentCallable(_Refusing):
+    """A student function or class: call it, or ``measure(...)`` a function call."""
+
+    __slots__ = ("_proxy", "_module", "_name")
+    _offer = "call it, or use .measure(*args, **kwargs)"
+
+    def __init__(self, proxy: StudentProxy, module: str, name: str) -> None:
+        for slot, value in (("_proxy", proxy), ("_module", module), ("_name", name)):
+            object.__setattr__(self, slot, value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _outgoing(args, kwargs)
+        return self._proxy._wrap(self._proxy._backend.call(self._module, self._name, args, kwargs))
+
+    def measure(self, *args: Any, **kwargs: Any) -> tuple[Any, dict]:
+        """``(value, stats)``; ``stats["max_tensor_bytes"]`` is the largest tensor made during the call."""
+        args, kwargs = _outgoing(args, kwargs)
+        return self._proxy._backend.measure(self._module, self._name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<student {self._module}.{self._name}>"
+
+
+class Handle(_Refusing):
+    """A student ``nn.Module`` instance, reachable only through these methods."""
+
+    __slots__ = ("_backend", "_ref")
+    _offer = ("a module handle offers only calling it, state_dict, load_state_dict, named_parameters, "
+              "named_buffers, train, eval, to and grads")
+
+    def __init__(self, backend: Backend, ref: HandleRef) -> None:
+        object.__setattr__(self, "_backend", backend)
+        object.__setattr__(self, "_ref", ref)
+
+    def _do(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _outgoing(args, kwargs)
+        return self._backend.method(self._ref.id, method, args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._do("forward", *args, **kwargs)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self._do("state_dict")
+
+    def load_state_dict(self, state: dict[str, torch.Tensor], strict: bool = True) -> dict[str, list[str]]:
+        return self._do("load_state_dict", state, strict=strict)
+
+    def named_parameters(self) -> dict[str, torch.Tensor]:
+        return self._do("named_parameters")
+
+    def named_buffers(self) -> dict[str, torch.Tensor]:
+        return self._do("named_buffers")
+
+    def train(self) -> Handle:
+        self._do("train")
+        return self
+
+    def eval(self) -> Handle:
+        self._do("eval")
+        return self
+
+    def to(self, dtype: torch.dtype | None = None, device: str | torch.device | None = None) -> Handle:
+        self._do("to", dtype=dtype, device=str(device) if device is not None else None)
+        return self
+
+    def grads(self, *inputs: Any, grad_output: torch.Tensor, **kwargs: Any) -> tuple[Any, tuple, dict]:
+        """One forward and backward: ``(output, input_grads, param_grads)``."""
+        return self._do("grads", *inputs, grad_output=grad_output, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<student {self._ref.class_name} handle #{self._ref.id}>"

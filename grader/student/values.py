@@ -1,0 +1,92 @@
+"""What may cross the door: plain tensors, None, bool, int, float, str, tuples, lists, dicts.
+
+Everything a backend returns goes through :func:`to_plain` first, so a tensor subclass, an object
+with a hostile ``__eq__`` or a student ``nn.Module`` can never reach the code that decides a grade.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+MAX_DEPTH = 16
+MAX_ITEMS = 10_000
+MAX_STR = 1 << 20
+MAX_TENSOR_BYTES = 1 << 30
+
+
+class ValueRejected(TypeError):
+    """A value of a type that may not cross the door; the message names the type and where."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandleRef:
+    """A reference to a module instance living on the student side."""
+
+    id: int
+    class_name: str
+
+
+def plain_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A detached, contiguous copy whose type is exactly ``torch.Tensor`` (subclass hooks disabled)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        base = torch.Tensor.as_subclass(t, torch.Tensor)
+        return torch.Tensor.contiguous(torch.Tensor.clone(torch.Tensor.detach(base)))
+
+
+def to_plain(value: Any, where: str = "value") -> Any:
+    """Return a plain copy of ``value`` or raise :class:`ValueRejected`."""
+    return _convert(value, where, 0, [0])
+
+
+def _convert(value: Any, where: str, depth: int, count: list[int]) -> Any:
+    count[0] += 1
+    if depth > MAX_DEPTH or count[0] > MAX_ITEMS:
+        raise ValueRejected(f"{where}: nested too deep or too many items (limits {MAX_DEPTH} / {MAX_ITEMS})")
+    if value is None or type(value) in (bool, int, float, HandleRef):
+        return value
+    if isinstance(value, torch.Tensor):
+        return _tensor(value, where)
+    if isinstance(value, (torch.dtype, torch.device)):
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_STR:
+            raise ValueRejected(f"{where}: string longer than {MAX_STR} characters")
+        return str.__str__(value)
+    if isinstance(value, int):  # a subclass (hostile __eq__, say) becomes a plain int
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, (tuple, list)):
+        seq = tuple.__iter__(value) if isinstance(value, tuple) else list.__iter__(value)
+        items = [_convert(v, f"{where}[{i}]", depth + 1, count) for i, v in enumerate(seq)]
+        return tuple(items) if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return _dict(value, where, depth, count)
+    raise ValueRejected(f"{where}: got a value of type {_typename(value)}; only tensors, numbers, strings, "
+                        "None and tuples/lists/dicts of these can cross")
+
+
+def _dict(value: dict, where: str, depth: int, count: list[int]) -> dict:
+    out = {}
+    for k, v in dict.items(value):
+        if type(k) not in (str, int):
+            raise ValueRejected(f"{where}: dict key of type {_typename(k)}; keys must be str or int")
+        out[k] = _convert(v, f"{where}[{k!r}]", depth + 1, count)
+    return out
+
+
+def _tensor(t: torch.Tensor, where: str) -> torch.Tensor:
+    if t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
+        raise ValueRejected(f"{where}: got a {t.layout} tensor on {t.device}; only dense tensors with data can cross")
+    out = plain_tensor(t)
+    if out.numel() * out.element_size() > MAX_TENSOR_BYTES:
+        raise ValueRejected(f"{where}: tensor of {out.numel() * out.element_size()} bytes is over the 1 GiB cap")
+    return out
+
+
+def _typename(value: Any) -> str:
+    cls = type(value)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"

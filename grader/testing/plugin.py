@@ -1,0 +1,122 @@
+"""pytest plugin for the public and hidden suites (load with ``-p grader.testing.plugin``).
+
+- markers: ``exercise(id)``, ``points(n)``, ``cuda`` (skips without a CUDA device; a skip earns nothing);
+- fixtures: ``student`` (the only door to student code), ``reference`` (the trusted solutions),
+  ``seed`` and ``gen`` (inputs drawn from the runner's grading seed);
+- reports: a student exception becomes its own short feedback, never a grader traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from grader.student.errors import StudentError
+from grader.student.proxy import Backend, StudentProxy
+
+backend_factory_key = pytest.StashKey[Callable[[], Backend]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("grader", "attention-grader exercise suites")
+    group.addoption("--student", default=None, metavar="PATH",
+                    help="folder with the exercise modules to test (default: ./exercises)")
+    group.addoption("--grading-seed", type=int, default=0, metavar="N",
+                    help="seed from which every test draws its inputs (default 0)")
+    group.addoption("--manifest", default=None, metavar="FILE", help="assignments.json to read banned APIs from")
+    group.addoption("--assignment", default="attention-basics", help="assignment id in the manifest")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "exercise(id): the exercise (manifest id) a test grades")
+    config.addinivalue_line("markers", "points(n): points the test is worth when it passes")
+    config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped (and worth nothing) without one")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("cuda") and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: not verified here, and a skipped test earns no points")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    report = yield
+    excinfo = call.excinfo
+    if excinfo is not None and isinstance(excinfo.value, StudentError):
+        report.longrepr = excinfo.value.feedback()
+        report.user_properties.append(("student_kind", excinfo.value.kind))
+    return report
+
+
+def _student_root(config: pytest.Config) -> Path:
+    option = config.getoption("student")
+    return Path(option) if option else config.rootpath / "exercises"
+
+
+def _bans(config: pytest.Config) -> dict[str, tuple[str, ...]]:
+    from grader import manifest
+
+    path = config.getoption("manifest")
+    if path is None and (config.rootpath / "assignments.json").is_file():
+        path = config.rootpath / "assignments.json"
+    try:
+        assignment = manifest.load(Path(path) if path else None, config.getoption("assignment"))
+    except manifest.ManifestError:
+        return {}  # a student repo without a manifest simply has no bans checked locally
+    return assignment.bans()
+
+
+@pytest.fixture(scope="session")
+def _student_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    factory = request.config.stash.get(backend_factory_key, None)
+    if factory is None:
+        from grader.student.inprocess import InProcessBackend
+
+        backend: Any = InProcessBackend(_student_root(request.config), bans=_bans(request.config))
+    else:
+        backend = factory()
+    yield backend
+    close = getattr(backend, "close", None)
+    if close:
+        close()
+
+
+@pytest.fixture
+def student(_student_backend: Backend) -> Iterator[StudentProxy]:
+    """The submission under test: ``student.<module>.<name>(...)``; nothing else reaches it."""
+    proxy = StudentProxy(_student_backend)
+    yield proxy
+    proxy.release_all()
+
+
+@pytest.fixture(scope="session")
+def reference() -> Any:
+    """The trusted reference solutions: ``reference.<module>.<name>``."""
+    return _Reference()
+
+
+class _Reference(SimpleNamespace):
+    def __getattr__(self, module: str) -> Any:
+        return importlib.import_module(f"solutions.{module}")
+
+
+@pytest.fixture
+def seed(request: pytest.FixtureRequest) -> int:
+    """A per-test seed derived from ``--grading-seed``: fresh inputs for every grading run."""
+    base = request.config.getoption("grading_seed")
+    name = f"{base}:{Path(str(request.node.path)).name}::{request.node.name}"
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
+
+
+@pytest.fixture
+def gen(seed: int) -> torch.Generator:
+    """A CPU generator seeded from :func:`seed`; the global torch seed is set too."""
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)

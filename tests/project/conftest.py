@@ -1,0 +1,38 @@
+"""Shared helpers for the project's own tests: build submission folders, grade them in-process."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grader import manifest
+from grader.scoring.points import exercise_scores
+from grader.scoring.runner import run_suites
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "corpus"
+
+
+@pytest.fixture(scope="session")
+def assignment() -> manifest.Assignment:
+    return manifest.load()
+
+
+def solutions_copy(dest: Path) -> Path:
+    """A submission folder holding every reference module (the `selfcheck` script excluded)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in (ROOT / "solutions").glob("*.py"):
+        if path.name not in ("__init__.py", "selfcheck.py"):
+            shutil.copy(path, dest / path.name)
+    return dest
+
+
+def grade_inprocess(submission: Path, assignment: manifest.Assignment, *, suite: str = "hidden",
+                    exercises: list[str] | None = None, seed: int = 1234) -> dict[str, tuple[float, float]]:
+    """{exercise: (score, max_score)} for ``submission`` on the chosen suite, run in this process."""
+    chosen = [e for e in assignment.exercises if exercises is None or e.id in exercises]
+    files = [assignment.root / (e.hidden_tests if suite == "hidden" else e.public_tests) for e in chosen]
+    results, _ = run_suites(files, student=submission, seed=seed)
+    return {s.id: (s.score, s.max_score) for s in exercise_scores(results, assignment) if s.id in {e.id for e in chosen}}
