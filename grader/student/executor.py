@@ -22,7 +22,7 @@ from torch import nn
 
 from grader.student import bans
 from grader.student.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
-from grader.student.values import HandleRef, to_plain
+from grader.student.values import HandleRef, ValueRejected, to_plain
 
 METHODS = frozenset({"forward", "state_dict", "load_state_dict", "named_parameters", "named_buffers",
                      "train", "eval", "to", "grads"})
@@ -52,7 +52,7 @@ class Executor:
             return self._register(instance, where)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function or an nn.Module class")
-        return to_plain(self._guarded(where, lambda: _no_grad(target, args, kwargs)), f"{where} returned")
+        return _plain(self._guarded(where, lambda: _no_grad(target, args, kwargs)), f"{where} returned")
 
     def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any:
         if method not in METHODS:
@@ -62,7 +62,7 @@ class Executor:
         obj, scope = self.handles[handle]
         where = f"{type(obj).__name__}.{method}"
         result = self._guarded(scope, lambda: getattr(self, f"_m_{method}")(obj, *args, **kwargs), where=where)
-        return to_plain(result, f"{where} returned")
+        return _plain(result, f"{where} returned")
 
     def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict[str, float]]:
         """Call a function and report the largest tensor storage any torch op produced meanwhile."""
@@ -75,7 +75,7 @@ class Executor:
         with PeakStorage() as peak:
             value = self._guarded(f"{module}.{name}", lambda: _no_grad(target, args, kwargs))
         stats = {"max_tensor_bytes": float(peak.max_bytes), "seconds": time.perf_counter() - start}
-        return to_plain(value, f"{module}.{name} returned"), stats
+        return _plain(value, f"{module}.{name} returned"), stats
 
     def release(self, handle: int) -> None:
         self.handles.pop(handle, None)
@@ -185,6 +185,14 @@ class Executor:
         if isinstance(exc, SyntaxError):
             message = f"{exc.msg} ({Path(exc.filename or '?').name}, line {exc.lineno})"
         return StudentError(f"{where}: {message}", exc_type=exc_type, frames=frames)
+
+
+def _plain(value: Any, where: str) -> Any:
+    """Convert a student result; a value that may not cross is the student's error, not the test's."""
+    try:
+        return to_plain(value, where)
+    except ValueRejected as exc:
+        raise StudentError(str(exc), exc_type="ValueRejected") from None
 
 
 def _no_grad(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

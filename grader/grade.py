@@ -1,0 +1,130 @@
+"""Grade one submission against the hidden suites: intake → isolate → run → score → scorecard.
+
+``grade()`` never raises for anything a submission does: a bad archive, a crash or a timeout all
+end in a valid scorecard (``status: error`` only when the *grader* could not grade). It raises
+:class:`GradeRefused` only for the caller's own mistakes (unknown assignment, isolation refused).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader import intake, manifest
+from grader.sandbox import isolation as iso
+from grader.scoring import scorecard
+from grader.scoring.points import exercise_scores
+from grader.scoring.runner import run_suites
+
+
+class GradeRefused(Exception):
+    """The grade cannot start (bad assignment, isolation below the required level)."""
+
+
+def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNMENT,
+          manifest_path: Path | None = None, isolation: str = "auto", require_isolation: str | None = None,
+          seed: int | None = None, require_cuda: bool = False, slot: int = 0, threads: int = 1,
+          student_id: str | None = None, exercises: list[str] | None = None,
+          per_test_time_limit: float | None = None) -> dict[str, Any]:
+    """Return a schema-valid scorecard for ``submission``.
+
+    ``exercises`` restricts grading to some exercise ids; ``per_test_time_limit`` overrides the
+    manifest's limits (both for quick checks and tests).
+    """
+    started, t0 = scorecard.now(), time.monotonic()
+    try:
+        spec_assignment = manifest.load(manifest_path, assignment)
+        backend = isolation if isolation == "inprocess" else iso.choose(isolation, require_isolation)
+        for exercise_id in exercises or ():
+            spec_assignment.exercise(exercise_id)
+    except (manifest.ManifestError, iso.IsolationError) as exc:
+        raise GradeRefused(str(exc)) from None
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    spec = iso.LaunchSpec(backend if backend != "inprocess" else "none", slot=slot, threads=threads,
+                          limits=_limits(spec_assignment))
+    card = _skeleton(spec_assignment, submission, seed, spec, backend, started, student_id)
+    try:
+        sub = intake.take(submission, modules={e.module for e in spec_assignment.exercises})
+    except intake.IntakeError as exc:
+        return _finish(card, t0, error=("intake", str(exc)))
+    card["submission"].update(sha256=sub.sha256, layout=sub.layout, files=sub.files)
+    card["timings"]["intake_s"] = round(time.monotonic() - t0, 4)
+    try:
+        _run(card, sub, spec_assignment, spec, backend, seed, require_cuda,
+             exercises=exercises, per_test_time_limit=per_test_time_limit)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a grader fault becomes an error scorecard, never a crash
+        return _finish(card, t0, error=("grader", f"{type(exc).__name__}: {exc}"))
+    finally:
+        sub.cleanup()
+    return _finish(card, t0)
+
+
+def _run(card: dict, sub: intake.Submission, assignment: manifest.Assignment, spec: iso.LaunchSpec,
+         backend: str, seed: int, require_cuda: bool, *, exercises: list[str] | None,
+         per_test_time_limit: float | None) -> None:
+    made: list[Any] = []
+    chosen = [assignment.exercise(e) for e in exercises] if exercises else list(assignment.exercises)
+    limits = {e.id: per_test_time_limit or e.time_limit_s for e in assignment.exercises}
+
+    def factory() -> Any:
+        if backend == "inprocess":
+            from grader.student.inprocess import InProcessBackend
+
+            made.append(InProcessBackend(sub.box, bans=assignment.bans(), single_module=sub.single_module))
+        else:
+            from grader.sandbox.remote import SandboxBackend
+
+            made.append(SandboxBackend(sub.box, spec, bans=assignment.bans(), single_module=sub.single_module,
+                                       time_limits=limits,
+                                       budget_s=assignment.limits.submission_wall_s))
+        return made[-1]
+
+    t = time.monotonic()
+    files = [assignment.root / e.hidden_tests for e in chosen]
+    results, code = run_suites(files, seed=seed, backend_factory=factory)
+    if code == pytest.ExitCode.INTERRUPTED:
+        raise KeyboardInterrupt
+    card["timings"]["tests_s"] = round(time.monotonic() - t, 4)
+    ids = {e.id for e in chosen}
+    scores = [s for s in exercise_scores(results, assignment, require_cuda=require_cuda) if s.id in ids]
+    card["exercises"] = scorecard.exercise_entries(scores, require_cuda=require_cuda)
+    card["score"] = round(sum(s.score for s in scores), 6)
+    card["max_score"] = round(sum(s.max_score for s in scores), 6)
+    worker = made[0] if made else None
+    if worker is not None and hasattr(worker, "incidents"):
+        card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in worker.incidents]
+        card["student_output"] = {"stdout_bytes": worker.output["stdout"], "stderr_bytes": worker.output["stderr"]}
+        card["isolation"]["worker_starts"] = worker.starts
+
+
+def _limits(assignment: manifest.Assignment) -> iso.Limits:
+    lim = assignment.limits
+    return iso.Limits(memory_mb=lim.memory_mb, processes=lim.processes, file_size_mb=lim.file_size_mb,
+                      cpu_s=int(lim.submission_wall_s), output_bytes=lim.output_kb << 10 << 7)
+
+
+def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int, spec: iso.LaunchSpec,
+              backend: str, started: str, student_id: str | None) -> dict[str, Any]:
+    isolation = spec.describe() if backend != "inprocess" else {
+        **spec.describe(), "backend": "inprocess", "cgroup": "none"}
+    sub: dict[str, Any] = {"path": str(submission), "sha256": "", "layout": "unknown", "files": []}
+    if student_id:
+        sub["student"] = student_id
+    return {"schema_version": 1, "assignment": assignment.id, "submission": sub, "status": "graded",
+            "error": None, "score": 0, "max_score": assignment.max_points, "exercises": [],
+            "isolation": isolation, "seed": seed, "grader": scorecard.version(),
+            "environment": scorecard.environment(), "timings": {"started": started},
+            "incidents": [], "student_output": {"stdout_bytes": 0, "stderr_bytes": 0}}
+
+
+def _finish(card: dict[str, Any], t0: float, *, error: tuple[str, str] | None = None) -> dict[str, Any]:
+    if error is not None:
+        card.update(status="error", error={"kind": error[0], "message": scorecard.clean(error[1])}, score=0)
+    card["timings"].update(finished=scorecard.now(), total_s=round(time.monotonic() - t0, 4))
+    return card

@@ -1,0 +1,3 @@
+"""Where student code is isolated: the wire format, the worker, and the launchers that start it."""
+
+from __future__ import annotations

@@ -1,0 +1,196 @@
+"""One running worker seen from the trusted side: start, send a request, read a reply under a deadline.
+
+Replies are read from their own pipe with caps; the worker's stdout/stderr are drained and kept
+only up to 64 KiB each (the rest is counted, and past the output cap the worker is killed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from grader.sandbox import wire
+from grader.sandbox.isolation import LAUNCHER, LaunchSpec
+
+KEEP_OUTPUT = 64 << 10
+MAX_REPLY = 256 << 20
+
+
+class ChannelError(Exception):
+    """The worker timed out, died or broke the protocol; ``kind`` is timeout | crash | protocol | output."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Channel:
+    def __init__(self, spec: LaunchSpec, box: Path) -> None:
+        self.spec, self.box = spec, box
+        self.output = {"stdout": bytearray(), "stderr": bytearray()}
+        self.output_total = 0
+        self._buffer = bytearray()
+        self._ns_pid: int | None = None
+        self._root_dir = tempfile.mkdtemp(prefix="grader-root-") if spec.backend == "namespace" else ""
+        self._start()
+
+    def _start(self) -> None:
+        req_r, self._req_w = os.pipe()
+        self._resp_r, resp_w = os.pipe()
+        status_r, status_w = os.pipe() if self.spec.backend == "namespace" else (None, None)
+        cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir)
+        fds = tuple(fd for fd in (resp_w, status_w) if fd is not None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-B", str(LAUNCHER), json.dumps(cfg)], stdin=req_r,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True,
+            cwd=str(self.box), env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        for fd in (req_r, resp_w, status_w):
+            if fd is not None:
+                os.close(fd)
+        if status_r is not None:
+            with os.fdopen(status_r, "rb") as status:
+                line = status.readline().strip()
+            self._ns_pid = int(line) if line.isdigit() else None
+        self._selector = selectors.DefaultSelector()
+        for fileobj, name in ((self._resp_r, "reply"), (self.proc.stdout, "stdout"), (self.proc.stderr, "stderr")):
+            os.set_blocking(fileobj if isinstance(fileobj, int) else fileobj.fileno(), False)
+            self._selector.register(fileobj, selectors.EVENT_READ, name)
+
+    # -- requests -----------------------------------------------------------------------------
+    def send(self, value: Any) -> None:
+        data = wire.encode(value)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._req_w, view)
+                view = view[written:]
+        except (BrokenPipeError, OSError):
+            raise ChannelError("crash", self._ended("before it could read the request")) from None
+
+    def receive(self, timeout: float) -> Any:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            frame = self._frame()
+            if frame is not None:
+                return frame
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ChannelError("timeout", f"no answer within {timeout:.1f} s")
+            for key, _ in self._selector.select(min(remaining, 1.0)):
+                self._drain(key)
+
+    def _drain(self, key: selectors.SelectorKey) -> None:
+        fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self._selector.unregister(key.fileobj)
+            if key.data == "reply":
+                raise ChannelError("crash", self._ended("during the call"))
+            return
+        if key.data == "reply":
+            self._buffer += chunk
+            return
+        kept = self.output[key.data]
+        kept += chunk[: max(0, KEEP_OUTPUT - len(kept))]
+        self.output_total += len(chunk)
+        if self.output_total > self.spec.limits.output_bytes:
+            raise ChannelError("output", f"printed more than {self.spec.limits.output_bytes >> 20} MiB")
+
+    def _frame(self) -> Any:
+        buf = self._buffer
+        if len(buf) < 8:
+            return None
+        if bytes(buf[:4]) != wire.MAGIC:
+            raise ChannelError("protocol", "reply does not start with a frame")
+        (hlen,) = struct.unpack_from("<I", buf, 4)
+        if hlen > wire.MAX_HEADER:
+            raise ChannelError("protocol", "reply header too large")
+        if len(buf) < 16 + hlen:
+            return None
+        (plen,) = struct.unpack_from("<Q", buf, 8 + hlen)
+        if plen > MAX_REPLY:
+            raise ChannelError("protocol", "reply payload over the cap")
+        total = 16 + hlen + plen
+        if len(buf) < total:
+            return None
+        frame, self._buffer = bytes(buf[:total]), bytearray(buf[total:])
+        try:
+            return wire.decode(frame, max_payload=MAX_REPLY, allow_cuda=_cuda())
+        except wire.WireError as exc:
+            raise ChannelError("protocol", f"malformed reply: {exc}") from None
+
+    # -- ending -------------------------------------------------------------------------------
+    def _ended(self, when: str) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.wait()
+        return f"the worker process ended {when} ({_status(code)})"
+
+    def kill(self) -> None:
+        if self._ns_pid:
+            _signal(self._ns_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills the rest
+        _signal(-self.proc.pid, signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.close_fds()
+
+    def close_fds(self) -> None:
+        for fd in (self._req_w, self._resp_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream:
+                stream.close()
+        self._selector.close()
+        if self._root_dir:
+            try:
+                os.rmdir(self._root_dir)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        try:
+            self.send({"op": "exit"})
+            self.proc.wait(timeout=3)
+        except (ChannelError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+
+def _status(code: int) -> str:
+    if code < 0:
+        return f"killed by signal {signal.Signals(-code).name}"
+    if code > 128 and code - 128 in signal.Signals._value2member_map_:
+        return f"killed by signal {signal.Signals(code - 128).name}"
+    return f"exit status {code}"
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

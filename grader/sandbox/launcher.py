@@ -1,0 +1,201 @@
+"""Start a worker under one isolation mode. Run as ``python -I -S -B launcher.py CONFIG_JSON``.
+
+A fresh, single-threaded, stdlib-only interpreter (never a fork of the torch-laden runner) that
+sets up isolation and then ``exec``s the worker (sandbox.md §6.1):
+
+- ``none``: a separate process in a temporary folder (student laptops; no OS isolation);
+- ``process``: plus rlimits (CPU, address space, processes, file size, open files, no core);
+- ``namespace`` (root): mount/net/ipc/uts/pid namespaces, a tmpfs root holding only an allowlist
+  of read-only binds, ``/box`` on tmpfs, cgroup memory/pids when writable, a per-slot uid, a
+  mini-init as pid 1, ``no_new_privs``, then rlimits and exec.
+
+The runner kills the whole sandbox by killing this process's group (``none``/``process``) or the
+namespace's pid 1, whose host pid it reads from the status fd.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+
+NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWPID, NEWNET = 0x20000, 0x2000000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
+RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s else None  # noqa: E731
+    _check(_libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), f"mount {dst}")
+
+
+def bind_ro(src: str, dst: str) -> None:
+    if os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        open(dst, "a").close()
+    mount(src, dst, None, BIND | REC)
+    mount(None, dst, None, BIND | REMOUNT | RDONLY | NOSUID | NODEV)
+
+
+def set_limits(limits: dict) -> None:
+    mb = 1 << 20
+    table = [(resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1),
+             (resource.RLIMIT_AS, limits["memory_mb"] * mb, limits["memory_mb"] * mb),
+             (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
+             (resource.RLIMIT_NOFILE, 256, 256), (resource.RLIMIT_CORE, 0, 0),
+             (resource.RLIMIT_NPROC, limits["processes"], limits["processes"])]
+    for which, soft, hard in table:
+        resource.setrlimit(which, (int(soft), int(hard)))
+
+
+def worker_argv(cfg: dict, lib: str) -> list[str]:
+    worker = os.path.join(lib, "grader", "sandbox", "worker.py")
+    wcfg = {"lib": lib, "site_dirs": cfg["site_dirs"], "threads": cfg["threads"], "response_fd": cfg["response_fd"]}
+    return [cfg["python"], "-I", "-S", "-B", worker, json.dumps(wcfg)]
+
+
+def worker_env(cfg: dict, home: str) -> dict[str, str]:
+    threads = str(cfg["threads"])
+    env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "OMP_NUM_THREADS": threads,
+           "MKL_NUM_THREADS": threads, "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.update(cfg.get("extra_env", {}))
+    return env
+
+
+def run_plain(cfg: dict) -> None:
+    os.chdir(cfg["box"])
+    if cfg["mode"] == "process":
+        set_limits(cfg["limits"])
+    os.execve(cfg["python"], worker_argv(cfg, cfg["lib"]), worker_env(cfg, cfg["box"]))
+
+
+# -- namespace mode ----------------------------------------------------------------------------
+def join_cgroups(cfg: dict) -> None:
+    for path in cfg.get("cgroups", []):
+        with open(os.path.join(path, "cgroup.procs"), "w") as fh:
+            fh.write(str(os.getpid()))
+
+
+def build_root(cfg: dict, root: str) -> None:
+    uid = cfg["uid"]
+    mount(None, "/", None, REC | PRIVATE)
+    mount("tmpfs", root, "tmpfs", NOSUID | NODEV, "size=1m,mode=755")
+    os.makedirs(root + "/box")
+    mount("tmpfs", root + "/box", "tmpfs", NOSUID | NODEV, f"size=64m,nr_inodes=4096,mode=700,uid={uid},gid={uid}")
+    for name in os.listdir(cfg["box"]):  # the submission's files, copied in as root, then owned by the slot
+        src, dst = os.path.join(cfg["box"], name), os.path.join(root, "box", name)
+        if os.path.isfile(src) and not os.path.islink(src):
+            shutil.copyfile(src, dst)
+            os.chown(dst, uid, uid)
+    os.makedirs(root + "/tmp")
+    mount("tmpfs", root + "/tmp", "tmpfs", NOSUID | NODEV, "size=16m,nr_inodes=1024,mode=1777")
+    os.makedirs(root + "/dev")
+    mount("tmpfs", root + "/dev", "tmpfs", NOSUID | NOEXEC, "size=64k,mode=755")
+    for dev in ["null", "zero", "urandom", "random", *cfg.get("gpu_devices", [])]:
+        open(f"{root}/dev/{dev}", "a").close()
+        mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, BIND)
+    os.makedirs(root + "/proc")
+    mount("proc", root + "/proc", "proc", NOSUID | NODEV | NOEXEC)
+    for path in cfg["binds"]:
+        if os.path.exists(path):
+            bind_ro(path, root + path)
+    bind_ro(cfg["lib"] + "/grader", root + "/sandbox-lib/grader")
+    mount(None, root, None, BIND | REMOUNT | RDONLY | NOSUID | NODEV)
+
+
+def pid1(cfg: dict) -> None:
+    """pid 1 of the new pid namespace: build the root, drop to the slot uid, reap until the worker ends."""
+    root = cfg["root_dir"]
+    build_root(cfg, root)
+    with open("/proc/self/oom_score_adj", "w") as fh:
+        fh.write("1000")
+    os.chroot(root)
+    os.chdir("/box")
+    _libc.sethostname(b"sandbox", 7)
+    set_limits(cfg["limits"])
+    uid = cfg["uid"]
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    worker = os.fork()
+    if worker == 0:
+        os.execve(cfg["python"], worker_argv(cfg, "/sandbox-lib"), worker_env(cfg, "/box"))
+    _close_pipes(cfg)  # the mini-init keeps no pipe open: the worker's EOF is the runner's signal
+    while True:  # a mini-init, so the worker is pid 2 and gets default signal actions (SIGXCPU)
+        pid, status = os.wait()
+        if pid == worker:
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def _close_pipes(cfg: dict) -> None:
+    for fd in (0, 1, 2, cfg["response_fd"]):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def probe_namespace() -> None:
+    """Exit 0 when unshare, a tmpfs mount and a uid drop all work here."""
+    _check(_libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
+    child = os.fork()
+    if child == 0:
+        mount(None, "/", None, REC | PRIVATE)
+        mount("tmpfs", "/mnt", "tmpfs", NOSUID | NODEV, "size=64k")
+        os.setresuid(65534, 65534, 65534)
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def run_namespace(cfg: dict, status_fd: int) -> None:
+    join_cgroups(cfg)
+    _check(_libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
+    child = os.fork()
+    if child == 0:
+        try:
+            os.close(status_fd)
+            pid1(cfg)
+        except BaseException as exc:  # noqa: BLE001 - report a set-up failure, never run unisolated
+            os.write(2, f"sandbox set-up failed: {exc}\n".encode())
+            os._exit(125)
+    os.write(status_fd, f"{child}\n".encode())
+    os.close(status_fd)
+    _close_pipes(cfg)
+    _, status = os.waitpid(child, 0)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def main() -> None:
+    if sys.argv[1] == "probe-namespace":
+        probe_namespace()
+    cfg = json.loads(sys.argv[1])
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the runner dies: so does the sandbox
+    if cfg["mode"] == "namespace":
+        run_namespace(cfg, int(cfg["status_fd"]))
+    elif cfg["mode"] == "bwrap":
+        set_limits(cfg["limits"])
+        argv = [*cfg["bwrap_argv"], *worker_argv(cfg, "/sandbox-lib")]
+        os.execve(argv[0], argv, worker_env(cfg, "/box"))
+    else:
+        run_plain(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""The wire between the trusted runner and the worker: pickle-free, strictly parsed, size-capped.
+
+A frame is ``MAGIC | u32 header length | JSON header | u64 payload length | payload``. The header is
+a JSON value in which tensors are ``{"$t": i}`` references to a table of ``dtype``/``shape``/
+``offset``/``nbytes``/``device`` entries describing raw little-endian bytes in the payload. Nothing
+is ever unpickled or ``torch.load``-ed; every field is checked before it is used (sandbox.md §5).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from typing import Any, BinaryIO
+
+import torch
+
+from grader.student.values import HandleRef
+
+MAGIC = b"GRW1"
+MAX_HEADER = 1 << 20
+MAX_PAYLOAD = 512 << 20
+MAX_DIMS = 8
+MAX_DIM = 1 << 31
+MAX_DEPTH = 32
+DTYPES = {name: getattr(torch, name) for name in (
+    "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")}
+_NAMES = {v: k for k, v in DTYPES.items()}
+_SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+class WireError(ValueError):
+    """A frame that does not parse, breaks a limit, or uses an unknown type."""
+
+
+# -- encoding ---------------------------------------------------------------------------------
+def encode(value: Any) -> bytes:
+    """One frame holding ``value`` (plain values only: see :mod:`grader.student.values`)."""
+    table: list[dict[str, Any]] = []
+    chunks: list[bytes] = []
+    offset = [0]
+    tree = _enc(value, table, chunks, offset, 0)
+    header = json.dumps({"v": tree, "t": table}, separators=(",", ":"), allow_nan=False).encode()
+    payload = b"".join(chunks)
+    if len(header) > MAX_HEADER or len(payload) > MAX_PAYLOAD:
+        raise WireError(f"frame too large (header {len(header)} B, payload {len(payload)} B)")
+    return MAGIC + struct.pack("<I", len(header)) + header + struct.pack("<Q", len(payload)) + payload
+
+
+def _enc(value: Any, table: list, chunks: list, offset: list[int], depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise WireError("value nested too deep")
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else {"$f": str(value)}
+    if isinstance(value, torch.Tensor):
+        return {"$t": _enc_tensor(value, table, chunks, offset)}
+    if isinstance(value, HandleRef):
+        return {"$h": [value.id, value.class_name]}
+    if isinstance(value, torch.dtype):
+        return {"$d": _NAMES.get(value) or _fail(f"dtype {value} cannot cross")}
+    if isinstance(value, torch.device):
+        return {"$dev": str(value)}
+    if isinstance(value, tuple):
+        return {"$tu": [_enc(v, table, chunks, offset, depth + 1) for v in value]}
+    if isinstance(value, list):
+        return [_enc(v, table, chunks, offset, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {"$m": [[k, _enc(v, table, chunks, offset, depth + 1)] for k, v in value.items()]}
+    raise WireError(f"cannot encode a value of type {type(value).__name__}")
+
+
+def _enc_tensor(t: torch.Tensor, table: list, chunks: list, offset: list[int]) -> int:
+    if t.dtype not in _NAMES:
+        raise WireError(f"tensor dtype {t.dtype} cannot cross")
+    device = str(t.device)
+    data = t.detach().to("cpu").contiguous()
+    # bytes of the storage, viewed as uint8, so bfloat16 and bool need no numpy
+    raw = data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b""
+    table.append({"dtype": _NAMES[t.dtype], "shape": list(t.shape), "offset": offset[0],
+                  "nbytes": len(raw), "device": device})
+    chunks.append(raw)
+    offset[0] += len(raw)
+    return len(table) - 1
+
+
+def _fail(message: str) -> Any:
+    raise WireError(message)
+
+
+# -- decoding ---------------------------------------------------------------------------------
+def decode(frame: bytes, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = False) -> Any:
+    """Parse one complete frame; raise :class:`WireError` on anything unexpected."""
+    if len(frame) < 16 or frame[:4] != MAGIC:
+        raise WireError("bad magic or short frame")
+    (hlen,) = struct.unpack_from("<I", frame, 4)
+    if hlen > MAX_HEADER or 8 + hlen + 8 > len(frame):
+        raise WireError(f"header length {hlen} out of bounds")
+    (plen,) = struct.unpack_from("<Q", frame, 8 + hlen)
+    payload = memoryview(frame)[16 + hlen:]
+    if plen > max_payload or plen != len(payload):
+        raise WireError(f"payload length {plen} does not match the frame ({len(payload)} bytes follow)")
+    try:
+        header = json.loads(bytes(frame[8:8 + hlen]).decode("utf-8"))
+    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+        raise WireError(f"header is not valid JSON: {type(exc).__name__}") from None
+    if type(header) is not dict or set(header) != {"v", "t"} or type(header["t"]) is not list:
+        raise WireError("header must be an object with exactly 'v' and 't'")
+    tensors = [_dec_tensor(entry, payload, allow_cuda) for entry in header["t"]]
+    return _dec(header["v"], tensors, 0)
+
+
+def _dec(node: Any, tensors: list[torch.Tensor], depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise WireError("value nested too deep")
+    if node is None or type(node) in (bool, int, float, str):
+        if type(node) is int and abs(node) > 1 << 63:
+            raise WireError("integer out of range")
+        return node
+    if type(node) is list:
+        return [_dec(v, tensors, depth + 1) for v in node]
+    if type(node) is not dict or len(node) != 1:
+        raise WireError("malformed value node")
+    ((tag, body),) = node.items()
+    return _dec_tagged(tag, body, tensors, depth)
+
+
+def _dec_tagged(tag: str, body: Any, tensors: list[torch.Tensor], depth: int) -> Any:
+    if tag == "$t" and type(body) is int and 0 <= body < len(tensors):
+        return tensors[body]
+    if tag == "$f" and body in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[body]
+    if tag == "$tu" and type(body) is list:
+        return tuple(_dec(v, tensors, depth + 1) for v in body)
+    if tag == "$m" and type(body) is list:
+        return _dec_map(body, tensors, depth)
+    if tag == "$d" and body in DTYPES:
+        return DTYPES[body]
+    if tag == "$dev" and type(body) is str:
+        return _device(body, allow_cuda=True)
+    if tag == "$h" and type(body) is list and len(body) == 2 and type(body[0]) is int and type(body[1]) is str:
+        return HandleRef(body[0], body[1][:200])
+    raise WireError(f"unknown or malformed tag {tag!r}")
+
+
+def _dec_map(body: list, tensors: list[torch.Tensor], depth: int) -> dict:
+    out: dict = {}
+    for pair in body:
+        if type(pair) is not list or len(pair) != 2 or type(pair[0]) not in (str, int):
+            raise WireError("malformed map entry")
+        out[pair[0]] = _dec(pair[1], tensors, depth + 1)
+    return out
+
+
+def _dec_tensor(entry: Any, payload: memoryview, allow_cuda: bool) -> torch.Tensor:
+    if type(entry) is not dict or set(entry) != {"dtype", "shape", "offset", "nbytes", "device"}:
+        raise WireError("malformed tensor entry")
+    dtype = DTYPES.get(entry["dtype"]) if type(entry["dtype"]) is str else None
+    shape, offset, nbytes = entry["shape"], entry["offset"], entry["nbytes"]
+    if dtype is None:
+        raise WireError(f"dtype {entry['dtype']!r} not allowed")
+    if (type(shape) is not list or len(shape) > MAX_DIMS
+            or any(type(d) is not int or not 0 <= d < MAX_DIM for d in shape)):
+        raise WireError("shape must be a list of at most 8 ints in [0, 2**31)")
+    if type(offset) is not int or type(nbytes) is not int or offset < 0 or nbytes < 0:
+        raise WireError("offset and nbytes must be non-negative ints")
+    if offset + nbytes > len(payload) or math.prod(shape) * dtype.itemsize != nbytes:
+        raise WireError("tensor bytes do not match its shape or lie outside the payload")
+    flat = torch.frombuffer(bytearray(payload[offset:offset + nbytes]), dtype=torch.uint8) if nbytes \
+        else torch.empty(0, dtype=torch.uint8)
+    tensor = flat.view(dtype).reshape(shape).clone()
+    device = _device(entry["device"], allow_cuda)
+    return tensor if device.type == "cpu" else tensor.to(device)
+
+
+def _device(text: Any, allow_cuda: bool) -> torch.device:
+    if text == "cpu" or (type(text) is str and text.startswith("cuda") and text[4:] in ("",) + tuple(
+            f":{i}" for i in range(16))):
+        device = torch.device(text)
+        if device.type == "cuda" and not allow_cuda:
+            raise WireError("cuda tensors are not allowed here")
+        return device
+    raise WireError(f"device {text!r} not allowed")
+
+
+# -- framing on a stream ----------------------------------------------------------------------
+def write_frame(stream: BinaryIO, value: Any) -> None:
+    stream.write(encode(value))
+    stream.flush()
+
+
+def read_frame(stream: BinaryIO, **kwargs: Any) -> Any:
+    """Read exactly one frame from a blocking stream (the worker's side; EOF → WireError)."""
+    head = _read_exact(stream, 8)
+    (hlen,) = struct.unpack_from("<I", head, 4)
+    if head[:4] != MAGIC or hlen > MAX_HEADER:
+        raise WireError("bad frame start")
+    rest = _read_exact(stream, hlen + 8)
+    (plen,) = struct.unpack_from("<Q", rest, hlen)
+    if plen > kwargs.get("max_payload", MAX_PAYLOAD):
+        raise WireError("payload over the cap")
+    return decode(head + rest + _read_exact(stream, plen), **kwargs)
+
+
+def _read_exact(stream: BinaryIO, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = stream.read(n - len(data))
+        if not chunk:
+            raise EOFError("stream closed")
+        data += chunk
+    return data

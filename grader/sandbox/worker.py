@@ -1,0 +1,93 @@
+"""The sandboxed worker: a fresh interpreter that imports torch, then the student's modules, and serves calls.
+
+Started as ``python -I -S -B worker.py CONFIG_JSON`` by a launcher, never forked from a process that
+has loaded tests or references. It is untrusted from its first instruction and holds nothing
+secret: it reads request frames on fd 0 and writes one response frame per request on fd 3. What
+the student prints goes to fds 1 and 2, which the runner caps and never parses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def _setup_path(config: dict) -> None:
+    # -S skips site (and .pth finders such as an editable install pointing at the host checkout)
+    sys.path[:0] = [config["lib"], *config.get("site_dirs", [])]
+
+
+def main() -> int:
+    config = json.loads(sys.argv[1])
+    _setup_path(config)
+    os.environ.setdefault("OMP_NUM_THREADS", str(config.get("threads", 1)))
+    import torch
+
+    torch.set_num_threads(int(config.get("threads", 1)))
+    from grader.sandbox import wire
+
+    requests = os.fdopen(0, "rb", buffering=0)
+    responses = os.fdopen(int(config.get("response_fd", 3)), "wb", buffering=0)
+    wire.write_frame(responses, {"ready": True, "torch": str(torch.__version__), "pid": os.getpid()})
+    setup = wire.read_frame(requests, allow_cuda=True)
+    executor = _executor(setup)
+    wire.write_frame(responses, {"loaded": True})
+    while True:
+        try:
+            request = wire.read_frame(requests, allow_cuda=True)
+        except EOFError:
+            return 0
+        if request.get("op") == "exit":
+            return 0
+        wire.write_frame(responses, serve(executor, request))
+
+
+def _executor(setup: dict) -> object:
+    from pathlib import Path
+
+    from grader.student.executor import Executor
+
+    root = Path(setup["root"])
+    for name, text in (setup.get("files") or {}).items():  # a warm worker receives its files late
+        (root / Path(name).name).write_text(text, "utf-8")
+    bans = {k: tuple(v) for k, v in (setup.get("bans") or {}).items()}
+    return Executor(root, bans=bans, single_module=setup.get("single_module"))
+
+
+def serve(executor: object, request: dict) -> dict:
+    """Run one request; every outcome becomes a plain response (never an exception here)."""
+    from grader.sandbox import wire
+    from grader.student.errors import StudentAPIError, StudentError
+
+    try:
+        op = request["op"]
+        if op == "call":
+            value = executor.call(request["module"], request["name"], request["args"], request["kwargs"])
+        elif op == "method":
+            value = executor.method(request["handle"], request["method"], request["args"], request["kwargs"])
+        elif op == "measure":
+            value = executor.measure(request["module"], request["name"], request["args"], request["kwargs"])
+        elif op == "release":
+            value = executor.release(request["handle"])
+        else:
+            return {"api_error": f"unknown op {op!r}"}
+        wire.encode(value)  # make sure it can be sent before claiming success
+        return {"ok": value}
+    except StudentError as exc:
+        return {"error": exc.to_plain()}
+    except StudentAPIError as exc:
+        return {"api_error": str(exc)[:2000]}
+    except BaseException as exc:  # noqa: BLE001 - a worker never dies of a request
+        return {"error": {"kind": "exception", "exc_type": type(exc).__name__, "message": _safe(exc), "frames": []}}
+
+
+def _safe(exc: BaseException) -> str:
+    try:
+        return str(exc)[:2000]
+    except BaseException:  # noqa: BLE001
+        return "<unreadable message>"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
