@@ -50,16 +50,21 @@ def _stub(dotted: str) -> Any:
 
 
 @contextlib.contextmanager
-def banned(names: tuple[str, ...] | list[str]) -> Iterator[None]:
-    """Make every name in ``names`` raise :class:`BannedAPIError` inside the ``with`` block."""
+def banned(names: tuple[str, ...] | list[str], *, install: tuple[str, ...] = ()) -> Iterator[None]:
+    """Make every name in ``names`` raise :class:`BannedAPIError` inside the ``with`` block.
+
+    ``install`` names get their (inactive) stubs too, so that a module importing them binds the
+    stub: a ban scoped to one function then still applies to a name captured at import time.
+    """
     fresh = [n for n in names if n not in _ACTIVE]
     patched = []
     try:
-        for name in fresh:
+        for name in dict.fromkeys([*fresh, *install]):
             owner, attr, original = _resolve(name)
-            setattr(owner, attr, _stub(name))
-            patched.append((owner, attr, original))
-            _ACTIVE.add(name)
+            if getattr(owner, attr) is original:
+                setattr(owner, attr, _stub(name))
+                patched.append((owner, attr, original))
+        _ACTIVE.update(fresh)
         yield
     finally:
         for owner, attr, original in reversed(patched):

@@ -150,8 +150,9 @@ class Executor:
         if not module.isidentifier() or not (self.root / f"{source}.py").is_file():
             raise StudentNotFound(f"module {source}.py not found in the submission: create it (is it in the "
                                   "right folder?)")
+        scoped = tuple(n for scope, names in self.bans.items() if scope.startswith(f"{module}.") for n in names)
         return self._guarded(module, lambda: importlib.import_module(f"{self.package}.{source}"),
-                             where=f"importing {source}.py")
+                             where=f"importing {source}.py", install=scoped)
 
     def _install_package(self) -> None:
         # A synthetic package over the submission folder, so `from .causal_attention import ...` works
@@ -161,13 +162,14 @@ class Executor:
         pkg.__package__ = self.package
         sys.modules[self.package] = pkg
 
-    def _guarded(self, scope: str, fn: Callable[[], Any], where: str | None = None) -> Any:
+    def _guarded(self, scope: str, fn: Callable[[], Any], where: str | None = None,
+                 install: tuple[str, ...] = ()) -> Any:
         """Run student code with the bans of ``scope`` (``module`` or ``module.Name``) active."""
         module = scope.split(".")[0]
         names = (*self.bans.get(module, ()), *(self.bans.get(scope, ()) if scope != module else ()))
         where = where or scope
         try:
-            with bans.banned(names):
+            with bans.banned(names, install=install):
                 return fn()
         except (StudentError, StudentAPIError):
             raise

@@ -1,0 +1,123 @@
+"""Instructor's self-check of the `efficient_attention` reference (`grader selfcheck [--cuda]`); not an exercise.
+
+Without `--cuda`: quick CPU checks of the reference `flash_attention` and `sdpa_attention` against independent
+oracles (SDPA's math backend, a float64 hand computation). With `--cuda`: the reference functions in fp16 and
+bf16 against `F.scaled_dot_product_attention` forced onto the FLASH_ATTENTION kernel (head dim 64, L in
+{128, 1024}, causal and not, B=2, H=4). Exit status: 0 all checks pass, 1 some check failed, 2 nothing was
+verified (no CUDA device).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from .efficient_attention import flash_attention, sdpa_attention
+
+CUDA_TOL = {torch.float16: 1e-2, torch.bfloat16: 2e-2}  # atol = rtol (research notes §3.7)
+NO_CUDA = "CUDA check skipped: no CUDA device (torch.cuda.is_available() is False); nothing was verified"
+
+
+def _hand(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """float64 softmax(q k^T / sqrt(E)) v; `keep` True = may attend."""
+    scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, L, S)
+    if keep is not None:
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v.double()  # (B, H, L, Ev)
+
+
+def _math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -> torch.Tensor:
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+def _row(name: str, got: torch.Tensor, expected: torch.Tensor, atol: float,
+         rtol: float) -> tuple[str, float, float, bool]:
+    err = float((got.double() - expected.double()).abs().max())
+    ok = bool(torch.isfinite(got).all()) and torch.allclose(got.double(), expected.double(), atol=atol, rtol=rtol)
+    return name, err, atol, ok
+
+
+def cpu_checks() -> list[tuple[str, float, float, bool]]:
+    g = torch.Generator().manual_seed(0)
+
+    def rand(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, dtype=dtype)
+
+    q, k, v = rand(2, 4, 37, 16), rand(2, 4, 37, 16), rand(2, 4, 37, 8)
+    q64, k64, v64 = rand(2, 2, 5, 8, dtype=torch.float64), rand(2, 2, 13, 8, dtype=torch.float64), \
+        rand(2, 2, 13, 4, dtype=torch.float64)
+    keep = torch.ones(5, 13, dtype=torch.bool).tril(diagonal=13 - 5)  # bottom-right causal (L=5, S=13)
+    pad = torch.tensor([True] * 10 + [False] * 3)[None, :]  # (1, S): the last three keys are padding
+    rows = []
+    for bs in (1, 5, 8, 64):
+        rows.append(_row(f"flash fp32 L=S=37 block={bs} vs SDPA math", flash_attention(q, k, v, block_size=bs),
+                         _math(q, k, v), 1e-5, 1e-4))
+    rows.append(_row("flash fp32 causal L=S=37 vs SDPA math", flash_attention(q, k, v, is_causal=True, block_size=8),
+                     _math(q, k, v, is_causal=True), 1e-5, 1e-4))
+    rows.append(_row("flash fp64 causal L=5 S=13 vs hand", flash_attention(q64, k64, v64, is_causal=True, block_size=4),
+                     _hand(q64, k64, v64, keep), 1e-10, 1e-7))
+    rows.append(_row("sdpa_attention causal L=5 S=13 vs hand", sdpa_attention(q64, k64, v64, is_causal=True),
+                     _hand(q64, k64, v64, keep), 1e-10, 1e-7))
+    rows.append(_row("sdpa_attention bool padding mask vs hand", sdpa_attention(q64, k64, v64, mask=pad),
+                     _hand(q64, k64, v64, pad), 1e-10, 1e-7))
+    rows.append(_row("sdpa_attention eval, dropout_p=0.5 vs hand",
+                     sdpa_attention(q, k, v, dropout_p=0.5, training=False), _hand(q, k, v), 1e-5, 1e-4))
+    return rows
+
+
+def cuda_checks() -> list[tuple[str, str, int, bool, float, float, bool]]:
+    """(function, dtype, L, causal, max abs error, tolerance, ok) per case."""
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    fns: dict[str, Callable[..., torch.Tensor]] = {
+        "flash_attention": lambda q, k, v, c: flash_attention(q, k, v, is_causal=c, block_size=64),
+        "sdpa_attention": lambda q, k, v, c: sdpa_attention(q, k, v, is_causal=c),
+    }
+    for dtype, tol in CUDA_TOL.items():
+        for L in (128, 1024):
+            for causal in (False, True):
+                q, k, v = (torch.randn(2, 4, L, 64, generator=g).to(device="cuda", dtype=dtype) for _ in range(3))
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # (2, 4, L, 64)
+                for name, fn in fns.items():
+                    _, err, _, ok = _row(name, fn(q, k, v, causal), expected, tol, tol)
+                    rows.append((name, str(dtype).removeprefix("torch."), L, causal, err, tol, ok))
+    return rows
+
+
+def _print_cpu_table(rows: list[tuple[str, float, float, bool]]) -> None:
+    width = max(len(r[0]) for r in rows)
+    print("reference efficient_attention vs CPU oracles")
+    print(f"  {'check':<{width}}  {'max abs err':>11}  {'tolerance':>9}  ok")
+    for name, err, tol, ok in rows:
+        print(f"  {name:<{width}}  {err:>11.3e}  {tol:>9.0e}  {'yes' if ok else 'NO'}")
+
+
+def _print_cuda_table(rows: list[tuple[str, str, int, bool, float, float, bool]]) -> None:
+    print(f"reference vs F.scaled_dot_product_attention (FLASH_ATTENTION kernel) on {torch.cuda.get_device_name()}")
+    print(f"  {'function':<15}  {'dtype':<8}  {'L':>5}  {'causal':<6}  {'max abs err':>11}  {'tolerance':>9}  ok")
+    for name, dtype, L, causal, err, tol, ok in rows:
+        print(f"  {name:<15}  {dtype:<8}  {L:>5}  {str(causal):<6}  {err:>11.3e}  {tol:>9.0e}  "
+              f"{'yes' if ok else 'NO'}")
+
+
+def main(*, cuda: bool = False) -> int:
+    """Run the checks, print a table; 0 if all pass, 1 if one fails, 2 if CUDA was asked for but is absent."""
+    if cuda and not torch.cuda.is_available():
+        print(NO_CUDA)
+        return 2
+    rows: list[tuple] = []
+    if cuda:
+        rows = cuda_checks()
+        _print_cuda_table(rows)
+    else:
+        rows = cpu_checks()
+        _print_cpu_table(rows)
+    failed = sum(not row[-1] for row in rows)
+    print(f"{len(rows) - failed}/{len(rows)} checks passed")
+    return 0 if failed == 0 else 1

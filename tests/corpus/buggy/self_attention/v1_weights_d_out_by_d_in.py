@@ -1,0 +1,36 @@
+"""Bug: V1 stores (d_out, d_in) matrices like nn.Linear and uses x @ W.T, so the book's weight.T transfer breaks (source: seed 001 line ~318 transfer)."""
+
+import torch
+from torch import nn
+
+
+class SelfAttentionV1(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.W_query = nn.Parameter(torch.rand(d_out, d_in))
+        self.W_key = nn.Parameter(torch.rand(d_out, d_in))
+        self.W_value = nn.Parameter(torch.rand(d_out, d_in))
+
+    def forward(self, x):
+        queries = x @ self.W_query.T
+        keys = x @ self.W_key.T
+        values = x @ self.W_value.T
+        attn_scores = queries @ keys.transpose(-2, -1)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        return attn_weights @ values
+
+
+class SelfAttentionV2(nn.Module):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x):
+        queries = self.W_query(x)
+        keys = self.W_key(x)
+        values = self.W_value(x)
+        attn_scores = queries @ keys.transpose(-2, -1)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        return attn_weights @ values

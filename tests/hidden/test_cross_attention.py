@@ -1,0 +1,232 @@
+"""Hidden tests for `cross_attention`: nn.MultiheadAttention and SDPA oracles with L != S, padding masks
+per batch item, no mixing between queries, the attention weights themselves, dropout, float64 gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
+
+pytestmark = pytest.mark.exercise("cross_attention")
+
+
+def pair(student, reference, d_model: int, num_heads: int, **kwargs):
+    """A reference module and a student module holding the same parameters (parameters only, never buffers)."""
+    ref = reference.cross_attention.CrossAttention(d_model, num_heads, **kwargs)
+    h = student.cross_attention.CrossAttention(d_model, num_heads, **kwargs)
+    load(h, {k: v.detach() for k, v in ref.named_parameters()})
+    h.eval()
+    ref.eval()
+    return ref, h
+
+
+def load(h, params: dict[str, torch.Tensor]) -> None:
+    result = h.load_state_dict(params, strict=False)
+    if result["unexpected_keys"]:
+        fail(f"CrossAttention parameters: your module has no {result['unexpected_keys']}",
+             "use W_query, W_key, W_value (nn.Linear(d_model, d_model, bias=qkv_bias)) and out_proj "
+             "(nn.Linear(d_model, d_model)) as attribute names")
+
+
+def params_of(ref: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach() for k, v in ref.named_parameters()}
+
+
+def mha_oracle(p: dict[str, torch.Tensor], d_model: int, num_heads: int, x: torch.Tensor, context: torch.Tensor,
+               keep: torch.Tensor | None = None) -> torch.Tensor:
+    """nn.MultiheadAttention with copied weights; its key_padding_mask means True = IGNORE, hence ~keep."""
+    mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True).to(x.dtype)
+    zeros = torch.zeros(d_model, dtype=x.dtype)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([p["W_query.weight"], p["W_key.weight"], p["W_value.weight"]]))
+        mha.in_proj_bias.copy_(torch.cat([p.get(f"{n}.bias", zeros) for n in ("W_query", "W_key", "W_value")]))
+        mha.out_proj.weight.copy_(p["out_proj.weight"])
+        mha.out_proj.bias.copy_(p["out_proj.bias"])
+    mha.eval()
+    with torch.no_grad():
+        out, _ = mha(x, context, context, key_padding_mask=None if keep is None else ~keep, need_weights=False)
+    return out
+
+
+def sdpa_oracle(p: dict[str, torch.Tensor], num_heads: int, x: torch.Tensor, context: torch.Tensor,
+                keep: torch.Tensor | None = None) -> torch.Tensor:
+    """The math backend of SDPA; its bool attn_mask means True = attend, broadcast as (B, 1, 1, S)."""
+    B, L, d = x.shape
+    S, hd = context.shape[1], d // num_heads
+    q = F.linear(x, p["W_query.weight"], p.get("W_query.bias")).view(B, L, num_heads, hd).transpose(1, 2)
+    k = F.linear(context, p["W_key.weight"], p.get("W_key.bias")).view(B, S, num_heads, hd).transpose(1, 2)
+    v = F.linear(context, p["W_value.weight"], p.get("W_value.bias")).view(B, S, num_heads, hd).transpose(1, 2)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=None if keep is None else keep[:, None, None, :])
+    return F.linear(o.transpose(1, 2).reshape(B, L, d), p["out_proj.weight"], p["out_proj.bias"])
+
+
+def lengths_mask(lengths: list[int], S: int) -> torch.Tensor:
+    return torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]  # (B, S): True = real token
+
+
+def weights_probe(student, reference, B: int, L: int, S: int, H: int, dropout: float, gen):
+    """A student module whose output IS its attention weights, shape (B, H, L, S).
+
+    d_model = H * S and context[b, j] = e_j: W_value copies e_j into every head (value j of each head is the
+    one-hot e_j) and out_proj is the identity, so output[b, i, h * S + j] = weight of head h, query i, key j.
+    Queries and keys keep the reference's random projections. Returns (handle, x, context, expected eval weights).
+    """
+    d = H * S
+    ref = reference.cross_attention.CrossAttention(d, H, dropout=dropout)
+    p = params_of(ref)
+    eye = torch.eye(S, d)  # (S, d): e_j in the first S coordinates
+    p["W_value.weight"] = torch.cat([torch.eye(S, d)] * H)  # (d, d): every head's value j is e_j
+    p["out_proj.weight"] = torch.eye(d)
+    p["out_proj.bias"] = torch.zeros(d)
+    h = student.cross_attention.CrossAttention(d, H, dropout=dropout)
+    load(h, p)
+    x = torch.randn(B, L, d, generator=gen)
+    context = eye.expand(B, S, d).clone()
+    q = (x.double() @ p["W_query.weight"].double().T).view(B, L, H, S).transpose(1, 2)  # (B, H, L, hd = S)
+    k = (context.double() @ p["W_key.weight"].double().T).view(B, S, H, S).transpose(1, 2)  # (B, H, S, hd)
+    expected = torch.softmax(q @ k.transpose(-2, -1) / S**0.5, dim=-1).float()  # (B, H, L, S)
+    return h, x, context, expected
+
+
+def as_weights(out, B: int, L: int, S: int, H: int) -> torch.Tensor:
+    expect_shape(out, (B, L, H * S), what="CrossAttention output")
+    return out.view(B, L, H, S).transpose(1, 2)  # (B, H, L, S)
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("B,L,S,d,H", [(2, 3, 5, 8, 2), (2, 6, 2, 12, 4), (3, 4, 4, 6, 3)])
+def test_matches_multihead_attention_oracle(student, reference, gen, B, L, S, d, H):
+    ref, h = pair(student, reference, d, H)
+    x, context = torch.randn(B, L, d, generator=gen), torch.randn(B, S, d, generator=gen)
+    expect_tensor(h(x, context), mha_oracle(params_of(ref), d, H, x, context),
+                  what=f"CrossAttention({d}, {H}) on x (B={B}, L={L}) and context (S={S}) vs nn.MultiheadAttention",
+                  hint="keys and values have the context's length S (not L); split heads with "
+                       "view(B, T, H, head_dim).transpose(1, 2); scale by 1/sqrt(head_dim); no causal mask")
+
+
+@pytest.mark.points(0.75)
+@pytest.mark.parametrize("B,L,S,d,H,lengths", [(2, 3, 5, 8, 2, [5, 2]), (3, 4, 6, 12, 3, [6, 1, 3])])
+def test_key_padding_mask_matches_sdpa(student, reference, gen, B, L, S, d, H, lengths):
+    ref, h = pair(student, reference, d, H)
+    x, context = torch.randn(B, L, d, generator=gen), torch.randn(B, S, d, generator=gen)
+    keep = lengths_mask(lengths, S)
+    out = h(x, context, keep)
+    what = f"CrossAttention with key_padding_mask for context lengths {lengths} (S={S})"
+    expect_finite(out, what=what, hint="True = real token (attend); False = padding. Did you invert the mask?")
+    expect_tensor(out, sdpa_oracle(params_of(ref), H, x, context, keep), what=what,
+                  hint="each batch item has its own mask: reshape it to (B, 1, 1, S) so it broadcasts over heads "
+                       "and queries (a (B, S) or (B, 1, S) mask lines the batch up with the wrong axis)")
+
+
+@pytest.mark.points(1)
+def test_qkv_bias_matches_multihead_attention(student, reference, gen):
+    ref, h = pair(student, reference, 8, 2, qkv_bias=True)
+    p = params_of(ref)
+    expect("W_query.bias" in h.named_parameters(), "CrossAttention(qkv_bias=True) has no W_query.bias",
+           "pass bias=qkv_bias to the three nn.Linear projections")
+    x, context = torch.randn(2, 4, 8, generator=gen), torch.randn(2, 3, 8, generator=gen)
+    keep = lengths_mask([2, 3], 3)
+    expect_tensor(h(x, context, keep), mha_oracle(p, 8, 2, x, context, keep),
+                  what="CrossAttention(8, 2, qkv_bias=True) with a padding mask vs nn.MultiheadAttention")
+
+
+@pytest.mark.points(1)
+def test_padded_context_has_no_influence(student, reference, gen):
+    _, h = pair(student, reference, 8, 2)
+    x, context = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 6, 8, generator=gen)
+    keep = lengths_mask([4, 6], 6)
+    out = h(x, context, keep)
+    expect_finite(out, what="CrossAttention with key_padding_mask",
+                  hint="a fully padded row gives NaN: is True 'attend' in your code?")
+    noisy = context.clone()
+    noisy[~keep] = 10 * torch.randn(int((~keep).sum()), 8, generator=gen)
+    expect_tensor(h(x, noisy, keep), out, what="output after replacing the padded context tokens by noise",
+                  hint="padded keys must get weight exactly 0 (fill their scores with -inf before softmax)")
+
+
+@pytest.mark.points(1)
+def test_queries_do_not_mix(student, reference, gen):
+    _, h = pair(student, reference, 12, 3)
+    x, context = torch.randn(2, 5, 12, generator=gen), torch.randn(2, 4, 12, generator=gen)
+    keep = lengths_mask([4, 2], 4)
+    out = h(x, context, keep)
+    j = 3
+    changed = x.clone()
+    changed[:, j] += 3 * torch.randn(2, 12, generator=gen)
+    out2 = h(changed, context, keep)
+    others = [i for i in range(5) if i != j]
+    expect_tensor(out2[:, others], out[:, others], what=f"output rows {others} after changing query token {j}",
+                  hint="each output row depends on its own query and the context only: no causal mask, no "
+                       "view(B, H, T, hd) without transpose")
+
+
+@pytest.mark.points(1)
+def test_attention_weights_are_a_distribution_over_real_keys(student, reference, gen):
+    B, L, S, H = 2, 3, 4, 2
+    h, x, context, expected = weights_probe(student, reference, B, L, S, H, 0.0, gen)
+    h.eval()
+    keep = lengths_mask([4, 2], S)
+    w = as_weights(h(x, context, keep), B, L, S, H)
+    expect_tensor(w[1, :, :, 2:], torch.zeros(H, L, 2), what="attention weights on the padded keys of item 1",
+                  atol=1e-6, rtol=0, hint="padded keys get weight 0")
+    sums = w.double().sum(-1)
+    expect_tensor(sums, torch.ones_like(sums), what="attention weights summed over the keys", atol=1e-5, rtol=0,
+                  hint="softmax over the LAST axis (the keys), after masking")
+    expect_tensor(w[0], expected[0],
+                  what="attention weights of item 0 (no padding) vs float64 softmax(q k^T / sqrt(hd))")
+
+
+@pytest.mark.points(0.5)
+def test_dropout_is_off_in_eval_mode(student, reference, gen):
+    ref, h = pair(student, reference, 8, 2, dropout=0.5)
+    x, context = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen)
+    a, b = h(x, context), h(x, context)
+    expect_tensor(b, a, what="two eval-mode calls of CrossAttention(dropout=0.5)",
+                  hint="use an nn.Dropout module: it is the identity after .eval()")
+    expect_tensor(a, mha_oracle(params_of(ref), 8, 2, x, context), what="eval-mode output with dropout=0.5")
+
+
+@pytest.mark.points(1)
+def test_dropout_in_training_zeroes_and_rescales_the_weights(student, reference, gen):
+    B, L, S, H = 4, 8, 8, 2
+    h, x, context, expected = weights_probe(student, reference, B, L, S, H, 0.5, gen)
+    h.train()
+    w = as_weights(h(x, context), B, L, S, H)
+    dropped = w == 0
+    frac = float(dropped.double().mean())
+    expect(0.35 < frac < 0.65,
+           f"train mode, p=0.5: got {frac:.2f} of the attention weights exactly 0, expected about 0.5",
+           "apply self.dropout to the attention WEIGHTS (after softmax), not to the scores or the values")
+    expect_tensor(w[~dropped], expected[~dropped] * 2, what="surviving attention weights in train mode (p=0.5)",
+                  hint="nn.Dropout scales survivors by 1/(1-p) = 2")
+
+
+@pytest.mark.points(1.5)
+def test_float64_gradients_match_reference(student, reference, gen):
+    B, L, S, d, H = 2, 3, 5, 8, 2
+    ref = reference.cross_attention.CrossAttention(d, H, qkv_bias=True).double()
+    h = student.cross_attention.CrossAttention(d, H, qkv_bias=True)
+    h.to(dtype=torch.float64)
+    load(h, params_of(ref))
+    h.eval()
+    ref.eval()
+    x = torch.randn(B, L, d, generator=gen, dtype=torch.float64)
+    context = torch.randn(B, S, d, generator=gen, dtype=torch.float64)
+    keep = lengths_mask([3, 5], S)
+    g = torch.randn(B, L, d, generator=gen, dtype=torch.float64)
+    out, input_grads, param_grads = h.grads(x, context, keep, grad_output=g)
+
+    xr, cr = x.clone().requires_grad_(True), context.clone().requires_grad_(True)
+    ref_out = ref(xr, cr, keep)
+    ref_out.backward(g)
+    expect_tensor(out, ref_out.detach(), what="float64 forward")
+    expect_tensor(input_grads[0], xr.grad, what="gradient w.r.t. x")
+    expect_tensor(input_grads[1], cr.grad, what="gradient w.r.t. context",
+                  hint="padded context tokens must receive zero gradient")
+    for name, param in ref.named_parameters():
+        expect_tensor(param_grads.get(name), param.grad, what=f"gradient of {name}")

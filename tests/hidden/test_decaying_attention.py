@@ -1,0 +1,187 @@
+"""Hidden tests for `decaying_attention`: SDPA oracle with a per-head float bias, gamma's broadcast and
+gradient, limiting behaviours (gamma = 0, gamma huge), batch independence, and ALiBi slopes for n = 1..16."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from grader.testing.checks import expect, expect_shape, expect_tensor, fail
+
+pytestmark = pytest.mark.exercise("decaying_attention")
+
+
+def pair(student, reference, C: int, H: int, gamma: torch.Tensor | None = None):
+    """A reference module and a student module with the same parameters; gamma distinct per head by default."""
+    ref = reference.decaying_attention.DecayingAttention(C, H)
+    with torch.no_grad():
+        ref.gamma.copy_(gamma.view(H, 1, 1) if gamma is not None else distinct_gammas(H))
+    h = student.decaying_attention.DecayingAttention(C, H)
+    load(h, params_of(ref))
+    return ref, h
+
+
+def distinct_gammas(H: int) -> torch.Tensor:
+    perm = torch.randperm(H)  # global RNG, seeded by the `gen` fixture
+    return torch.linspace(0.1, 1.5, H)[perm].view(H, 1, 1)
+
+
+def params_of(ref) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in ref.named_parameters()}
+
+
+def load(h, params: dict[str, torch.Tensor]) -> None:
+    result = h.load_state_dict(params, strict=False)
+    if result["unexpected_keys"]:
+        fail(f"DecayingAttention parameters: your module has no {result['unexpected_keys']}",
+             "self.qkv = nn.Linear(embed_dim, 3 * embed_dim); self.gamma = nn.Parameter(torch.ones(num_heads, 1, 1))")
+
+
+def split(p: dict[str, torch.Tensor], x: torch.Tensor, H: int):
+    B, L, C = x.shape
+    qkv = F.linear(x, p["qkv.weight"], p["qkv.bias"]).reshape(B, L, 3, H, C // H).permute(2, 0, 3, 1, 4)
+    return qkv[0], qkv[1], qkv[2]  # each (B, H, L, hd)
+
+
+def sdpa_oracle(p: dict[str, torch.Tensor], x: torch.Tensor, H: int) -> torch.Tensor:
+    """SDPA (math backend) with the float attn_mask -gamma[h] * |i - j|, added to the SCALED scores."""
+    B, L, C = x.shape
+    q, k, v = split(p, x, H)
+    i = torch.arange(L)
+    bias = -p["gamma"].reshape(H, 1, 1) * (i[:, None] - i[None, :]).abs().to(x.dtype)  # (H, L, L)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    return o.transpose(1, 2).reshape(B, L, C)
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("B,L,C,H", [(2, 5, 8, 2), (2, 4, 8, 4), (3, 7, 12, 3), (2, 9, 12, 2)])
+def test_matches_sdpa_with_per_head_distance_bias(student, reference, gen, B, L, C, H):
+    ref, h = pair(student, reference, C, H)
+    x = torch.randn(B, L, C, generator=gen)
+    gammas = [round(g, 3) for g in ref.gamma.view(-1).tolist()]
+    expect_tensor(h(x), sdpa_oracle(params_of(ref), x, H),
+                  what=f"DecayingAttention({C}, {H}) on x of shape ({B}, {L}, {C}), gamma = {gammas}",
+                  hint="scores = q @ k^T / sqrt(head_dim) - gamma * |i - j| with gamma (H, 1, 1) against scores "
+                       "(B, H, L, L); qkv(x).reshape(B, L, 3, H, head_dim).permute(2, 0, 3, 1, 4)")
+
+
+@pytest.mark.points(1)
+def test_fresh_module_has_the_notebooks_parameters(student):
+    h = student.decaying_attention.DecayingAttention(12, 3)
+    p = h.named_parameters()
+    expect("gamma" in p, f"DecayingAttention parameters: got {sorted(p)}, expected a parameter named gamma",
+           "gamma must be learnable: nn.Parameter(torch.ones(num_heads, 1, 1)), not a buffer or plain tensor")
+    expect_tensor(p["gamma"], torch.ones(3, 1, 1), what="gamma of a fresh DecayingAttention(12, 3)")
+    expect_shape(p.get("qkv.weight"), (36, 12), what="qkv.weight", hint="nn.Linear(embed_dim, 3 * embed_dim)")
+    expect_shape(p.get("qkv.bias"), (36,), what="qkv.bias", hint="the qkv projection has a bias")
+
+
+@pytest.mark.points(1)
+def test_each_head_uses_its_own_gamma(student, reference, gen):
+    B, L, C, H = 2, 6, 8, 2
+    ref, h = pair(student, reference, C, H, gamma=torch.tensor([0.0, 60.0]))
+    x = torch.randn(B, L, C, generator=gen)
+    out = h(x)
+    expect_shape(out, (B, L, C), what="DecayingAttention output")
+    q, k, v = split(params_of(ref), x, H)
+    plain = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(C // H), dim=-1) @ v  # (B, H, L, hd)
+    expect_tensor(out[..., :4], plain[:, 0], what="head 0 (gamma = 0): plain softmax attention",
+                  hint="gamma[h] only scales head h: gamma has shape (H, 1, 1) against scores (B, H, L, L)")
+    expect_tensor(out[..., 4:], v[:, 1], what="head 1 (gamma = 60): every token attends only to itself",
+                  atol=1e-4, hint="a huge decay leaves only |i - j| = 0: the bias must be NEGATIVE and use |i - j|")
+
+
+@pytest.mark.points(0.75)
+def test_huge_gamma_makes_every_token_attend_to_itself(student, reference, gen):
+    B, L, C, H = 2, 7, 12, 3
+    ref, h = pair(student, reference, C, H, gamma=torch.full((H,), 80.0))
+    x = torch.randn(B, L, C, generator=gen)
+    _, _, v = split(params_of(ref), x, H)
+    expect_tensor(h(x), v.transpose(1, 2).reshape(B, L, C), what="output with gamma = 80 in every head",
+                  atol=1e-4, hint="-gamma * |i - j| must push every other token's weight to 0: a positive or "
+                                  "signed bias sends the weight to the far end instead")
+
+
+@pytest.mark.points(0.75)
+def test_zero_gamma_is_plain_attention_without_a_mask(student, reference, gen):
+    B, L, C, H = 2, 5, 12, 2
+    ref, h = pair(student, reference, C, H, gamma=torch.zeros(H))
+    x = torch.randn(B, L, C, generator=gen)
+    p = params_of(ref)
+    q, k, v = split(p, x, H)
+    with sdpa_kernel(SDPBackend.MATH):
+        expected = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, L, C)
+    expect_tensor(h(x), expected, what="DecayingAttention with gamma = 0 vs SDPA without any mask",
+                  hint="no causal mask here; scale by 1/sqrt(head_dim); softmax over the keys (last axis)")
+
+
+@pytest.mark.points(0.5)
+def test_batch_items_are_independent(student, reference, gen):
+    _, h = pair(student, reference, 8, 2)
+    x = torch.randn(3, 5, 8, generator=gen)
+    out = h(x)
+    expect_shape(out, (3, 5, 8), what="DecayingAttention output")
+    for b in range(3):
+        expect_tensor(out[b:b + 1], h(x[b:b + 1]), what=f"item {b} of a batch vs the same item alone")
+
+
+@pytest.mark.points(1.5)
+def test_float64_gradients_match_reference_including_gamma(student, reference, gen):
+    B, L, C, H = 2, 5, 8, 2
+    ref, h = pair(student, reference, C, H)
+    ref.double()
+    h.to(dtype=torch.float64)
+    load(h, params_of(ref))
+    x = torch.randn(B, L, C, generator=gen, dtype=torch.float64)
+    g = torch.randn(B, L, C, generator=gen, dtype=torch.float64)
+    out, input_grads, param_grads = h.grads(x, grad_output=g)
+    xr = x.clone().requires_grad_(True)
+    ref_out = ref(xr)
+    ref_out.backward(g)
+    expect_tensor(out, ref_out.detach(), what="float64 forward")
+    expect_tensor(input_grads[0], xr.grad, what="gradient w.r.t. x")
+    expect(param_grads.get("gamma") is not None, "gamma received no gradient",
+           "gamma must be an nn.Parameter used in forward")
+    expect(bool(param_grads["gamma"].abs().sum() > 0), "gamma's gradient is all zeros", "subtract gamma * |i - j|")
+    for name, param in ref.named_parameters():
+        expect_tensor(param_grads.get(name), param.grad, what=f"gradient of {name}")
+
+
+def slopes_formula(n: int) -> torch.Tensor:
+    """Press et al.'s get_slopes, in float64."""
+    def pow2(m: int) -> list[float]:
+        start = 2 ** (-(2 ** -(math.log2(m) - 3)))
+        return [start * start**i for i in range(m)]
+
+    c = 2 ** math.floor(math.log2(n))
+    s = pow2(c) if c == n else pow2(c) + pow2(2 * c)[0::2][: n - c]
+    return torch.tensor(s, dtype=torch.float64)
+
+
+@pytest.mark.points(0.5)
+def test_alibi_slopes_are_float32_of_shape_num_heads(student):
+    got = student.decaying_attention.alibi_slopes(4)
+    expect_tensor(got, torch.tensor([2**-2, 2**-4, 2**-6, 2**-8]), what="alibi_slopes(4)",
+                  hint="return torch.tensor(slopes, dtype=torch.float32) of shape (num_heads,)")
+
+
+@pytest.mark.points(0.5)
+def test_alibi_slopes_for_12_heads_match_the_paper(student):
+    got = student.decaying_attention.alibi_slopes(12)
+    expected = torch.tensor([2.0**-k for k in range(1, 9)] + [0.7071068, 0.3535534, 0.1767767, 0.0883883])
+    expect_tensor(got, expected, what="alibi_slopes(12)",
+                  hint="not a power of two: alibi_slopes(8) followed by alibi_slopes(16)[0::2][:4]")
+
+
+@pytest.mark.points(1.5)
+def test_alibi_slopes_match_the_formula_for_1_to_16_heads(student):
+    for n in range(1, 17):
+        expected = slopes_formula(n).float()
+        expect_tensor(student.decaying_attention.alibi_slopes(n), expected, what=f"alibi_slopes({n})",
+                      hint="a power of two n: 2 ** (-8h/n); otherwise c = 2 ** floor(log2(n)) slopes of "
+                           "alibi_slopes(c), then alibi_slopes(2c)[0::2][:n - c], in that order")

@@ -1,0 +1,270 @@
+"""Hidden tests for `efficient_attention`: SDPA masks, causal, dropout; FlashAttention values, tiles, memory."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
+
+from grader.testing.checks import expect, expect_finite, expect_tensor
+
+pytestmark = pytest.mark.exercise("efficient_attention")
+
+
+def hand_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """float64 softmax(q k^T / sqrt(E) [+ mask]) v, cast to q's dtype. Bool mask: True = may attend.
+
+    Rows with no allowed key give 0, as SDPA does.
+    """
+    scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None and mask.dtype == torch.bool:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    elif mask is not None:
+        scores = scores + mask.double()
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # an all -inf row: NaN -> 0
+    return (weights @ v.double()).to(q.dtype)
+
+
+def sdpa_math(q, k, v, **kwargs) -> torch.Tensor:
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+def qkv(gen: torch.Generator, B: int, H: int, L: int, S: int, E: int, Ev: int, dtype=torch.float32):
+    return (torch.randn(B, H, L, E, generator=gen, dtype=dtype), torch.randn(B, H, S, E, generator=gen, dtype=dtype),
+            torch.randn(B, H, S, Ev, generator=gen, dtype=dtype))
+
+
+def bottom_right(L: int, S: int) -> torch.Tensor:
+    return torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L)  # (L, S): query i sees keys 0..S-L+i
+
+
+# ---------------------------------------------------------------------------------------------- sdpa_attention
+@pytest.mark.points(1)
+def test_sdpa_bool_padding_mask_matches_math_backend_and_float64(student, gen):
+    q, k, v = qkv(gen, B=2, H=2, L=4, S=7, E=8, Ev=5)
+    keep = torch.rand(2, 1, 1, 7, generator=gen) > 0.4  # (B, 1, 1, S): per-batch padding, True = real key
+    keep[..., 0] = True  # every row keeps at least one key
+    got = student.efficient_attention.sdpa_attention(q, k, v, mask=keep)
+    hint = "SDPA's bool attn_mask uses True = may attend: pass it as it is (not ~mask, not mask.float())"
+    expect_tensor(got, sdpa_math(q, k, v, attn_mask=keep), what="sdpa_attention(q, k, v, mask=bool (B, 1, 1, S))",
+                  hint=hint)
+    expect_tensor(got, hand_attention(q, k, v, keep), what="sdpa_attention with a bool mask vs float64", hint=hint)
+    k2, v2 = k.clone(), v.clone()
+    k2 += 7.0 * (~keep).transpose(-2, -1)  # move only the padded keys and values
+    v2 -= 7.0 * (~keep).transpose(-2, -1)
+    again = student.efficient_attention.sdpa_attention(q, k2, v2, mask=keep)
+    expect_tensor(again, got, what="output after changing only the masked (False) keys and values",
+                  hint="keys where the mask is False must have no influence at all")
+
+
+@pytest.mark.points(0.75)
+def test_sdpa_additive_float_mask_is_added_to_the_scores(student, gen):
+    q, k, v = qkv(gen, B=2, H=2, L=5, S=6, E=4, Ev=4)
+    blocked = torch.rand(5, 6, generator=gen) > 0.6
+    blocked[:, 2] = False
+    additive = torch.zeros(5, 6).masked_fill(blocked, float("-inf"))  # 0 = keep, -inf = block
+    additive += 0.5 * torch.randn(5, 6, generator=gen) * (~blocked)  # a real bias on the kept entries
+    got = student.efficient_attention.sdpa_attention(q, k, v, mask=additive)
+    expect_finite(got, what="sdpa_attention(..., mask=additive float mask)")
+    expect_tensor(got, hand_attention(q, k, v, additive), what="sdpa_attention(..., mask=additive float mask)",
+                  hint="a float mask is added to the scaled scores: 0 keeps, -inf blocks. Do not compare it "
+                       "with 0 (`mask == 0` treats it as a keep-mask and inverts it)")
+
+
+@pytest.mark.points(0.75)
+def test_sdpa_is_causal_square_matches_math_and_hides_the_future(student, gen):
+    q, k, v = qkv(gen, B=2, H=3, L=8, S=8, E=4, Ev=6)
+    got = student.efficient_attention.sdpa_attention(q, k, v, is_causal=True)
+    expect_tensor(got, sdpa_math(q, k, v, is_causal=True), what="sdpa_attention(..., is_causal=True), L == S")
+    k2, v2 = k.clone(), v.clone()
+    k2[..., 5:, :] = torch.randn(2, 3, 3, 4, generator=gen) * 5
+    v2[..., 5:, :] = torch.randn(2, 3, 3, 6, generator=gen) * 5
+    again = student.efficient_attention.sdpa_attention(q, k2, v2, is_causal=True)
+    expect_tensor(again[..., :5, :], got[..., :5, :], what="outputs of queries 0..4 after changing keys 5..7",
+                  hint="query i may see keys 0..i only: the future leaked in")
+
+
+@pytest.mark.points(1)
+def test_sdpa_is_causal_with_fewer_queries_is_bottom_right_aligned(student, gen):
+    q, k, v = qkv(gen, B=2, H=2, L=3, S=7, E=4, Ev=4)
+    got = student.efficient_attention.sdpa_attention(q, k, v, is_causal=True)
+    hint = ("with L < S the queries are the LAST L positions (query i at S - L + i); SDPA's is_causal is top-left "
+            "aligned then: build torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L) and pass it as the mask")
+    expect_tensor(got, sdpa_math(q, k, v, attn_mask=causal_lower_right(3, 7)),
+                  what="sdpa_attention(q (L=3), k (S=7), is_causal=True) vs causal_lower_right", hint=hint)
+    expect_tensor(got, hand_attention(q, k, v, bottom_right(3, 7)), what="the same vs float64", hint=hint)
+    k2, v2 = k.clone(), v.clone()
+    k2[..., 6, :] += 9.0  # the last key is visible to the last query only
+    v2[..., 6, :] += 9.0
+    again = student.efficient_attention.sdpa_attention(q, k2, v2, is_causal=True)
+    expect_tensor(again[..., :2, :], got[..., :2, :], what="queries 0..1 after changing the last key",
+                  hint="query 0 sits at position 4 and query 1 at 5: neither may see key 6")
+
+
+@pytest.mark.points(0.75)
+def test_sdpa_eval_mode_has_no_dropout(student, gen):
+    q, k, v = qkv(gen, B=2, H=2, L=6, S=6, E=4, Ev=4)
+    a = student.efficient_attention.sdpa_attention(q, k, v, dropout_p=0.5, training=False)
+    b = student.efficient_attention.sdpa_attention(q, k, v, dropout_p=0.5, training=False)
+    hint = "SDPA drops weights whenever dropout_p > 0 (it cannot see train/eval): pass dropout_p if training else 0.0"
+    expect_tensor(a, hand_attention(q, k, v), what="sdpa_attention(..., dropout_p=0.5, training=False)", hint=hint)
+    expect_tensor(b, a, what="two calls with training=False", hint=hint)
+
+
+@pytest.mark.points(0.75)
+def test_sdpa_training_mode_drops_about_half_of_the_weights(student, gen):
+    L = S = 32
+    q = torch.randn(1, 1, L, 8, generator=gen) * 0.5
+    k = torch.randn(1, 1, S, 8, generator=gen) * 0.5
+    eye = torch.eye(S).expand(1, 1, S, S)  # value = identity: the output IS the (dropped-out) weight matrix
+    weights = hand_attention(q, k, eye)
+    a = student.efficient_attention.sdpa_attention(q, k, eye, dropout_p=0.5, training=True)
+    b = student.efficient_attention.sdpa_attention(q, k, eye, dropout_p=0.5, training=True)
+    expect(not torch.equal(a, b), "two calls with dropout_p=0.5, training=True gave identical outputs",
+           hint="in training mode pass dropout_p to SDPA")
+    for got in (a, b):
+        zero = float((got == 0).double().mean())
+        expect(0.35 < zero < 0.65, f"with dropout_p=0.5 and value = I, got {zero:.2f} of the weights exactly 0, "
+               "expected about 0.5", hint="dropout acts on the attention weights with probability dropout_p")
+        kept = got != 0
+        expect_tensor(got[kept], weights[kept] * 2.0, what="surviving weights (value = identity)",
+                      hint="survivors are scaled by 1 / (1 - p) = 2")
+
+
+# ---------------------------------------------------------------------------------------------- flash_attention
+@pytest.mark.points(1)
+def test_flash_matches_sdpa_math_in_float32(student, gen):
+    q, k, v = qkv(gen, B=2, H=2, L=37, S=37, E=8, Ev=8)
+    got = student.efficient_attention.flash_attention(q, k, v, block_size=8)
+    expect_tensor(got, sdpa_math(q, k, v), what="flash_attention(B=2, H=2, L=S=37, E=8, block_size=8)", atol=1e-5,
+                  hint="per key tile: m_new = max(m, rowmax), p = exp(s - m_new), alpha = exp(m - m_new), "
+                       "l = alpha * l + p.sum(-1), O = alpha * O + p @ v; out = O / l at the end")
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_flash_matches_float64_attention_when_lengths_differ(student, gen, is_causal):
+    q, k, v = qkv(gen, B=2, H=2, L=6, S=13, E=5, Ev=3, dtype=torch.float64)
+    got = student.efficient_attention.flash_attention(q, k, v, is_causal=is_causal, block_size=4)
+    mask = bottom_right(6, 13) if is_causal else None
+    expect_tensor(got, hand_attention(q, k, v, mask), what=f"flash_attention(float64, L=6, S=13, E=5, Ev=3, "
+                  f"is_causal={is_causal}, block_size=4)", hint="scale by 1/sqrt(E); the output has Ev columns")
+
+
+@pytest.mark.points(0.25)
+@pytest.mark.parametrize("block_size", [1, 5, 8, 64])
+def test_flash_is_tile_size_invariant_with_a_ragged_last_tile(student, gen, block_size):
+    q, k, v = qkv(gen, B=1, H=2, L=37, S=37, E=4, Ev=4, dtype=torch.float64)
+    got = student.efficient_attention.flash_attention(q, k, v, block_size=block_size)
+    expect_tensor(got, hand_attention(q, k, v), what=f"flash_attention(L=S=37, block_size={block_size})",
+                  hint="every key must be in some tile: the last tile may be shorter, and block_size may exceed S")
+
+
+@pytest.mark.points(1)
+def test_flash_causal_with_fewer_queries_is_bottom_right_aligned(student, gen):
+    q, k, v = qkv(gen, B=2, H=2, L=5, S=13, E=4, Ev=4)
+    got = student.efficient_attention.flash_attention(q, k, v, is_causal=True, block_size=4)
+    expect_tensor(got, sdpa_math(q, k, v, attn_mask=causal_lower_right(5, 13)),
+                  what="flash_attention(L=5, S=13, is_causal=True) vs SDPA with causal_lower_right",
+                  hint="query i sits at absolute position S - L + i and sees keys 0..S - L + i")
+
+
+@pytest.mark.points(0.5)
+def test_flash_causal_rows_without_any_key_are_zero_not_nan(student, gen):
+    q, k, v = qkv(gen, B=1, H=2, L=7, S=4, E=4, Ev=4, dtype=torch.float64)
+    got = student.efficient_attention.flash_attention(q, k, v, is_causal=True, block_size=2)
+    hint = ("with L > S the first L - S queries see no key: guard m = -inf (exp(-inf - -inf) is NaN) and "
+            "return 0 for those rows, as SDPA does")
+    expect_finite(got, what="flash_attention(L=7, S=4, is_causal=True)", hint=hint)
+    expect_tensor(got, hand_attention(q, k, v, bottom_right(7, 4)), what="flash_attention(L=7, S=4, is_causal=True)",
+                  hint=hint)
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("case", ["randn_x30", "all_scores_negative"])
+def test_flash_is_stable_for_large_scores(student, gen, case):
+    if case == "randn_x30":  # float32 scores in the thousands: exp overflows unless the running max is subtracted
+        q, k, v = qkv(gen, B=1, H=2, L=20, S=20, E=16, Ev=4)
+        q, k = q * 30, k * 30
+        tol = 1e-2  # float32 rounding of scores ~1000 alone moves the weights by ~1e-4
+    else:  # every score is about -900 * 16 / 4: exp(score) underflows unless the running max starts at -inf
+        q = 30 * (1 + 0.1 * torch.rand(1, 2, 20, 16, generator=gen, dtype=torch.float64))
+        k = -30 * (1 + 0.1 * torch.rand(1, 2, 20, 16, generator=gen, dtype=torch.float64))
+        v = torch.randn(1, 2, 20, 4, generator=gen, dtype=torch.float64)
+        tol = 1e-8
+    got = student.efficient_attention.flash_attention(q, k, v, block_size=6)
+    hint = ("initialise the running max to -inf (not 0) and subtract the running max before exp: with all scores "
+            "far below 0, exp(score - 0) underflows to 0 and 0 / 0 is NaN")
+    expect_finite(got, what=f"flash_attention(scores of size ~1000, {case})", hint=hint)
+    expect_tensor(got, hand_attention(q, k, v), what=f"flash_attention({case})", atol=tol, rtol=tol, hint=hint)
+
+
+@pytest.mark.points(0.5)
+def test_flash_output_lies_between_the_value_extremes(student, gen):
+    q, k, v = qkv(gen, B=2, H=1, L=16, S=23, E=8, Ev=6)
+    q = q * 3
+    got = student.efficient_attention.flash_attention(q, k, v, is_causal=True, block_size=5)
+    lo = v.amin(dim=-2, keepdim=True) - 1e-5  # (B, H, 1, Ev)
+    hi = v.amax(dim=-2, keepdim=True) + 1e-5
+    inside = bool(((got >= lo) & (got <= hi)).all())
+    expect(inside, "some output lies outside [min V, max V] of its column: the tile weights no longer sum to 1",
+           hint="each output row is a convex combination of value rows: rescale both l and O by alpha")
+
+
+@pytest.mark.points(1)
+def test_flash_never_materialises_the_score_matrix(student, gen):
+    L = S = 1024
+    q, k, v = qkv(gen, B=1, H=1, L=L, S=S, E=16, Ev=16)
+    got, stats = student.efficient_attention.flash_attention.measure(q, k, v, block_size=64)
+    expect_tensor(got, sdpa_math(q, k, v), what="flash_attention(L=S=1024, E=16, block_size=64)")
+    full = L * S * 4
+    expect(stats["max_tensor_bytes"] < full / 4,
+           f"the largest tensor made during flash_attention had {stats['max_tensor_bytes']:.0f} bytes, expected "
+           f"below {full // 4} (the full {L} x {S} float32 score matrix has {full})",
+           hint="work one (L, block_size) tile of scores at a time; never build q @ k^T for all keys")
+
+
+# ---------------------------------------------------------------------------------------------- CUDA (extra)
+CUDA_TOL = {torch.float16: 1e-2, torch.bfloat16: 2e-2}
+
+
+def cuda_qkv(gen: torch.Generator, L: int, dtype: torch.dtype):
+    return tuple(torch.randn(2, 4, L, 64, generator=gen).to(device="cuda", dtype=dtype) for _ in range(3))
+
+
+def flash_kernel(q, k, v, is_causal: bool) -> torch.Tensor:
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+
+
+@pytest.mark.cuda
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("L", [128, 1024])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cuda_flash_attention_matches_the_flash_kernel(student, gen, dtype, L, is_causal):
+    q, k, v = cuda_qkv(gen, L, dtype)
+    got = student.efficient_attention.flash_attention(q, k, v, is_causal=is_causal, block_size=64)
+    tol = CUDA_TOL[dtype]
+    expect_finite(got, what=f"flash_attention on CUDA ({dtype}, L={L}, causal={is_causal})")
+    expect_tensor(got, flash_kernel(q, k, v, is_causal), what=f"flash_attention on CUDA ({dtype}, L={L}, "
+                  f"causal={is_causal}) vs the FLASH_ATTENTION kernel", atol=tol, rtol=tol,
+                  hint="accumulate in float32 for half-precision inputs and cast back at the end")
+
+
+@pytest.mark.cuda
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("L", [128, 1024])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cuda_sdpa_attention_matches_the_flash_kernel(student, gen, dtype, L, is_causal):
+    q, k, v = cuda_qkv(gen, L, dtype)
+    got = student.efficient_attention.sdpa_attention(q, k, v, is_causal=is_causal)
+    tol = CUDA_TOL[dtype]
+    expect_tensor(got, flash_kernel(q, k, v, is_causal), what=f"sdpa_attention on CUDA ({dtype}, L={L}, "
+                  f"causal={is_causal}) vs the FLASH_ATTENTION kernel", atol=tol, rtol=tol)

@@ -1,0 +1,162 @@
+"""Hidden tests for `self_attention`: float64 oracle, batches, V1 <-> V2 transfer, qkv_bias, float64 grads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader.testing.checks import expect, expect_shape, expect_tensor
+
+pytestmark = pytest.mark.exercise("self_attention")
+
+NAMES = ("W_query", "W_key", "W_value")
+
+
+def oracle(x: torch.Tensor, wq, wk, wv, bq=None, bk=None, bv=None) -> torch.Tensor:
+    """float64 hand computation with (d_in, d_out) matrices and optional biases, cast back to x's dtype."""
+    x64 = x.double()
+    q, k, v = (x64 @ w.double() + (0 if b is None else b.double()) for w, b in ((wq, bq), (wk, bk), (wv, bv)))
+    w = torch.softmax(q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5, dim=-1)
+    return (w @ v).to(x.dtype)
+
+
+def v1_weights(gen, d_in: int, d_out: int) -> dict[str, torch.Tensor]:
+    return {name: torch.randn(d_in, d_out, generator=gen) for name in NAMES}
+
+
+def ref_params(ref: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in ref.named_parameters()}
+
+
+@pytest.mark.points(1.5)
+def test_v1_batched_matches_float64_oracle(student, gen):
+    w = v1_weights(gen, 6, 4)
+    x = torch.randn(3, 5, 6, generator=gen)  # B=3, T=5, d_in=6 != d_out=4
+    sa = student.self_attention.SelfAttentionV1(6, 4)
+    sa.load_state_dict(w)
+    expect_tensor(sa(x), oracle(x, *w.values()), what="SelfAttentionV1(6, 4) on x (3, 5, 6)",
+                  hint="queries = x @ W_query (not W_key); scores / sqrt(d_out); softmax over dim=-1; "
+                       "keys.transpose(-2, -1) (keys.T reverses every dim of a 3-D tensor)")
+
+
+@pytest.mark.points(0.5)
+def test_v1_unbatched_matches_float64_oracle(student, gen):
+    w = v1_weights(gen, 5, 3)
+    x = torch.randn(7, 5, generator=gen)
+    sa = student.self_attention.SelfAttentionV1(5, 3)
+    sa.load_state_dict(w)
+    expect_tensor(sa(x), oracle(x, *w.values()), what="SelfAttentionV1(5, 3) on x (7, 5)",
+                  hint="scale the scores by 1/sqrt(d_out) = 1/sqrt(3), not 1/d_out or 1/d_out**2")
+
+
+@pytest.mark.points(1)
+def test_v2_matches_reference_and_oracle(student, reference, gen):
+    ref = reference.self_attention.SelfAttentionV2(6, 4).eval()
+    x = torch.randn(2, 5, 6, generator=gen)
+    sa = student.self_attention.SelfAttentionV2(6, 4)
+    sa.load_state_dict(ref_params(ref), strict=False)
+    sa.eval()
+    want = oracle(x, *(getattr(ref, n).weight.detach().T for n in NAMES))
+    expect_tensor(sa(x), want, what="SelfAttentionV2(6, 4) on x (2, 5, 6)",
+                  hint="queries = self.W_query(x), keys = self.W_key(x), values = self.W_value(x)")
+    with torch.no_grad():
+        expect_tensor(sa(x), ref(x), what="SelfAttentionV2(6, 4) vs the reference")
+
+
+@pytest.mark.points(1.5)
+def test_v2_with_qkv_bias(student, reference, gen):
+    ref = reference.self_attention.SelfAttentionV2(5, 6, qkv_bias=True).eval()
+    sa = student.self_attention.SelfAttentionV2(5, 6, qkv_bias=True)
+    params = sa.named_parameters()
+    for name in NAMES:
+        expect(f"{name}.bias" in params, f"SelfAttentionV2(5, 6, qkv_bias=True) has no parameter {name}.bias",
+               "pass bias=qkv_bias to each nn.Linear")
+    for name, tensor in ref_params(ref).items():  # biases clearly away from 0
+        if name.endswith(".bias"):
+            tensor.copy_(torch.randn(6, generator=gen))
+        params[name] = tensor
+    sa.load_state_dict(params, strict=False)
+    x = torch.randn(3, 4, 5, generator=gen)
+    want = oracle(x, *(params[f"{n}.weight"].T for n in NAMES), *(params[f"{n}.bias"] for n in NAMES))
+    expect_tensor(sa(x), want, what="SelfAttentionV2(5, 6, qkv_bias=True) on x (3, 4, 5)",
+                  hint="nn.Linear(d_in, d_out, bias=qkv_bias): the biases are part of the projections")
+
+
+@pytest.mark.points(1)
+def test_v2_weights_transposed_into_v1_give_the_same_output(student, gen):
+    v2 = student.self_attention.SelfAttentionV2(6, 4)
+    w = {f"{n}.weight": torch.randn(4, 6, generator=gen) for n in NAMES}
+    v2.load_state_dict(w)
+    v1 = student.self_attention.SelfAttentionV1(6, 4)
+    v1.load_state_dict({n: w[f"{n}.weight"].T.contiguous() for n in NAMES})  # the book's W.weight.T transfer
+    x = torch.randn(2, 5, 6, generator=gen)
+    expect_tensor(v1(x), v2(x), what="V1 with V2's weights transposed vs V2",
+                  hint="nn.Linear computes x @ weight.T, so V1's (d_in, d_out) W_query is V2's W_query.weight.T")
+    expect_tensor(v2(x), oracle(x, *(w[f"{n}.weight"].T for n in NAMES)), what="SelfAttentionV2(6, 4) output")
+
+
+@pytest.mark.points(0.5)
+def test_v1_weights_transposed_into_v2_give_the_same_output(student, gen):
+    w = v1_weights(gen, 4, 6)
+    v1 = student.self_attention.SelfAttentionV1(4, 6)
+    v1.load_state_dict(w)
+    v2 = student.self_attention.SelfAttentionV2(4, 6)
+    v2.load_state_dict({f"{n}.weight": w[n].T.contiguous() for n in NAMES})
+    x = torch.randn(3, 6, 4, generator=gen)
+    expect_tensor(v2(x), v1(x), what="V2 with V1's weights transposed vs V1")
+    expect_tensor(v1(x), oracle(x, *w.values()), what="SelfAttentionV1(4, 6) output")
+
+
+@pytest.mark.points(1)
+def test_v2_float64_gradients_match_reference(student, reference, gen):
+    ref = reference.self_attention.SelfAttentionV2(5, 4, qkv_bias=True).double().eval()
+    sa = student.self_attention.SelfAttentionV2(5, 4, qkv_bias=True)
+    sa.to(dtype=torch.float64)
+    sa.load_state_dict(ref_params(ref), strict=False)
+    x = torch.randn(2, 6, 5, generator=gen, dtype=torch.float64)
+    g = torch.randn(2, 6, 4, generator=gen, dtype=torch.float64)
+    out, (gx,), pgrads = sa.grads(x, grad_output=g)
+    xr = x.clone().requires_grad_(True)
+    want = ref(xr)
+    want.backward(g)
+    expect_tensor(out, want.detach(), what="float64 SelfAttentionV2 output")
+    expect_tensor(gx, xr.grad, what="gradient w.r.t. x", hint="keep everything differentiable (no .detach())")
+    for name, p in ref.named_parameters():
+        expect_tensor(pgrads.get(name), p.grad, what=f"gradient of {name}")
+
+
+@pytest.mark.points(0.5)
+def test_v1_float64_gradients_match_reference(student, reference, gen):
+    ref = reference.self_attention.SelfAttentionV1(4, 3).double()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
+    sa = student.self_attention.SelfAttentionV1(4, 3)
+    sa.to(dtype=torch.float64)
+    sa.load_state_dict(ref_params(ref), strict=False)
+    x = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)
+    g = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64)
+    out, (gx,), pgrads = sa.grads(x, grad_output=g)
+    xr = x.clone().requires_grad_(True)
+    want = ref(xr)
+    want.backward(g)
+    expect_tensor(out, want.detach(), what="float64 SelfAttentionV1 output")
+    expect_tensor(gx, xr.grad, what="gradient w.r.t. x")
+    for name, p in ref.named_parameters():
+        expect_tensor(pgrads.get(name), p.grad, what=f"gradient of {name}",
+                      hint="W_query, W_key and W_value must each be an nn.Parameter used in forward")
+
+
+@pytest.mark.points(0.5)
+def test_parameter_layout(student):
+    v1 = student.self_attention.SelfAttentionV1(7, 3).named_parameters()
+    expect(sorted(v1) == sorted(NAMES), f"SelfAttentionV1(7, 3) parameters: got {sorted(v1)}, expected {sorted(NAMES)}",
+           "three nn.Parameter(torch.rand(d_in, d_out)) named W_query, W_key, W_value")
+    for name in NAMES:
+        expect_shape(v1[name], (7, 3), what=f"SelfAttentionV1(7, 3).{name}")
+    v2 = student.self_attention.SelfAttentionV2(7, 3).named_parameters()
+    for name in NAMES:
+        expect_shape(v2.get(f"{name}.weight"), (3, 7), what=f"SelfAttentionV2(7, 3).{name}.weight",
+                     hint="nn.Linear(d_in, d_out) stores its weight as (d_out, d_in)")
+    expect(not any(n.endswith(".bias") for n in v2), "SelfAttentionV2(7, 3) has bias parameters by default",
+           "qkv_bias defaults to False")

@@ -1,0 +1,104 @@
+"""Hostile submissions, each graded end to end in the sandbox: valid scorecard, nothing forged.
+
+Every case replaces `softmax.py` in an otherwise correct submission. The attack must not earn a
+point on `softmax`, the correct `masks` module must keep all its points, and the grader (this
+process) must survive. Runs under the namespace backend (root on Linux, as in CI).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from grader import schema
+from grader.grade import grade
+from grader.sandbox import isolation
+from tests.project.conftest import CORPUS, solutions_copy
+
+HOSTILE = sorted((CORPUS / "hostile").glob("*.py"))
+needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
+                                     reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")
+
+
+def _grade(sub: Path) -> dict:
+    card = grade(sub, isolation="namespace", seed=7, exercises=["softmax", "masks"], per_test_time_limit=3)
+    schema.validate("scorecard", card)  # an invalid scorecard is a grader bug
+    return card
+
+
+def _scores(card: dict) -> dict[str, tuple[float, float]]:
+    return {e["id"]: (e["score"], e["max_score"]) for e in card["exercises"]}
+
+
+def _messages(card: dict, exercise: str) -> str:
+    return "\n".join(t["message"] for e in card["exercises"] if e["id"] == exercise for t in e["tests"])
+
+
+@needs_namespace
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", HOSTILE, ids=[p.stem for p in HOSTILE])
+def test_hostile_module_earns_nothing_and_others_keep_their_points(tmp_path, attack):
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(attack, sub / "softmax.py")
+    card = _grade(sub)
+    scores = _scores(card)
+    assert card["status"] == "graded", card["error"]
+    assert card["isolation"]["backend"] == "namespace"
+    assert scores["softmax"][0] == 0, f"{attack.stem} earned {scores['softmax']}"
+    assert scores["masks"][0] == scores["masks"][1] > 0, f"{attack.stem} cost the correct module points"
+    assert card["score"] == scores["masks"][0]
+    assert not _leftover_sandbox_processes()
+
+
+@needs_namespace
+def test_secrets_are_absent_inside_the_sandbox(tmp_path):
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(CORPUS / "hostile" / "reads_secrets.py", sub / "softmax.py")
+    text = _messages(_grade(sub), "softmax")
+    assert "STOLEN files=0 refs=0 frames=0 shadow=FileNotFoundError" in text, text
+
+
+@needs_namespace
+def test_network_is_unreachable_inside_the_sandbox(tmp_path):
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(CORPUS / "hostile" / "network_access.py", sub / "softmax.py")
+    text = _messages(_grade(sub), "softmax")
+    assert "NETWORK" in text and "connected" not in text, text
+
+
+@needs_namespace
+def test_timeouts_and_crashes_are_recorded_as_incidents(tmp_path):
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(CORPUS / "hostile" / "sleep_forever.py", sub / "softmax.py")
+    card = _grade(sub)
+    outcomes = {t["outcome"] for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]}
+    assert outcomes == {"timeout"}
+    assert any(i["kind"] == "timeout" for i in card["incidents"])
+    assert card["isolation"]["worker_starts"] >= 2  # restarted after the timeout, so masks still ran
+
+
+@needs_namespace
+def test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard(tmp_path):
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(CORPUS / "hostile" / "stdout_flood.py", sub / "softmax.py")
+    card = _grade(sub)
+    assert any(i["kind"] == "output" for i in card["incidents"])
+    assert "AAAA" not in str(card)
+
+
+@needs_namespace
+def test_missing_module_is_a_clear_not_found(tmp_path):
+    sub = solutions_copy(tmp_path / "sub")
+    (sub / "softmax.py").unlink()
+    card = _grade(sub)
+    assert _scores(card)["softmax"][0] == 0 and _scores(card)["masks"][0] > 0
+    assert "softmax.py not found" in _messages(card, "softmax")
+
+
+def _leftover_sandbox_processes() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "uid=,pid=,comm="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if line.split() and int(line.split()[0]) >= isolation.UID_BASE]
