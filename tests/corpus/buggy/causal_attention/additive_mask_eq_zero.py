@@ -1,0 +1,27 @@
+"""Bug: an additive 0/-inf mask is tested with `mask == 0`, which blocks the allowed keys instead of the future (seed 003 line ~355 / misconception #7)."""
+
+import torch
+from torch import nn
+
+
+class CausalAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.d_out = d_out
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        allowed = torch.tril(torch.ones(context_length, context_length))
+        self.register_buffer("mask", allowed.masked_fill(allowed == 0, float("-inf")).masked_fill(allowed == 1, 0.0))
+
+    def forward(self, x):
+        b, num_tokens, d_in = x.shape
+        keys = self.W_key(x)
+        queries = self.W_query(x)
+        values = self.W_value(x)
+        attn_scores = queries @ keys.transpose(1, 2)
+        attn_scores = attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens] == 0, -torch.inf)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = self.dropout(attn_weights)
+        return attn_weights @ values

@@ -1,0 +1,250 @@
+"""Hidden tests for `causal_attention`: SDPA and float64 oracles, the seeds' numbers, causality, any T <= context,
+dropout in train and eval mode, the mask buffer, and float64 gradients against the reference module."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
+
+pytestmark = pytest.mark.exercise("causal_attention")
+
+PROJECTIONS = ("W_query", "W_key", "W_value")
+
+
+def params_of(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters only (never buffers: how a student stores the mask is their business)."""
+    return {k: v.detach().clone() for k, v in module.named_parameters()}
+
+
+NAMES_HINT = ("name the projections self.W_query, self.W_key and self.W_value, each an "
+              "nn.Linear(d_in, d_out, bias=qkv_bias)")
+
+
+def load(h, params: dict[str, torch.Tensor]) -> None:
+    """Copy parameters into the student module, after checking their names and shapes."""
+    own = h.named_parameters()
+    unknown = [k for k in params if k not in own]
+    if unknown:
+        fail(f"named_parameters(): your module has no {unknown[:6]} (it has {sorted(own)[:6]})", NAMES_HINT)
+    for name, value in params.items():
+        if tuple(own[name].shape) != tuple(value.shape):
+            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}", NAMES_HINT)
+    h.load_state_dict(params, strict=False)
+
+
+def build(student, reference, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):
+    """(student handle, reference module) with the reference's parameters copied into the student's module."""
+    ref = reference.causal_attention.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+    h = student.causal_attention.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+    load(h, params_of(ref))
+    ref.eval()
+    h.eval()
+    return h, ref
+
+
+def sdpa_oracle(x: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
+    q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in PROJECTIONS)
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def weights64(x: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Causal attention weights by hand in float64, (B, T, T)."""
+    x = x.double()
+    q, k = (F.linear(x, p[f"{n}.weight"].double(), None if p.get(f"{n}.bias") is None else p[f"{n}.bias"].double())
+            for n in ("W_query", "W_key"))
+    T, d = x.shape[1], q.shape[-1]
+    scores = q @ k.transpose(1, 2) / math.sqrt(d)  # (B, T, T)
+    scores = scores.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+def attention64(x: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
+    b = p.get("W_value.bias")
+    values = F.linear(x.double(), p["W_value.weight"].double(), None if b is None else b.double())
+    return weights64(x, p) @ values
+
+
+SHAPES = [  # (B, T, context_length, d_in, d_out, qkv_bias): T < context, d_in != d_out, hd >= 2
+    (2, 5, 8, 6, 4, False),
+    (3, 7, 7, 4, 8, True),
+    (2, 3, 10, 5, 5, False),
+]
+
+
+@pytest.mark.points(0.75)
+@pytest.mark.parametrize("B,T,ctx,d_in,d_out,bias", SHAPES)
+def test_matches_sdpa_math_backend(student, reference, gen, B, T, ctx, d_in, d_out, bias):
+    h, ref = build(student, reference, d_in, d_out, ctx, 0.0, bias)
+    x = torch.randn(B, T, d_in, generator=gen)
+    got = h(x)
+    expect_tensor(got, sdpa_oracle(x, params_of(ref)),
+                  what=f"CausalAttention({d_in}, {d_out}, context_length={ctx}) on x of shape {(B, T, d_in)}",
+                  hint="queries from W_query, keys from W_key; mask keys j > i with -inf before the softmax; "
+                       "divide the scores by sqrt(d_out) (not d_out, not d_out**2); use the mask's [:T, :T] corner")
+
+
+@pytest.mark.points(1)
+def test_matches_float64_hand_computation(student, reference, gen):
+    h, ref = build(student, reference, 6, 4, 6, 0.0, True)
+    ref.double()
+    h.to(dtype=torch.float64)
+    x = torch.randn(2, 6, 6, generator=gen, dtype=torch.float64)
+    got = h(x)
+    expect_tensor(got, attention64(x, params_of(ref)), what="float64 output vs a float64 hand computation",
+                  hint="your forward should keep the input's dtype: build nothing in float32 inside forward")
+
+
+@pytest.mark.points(1)
+def test_gives_seed_003s_context_vectors(student):
+    # Seed 003: torch.manual_seed(123); batch = randn(2, 5, 4); CausalAttention(4, 4, 5, 0.0); printed output.
+    expected = torch.tensor([
+        [[-0.0487, -0.0112, 0.0449, 0.3506], [0.0439, 0.1278, 0.1848, 0.1733], [-0.2467, -0.1078, 0.2722, 0.5128],
+         [-0.1638, 0.0053, 0.3753, 0.3111], [0.0264, 0.1455, 0.3622, 0.0182]],
+        [[0.0960, 0.4257, 1.7419, 0.2045], [-0.0967, 0.2774, 1.1946, 0.5023], [0.1017, 0.2037, 0.4849, 0.1862],
+         [-0.0775, 0.1062, 0.3737, 0.3387], [-0.1181, -0.0113, 0.1070, 0.2743]]])
+    with torch.random.fork_rng():
+        torch.manual_seed(123)
+        batch = torch.randn(2, 5, 4)
+        params = {f"{n}.weight": torch.nn.Linear(4, 4, bias=False).weight.detach().clone() for n in PROJECTIONS}
+    h = student.causal_attention.CausalAttention(4, 4, 5, 0.0)
+    h.eval()
+    load(h, params)
+    expect_tensor(h(batch), expected, what="seed 003's example (d_in = d_out = 4, T = 5)", atol=1e-4, rtol=0,
+                  hint="with d_out = 4, sqrt(d_out) = 2 and d_out = 4 give different numbers: scale by sqrt(d_out)")
+
+
+@pytest.mark.points(1.25)
+def test_changing_future_tokens_leaves_earlier_outputs_unchanged(student, reference, gen):
+    h, _ = build(student, reference, 5, 6, 9, 0.0)
+    T = 8
+    x = torch.randn(3, T, 5, generator=gen)
+    t = int(torch.randint(1, T, (1,), generator=gen))
+    changed = x.clone()
+    changed[:, t:] += 10.0 * torch.randn(3, T - t, 5, generator=gen)
+    before, after = h(x), h(changed)
+    expect_shape(before, (3, T, 6), what="output")
+    expect_finite(before, what="output", hint="a fully masked row gives NaN: is your mask the right way round?")
+    expect_tensor(after[:, :t], before[:, :t], what=f"outputs of tokens 0..{t - 1} after changing tokens {t}..{T - 1}",
+                  hint="token i must not see tokens after i: the mask must hide keys j > i (and only those)")
+    expect(not torch.allclose(after[:, t:], before[:, t:]),
+           f"outputs of tokens {t}..{T - 1} did not change when those tokens changed",
+           "each token must attend to itself and to the tokens before it")
+
+
+@pytest.mark.points(1)
+def test_every_length_up_to_the_context_works(student, reference, gen):
+    ctx = 6
+    h, ref = build(student, reference, 3, 4, ctx, 0.0)
+    p = params_of(ref)
+    for T in range(1, ctx + 1):
+        x = torch.randn(2, T, 3, generator=gen)
+        expect_tensor(h(x), sdpa_oracle(x, p), what=f"output for T = {T} (context_length = {ctx})",
+                      hint="slice the (context_length, context_length) mask to [:T, :T] for shorter inputs")
+
+
+@pytest.mark.points(1)
+def test_eval_mode_is_deterministic_and_ignores_dropout(student, reference, gen):
+    h, ref = build(student, reference, 4, 4, 6, 0.5)
+    x = torch.randn(2, 6, 4, generator=gen)
+    first, second = h(x), h(x)
+    expect_shape(first, (2, 6, 4), what="output")
+    expect_tensor(second, first, what="second call vs first call in eval mode",
+                  hint="dropout must be off in eval(): use self.dropout (nn.Dropout), not F.dropout(training=True)")
+    expect_tensor(first, sdpa_oracle(x, params_of(ref)), what="eval-mode output with dropout=0.5 vs no dropout",
+                  hint="in eval mode, dropout is the identity")
+
+
+def one_hot_setup(student, reference, T, ctx, p_drop):
+    """A module whose output IS its attention weights: d_in = d_out = T, W_value = I and one-hot inputs."""
+    ref = reference.causal_attention.CausalAttention(T, T, ctx, p_drop)
+    params = params_of(ref)
+    params["W_value.weight"] = torch.eye(T)
+    h = student.causal_attention.CausalAttention(T, T, ctx, p_drop)
+    load(h, params)
+    return h, params
+
+
+@pytest.mark.points(1)
+def test_attention_weights_are_causal_and_rows_sum_to_one(student, reference, gen):
+    T = 6
+    h, params = one_hot_setup(student, reference, T, 8, 0.0)
+    h.eval()
+    x = torch.eye(T).expand(2, T, T).clone()  # token t is the one-hot vector e_t, so values = I
+    w = h(x)
+    expect_shape(w, (2, T, T), what="output (= the attention weights with W_value = I and one-hot inputs)")
+    expect_finite(w, what="attention weights", hint="a row with every key masked gives NaN: is the mask inverted?")
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1).expand(2, T, T)
+    leaks = torch.nonzero((w != 0) & future)
+    if len(leaks):
+        b, i, j = (int(v) for v in leaks[0])
+        fail(f"weights: row {i} puts weight {float(w[b, i, j]):.4g} on position {j}: the mask lets a query see the "
+             "future", "scores[i, j] must be -inf for every key j > i before the softmax")
+    sums = w.double().sum(dim=-1)
+    expect_tensor(sums, torch.ones_like(sums), what="row sums of the attention weights", atol=1e-5, rtol=0,
+                  hint="softmax over the last dim (the keys), after masking")
+    expect_tensor(w, weights64(x, params).float().expand(2, T, T), what="attention weights")
+
+
+@pytest.mark.points(1.5)
+def test_dropout_zeroes_about_half_the_weights_and_rescales_the_rest(student, reference, gen):
+    T, B, p = 6, 64, 0.5
+    h, _ = one_hot_setup(student, reference, T, 8, p)
+    x = torch.eye(T).expand(B, T, T).clone()
+    h.eval()
+    w_eval = h(x)
+    h.train()
+    w_train = h(x)
+    expect_shape(w_train, (B, T, T), what="training-mode output (= the dropped-out attention weights)")
+    expect_finite(w_train, what="training-mode attention weights",
+                  hint="dropout acts on the weights after the softmax, never on -inf scores")
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool)).expand(B, T, T)
+    expect(bool((w_train[~causal] == 0).all()), "training mode: some weights on future positions are nonzero",
+           "mask first, softmax, then dropout")
+    kept = w_train[causal]
+    zero_fraction = float((kept == 0).double().mean())
+    expect(0.4 <= zero_fraction <= 0.6,
+           f"training mode with dropout=0.5: got {zero_fraction:.1%} of the causal attention weights exactly 0, "
+           "expected about 50%",
+           "apply self.dropout to the attention weights AFTER the softmax (dropping scores before it leaves no "
+           "zero weights)")
+    survivors = kept != 0
+    expect_tensor(kept[survivors], (w_eval[causal] / (1 - p))[survivors],
+                  what="surviving weights in training mode vs eval weights / (1 - p)",
+                  hint="nn.Dropout scales what it keeps by 1 / (1 - p); do not renormalise the rows afterwards")
+
+
+@pytest.mark.points(1)
+def test_mask_is_a_buffer_not_a_parameter(student):
+    h = student.causal_attention.CausalAttention(4, 4, 7, 0.1)
+    buffers, state, params = h.named_buffers(), h.state_dict(), h.named_parameters()
+    expect("mask" in buffers, f"named_buffers(): got {sorted(buffers)}, expected a 'mask' entry",
+           "store the causal mask with self.register_buffer('mask', ...), not as a plain attribute (self.mask = ...)")
+    expect("mask" in state, f"state_dict(): got keys {sorted(state)}, expected 'mask' among them",
+           "register the mask as a persistent buffer (the default)")
+    expect("mask" not in params, "named_parameters() contains 'mask': the mask must not be trainable",
+           "use register_buffer, not nn.Parameter")
+
+
+@pytest.mark.points(1)
+def test_float64_gradients_match_the_reference(student, reference, gen):
+    h, ref = build(student, reference, 5, 4, 7, 0.0, True)
+    ref.double()
+    h.to(dtype=torch.float64)
+    x = torch.randn(2, 6, 5, generator=gen, dtype=torch.float64)
+    g = torch.randn(2, 6, 4, generator=gen, dtype=torch.float64)
+    out, (gx,), pgrads = h.grads(x, grad_output=g)
+    leaf = x.clone().requires_grad_(True)
+    expected_out = ref(leaf)
+    expected_out.backward(g)
+    expect_tensor(out, expected_out.detach(), what="float64 output")
+    expect_tensor(gx, leaf.grad, what="gradient of the input x",
+                  hint="build the output from differentiable ops only (no .detach(), no .data, no in-place on leaves)")
+    for name, param in ref.named_parameters():
+        expect_tensor(pgrads.get(name), param.grad, what=f"gradient of {name}")

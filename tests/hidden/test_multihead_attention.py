@@ -1,0 +1,287 @@
+"""Hidden tests for `multihead_attention`: the wrapper against reference CausalAttention heads, the fused module
+against nn.MultiheadAttention and per-head SDPA, causality, dropout, float64 gradients, the divisibility check and
+the GPT-2-size parameter count."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from grader.student.errors import StudentError
+from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
+
+pytestmark = pytest.mark.exercise("multihead_attention")
+
+PROJECTIONS = ("W_query", "W_key", "W_value")
+
+
+def params_of(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters only (never buffers: how a student stores the mask is their business)."""
+    return {k: v.detach().clone() for k, v in module.named_parameters()}
+
+
+def load(h, params: dict[str, torch.Tensor], hint: str) -> None:
+    """Copy parameters into the student module, after checking their names and shapes."""
+    own = h.named_parameters()
+    unknown = [k for k in params if k not in own]
+    if unknown:
+        fail(f"named_parameters(): your module has no {unknown[:6]} (it has {sorted(own)[:6]})", hint)
+    for name, value in params.items():
+        if tuple(own[name].shape) != tuple(value.shape):
+            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}", hint)
+    h.load_state_dict(params, strict=False)
+
+
+FUSED_NAMES = "name the layers W_query, W_key, W_value (nn.Linear) and out_proj (nn.Linear with bias)"
+HEADS_NAMES = "keep the heads in self.heads = nn.ModuleList([CausalAttention(d_in, d_out, ...) for _ in range(num_heads)])"
+
+
+def build_fused(student, reference, d_in, d_out, ctx, dropout, num_heads, qkv_bias=False):
+    ref = reference.multihead_attention.MultiHeadAttention(d_in, d_out, ctx, dropout, num_heads, qkv_bias)
+    h = student.multihead_attention.MultiHeadAttention(d_in, d_out, ctx, dropout, num_heads, qkv_bias)
+    load(h, params_of(ref), FUSED_NAMES)
+    ref.eval()
+    h.eval()
+    return h, ref
+
+
+def mha_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: int) -> torch.Tensor:
+    """nn.MultiheadAttention with the same weights (needs d_in == d_out); its bool attn_mask means BLOCKED."""
+    d = p["W_query.weight"].shape[0]
+    m = nn.MultiheadAttention(d, num_heads, batch_first=True, bias=True)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(torch.cat([p[f"{n}.weight"] for n in PROJECTIONS]))
+        m.in_proj_bias.copy_(torch.cat([p.get(f"{n}.bias", torch.zeros(d)) for n in PROJECTIONS]))
+        m.out_proj.weight.copy_(p["out_proj.weight"])
+        m.out_proj.bias.copy_(p["out_proj.bias"])
+    m.eval()
+    T = x.shape[1]
+    with torch.no_grad():
+        out, _ = m(x, x, x, attn_mask=torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), need_weights=False)
+    return out
+
+
+def sdpa_heads_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: int) -> torch.Tensor:
+    """Per-head causal SDPA (math backend), heads concatenated, then out_proj; works for d_in != d_out."""
+    B, T, _ = x.shape
+    q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in PROJECTIONS)  # (B, T, d_out) each
+    d_out = q.shape[-1]
+    q, k, v = (t.view(B, T, num_heads, d_out // num_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd)
+    with sdpa_kernel(SDPBackend.MATH):
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, hd)
+    o = o.transpose(1, 2).reshape(B, T, d_out)  # (B, T, d_out)
+    return F.linear(o, p["out_proj.weight"], p["out_proj.bias"])
+
+
+def heads_oracle(x: torch.Tensor, heads: list[nn.Module]) -> torch.Tensor:
+    with torch.no_grad():
+        return torch.cat([head(x) for head in heads], dim=-1)
+
+
+# ----------------------------------------------------------------------------------------------- the wrapper
+
+@pytest.mark.points(1)
+def test_wrapper_output_has_num_heads_times_d_out_features(student, gen):
+    h = student.multihead_attention.MultiHeadAttentionWrapper(6, 4, 7, 0.0, num_heads=3)
+    h.eval()
+    x = torch.randn(2, 5, 6, generator=gen)
+    expect_shape(h(x), (2, 5, 12), what="MultiHeadAttentionWrapper(d_in=6, d_out=4, num_heads=3)(x of shape (2, 5, 6))",
+                 hint="every head is CausalAttention(d_in, d_out, ...) (not d_out // num_heads); concatenating 3 "
+                      "heads on the last dim gives 3 * d_out features")
+
+
+WRAPPER_SHAPES = [  # (B, T, ctx, d_in, d_out, H, bias)
+    (2, 5, 7, 6, 4, 3, False),
+    (3, 4, 4, 3, 2, 2, True),
+]
+
+
+@pytest.mark.points(0.75)
+@pytest.mark.parametrize("B,T,ctx,d_in,d_out,H,bias", WRAPPER_SHAPES)
+def test_wrapper_matches_concatenated_reference_heads(student, reference, gen, B, T, ctx, d_in, d_out, H, bias):
+    heads = [reference.causal_attention.CausalAttention(d_in, d_out, ctx, 0.0, bias).eval() for _ in range(H)]
+    params = {f"heads.{i}.{k}": v for i, head in enumerate(heads) for k, v in params_of(head).items()}
+    h = student.multihead_attention.MultiHeadAttentionWrapper(d_in, d_out, ctx, 0.0, num_heads=H, qkv_bias=bias)
+    h.eval()
+    load(h, params, HEADS_NAMES)
+    x = torch.randn(B, T, d_in, generator=gen)
+    expect_tensor(h(x), heads_oracle(x, heads), what=f"wrapper output ({H} heads, d_in={d_in}, d_out={d_out}, T={T})",
+                  hint="features [h * d_out, (h + 1) * d_out) must come from self.heads[h]: torch.cat(..., dim=-1)")
+
+
+@pytest.mark.points(0.5)
+def test_wrapper_parameters_are_per_head(student):
+    h = student.multihead_attention.MultiHeadAttentionWrapper(5, 3, 6, 0.0, num_heads=4, qkv_bias=True)
+    names = sorted(h.named_parameters())
+    expected = sorted(f"heads.{i}.{n}.{kind}" for i in range(4) for n in PROJECTIONS for kind in ("weight", "bias"))
+    expect(names == expected, f"named_parameters(): got {names[:8]}{' …' if len(names) > 8 else ''}, "
+                              f"expected {expected[:8]} … ({len(expected)} in all)", HEADS_NAMES)
+
+
+@pytest.mark.points(0.5)
+def test_wrapper_is_causal(student, gen):
+    h = student.multihead_attention.MultiHeadAttentionWrapper(4, 3, 8, 0.0, num_heads=2)
+    h.eval()
+    x = torch.randn(2, 7, 4, generator=gen)
+    t = int(torch.randint(1, 7, (1,), generator=gen))
+    changed = x.clone()
+    changed[:, t:] += 10.0 * torch.randn(2, 7 - t, 4, generator=gen)
+    before, after = h(x), h(changed)
+    expect_shape(before, (2, 7, 6), what="wrapper output")
+    expect_tensor(after[:, :t], before[:, :t], what=f"wrapper outputs of tokens 0..{t - 1} after changing tokens {t}..6",
+                  hint="every head must be causal: use your CausalAttention for the heads")
+
+
+@pytest.mark.points(0.5)
+def test_wrapper_eval_mode_ignores_dropout(student, gen):
+    h = student.multihead_attention.MultiHeadAttentionWrapper(4, 4, 6, 0.5, num_heads=2)
+    h.eval()
+    x = torch.randn(2, 6, 4, generator=gen)
+    first = h(x)
+    expect_shape(first, (2, 6, 8), what="wrapper output")
+    expect_tensor(h(x), first, what="second eval-mode call vs the first (dropout=0.5)",
+                  hint="dropout must be off in eval(): the heads' nn.Dropout handles that")
+
+
+# ----------------------------------------------------------------------------------------------- the fused module
+
+MHA_SHAPES = [  # (B, T, ctx, d, H, bias): d_in == d_out, so nn.MultiheadAttention is an oracle
+    (2, 5, 8, 8, 2, False),  # T < context_length, head_dim 4
+    (3, 6, 6, 8, 4, True),  # head_dim 2
+]
+
+
+@pytest.mark.points(1.25)
+@pytest.mark.parametrize("B,T,ctx,d,H,bias", MHA_SHAPES)
+def test_fused_matches_nn_multiheadattention(student, reference, gen, B, T, ctx, d, H, bias):
+    h, ref = build_fused(student, reference, d, d, ctx, 0.0, H, bias)
+    x = torch.randn(B, T, d, generator=gen)
+    expect_tensor(h(x), mha_oracle(x, params_of(ref), H),
+                  what=f"output vs nn.MultiheadAttention (d={d}, {H} heads, T={T}, context_length={ctx})",
+                  hint="view(B, T, H, hd).transpose(1, 2) (not view(B, H, T, hd)); scale by 1/sqrt(head_dim); "
+                       "softmax over the keys (dim=-1); mask[:T, :T]; finish with out_proj")
+
+
+SDPA_SHAPES = [  # (B, T, ctx, d_in, d_out, H, bias): d_in != d_out
+    (2, 5, 7, 6, 8, 2, False),
+    (2, 4, 4, 5, 12, 3, True),
+]
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("B,T,ctx,d_in,d_out,H,bias", SDPA_SHAPES)
+def test_fused_matches_per_head_sdpa(student, reference, gen, B, T, ctx, d_in, d_out, H, bias):
+    h, ref = build_fused(student, reference, d_in, d_out, ctx, 0.0, H, bias)
+    x = torch.randn(B, T, d_in, generator=gen)
+    expect_tensor(h(x), sdpa_heads_oracle(x, params_of(ref), H),
+                  what=f"output vs per-head F.scaled_dot_product_attention (d_in={d_in}, d_out={d_out}, {H} heads)",
+                  hint="W_query/W_key/W_value map d_in -> d_out; each head sees head_dim = d_out // num_heads features")
+
+
+@pytest.mark.points(1)
+def test_fused_is_causal(student, reference, gen):
+    h, _ = build_fused(student, reference, 6, 8, 9, 0.0, 4)
+    T = 8
+    x = torch.randn(2, T, 6, generator=gen)
+    t = int(torch.randint(1, T, (1,), generator=gen))
+    changed = x.clone()
+    changed[:, t:] += 10.0 * torch.randn(2, T - t, 6, generator=gen)
+    before, after = h(x), h(changed)
+    expect_shape(before, (2, T, 8), what="output")
+    expect_finite(before, what="output", hint="a fully masked row gives NaN: is your mask the right way round?")
+    expect_tensor(after[:, :t], before[:, :t], what=f"outputs of tokens 0..{t - 1} after changing tokens {t}..{T - 1}",
+                  hint="mask keys j > i with -inf in every head before the softmax")
+
+
+@pytest.mark.points(0.75)
+def test_fused_eval_mode_is_deterministic_and_ignores_dropout(student, reference, gen):
+    h, ref = build_fused(student, reference, 8, 8, 6, 0.5, 2)
+    x = torch.randn(2, 6, 8, generator=gen)
+    first, second = h(x), h(x)
+    expect_shape(first, (2, 6, 8), what="output")
+    expect_tensor(second, first, what="second eval-mode call vs the first (dropout=0.5)",
+                  hint="dropout must be off in eval(): use self.dropout (nn.Dropout), not F.dropout(training=True)")
+    expect_tensor(first, mha_oracle(x, params_of(ref), 2), what="eval-mode output with dropout=0.5 vs no dropout")
+
+
+@pytest.mark.points(1)
+def test_fused_dropout_acts_on_the_attention_weights(student, reference, gen):
+    # d_in = d_out = H * T, W_value = out_proj = I and inputs that are one-hot in every head's block:
+    # then each head's values are the identity, and output[b, t, h * T + s] = weight of head h, query t, key s.
+    H, T, B, p = 2, 4, 64, 0.5
+    d = H * T
+    ref = reference.multihead_attention.MultiHeadAttention(d, d, 6, p, H)
+    params = params_of(ref)
+    params.update({"W_value.weight": torch.eye(d), "out_proj.weight": torch.eye(d), "out_proj.bias": torch.zeros(d)})
+    h = student.multihead_attention.MultiHeadAttention(d, d, 6, p, H)
+    load(h, params, FUSED_NAMES)
+    x = torch.eye(T).repeat(1, H).expand(B, T, d).clone()  # (B, T, H * T): token t is e_t in each head's block
+    h.eval()
+    out_eval = h(x)
+    h.train()
+    out_train = h(x)
+    expect_shape(out_train, (B, T, d), what="training-mode output")
+    expect_finite(out_train, what="training-mode output", hint="apply dropout after the softmax, not to -inf scores")
+    w_eval = out_eval.view(B, T, H, T).transpose(1, 2)  # (B, H, T, T)
+    w_train = out_train.view(B, T, H, T).transpose(1, 2)  # (B, H, T, T)
+    sums = w_eval.double().sum(-1)
+    expect_tensor(sums, torch.ones_like(sums), what="eval-mode attention weights' row sums", atol=1e-5, rtol=0,
+                  hint="softmax over the keys (dim=-1)")
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool)).expand(B, H, T, T)
+    kept = w_train[causal]
+    zero_fraction = float((kept == 0).double().mean())
+    expect(0.4 <= zero_fraction <= 0.6,
+           f"training mode with dropout=0.5: got {zero_fraction:.1%} of the causal attention weights exactly 0, "
+           "expected about 50%", "apply self.dropout to the attention weights after the softmax")
+    survivors = kept != 0
+    expect_tensor(kept[survivors], (w_eval[causal] / (1 - p))[survivors],
+                  what="surviving weights in training mode vs eval weights / (1 - p)",
+                  hint="nn.Dropout rescales what it keeps by 1 / (1 - p)")
+
+
+@pytest.mark.points(1.25)
+def test_fused_float64_values_and_gradients_match_the_reference(student, reference, gen):
+    h, ref = build_fused(student, reference, 6, 8, 7, 0.0, 2, True)
+    ref.double()
+    h.to(dtype=torch.float64)
+    x = torch.randn(2, 5, 6, generator=gen, dtype=torch.float64)
+    g = torch.randn(2, 5, 8, generator=gen, dtype=torch.float64)
+    out, (gx,), pgrads = h.grads(x, grad_output=g)
+    leaf = x.clone().requires_grad_(True)
+    expected = ref(leaf)
+    expected.backward(g)
+    expect_tensor(out, expected.detach(), what="float64 output")
+    expect_tensor(gx, leaf.grad, what="gradient of the input x",
+                  hint="build the output from differentiable ops only (no .detach(), no .data)")
+    for name, param in ref.named_parameters():
+        expect_tensor(pgrads.get(name), param.grad, what=f"gradient of {name}")
+
+
+@pytest.mark.points(0.75)
+def test_fused_rejects_d_out_not_divisible_by_num_heads(student, gen):
+    ok = student.multihead_attention.MultiHeadAttention(4, 12, 5, 0.0, num_heads=3)
+    ok.eval()
+    expect_shape(ok(torch.randn(2, 3, 4, generator=gen)), (2, 3, 12), what="MultiHeadAttention(4, 12, num_heads=3)")
+    for d_out, heads in ((10, 4), (6, 4)):
+        with pytest.raises(StudentError) as info:
+            student.multihead_attention.MultiHeadAttention(4, d_out, 5, 0.0, num_heads=heads)
+            fail(f"MultiHeadAttention(d_out={d_out}, num_heads={heads}) was built without an error, expected one",
+                 "assert d_out % num_heads == 0, 'd_out must be divisible by num_heads' in __init__")
+        expect(info.value.kind != "not_implemented", f"got {info.value.message}, expected an error about d_out % num_heads")
+
+
+@pytest.mark.points(0.75)
+def test_gpt2_size_parameter_count_and_mask_buffer(student):
+    # rasbt Exercise 3.3: d_in = d_out = 768, 12 heads, context 1024 -> 2,360,064 trainable parameters.
+    h = student.multihead_attention.MultiHeadAttention(768, 768, 1024, 0.0, num_heads=12)
+    params = h.named_parameters()
+    count = sum(t.numel() for t in params.values())
+    expect(count == 2_360_064, f"parameter count: got {count:,}, expected 2,360,064",
+           "three nn.Linear(768, 768, bias=False) projections plus out_proj = nn.Linear(768, 768) with bias; the "
+           "mask must be a buffer, not a parameter")
+    buffers = h.named_buffers()
+    expect("mask" in buffers, f"named_buffers(): got {sorted(buffers)}, expected a 'mask' entry",
+           "store the causal mask with self.register_buffer('mask', ...)")
