@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,13 @@ def test_missing_module_is_a_clear_not_found(tmp_path):
     assert "softmax.py not found" in _messages(card, "softmax")
 
 
-def _leftover_sandbox_processes() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "uid=,pid=,comm="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if line.split() and int(line.split()[0]) >= isolation.UID_BASE]
+def _leftover_sandbox_processes(wait_s: float = 10.0) -> list[str]:
+    """Processes of a sandbox uid still alive after ``wait_s`` (a killed namespace takes a moment to reap)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,comm="], capture_output=True, text=True).stdout
+        alive = [line for line in out.splitlines()
+                 if line.split() and int(line.split()[0]) >= isolation.UID_BASE and "Z" not in line.split()[2]]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
