@@ -46,3 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--seed", type=int, help="reproduce a run's inputs (default: a fresh random seed)")
     p.add_argument("--require-cuda", action="store_true", help="count CUDA tests in max_score even without a GPU")
     p.set_defaults(func=_cmd_grade)
+    from grader.batch import cli as batch_cli
+    from grader.classroom import cli as classroom_cli
+
+    batch_cli.register(sub)
+    classroom_cli.register(sub)

@@ -1,0 +1,3 @@
+"""Placeholder: filled in by the classroom feature."""
+
+from __future__ import annotations

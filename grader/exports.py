@@ -1,0 +1,63 @@
+"""Exporters: plain mappings from a scorecard to Gradescope, GitHub Classroom and CSV rows.
+
+Each export is validated against the schema we keep for it (grader/schemas). GitHub Classroom's
+reporter sums ``tests[].score``, so each test carries its real points; a scorecard with
+``status: error`` still yields a ``tests`` array (the reporter throws without one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grader import schema
+
+GENERIC_FAILURE = "The autograder could not grade this submission; your instructor has the details."
+
+
+def to_gradescope(card: dict[str, Any]) -> dict[str, Any]:
+    if card["status"] == "error":
+        out = {"score": 0, "execution_time": card["timings"].get("total_s", 0), "output": GENERIC_FAILURE,
+               "tests": [], "extra_data": {"error": card["error"]}}
+    else:
+        tests = [{"score": t["points"], "max_score": t["max_points"],
+                  "status": "passed" if t["outcome"] == "passed" else "failed",
+                  "name": f"{e['title']}: {t['name']}", "number": f"{i}.{j}", "output": t["message"],
+                  "tags": [e["id"], t["outcome"]], "visibility": "visible"}
+                 for i, e in enumerate(card["exercises"], 1) for j, t in enumerate(e["tests"], 1) if t["counted"]]
+        out = {"score": card["score"], "execution_time": card["timings"].get("total_s", 0),
+               "output": f"Score {card['score']:g}/{card['max_score']:g} (isolation: {card['isolation']['backend']})",
+               "tests": tests}
+    schema.validate("gradescope", out)
+    return out
+
+
+def to_github_classroom(card: dict[str, Any]) -> dict[str, Any]:
+    tests = [{"name": f"{e['id']}: {t['name']}", "status": _gh_status(t["outcome"]), "score": t["points"],
+              "message": t["message"][:2000], "test_code": t["id"], "filename": t["id"].split("::")[0],
+              "line_no": 0, "duration": round(t["duration"] * 1000, 3)}
+             for e in card["exercises"] for t in e["tests"] if t["counted"]]
+    if card["status"] == "error":
+        status = "error"
+        tests.append({"name": "grading", "status": "error", "score": 0, "message": GENERIC_FAILURE,
+                      "test_code": "", "filename": "", "line_no": 0, "duration": 0})
+    else:
+        status = "pass" if card["score"] == card["max_score"] else "fail"
+    out = {"version": 1, "status": status, "max_score": card["max_score"] or 100, "tests": tests}
+    schema.validate("github-classroom", out)
+    return out
+
+
+def _gh_status(outcome: str) -> str:
+    return {"passed": "pass", "failed": "fail"}.get(outcome, "error")
+
+
+def csv_row(card: dict[str, Any], exercise_ids: list[str]) -> dict[str, Any]:
+    """One gradebook row: per-exercise points, total, status, isolation backend."""
+    points = {e["id"]: e["score"] for e in card["exercises"]}
+    sub = card["submission"]
+    row: dict[str, Any] = {"student": sub.get("student") or sub["path"]}
+    row.update({ex: points.get(ex, 0) for ex in exercise_ids})
+    row.update(total=card["score"], max_score=card["max_score"], status=card["status"],
+               error=(card["error"] or {}).get("kind", ""), isolation=card["isolation"]["backend"],
+               sha256=sub["sha256"], seed=card["seed"])
+    return row
