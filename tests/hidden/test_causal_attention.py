@@ -221,8 +221,11 @@ def test_dropout_zeroes_about_half_the_weights_and_rescales_the_rest(student, re
 
 
 @pytest.mark.points(1)
-def test_mask_is_a_buffer_not_a_parameter(student):
-    h = student.causal_attention.CausalAttention(4, 4, 7, 0.1)
+def test_mask_is_a_buffer_not_a_parameter(student, reference, gen):
+    h, ref = build(student, reference, 4, 4, 7, 0.1)
+    x = torch.randn(2, 5, 4, generator=gen)
+    # a structure check alone would reward a module that does nothing: it must also attend correctly
+    expect_tensor(h(x), sdpa_oracle(x, params_of(ref)), what="CausalAttention(4, 4, 7, 0.1).eval()(x)")
     buffers, state, params = h.named_buffers(), h.state_dict(), h.named_parameters()
     expect("mask" in buffers, f"named_buffers(): got {sorted(buffers)}, expected a 'mask' entry",
            "store the causal mask with self.register_buffer('mask', ...), not as a plain attribute (self.mask = ...)")

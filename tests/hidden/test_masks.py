@@ -150,6 +150,8 @@ def test_additive_causal_mask_in_sdpa_equals_is_causal(student, gen):
     q, k, v = qkv(gen, 2, 5, 5)
     bias = student.masks.to_additive(torch.ones(5, 5, dtype=torch.bool).tril())
     expect_shape(bias, (5, 5), what="to_additive(tril mask of 5)")
+    expect(bias.is_floating_point(), f"to_additive(tril mask of 5): got dtype {bias.dtype}, expected a float dtype",
+           "an additive mask holds 0.0 and -inf; returning the bool mask is not converting it")
     expect_tensor(sdpa(q, k, v, attn_mask=bias), sdpa(q, k, v, is_causal=True),
                   what="SDPA(q, k, v, attn_mask=to_additive(causal)) vs SDPA(..., is_causal=True)",
                   hint="SDPA adds a float mask to the scores: 0.0 keeps a position, -inf removes it")
