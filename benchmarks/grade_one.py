@@ -1,0 +1,67 @@
+"""Benchmark: grade the reference submission in-process and under each isolation backend, in one run.
+
+Prints, per backend, the median wall time of a full `grade()` of `solutions/` (all hidden suites),
+its ratio to in-process grading, and the fixed cost per submission (the extra time over in-process,
+and the sandboxed worker's own start: launcher + `import torch` until it reports ready).
+
+    python benchmarks/grade_one.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from grader.grade import grade
+from grader.sandbox import isolation
+from grader.sandbox.channel import Channel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def time_grade(backend: str, repeat: int) -> tuple[float, float]:
+    times, score = [], 0.0
+    for i in range(repeat):
+        start = time.perf_counter()
+        card = grade(ROOT / "solutions", isolation=backend, seed=100 + i)
+        times.append(time.perf_counter() - start)
+        score = card["score"]
+        assert card["status"] == "graded", card["error"]
+    return statistics.median(times), score
+
+
+def worker_start(backend: str, repeat: int) -> float:
+    times = []
+    with tempfile.TemporaryDirectory() as box:
+        for _ in range(repeat):
+            start = time.perf_counter()
+            channel = Channel(isolation.LaunchSpec(backend), Path(box))
+            channel.receive(120)
+            times.append(time.perf_counter() - start)
+            channel.kill()
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    backends = ["inprocess", *reversed(isolation.available())]
+    grade(ROOT / "solutions", isolation="inprocess", seed=1)  # warm caches and imports once
+    rows = []
+    for backend in backends:
+        median, score = time_grade(backend, args.repeat)
+        start = worker_start(backend, args.repeat) if backend != "inprocess" else 0.0
+        rows.append((backend, median, score, start))
+    base = rows[0][1]
+    print(f"grading solutions/ ({args.repeat} runs each, median wall time)")
+    print(f"{'backend':<10} {'seconds':>8} {'score':>6} {'vs in-process':>14} {'fixed cost':>11} {'worker start':>13}")
+    for backend, median, score, start in rows:
+        print(f"{backend:<10} {median:8.2f} {score:6.0f} {median / base:13.2f}x {median - base:10.2f}s {start:12.2f}s")
+
+
+if __name__ == "__main__":
+    main()
