@@ -144,11 +144,24 @@ class Channel:
         if self._ns_pid:
             _signal(self._ns_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills the rest
         _signal(-self.proc.pid, signal.SIGKILL)
+        self._kill_cgroup()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
         self.close_fds()
+
+    def _kill_cgroup(self) -> None:
+        """Processes that left the process group (setsid) are still in the slot's pids cgroup."""
+        for group in self.spec.cgroup_paths() if self.spec.backend == "process" else []:
+            procs = Path(group) / "cgroup.procs"
+            for _ in range(50):
+                pids = [int(p) for p in procs.read_text().split()] if procs.exists() else []
+                if not pids:
+                    break
+                for pid in pids:
+                    _signal(pid, signal.SIGKILL)
+                time.sleep(0.02)
 
     def close_fds(self) -> None:
         for fd in (self._req_w, self._resp_r):

@@ -106,7 +106,9 @@ class LaunchSpec:
         return UID_BASE + self.slot if self.backend == "namespace" else os.getuid() if os.name == "posix" else 0
 
     def cgroup_paths(self) -> list[str]:
-        return _cgroups(self.slot, self.limits) if self.backend == "namespace" else []
+        # root ignores RLIMIT_NPROC, so a root `process` sandbox needs the pids cgroup as much as `namespace`
+        wanted = self.backend == "namespace" or (self.backend == "process" and os.name == "posix" and os.geteuid() == 0)
+        return _cgroups(self.slot, self.limits) if wanted else []
 
     def describe(self) -> dict[str, Any]:
         cgroups = self.cgroup_paths()
@@ -118,8 +120,9 @@ class LaunchSpec:
             "mode": self.backend, "python": sys.executable, "lib": str(LIB_ROOT), "site_dirs": site_dirs(),
             "threads": self.threads, "response_fd": response_fd, "box": str(box), "uid": self.uid,
             "limits": self.limits.to_dict(), "root_dir": root_dir}
+        cfg["cgroups"] = self.cgroup_paths()
         if self.backend == "namespace":
-            cfg.update(status_fd=status_fd, binds=binds(), cgroups=self.cgroup_paths(), gpu_devices=gpu_devices())
+            cfg.update(status_fd=status_fd, binds=binds(), gpu_devices=gpu_devices())
         if self.backend == "bwrap":
             cfg["bwrap_argv"] = bwrap_argv(box)
         return cfg

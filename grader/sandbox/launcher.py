@@ -79,6 +79,7 @@ def worker_env(cfg: dict, home: str) -> dict[str, str]:
 def run_plain(cfg: dict) -> None:
     os.chdir(cfg["box"])
     if cfg["mode"] == "process":
+        join_cgroups(cfg)
         set_limits(cfg["limits"])
     os.execve(cfg["python"], worker_argv(cfg, cfg["lib"]), worker_env(cfg, cfg["box"]))
 

@@ -7,6 +7,8 @@ call starts a fresh worker, so the remaining tests still run.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,10 +21,53 @@ STARTUP_TIMEOUT = 120.0
 MAX_TIMEOUTS = 2
 
 
+class WarmChannel:
+    """A worker started before its submission is known: it imports torch, then waits for its setup frame.
+
+    The worker is untrusted from its first instruction and holds nothing secret, so starting it early
+    is safe; its own empty box receives the submission's files through the setup frame. A backend
+    ``take()``s it at most once; whoever made it calls ``discard()`` afterwards (kills it if unused).
+    """
+
+    def __init__(self, spec: LaunchSpec) -> None:
+        self.spec = spec
+        self.box = Path(tempfile.mkdtemp(prefix="grader-warm-"))
+        self.box.chmod(0o755)
+        self.started = time.monotonic()
+        self.taken = False
+        self.ready = False  # the worker's "ready" frame (torch imported) was already read
+        self.channel = Channel(spec, self.box)
+
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> bool:
+        """Block until the worker has imported torch; False if it died or took too long (then unusable)."""
+        if not self.ready and not self.taken:
+            try:
+                _expect(self.channel.receive(timeout), "ready")
+                self.ready = True
+            except ChannelError:
+                self.discard()
+        return self.ready
+
+    def take(self) -> Channel | None:
+        if self.taken:
+            return None
+        self.taken = True
+        return self.channel
+
+    def discard(self) -> None:
+        if not self.taken:
+            self.taken = True
+            self.channel.kill()
+        shutil.rmtree(self.box, ignore_errors=True)
+
+
 class SandboxBackend:
     def __init__(self, box: Path, spec: LaunchSpec, *, bans: dict[str, tuple[str, ...]],
-                 time_limits: dict[str, float], budget_s: float, single_module: str | None = None) -> None:
+                 time_limits: dict[str, float], budget_s: float, single_module: str | None = None,
+                 warm: WarmChannel | None = None) -> None:
         self.box, self.spec, self.bans, self.single_module = box, spec, bans, single_module
+        self.warm = warm if warm is not None and warm.spec == spec else None
+        self.startup_wait_s: float | None = None
         self.time_limits = time_limits
         self.budget_end = time.monotonic() + budget_s
         self.channel: Channel | None = None
@@ -86,19 +131,38 @@ class SandboxBackend:
     def _ensure(self) -> Channel:
         if self.channel is None:
             self.starts += 1
-            channel = Channel(self.spec, self.box)
+            t0 = time.monotonic()
+            ready = self.warm is not None and self.warm.ready and not self.warm.taken
+            channel, box, files = self._warm_channel() or (Channel(self.spec, self.box), self.box, None)
             try:
-                _expect(channel.receive(STARTUP_TIMEOUT), "ready")
-                root = "/box" if self.spec.backend in ("namespace", "bwrap") else str(self.box)
-                channel.send({"root": root, "bans": {k: list(v) for k, v in self.bans.items()},
-                              "single_module": self.single_module})
+                if not (ready and files is not None):
+                    _expect(channel.receive(STARTUP_TIMEOUT), "ready")
+                root = "/box" if self.spec.backend in ("namespace", "bwrap") else str(box)
+                setup: dict[str, Any] = {"root": root, "bans": {k: list(v) for k, v in self.bans.items()},
+                                         "single_module": self.single_module}
+                if files is not None:
+                    setup["files"] = files
+                channel.send(setup)
                 _expect(channel.receive(STARTUP_TIMEOUT), "loaded")
+                if self.startup_wait_s is None:
+                    self.startup_wait_s = round(time.monotonic() - t0, 4)
             except ChannelError as exc:
                 self._collect_output(channel)
                 channel.kill()
                 raise errors.StudentCrash(f"the sandboxed worker could not start: {exc}") from None
             self.channel = channel
         return self.channel
+
+    def _warm_channel(self) -> tuple[Channel, Path, dict[str, str]] | None:
+        """The pre-started worker with this submission's files for its setup frame (first start only)."""
+        if self.warm is None or self.warm.taken:
+            return None
+        try:
+            files = {p.name: p.read_text("utf-8") for p in sorted(self.box.iterdir()) if p.is_file()}
+        except (OSError, UnicodeDecodeError):
+            return None  # not plain UTF-8 text: start a cold worker that sees the files as they are
+        channel = self.warm.take()
+        return (channel, self.warm.box, files) if channel is not None else None
 
     def _incident(self, exc: ChannelError, where: str) -> errors.StudentError:
         assert self.channel is not None

@@ -26,7 +26,7 @@ needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
 
 
 def _grade(sub: Path) -> dict:
-    card = grade(sub, isolation="namespace", seed=7, exercises=["softmax", "masks"], per_test_time_limit=3)
+    card = grade(sub, isolation="namespace", seed=7, exercises=["softmax", "masks"], per_test_time_limit=5)
     schema.validate("scorecard", card)  # an invalid scorecard is a grader bug
     return card
 
@@ -110,3 +110,18 @@ def _leftover_sandbox_processes(wait_s: float = 10.0) -> list[str]:
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0 or not isolation.LaunchSpec("process").cgroup_paths(),
+                    reason="needs root and writable cgroup v1 pids/memory controllers")
+def test_fork_bomb_under_the_process_backend_is_held_by_the_pids_cgroup(tmp_path):
+    """Root ignores RLIMIT_NPROC; the slot's pids cgroup is what holds a root `process` sandbox."""
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(CORPUS / "hostile" / "fork_bomb.py", sub / "softmax.py")
+    card = grade(sub, isolation="process", seed=7, exercises=["softmax", "masks"], per_test_time_limit=5)
+    schema.validate("scorecard", card)
+    assert card["isolation"]["cgroup"] == "v1"
+    assert _scores(card)["softmax"][0] == 0 and _scores(card)["masks"] == (8.0, 8.0)
+    for group in isolation.LaunchSpec("process").cgroup_paths():
+        procs = Path(group) / "cgroup.procs"
+        assert not procs.exists() or not procs.read_text().split(), "processes left in the slot's cgroup"
