@@ -1,9 +1,110 @@
-"""CLI registration for the classroom feature."""
+"""CLI for the classroom feature: ``check`` and ``ci`` (students), ``release`` (instructors).
+
+:func:`register` adds all three to the instructor's ``grader``; :func:`student_main` is the
+``grader`` console script of a released student repository (``check`` and ``ci`` only).
+Errors are one line that says what to do, exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
-    return None
+def _usage(message: str) -> int:
+    print(f"grader: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from grader.classroom import check
+    from grader.scoring import scorecard
+
+    try:
+        card = check.check(exercises=args.exercises, pdb=args.pdb)
+    except check.CheckError as exc:
+        return _usage(str(exc))
+    if args.json:
+        print(scorecard.dumps(card))
+    else:
+        check.render(card)
+    return EXIT_FAILED if check.failed(card) else EXIT_OK
+
+
+def _cmd_ci(args: argparse.Namespace) -> int:
+    from grader import manifest
+    from grader.classroom import check, ci
+
+    root = check.find_root()
+    try:
+        spec = manifest.load(root / "assignments.json")
+        for exercise in args.exercises:
+            spec.exercise(exercise)
+    except manifest.ManifestError as exc:
+        return _usage(str(exc))
+    result = ci.ci(fmt=args.format, exercises=args.exercises, timeout_s=args.timeout, root=root)
+    where = ci.emit(result)
+    score = sum(t["score"] for t in result["tests"])
+    print(f"grader ci: {result['status']}: {score:g}/{result['max_score']:g} public points; {where}",
+          file=sys.stderr)
+    return EXIT_OK  # the reporter step turns a failing result into a red check, not this step
+
+
+def _cmd_release(args: argparse.Namespace) -> int:
+    from grader.classroom import release
+
+    if not args.out and not args.nbgrader:
+        return _usage("give an output folder (grader release OUT) and/or --nbgrader COURSE_DIR")
+    try:
+        if args.out:
+            written = release.release(Path(args.out), force=args.force)
+            print(f"student repository: {len(written)} files in {args.out}", file=sys.stderr)
+        if args.nbgrader:
+            from grader.classroom import notebooks
+
+            written = notebooks.write_course(Path(args.nbgrader), force=args.force)
+            print(f"nbgrader course: {len(written)} files in {args.nbgrader}; next: cd {args.nbgrader} && "
+                  f"nbgrader generate_assignment {notebooks.ASSIGNMENT}", file=sys.stderr)
+    except release.ReleaseError as exc:
+        return _usage(str(exc))
+    return EXIT_OK
+
+
+def _add_student_commands(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
+    p = sub.add_parser("check", help="run the public tests against ./exercises and say what to fix next")
+    p.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
+    p.add_argument("--json", action="store_true", help="print a scorecard-shaped JSON document instead")
+    p.add_argument("--pdb", action="store_true", help="stop in the debugger at the first failure")
+    p.set_defaults(func=_cmd_check)
+    p = sub.add_parser("ci", help="CI step: public tests as a GitHub Classroom runner result")
+    p.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
+    p.add_argument("--format", choices=["github-classroom"], default="github-classroom")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="wall-clock limit for all public tests (default 600)")
+    p.set_defaults(func=_cmd_ci)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
+    _add_student_commands(sub)
+    p = sub.add_parser("release", help="build the student repository (and/or an nbgrader course)")
+    p.add_argument("out", nargs="?", help="folder for the student template repository (must be new or empty)")
+    p.add_argument("--nbgrader", metavar="COURSE_DIR", help="also write COURSE_DIR/source/<assignment>/*.ipynb")
+    p.add_argument("--force", action="store_true", help="replace what an earlier release wrote there")
+    p.set_defaults(func=_cmd_release)
+
+
+def student_main(argv: Sequence[str] | None = None) -> int:
+    """The ``grader`` command of a student repository."""
+    parser = argparse.ArgumentParser(prog="grader", description="Check your exercises against the public tests.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_student_commands(sub)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("grader: interrupted", file=sys.stderr)
+        return 130
