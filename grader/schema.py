@@ -15,6 +15,7 @@ from typing import Any
 SCHEMAS = {
     "assignments": 1,
     "scorecard": 1,
+    "summary": 1,
     "gradescope": None,  # external formats: no schema_version field of ours
     "github-classroom": None,
 }

@@ -1,9 +1,113 @@
-"""CLI registration for the batch feature."""
+"""CLI registration for the batch feature: ``grader batch`` and ``grader export`` (thin shells).
+
+Exit codes: 0 done (whatever the scores), 1 some submission ended in a grader error (rerun to retry
+it), 2 usage error, 3 grader fault, 130 interrupted (finished scorecards are kept).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+
+FORMATS = ("gradescope", "github-classroom", "csv")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001
-    return None
+def _cmd_batch(args: argparse.Namespace) -> int:
+    from grader import manifest
+    from grader.batch import discover, engine, job
+    from grader.batch.progress import Progress
+    from grader.cli import EXIT_FAILED, EXIT_FAULT, EXIT_OK, UsageError
+    from grader.sandbox import isolation as iso
+
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("-j must be at least 1")
+    options = engine.Options(assignment=args.assignment, isolation=args.isolation,
+                             require_isolation=args.require_isolation, jobs=args.jobs, threads=args.threads,
+                             force=args.force, exercises=args.exercise or None,
+                             per_test_time_limit=args.per_test_time_limit, warm=not args.no_warm, seed=args.seed)
+    try:
+        outcome = job.batch(args.submissions, out=args.out, options=options, export=tuple(args.export or ()),
+                            progress=Progress(rich=False if args.quiet else None))
+    except (discover.DiscoveryError, manifest.ManifestError, iso.IsolationError) as exc:
+        raise UsageError(str(exc)) from None
+    except engine.BatchInterrupted as exc:
+        print(f"grader: interrupted ({exc}); finished scorecards are kept in {Path(args.out) / 'scorecards'}; "
+              "rerun the same command to resume", file=sys.stderr)
+        return 130
+    except engine.BatchFault as exc:
+        print(f"grader: grader fault: {exc}", file=sys.stderr)
+        return EXIT_FAULT
+    s = outcome.summary
+    print(f"{s['counts']['submissions']} submissions: {s['counts']['graded']} graded, {s['counts']['errors']} errors, "
+          f"{s['counts']['skipped']} unchanged; mean {s['score']['mean']:g}/{s['score']['max_score']:g}; "
+          f"report: {outcome.out / 'report.html'}", file=sys.stderr)
+    if outcome.grader_errors:
+        print(f"grader: {outcome.grader_errors} submission(s) ended in a grader error; "
+              "see summary.json and rerun to retry them", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from grader import manifest, schema
+    from grader.batch import outputs
+    from grader.cli import EXIT_OK, UsageError
+
+    named = []
+    for name in args.scorecards:
+        path = Path(name)
+        try:
+            card = json.loads(path.read_text("utf-8"))
+            schema.validate("scorecard", card)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{path}: not a readable scorecard ({exc}); give files written by grader grade/batch") from None
+        named.append((path.name.removesuffix(".json"), card))
+    try:
+        ids = manifest.load(None, named[0][1]["assignment"]).ids()
+    except manifest.ManifestError:
+        ids = sorted({e["id"] for _, c in named for e in c["exercises"]})
+    if args.out:
+        for path in outputs.export(named, args.format, Path(args.out), ids):
+            print(f"wrote {path}", file=sys.stderr)
+        return EXIT_OK
+    if args.format == "csv":
+        sys.stdout.write(outputs.gradebook_csv(named, ids))
+        return EXIT_OK
+    if len(named) > 1:
+        raise UsageError(f"{len(named)} scorecards: give --out DIR to write one {args.format} file each")
+    from grader import exports
+
+    convert = exports.to_gradescope if args.format == "gradescope" else exports.to_github_classroom
+    print(json.dumps(convert(named[0][1]), indent=2))
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
+    from grader.commands import ISOLATION_CHOICES, LEVELS
+
+    p = sub.add_parser("batch", help="grade a whole class in parallel: scorecards, gradebook, summary, report")
+    p.add_argument("submissions", help="folder of per-student folders/archives/.py files, nbgrader's submitted/, "
+                   "or a GitHub Classroom <assignment>-submissions/ clone")
+    p.add_argument("--out", required=True, help="output folder (scorecards/, gradebook.csv, summary.json, report.html)")
+    p.add_argument("--assignment", default="attention-basics")
+    p.add_argument("-j", "--jobs", type=int, help="parallel grading slots (default: number of cores)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per slot (default 1)")
+    p.add_argument("--force", action="store_true", help="regrade submissions whose scorecard is up to date")
+    p.add_argument("--isolation", choices=ISOLATION_CHOICES, default="auto",
+                   help="sandbox backend (default: the strongest available)")
+    p.add_argument("--require-isolation", choices=LEVELS, metavar="LEVEL",
+                   help="refuse to grade below this level (none < process < bwrap < namespace)")
+    p.add_argument("--exercise", action="append", metavar="ID", help="grade only this exercise (repeatable)")
+    p.add_argument("--export", action="append", choices=FORMATS, help="also write this LMS export (repeatable)")
+    p.add_argument("--seed", type=int, help="one seed for every submission (default: a fresh seed each)")
+    p.add_argument("--per-test-time-limit", type=float, metavar="S", help=argparse.SUPPRESS)
+    p.add_argument("--no-warm", action="store_true", help="do not pre-start sandboxed workers (for measurements)")
+    p.add_argument("--quiet", action="store_true", help="plain one-line-per-submission progress even on a terminal")
+    p.set_defaults(func=_cmd_batch)
+    p = sub.add_parser("export", help="convert scorecards to Gradescope, GitHub Classroom or CSV")
+    p.add_argument("scorecards", nargs="+", metavar="SCORECARD")
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("--out", help="folder to write into (default: stdout, one scorecard, or CSV)")
+    p.set_defaults(func=_cmd_export)

@@ -48,6 +48,7 @@ class Channel:
         self._resp_r, resp_w = os.pipe()
         status_r, status_w = os.pipe() if self.spec.backend == "namespace" else (None, None)
         cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir)
+        self._cgroups = list(cfg.get("cgroups", []))
         fds = tuple(fd for fd in (resp_w, status_w) if fd is not None)
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-S", "-B", str(LAUNCHER), json.dumps(cfg)], stdin=req_r,
@@ -153,15 +154,19 @@ class Channel:
 
     def _kill_cgroup(self) -> None:
         """Processes that left the process group (setsid) are still in the slot's pids cgroup."""
-        for group in self.spec.cgroup_paths() if self.spec.backend == "process" else []:
+        for group in self._cgroups:
             procs = Path(group) / "cgroup.procs"
-            for _ in range(50):
+            for _ in range(50 if self.spec.backend == "process" else 0):
                 pids = [int(p) for p in procs.read_text().split()] if procs.exists() else []
                 if not pids:
                     break
                 for pid in pids:
                     _signal(pid, signal.SIGKILL)
                 time.sleep(0.02)
+            try:
+                os.rmdir(group)  # empty groups go; a busy one (namespace still tearing down) is reused
+            except OSError:
+                pass
 
     def close_fds(self) -> None:
         for fd in (self._req_w, self._resp_r):

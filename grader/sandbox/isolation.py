@@ -163,7 +163,8 @@ def _cgroups(slot: int, limits: Limits) -> list[str]:
     settings = {"memory": {"memory.limit_in_bytes": str((limits.memory_mb + 512) << 20)},
                 "pids": {"pids.max": str(limits.processes)}}
     for controller, values in settings.items():
-        path = CGROUP_V1 / controller / "attention-grader" / f"slot-{slot}"
+        # per grader process: two grader runs on one machine never share (or kill) each other's groups
+        path = CGROUP_V1 / controller / "attention-grader" / f"p{os.getpid()}-slot-{slot}"
         try:
             path.mkdir(parents=True, exist_ok=True)
             for name, value in values.items():

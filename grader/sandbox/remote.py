@@ -161,6 +161,9 @@ class SandboxBackend:
             files = {p.name: p.read_text("utf-8") for p in sorted(self.box.iterdir()) if p.is_file()}
         except (OSError, UnicodeDecodeError):
             return None  # not plain UTF-8 text: start a cold worker that sees the files as they are
+        if self.warm.channel.proc.poll() is not None:
+            self.warm.discard()  # it died before seeing any student code: start a cold worker instead
+            return None
         channel = self.warm.take()
         return (channel, self.warm.box, files) if channel is not None else None
 

@@ -125,3 +125,4 @@ def test_fork_bomb_under_the_process_backend_is_held_by_the_pids_cgroup(tmp_path
     for group in isolation.LaunchSpec("process").cgroup_paths():
         procs = Path(group) / "cgroup.procs"
         assert not procs.exists() or not procs.read_text().split(), "processes left in the slot's cgroup"
+        os.rmdir(group)

@@ -1,0 +1,66 @@
+"""Exercise `scaled_dot_product`: scaled dot-product attention by hand, with masks and dropout.
+
+    Attention(Q, K, V) = softmax(Q K^T * scale + bias) V,   scale = 1 / sqrt(E) by default
+
+Conventions (the same as `F.scaled_dot_product_attention`, which you may NOT call here):
+- query (..., L, E), key (..., S, E), value (..., S, Ev): any number of leading batch dims, equal
+  in all three; L (queries) may differ from S (keys), Ev may differ from E.
+- `mask` is broadcastable to (..., L, S) and is either
+  * boolean: True = this query MAY attend to this key, False = blocked;
+  * floating point (additive): added to the SCALED scores (0 = allowed, -inf = blocked, or any
+    finite bias such as ALiBi's -m * |i - j|).
+- A query whose keys are all blocked gets all-zero weights and a zero output (no NaN), as SDPA does.
+- Dropout acts on the attention WEIGHTS, only when `training` is True: each weight is zeroed with
+  probability `dropout_p` and the survivors are multiplied by 1 / (1 - dropout_p).
+- Return `(output, weights)`: output (..., L, Ev), weights (..., L, S) = the weights actually used.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                 mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+                                 scale: float | None = None,
+                                 training: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention; returns `(output, weights)`.
+
+    Args:
+        query: (..., L, E).  key: (..., S, E).  value: (..., S, Ev).
+        mask: None, a bool tensor (True = may attend) or a float tensor added to the scaled
+            scores; broadcastable to (..., L, S).
+        dropout_p: probability of zeroing an attention weight; used only when `training`.
+        scale: multiplies Q K^T; None means 1 / sqrt(E).
+        training: dropout is applied only when True (with training=False, no dropout at all).
+
+    Returns:
+        output (..., L, Ev) and weights (..., L, S), both in the dtype of `query`. Each row of
+        `weights` sums to 1 (before dropout), except rows whose keys are all masked: those rows
+        are all zero, and so is their output. With dropout, `weights` are the dropped and rescaled
+        weights and `output == weights @ value`.
+    """
+    assert query.shape[-1] == key.shape[-1], "query and key must have the same last dim E"
+    assert key.shape[-2] == value.shape[-2], "key and value must have the same length S"
+    assert 0.0 <= dropout_p < 1.0, "dropout_p must be in [0, 1)"
+    ### BEGIN SOLUTION
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    scores = (query @ key.transpose(-2, -1)) * scale  # (..., L, E) @ (..., E, S) -> (..., L, S)
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))  # True = attend: block where False
+        else:
+            scores = scores + mask.to(scores.dtype)  # additive bias, added AFTER scaling (as SDPA does)
+    # -inf (not -1e9): representable in every float dtype, and it gives exactly zero weight.
+    blocked = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., L, 1): rows with no key left
+    scores = scores.masked_fill(blocked, 0.0)  # avoid softmax(all -inf) = NaN
+    weights = torch.softmax(scores, dim=-1)  # (..., L, S): normalise over the KEYS
+    weights = weights.masked_fill(blocked, 0.0)  # a fully-masked query attends to nothing
+    if training and dropout_p > 0.0:
+        weights = torch.nn.functional.dropout(weights, p=dropout_p, training=True)  # zero, then * 1/(1-p)
+    output = weights @ value  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+    return output, weights
+    ### END SOLUTION

@@ -1,0 +1,52 @@
+"""Scorecards the batch engine makes itself (clash, dead slot, watchdog) and the resume check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from grader import manifest
+from grader.sandbox import isolation as iso
+from grader.scoring import scorecard
+
+RETRY_KINDS = ("grader", "interrupted", "isolation")  # errors a rerun tries again
+
+
+def error_card(*, assignment: manifest.Assignment, spec: iso.LaunchSpec, path: Path, student: str, kind: str,
+               message: str, sha256: str = "", seconds: float = 0.0, exercises: list[str] | None = None) -> dict[str, Any]:
+    """A schema-valid ``status: error`` scorecard for a submission the engine could not grade."""
+    stamp = scorecard.now()
+    chosen = set(exercises or assignment.ids())
+    max_score = sum(e.points for e in assignment.exercises if e.id in chosen)
+    return {"schema_version": 1, "assignment": assignment.id,
+            "submission": {"path": str(path), "student": student, "sha256": sha256, "layout": "unknown", "files": []},
+            "status": "error", "error": {"kind": kind, "message": scorecard.clean(message)}, "score": 0,
+            "max_score": max_score, "exercises": [], "isolation": spec.describe(), "seed": 0,
+            "grader": scorecard.version(), "environment": scorecard.environment(),
+            "timings": {"started": stamp, "finished": stamp, "total_s": round(max(seconds, 0.0), 4)},
+            "incidents": [], "student_output": {"stdout_bytes": 0, "stderr_bytes": 0}}
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    """The scorecard at ``path`` when it exists and is valid, else ``None``."""
+    from grader import schema
+
+    try:
+        card = json.loads(path.read_text("utf-8"))
+        schema.validate("scorecard", card)
+    except (OSError, ValueError):
+        return None
+    return card
+
+
+def is_current(card: dict[str, Any] | None, *, sha256: str, assignment: str, exercise_ids: list[str]) -> bool:
+    """True when ``card`` already grades this content, assignment, grader version and exercise set."""
+    if card is None or not sha256:
+        return False
+    if card["status"] == "error" and (card["error"] or {}).get("kind") in RETRY_KINDS:
+        return False
+    graded_ids = sorted(e["id"] for e in card["exercises"])
+    return (card["submission"]["sha256"] == sha256 and card["assignment"] == assignment
+            and card["grader"]["version"] == scorecard.version()["version"]
+            and (card["status"] == "error" or graded_ids == sorted(exercise_ids)))

@@ -1,0 +1,63 @@
+"""``batch()``: discover, grade in parallel, then write gradebook, summary, report and exports."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader import manifest
+from grader.batch import discover as disc
+from grader.batch import engine, outputs, report
+from grader.batch.progress import Progress
+
+
+@dataclass
+class Outcome:
+    run: engine.Run
+    summary: dict[str, Any]
+    out: Path
+    exported: list[Path]
+
+    @property
+    def grader_errors(self) -> int:
+        return sum(r.grader_error for r in self.run.results)
+
+
+def batch(submissions: Path | str, *, out: Path | str, options: engine.Options | None = None,
+          export: tuple[str, ...] = (), progress: Progress | None = None) -> Outcome:
+    """Grade every submission under ``submissions`` into ``out`` (see ``grader batch --help``)."""
+    options = options or engine.Options()
+    out = Path(out)
+    found = disc.discover(submissions, assignment=options.assignment)
+    progress = progress or Progress()
+    with progress:
+        run = engine.run(found.entries, out=out, options=options, on_result=progress.update, on_plan=progress.plan)
+    return finish(run, out=out, options=options, export=export, ignored=found.ignored)
+
+
+def finish(run: engine.Run, *, out: Path, options: engine.Options, export: tuple[str, ...] = (),
+           ignored: list[str] | None = None) -> Outcome:
+    assignment = manifest.load(None, options.assignment)
+    ids = options.exercises or assignment.ids()
+    named = [(r.entry.key, r.card) for r in run.results]
+    outputs.write_text(out / "gradebook.csv", outputs.gradebook_csv(named, ids))
+    summary = outputs.summarize(named, assignment=assignment, backend=run.backend, slots=run.slots, wall_s=run.wall_s,
+                                skipped=sum(r.skipped for r in run.results), timing=_timing(run, ignored or []))
+    outputs.write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    outputs.write_text(out / "report.html", report.render(summary))
+    exported: list[Path] = []
+    for fmt in export:
+        exported += outputs.export(named, fmt, out / "exports" / fmt, ids)
+    return Outcome(run, summary, out, exported)
+
+
+def _timing(run: engine.Run, ignored: list[str]) -> dict[str, Any]:
+    graded = [r for r in run.graded if r.card["status"] == "graded"]
+    warm = [r.wall_s for r in graded if r.warm]
+    cold = [r.wall_s for r in graded if not r.warm]
+    return {"mean_wall_s_warm": round(sum(warm) / len(warm), 4) if warm else None,
+            "mean_wall_s_cold": round(sum(cold) / len(cold), 4) if cold else None,
+            "warm_workers_used": len(warm), "slot_starts": run.meta.get("slot_starts", 0),
+            "slot_deaths": run.meta.get("slot_deaths", 0), "ignored_files": len(ignored)}

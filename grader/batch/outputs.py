@@ -1,0 +1,156 @@
+"""What a batch leaves in its folder besides the scorecards: gradebook.csv, summary.json, LMS exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import statistics
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from grader import __version__, exports, manifest, schema
+from grader.scoring import scorecard
+
+FORMATS = ("gradescope", "github-classroom", "csv")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Atomic write (temp file in the same folder, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def gradebook_csv(named: list[tuple[str, dict[str, Any]]], exercise_ids: list[str]) -> str:
+    """One row per student (``exports.csv_row``), keyed by the scorecard's name."""
+    buffer = io.StringIO()
+    fields = list(exports.csv_row(_blank(exercise_ids), exercise_ids))
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for key, card in named:
+        writer.writerow({**exports.csv_row(card, exercise_ids), "student": key})
+    return buffer.getvalue()
+
+
+def _blank(exercise_ids: list[str]) -> dict[str, Any]:
+    return {"exercises": [], "submission": {"path": "", "sha256": ""}, "score": 0, "max_score": 0,
+            "status": "graded", "error": None, "isolation": {"backend": "none"}, "seed": 0}
+
+
+def export(named: list[tuple[str, dict[str, Any]]], fmt: str, out: Path, exercise_ids: list[str]) -> list[Path]:
+    """Write ``fmt`` exports of the cards into ``out``; return the files written (each validated)."""
+    if fmt == "csv":
+        path = out / "gradebook.csv"
+        write_text(path, gradebook_csv(named, exercise_ids))
+        return [path]
+    written = []
+    for key, card in named:
+        if fmt == "gradescope":
+            path, doc = out / key / "results.json", exports.to_gradescope(card)
+        else:
+            path, doc = out / f"{key}.json", exports.to_github_classroom(card)
+        write_text(path, json.dumps(doc, indent=2) + "\n")
+        written.append(path)
+    return written
+
+
+def _pct(card: dict[str, Any]) -> float:
+    return 100.0 * card["score"] / card["max_score"] if card["max_score"] else 0.0
+
+
+def _failure_key(message: str) -> str:
+    first = message.strip().splitlines()[0] if message.strip() else "(no message)"
+    return _NUMBER.sub("#", first)[:240]
+
+
+def summarize(named: list[tuple[str, dict[str, Any]]], *, assignment: manifest.Assignment, backend: str, slots: int,
+              wall_s: float, skipped: int, timing: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``summary`` document (schema ``summary``): counts, score distribution, pass rates, failures."""
+    cards = [c for _, c in named]
+    graded = [c for c in cards if c["status"] == "graded"]
+    pcts = [_pct(c) for c in graded]
+    bins = [0] * 10
+    for p in pcts:
+        bins[min(int(p // 10), 9)] += 1
+    timeouts = [(k, sum(i["kind"] == "timeout" for i in c["incidents"])) for k, c in named]
+    doc = {
+        "schema_version": 1, "assignment": assignment.id, "title": assignment.title,
+        "grader": {"version": __version__}, "generated": scorecard.now(), "isolation": backend, "slots": slots,
+        "wall_s": round(wall_s, 3),
+        "submissions_per_minute": round(60.0 * (len(cards) - skipped) / wall_s, 2) if wall_s > 0 and len(cards) > skipped else 0,
+        "counts": {"submissions": len(cards), "graded": len(graded), "errors": len(cards) - len(graded),
+                   "skipped": skipped, "timeouts": sum(1 for _, n in timeouts if n),
+                   "full_marks": sum(1 for c in graded if c["max_score"] and c["score"] >= c["max_score"])},
+        "score": {"max_score": max((c["max_score"] for c in graded or cards), default=assignment.max_points),
+                  "mean": _r(statistics.fmean([c["score"] for c in graded])) if graded else 0,
+                  "median": _r(statistics.median([c["score"] for c in graded])) if graded else 0,
+                  "min": min((c["score"] for c in graded), default=0), "max": max((c["score"] for c in graded), default=0),
+                  "mean_percent": _r(statistics.fmean(pcts)) if pcts else 0},
+        "histogram": [{"from": 10 * i, "to": 10 * i + 10, "count": n} for i, n in enumerate(bins)],
+        "exercises": _exercises(graded),
+        "common_failures": _failures(graded),
+        "errors": [{"student": k, "kind": c["error"]["kind"], "message": c["error"]["message"][:500]}
+                   for k, c in named if c["status"] == "error"],
+        "timeouts": [{"student": k, "count": n} for k, n in timeouts if n],
+        "slowest": [{"student": k, "total_s": c["timings"]["total_s"]}
+                    for k, c in sorted(named, key=lambda kc: -kc[1]["timings"]["total_s"])[:10]],
+        "timing": timing or {},
+    }
+    schema.validate("summary", doc)
+    return doc
+
+
+def _r(x: float) -> float:
+    return round(x, 3)
+
+
+def _exercises(graded: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    order: dict[str, dict[str, Any]] = {}
+    tests: dict[str, dict[str, list[int]]] = defaultdict(dict)
+    names: dict[str, str] = {}
+    for card in graded:
+        for ex in card["exercises"]:
+            e = order.setdefault(ex["id"], {"id": ex["id"], "title": ex["title"], "max_score": ex["max_score"],
+                                             "scores": [], "full": 0})
+            e["scores"].append(ex["score"])
+            e["full"] += ex["max_score"] > 0 and ex["score"] >= ex["max_score"]
+            for t in ex["tests"]:
+                if t["counted"]:
+                    names[t["id"]] = t["name"]
+                    tally = tests[ex["id"]].setdefault(t["id"], [0, 0])
+                    tally[0] += t["outcome"] == "passed"
+                    tally[1] += 1
+    out = []
+    for ex_id, e in order.items():
+        n = len(e["scores"])
+        out.append({"id": ex_id, "title": e["title"], "max_score": e["max_score"],
+                    "mean_score": _r(statistics.fmean(e["scores"])) if n else 0,
+                    "pass_rate": _r(e["full"] / n) if n else 0,
+                    "tests": [{"id": tid, "name": names[tid], "passed": p, "total": t, "pass_rate": _r(p / t) if t else 0}
+                              for tid, (p, t) in tests[ex_id].items()]})
+    return out
+
+
+def _failures(graded: list[dict[str, Any]], top: int = 10) -> list[dict[str, Any]]:
+    counts: Counter[str] = Counter()
+    where: dict[str, set[str]] = defaultdict(set)
+    for card in graded:
+        for ex in card["exercises"]:
+            for t in ex["tests"]:
+                if t["counted"] and t["outcome"] not in ("passed", "skipped"):
+                    key = _failure_key(t["message"])
+                    counts[key] += 1
+                    where[key].add(ex["id"])
+    return [{"message": m, "count": n, "exercises": sorted(where[m])} for m, n in counts.most_common(top)]

@@ -1,0 +1,74 @@
+"""Progress for a batch: a rich bar (counts, ETA, failures as they happen) on a terminal, else one line each."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Any
+
+from grader.batch.engine import Result
+
+
+def describe(result: Result) -> str:
+    card = result.card
+    who = result.entry.key
+    if result.skipped:
+        return f"{who}: unchanged, kept ({card['score']:g}/{card['max_score']:g})"
+    if card["status"] == "error":
+        return f"{who}: ERROR ({card['error']['kind']}): {card['error']['message'][:160]}"
+    timeouts = sum(1 for i in card["incidents"] if i["kind"] == "timeout")
+    extra = f", {timeouts} timeout(s)" if timeouts else ""
+    return f"{who}: {card['score']:g}/{card['max_score']:g} in {card['timings']['total_s']:.1f} s{extra}"
+
+
+class Progress:
+    """Use as a context manager; ``plan(total, skipped)`` then ``update(result)`` per submission."""
+
+    def __init__(self, stream: IO[str] | None = None, *, rich: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.rich = self.stream.isatty() if rich is None else rich
+        self.total = self.count = self.failures = 0
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.rich:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn, \
+                TimeRemainingColumn
+
+            console = Console(file=self.stream)
+            self._bar = Bar(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("[red]{task.fields[failures]} failed"), TimeElapsedColumn(),
+                            TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False)
+            self._bar.__enter__()
+            self._task = self._bar.add_task("grading", total=None, failures=0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def plan(self, total: int, skipped: int) -> None:
+        self.total = total
+        if self._bar is not None:
+            self._bar.update(self._task, total=total)
+        elif skipped:
+            print(f"{total} submissions, {skipped} unchanged since the last run", file=self.stream, flush=True)
+
+    def update(self, result: Result) -> None:
+        self.count += 1
+        failed = result.card["status"] == "error"
+        self.failures += failed
+        line = f"[{self.count}/{self.total}] {describe(result)}"
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, failures=self.failures)
+            if failed or any(i["kind"] == "timeout" for i in result.card["incidents"]):
+                self._bar.console.print(f"[{'red' if failed else 'yellow'}]{_escape(line)}")
+        else:
+            print(line, file=self.stream, flush=True)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
