@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import torch
 
+from grader.student.inprocess import InProcessBackend
 from grader.student.errors import StudentError, StudentNotFound, StudentNotImplemented
 from grader.student.executor import Executor, safe_str
 from grader.student.proxy import StudentProxy
@@ -73,21 +74,9 @@ def _is_notebook(filename: str) -> bool:
     return not filename.startswith(_LIBRARY) and "site-packages" not in filename
 
 
-class NotebookBackend:
-    def __init__(self, names: dict[str, Any]) -> None:
-        self.executor = NotebookExecutor(names)
-
-    def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
-        return self.executor.call(module, name, args, kwargs)
-
-    def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any:
-        return self.executor.method(handle, method, args, kwargs)
-
-    def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]:
-        return self.executor.measure(module, name, args, kwargs)
-
-    def release(self, handle: int) -> None:
-        self.executor.release(handle)
+def NotebookBackend(names: dict[str, Any]) -> InProcessBackend:  # noqa: N802 - reads as a class at call sites
+    """The in-process backend over the names a notebook defines."""
+    return InProcessBackend(executor=NotebookExecutor(names))
 
 
 def seed_for(test_file: str, test_name: str, grading_seed: int = 0) -> int:

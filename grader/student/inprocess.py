@@ -13,9 +13,14 @@ from grader.student.executor import Executor
 
 
 class InProcessBackend:
-    def __init__(self, root: Path | str, *, bans: dict[str, tuple[str, ...]] | None = None,
-                 single_module: str | None = None) -> None:
-        self.executor = Executor(root, bans=bans, single_module=single_module)
+    def __init__(self, root: Path | str | None = None, *, bans: dict[str, tuple[str, ...]] | None = None,
+                 single_module: str | None = None, executor: Executor | None = None) -> None:
+        """Serve the modules in ``root``, or any ready ``executor`` (e.g. a notebook's names)."""
+        if executor is None:
+            if root is None:
+                raise TypeError("InProcessBackend needs a submission folder or an executor")
+            executor = Executor(root, bans=bans, single_module=single_module)
+        self.executor = executor
 
     def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
         return self.executor.call(module, name, args, kwargs)
