@@ -29,12 +29,13 @@ def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNME
           manifest_path: Path | None = None, isolation: str = "auto", require_isolation: str | None = None,
           seed: int | None = None, require_cuda: bool = False, slot: int = 0, threads: int = 1,
           student_id: str | None = None, exercises: list[str] | None = None,
-          per_test_time_limit: float | None = None, warm: Any = None) -> dict[str, Any]:
+          per_test_time_limit: float | None = None, warm: Any = None, zygote: Any = None) -> dict[str, Any]:
     """Return a schema-valid scorecard for ``submission``.
 
     ``exercises`` restricts grading to some exercise ids; ``per_test_time_limit`` overrides the
     manifest's limits (both for quick checks and tests). ``warm`` is an optional pre-started
-    :class:`grader.sandbox.remote.WarmChannel` (same launch spec) used for the first worker.
+    :class:`grader.sandbox.remote.WarmChannel` (same launch spec) used for the first worker; ``zygote``
+    a :class:`grader.sandbox.zygote_client.Zygote` that forks every worker with torch already imported.
     """
     started, t0 = scorecard.now(), time.monotonic()
     try:
@@ -55,7 +56,7 @@ def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNME
     card["timings"]["intake_s"] = round(time.monotonic() - t0, 4)
     try:
         _run(card, sub, spec_assignment, spec, backend, seed, require_cuda,
-             exercises=exercises, per_test_time_limit=per_test_time_limit, warm=warm)
+             exercises=exercises, per_test_time_limit=per_test_time_limit, warm=warm, zygote=zygote)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - a grader fault becomes an error scorecard, never a crash
@@ -67,7 +68,7 @@ def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNME
 
 def _run(card: dict, sub: intake.Submission, assignment: manifest.Assignment, spec: iso.LaunchSpec,
          backend: str, seed: int, require_cuda: bool, *, exercises: list[str] | None,
-         per_test_time_limit: float | None, warm: Any = None) -> None:
+         per_test_time_limit: float | None, warm: Any = None, zygote: Any = None) -> None:
     made: list[Any] = []
     chosen = [assignment.exercise(e) for e in exercises] if exercises else list(assignment.exercises)
     limits = {e.id: per_test_time_limit or e.time_limit_s for e in assignment.exercises}
@@ -82,7 +83,8 @@ def _run(card: dict, sub: intake.Submission, assignment: manifest.Assignment, sp
 
             made.append(SandboxBackend(sub.box, spec, bans=assignment.bans(), single_module=sub.single_module,
                                        time_limits=limits,
-                                       budget_s=assignment.limits.submission_wall_s, warm=warm))
+                                       budget_s=assignment.limits.submission_wall_s, warm=warm,
+                                       zygote=zygote))
         return made[-1]
 
     t = time.monotonic()
@@ -101,6 +103,7 @@ def _run(card: dict, sub: intake.Submission, assignment: manifest.Assignment, sp
         card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in worker.incidents]
         card["student_output"] = {"stdout_bytes": worker.output["stdout"], "stderr_bytes": worker.output["stderr"]}
         card["isolation"]["worker_starts"] = worker.starts
+        card["isolation"]["worker_forks"] = worker.forked
 
 
 def launch_spec(assignment: manifest.Assignment, backend: str, *, slot: int = 0, threads: int = 1) -> iso.LaunchSpec:

@@ -26,7 +26,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     options = engine.Options(assignment=args.assignment, isolation=args.isolation,
                              require_isolation=args.require_isolation, jobs=args.jobs, threads=args.threads,
                              force=args.force, exercises=args.exercise or None,
-                             per_test_time_limit=args.per_test_time_limit, warm=not args.no_warm, seed=args.seed)
+                             per_test_time_limit=args.per_test_time_limit, warm="off" if args.no_warm else args.warm, seed=args.seed)
     try:
         outcome = job.batch(args.submissions, out=args.out, options=options, export=tuple(args.export or ()),
                             progress=Progress(rich=False if args.quiet else None))
@@ -103,7 +103,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--export", action="append", choices=FORMATS, help="also write this LMS export (repeatable)")
     p.add_argument("--seed", type=int, help="one seed for every submission (default: a fresh seed each)")
     p.add_argument("--per-test-time-limit", type=float, metavar="S", help=argparse.SUPPRESS)
-    p.add_argument("--no-warm", action="store_true", help="do not pre-start sandboxed workers (for measurements)")
+    p.add_argument("--warm", choices=("fork", "start", "off"), default="fork",
+                   help="how sandboxed workers get torch before a submission arrives: fork them from a zygote that "
+                        "imported it once (default), pre-start one per submission, or start each cold (measurements)")
+    p.add_argument("--no-warm", action="store_true", help="same as --warm off")
     p.add_argument("--quiet", action="store_true", help="plain one-line-per-submission progress even on a terminal")
     p.set_defaults(func=_cmd_batch)
     p = sub.add_parser("export", help="convert scorecards to Gradescope, GitHub Classroom or CSV")

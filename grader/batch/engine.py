@@ -2,8 +2,8 @@
 
 Each slot is a long-lived trusted process (``python -m grader.batch.slot``, in its own session so a
 terminal's Ctrl-C reaches only this process) that grades one submission after another through
-``grade(..., slot=2N or 2N+1)``: its own uids and cgroups under the namespace backend, one torch thread by default, and a
-warm sandboxed worker ready for the next submission. This process only schedules, watches and
+``grade(..., slot=2N or 2N+1)``: its own uids and cgroups under the namespace backend, one torch
+thread by default, and sandboxed workers forked from a zygote that has already imported torch. This process only schedules, watches and
 writes: a slot that dies or hangs is replaced and its submission gets a ``grader`` error scorecard.
 """
 
@@ -51,7 +51,7 @@ class Options:
     force: bool = False
     exercises: list[str] | None = None
     per_test_time_limit: float | None = None
-    warm: bool = True
+    warm: str = "fork"  # fork (zygote) | start (pre-started workers) | off (cold, for measurements)
     seed: int | None = None
 
 

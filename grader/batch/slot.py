@@ -5,10 +5,9 @@ on stdin (``{"key", "path", "student"}``); one JSON line per job goes back on th
 (the original stdout; fd 1 is pointed at stderr so nothing else can write there). Every grade goes
 through :func:`grader.grade.grade` (sandboxed workers), never in this process.
 
-Warm workers: while submission *k* is graded, the sandboxed worker for *k+1* is already started and
-importing torch (``WarmChannel``); it receives its files through the setup frame. The two in-flight
-workers never share a uid or a cgroup (killing one must not touch the other): slot N alternates
-between the launch slots 2N and 2N+1 ("lanes").
+Warm workers (see :class:`_Starts`): by default every sandboxed worker is forked from this slot's
+zygote, which imported torch once (milliseconds instead of 1-2 CPU-seconds per worker); where no
+zygote can run, the worker for *k+1* is pre-started while *k* is graded (``WarmChannel``).
 
 Ctrl-C is the engine's business: this process ignores SIGINT and stops cleanly on SIGTERM.
 """
@@ -50,53 +49,105 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
     from grader import manifest
-    from grader.grade import GradeRefused, grade, launch_spec
+    from grader.grade import launch_spec
     from grader.sandbox import isolation as iso
-    from grader.sandbox.remote import WarmChannel
 
     assignment = manifest.load(None, config["assignment"])
     backend = config["isolation"] if config["isolation"] == "inprocess" else iso.choose(
         config["isolation"], config.get("require_isolation"))
     lanes = [launch_spec(assignment, backend, slot=2 * config["slot"] + i, threads=config["threads"]) for i in (0, 1)]
-    lane = 0
-    use_warm = bool(config.get("warm")) and backend != "inprocess"
-    warm: WarmChannel | None = WarmChannel(lanes[lane]) if use_warm else None
-    if warm is not None and not warm.wait_ready():
-        warm = None
-    _send(protocol, {"ready": True, "slot": config["slot"], "pid": os.getpid()})
+    starts = _Starts(lanes, config.get("warm") or "off" if backend != "inprocess" else "off")
+    _send(protocol, {"ready": True, "slot": config["slot"], "pid": os.getpid(), "warm": starts.mode})
     try:
         for line in sys.stdin:
             job = json.loads(line)
             if os.environ.get(FAULT_ENV) and os.environ[FAULT_ENV] == job["key"]:
                 os._exit(70)
-            current, warm, slot = warm, None, lanes[lane].slot
-            lane = 1 - lane
-            if use_warm:
-                warm = WarmChannel(lanes[lane])  # k+1's worker imports torch while k is graded
-            t0 = time.monotonic()
-            reply: dict[str, Any] = {"key": job["key"]}
-            try:
-                reply["card"] = grade(job["path"], assignment=config["assignment"], isolation=config["isolation"],
-                                      require_isolation=config.get("require_isolation"), seed=config.get("seed"),
-                                      slot=slot, threads=config["threads"], student_id=job["student"],
-                                      exercises=config.get("exercises"),
-                                      per_test_time_limit=config.get("per_test_time_limit"), warm=current)
-            except GradeRefused as exc:
-                reply["refused"] = str(exc)
-            except KeyboardInterrupt:
-                raise
-            except Exception:  # noqa: BLE001 - reported to the engine as a grader error for this job
-                reply["fault"] = traceback.format_exc(limit=8)[-3000:]
-            finally:
-                used = current is not None and current.taken
-                if current is not None:
-                    current.discard()
-            reply.update(wall_s=round(time.monotonic() - t0, 4), warm=used)
-            _send(protocol, reply)
+            _send(protocol, _grade_one(config, job, starts))
     finally:
+        starts.close()
+    return 0
+
+
+def _grade_one(config: dict[str, Any], job: dict[str, Any], starts: _Starts) -> dict[str, Any]:
+    from grader.grade import GradeRefused, grade
+
+    slot, warm, zygote = starts.next()
+    t0 = time.monotonic()
+    reply: dict[str, Any] = {"key": job["key"]}
+    try:
+        reply["card"] = grade(job["path"], assignment=config["assignment"], isolation=config["isolation"],
+                              require_isolation=config.get("require_isolation"), seed=config.get("seed"),
+                              slot=slot, threads=config["threads"], student_id=job["student"],
+                              exercises=config.get("exercises"), per_test_time_limit=config.get("per_test_time_limit"),
+                              warm=warm, zygote=zygote)
+    except GradeRefused as exc:
+        reply["refused"] = str(exc)
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - reported to the engine as a grader error for this job
+        reply["fault"] = traceback.format_exc(limit=8)[-3000:]
+    finally:
+        used = warm is not None and warm.taken
         if warm is not None:
             warm.discard()
-    return 0
+    forks = reply.get("card", {}).get("isolation", {}).get("worker_forks", 0)
+    reply.update(wall_s=round(time.monotonic() - t0, 4), warm=bool(used or forks))
+    return reply
+
+
+class _Starts:
+    """How this slot's workers start: ``fork`` (a zygote), ``start`` (pre-started warm workers) or ``off`` (cold).
+
+    ``fork`` falls back to ``start`` where no zygote can run (bwrap) or it keeps failing. Pre-started
+    workers alternate between two launch slots ("lanes"): the worker for k+1 imports torch while k is
+    graded, and two in-flight workers never share a uid or a cgroup (killing one must not touch the other).
+    """
+
+    ZYGOTE_RESTARTS = 3
+
+    def __init__(self, lanes: list[Any], mode: str) -> None:
+        from grader.sandbox.zygote_client import FORKABLE
+
+        self.lanes, self.lane, self.restarts = lanes, 0, 0
+        self.mode = "start" if mode == "fork" and lanes[0].backend not in FORKABLE else mode
+        self.zygote: Any = None
+        self.warm: Any = None
+        if self.mode == "fork" and not self._zygote():
+            self.mode = "start"
+        if self.mode == "start":
+            self.warm = self._prestart()
+
+    def next(self) -> tuple[int, Any, Any]:
+        """(launch slot, warm worker or None, zygote or None) for the next submission."""
+        current, slot = self.warm, self.lanes[self.lane].slot
+        self.lane = 1 - self.lane
+        if self.mode == "start":
+            self.warm = self._prestart()  # k+1's worker imports torch while k is graded
+        if self.mode == "fork" and not (self.zygote and self.zygote.alive) and not self._zygote():
+            self.mode, current = "start", None
+            self.warm = self._prestart()
+        return slot, current, self.zygote if self.mode == "fork" else None
+
+    def _zygote(self) -> bool:
+        from grader.sandbox.zygote_client import Zygote
+
+        if self.zygote is not None:
+            self.zygote.close()
+        self.restarts += 1
+        self.zygote = Zygote() if self.restarts <= self.ZYGOTE_RESTARTS + 1 else None
+        return self.zygote is not None and self.zygote.wait_ready()
+
+    def _prestart(self) -> Any:
+        from grader.sandbox.remote import WarmChannel
+
+        return WarmChannel(self.lanes[self.lane])
+
+    def close(self) -> None:
+        if self.warm is not None:
+            self.warm.discard()
+        if self.zygote is not None:
+            self.zygote.close()
 
 
 if __name__ == "__main__":

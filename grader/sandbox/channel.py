@@ -20,6 +20,7 @@ from typing import Any
 
 from grader.sandbox import wire
 from grader.sandbox.isolation import LAUNCHER, LaunchSpec
+from grader.sandbox.zygote_client import ForkedWorker, Zygote
 
 KEEP_OUTPUT = 64 << 10
 MAX_REPLY = 256 << 20
@@ -34,37 +35,67 @@ class ChannelError(Exception):
 
 
 class Channel:
-    def __init__(self, spec: LaunchSpec, box: Path) -> None:
+    def __init__(self, spec: LaunchSpec, box: Path, zygote: Zygote | None = None) -> None:
         self.spec, self.box = spec, box
         self.output = {"stdout": bytearray(), "stderr": bytearray()}
         self.output_total = 0
         self._buffer = bytearray()
         self._ns_pid: int | None = None
         self._root_dir = tempfile.mkdtemp(prefix="grader-root-") if spec.backend == "namespace" else ""
-        self._start()
+        self.forked = False
+        self._start(zygote)
 
-    def _start(self) -> None:
+    def _start(self, zygote: Zygote | None) -> None:
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
-        status_r, status_w = os.pipe() if self.spec.backend == "namespace" else (None, None)
-        cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir)
-        self._cgroups = list(cfg.get("cgroups", []))
-        fds = tuple(fd for fd in (resp_w, status_w) if fd is not None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", str(LAUNCHER), json.dumps(cfg)], stdin=req_r,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=fds, start_new_session=True,
-            cwd=str(self.box), env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
-        for fd in (req_r, resp_w, status_w):
-            if fd is not None:
-                os.close(fd)
-        if status_r is not None:
-            with os.fdopen(status_r, "rb") as status:
-                line = status.readline().strip()
-            self._ns_pid = int(line) if line.isdigit() else None
+        self.proc = self._fork(zygote, req_r, resp_w) if zygote is not None else None
+        if self.proc is None:
+            self.proc = self._popen(req_r, resp_w)
+        os.close(req_r)
+        os.close(resp_w)
         self._selector = selectors.DefaultSelector()
         for fileobj, name in ((self._resp_r, "reply"), (self.proc.stdout, "stdout"), (self.proc.stderr, "stderr")):
             os.set_blocking(fileobj if isinstance(fileobj, int) else fileobj.fileno(), False)
             self._selector.register(fileobj, selectors.EVENT_READ, name)
+
+    def _config(self, resp_w: int, status_w: int | None) -> dict:
+        cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir)
+        self._cgroups = list(cfg.get("cgroups", []))
+        return cfg
+
+    def _popen(self, req_r: int, resp_w: int) -> subprocess.Popen:
+        """A cold start: a fresh launcher interpreter that isolates itself and execs the worker."""
+        status_r, status_w = os.pipe() if self.spec.backend == "namespace" else (None, None)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-B", str(LAUNCHER), json.dumps(self._config(resp_w, status_w))],
+            stdin=req_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=tuple(fd for fd in (resp_w, status_w) if fd is not None), start_new_session=True,
+            cwd=str(self.box), env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        if status_r is not None and status_w is not None:
+            os.close(status_w)
+            with os.fdopen(status_r, "rb") as status:
+                line = status.readline().strip()
+            self._ns_pid = int(line) if line.isdigit() else None
+        return proc
+
+    def _fork(self, zygote: Zygote, req_r: int, resp_w: int) -> ForkedWorker | None:
+        """A warm start: the zygote forks a worker with torch already imported; None if it cannot."""
+        (status_r, status_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
+        launched = zygote.launch(self._config(resp_w, status_w), [req_r, resp_w, out_w, err_w, status_w])
+        for fd in (out_w, err_w, status_w):
+            os.close(fd)
+        if launched:
+            try:
+                worker = ForkedWorker(out_r, err_r, status_r)
+            except OSError:
+                pass
+            else:
+                self._ns_pid = worker.read_ns_pid() if self.spec.backend == "namespace" else None
+                self.forked = True
+                return worker
+        for fd in (out_r, err_r, status_r):
+            _close_quietly(fd)
+        return None
 
     # -- requests -----------------------------------------------------------------------------
     def send(self, value: Any) -> None:
@@ -177,6 +208,8 @@ class Channel:
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream:
                 stream.close()
+        if isinstance(self.proc, ForkedWorker):
+            self.proc.close_status()
         self._selector.close()
         if self._root_dir:
             try:
@@ -185,11 +218,8 @@ class Channel:
                 pass
 
     def close(self) -> None:
-        try:
-            self.send({"op": "exit"})
-            self.proc.wait(timeout=3)
-        except (ChannelError, subprocess.TimeoutExpired):
-            pass
+        """End the worker. It is disposable and holds nothing to flush, so it is killed at once: a
+        polite exit would wait ~0.5 s for torch's interpreter teardown on every submission."""
         self.kill()
 
 
@@ -199,6 +229,13 @@ def _status(code: int) -> str:
     if code > 128 and code - 128 in signal.Signals._value2member_map_:
         return f"killed by signal {signal.Signals(code - 128).name}"
     return f"exit status {code}"
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def _signal(pid: int, sig: int) -> None:

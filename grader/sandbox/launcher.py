@@ -22,6 +22,7 @@ import resource
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 
 NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWPID, NEWNET = 0x20000, 0x2000000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
 RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
@@ -118,8 +119,11 @@ def build_root(cfg: dict, root: str) -> None:
     mount(None, root, None, BIND | REMOUNT | RDONLY | NOSUID | NODEV)
 
 
-def pid1(cfg: dict) -> None:
-    """pid 1 of the new pid namespace: build the root, drop to the slot uid, reap until the worker ends."""
+def pid1(cfg: dict, become_worker: Callable[[], None] | None = None) -> None:
+    """pid 1 of the new pid namespace: build the root, drop to the slot uid, reap until the worker ends.
+
+    The worker is pid 2: an exec'd fresh interpreter, or (from the zygote) ``become_worker()``.
+    """
     root = cfg["root_dir"]
     build_root(cfg, root)
     with open("/proc/self/oom_score_adj", "w") as fh:
@@ -136,12 +140,19 @@ def pid1(cfg: dict) -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     worker = os.fork()
     if worker == 0:
+        if become_worker is not None:
+            become_worker()
         os.execve(cfg["python"], worker_argv(cfg, "/sandbox-lib"), worker_env(cfg, "/box"))
     _close_pipes(cfg)  # the mini-init keeps no pipe open: the worker's EOF is the runner's signal
-    while True:  # a mini-init, so the worker is pid 2 and gets default signal actions (SIGXCPU)
+    os._exit(_reap_until(worker))
+
+
+def _reap_until(child: int) -> int:
+    """Reap every child (a mini-init's duty) until ``child`` ends; return its exit code (128+signal if killed)."""
+    while True:
         pid, status = os.wait()
-        if pid == worker:
-            os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+        if pid == child:
+            return os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
 def _close_pipes(cfg: dict) -> None:
@@ -165,22 +176,28 @@ def probe_namespace() -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def run_namespace(cfg: dict, status_fd: int) -> None:
+def run_namespace(cfg: dict, status_fd: int, become_worker: Callable[[], None] | None = None,
+                  report_exit: bool = False) -> None:
+    """Unshare, fork pid 1 and wait for it; its host pid goes to ``status_fd`` (and, if asked, its exit code)."""
     join_cgroups(cfg)
     _check(_libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
     child = os.fork()
     if child == 0:
         try:
             os.close(status_fd)
-            pid1(cfg)
+            pid1(cfg, become_worker)
         except BaseException as exc:  # noqa: BLE001 - report a set-up failure, never run unisolated
             os.write(2, f"sandbox set-up failed: {exc}\n".encode())
             os._exit(125)
     os.write(status_fd, f"{child}\n".encode())
-    os.close(status_fd)
+    if not report_exit:
+        os.close(status_fd)
     _close_pipes(cfg)
     _, status = os.waitpid(child, 0)
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+    code = os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+    if report_exit:
+        os.write(status_fd, f"exit {code}\n".encode())
+    os._exit(code)
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from grader.sandbox.channel import Channel, ChannelError
 from grader.sandbox.isolation import LaunchSpec
+from grader.sandbox.zygote_client import FORKABLE, Zygote
 from grader.student import errors
 
 STARTUP_TIMEOUT = 120.0
@@ -64,9 +65,11 @@ class WarmChannel:
 class SandboxBackend:
     def __init__(self, box: Path, spec: LaunchSpec, *, bans: dict[str, tuple[str, ...]],
                  time_limits: dict[str, float], budget_s: float, single_module: str | None = None,
-                 warm: WarmChannel | None = None) -> None:
+                 warm: WarmChannel | None = None, zygote: Zygote | None = None) -> None:
         self.box, self.spec, self.bans, self.single_module = box, spec, bans, single_module
         self.warm = warm if warm is not None and warm.spec == spec else None
+        self.zygote = zygote if spec.backend in FORKABLE else None
+        self.forked = 0  # workers the zygote forked (each start after a timeout or crash too)
         self.startup_wait_s: float | None = None
         self.time_limits = time_limits
         self.budget_end = time.monotonic() + budget_s
@@ -133,7 +136,8 @@ class SandboxBackend:
             self.starts += 1
             t0 = time.monotonic()
             ready = self.warm is not None and self.warm.ready and not self.warm.taken
-            channel, box, files = self._warm_channel() or (Channel(self.spec, self.box), self.box, None)
+            channel, box, files = self._warm_channel() or (Channel(self.spec, self.box, self.zygote), self.box, None)
+            self.forked += channel.forked
             try:
                 if not (ready and files is not None):
                     _expect(channel.receive(STARTUP_TIMEOUT), "ready")

@@ -1,8 +1,8 @@
 """The sandboxed worker: a fresh interpreter that imports torch, then the student's modules, and serves calls.
 
-Started as ``python -I -S -B worker.py CONFIG_JSON`` by a launcher, never forked from a process that
-has loaded tests or references. It is untrusted from its first instruction and holds nothing
-secret: it reads request frames on fd 0 and writes one response frame per request on fd 3. What
+Started as ``python -I -S -B worker.py CONFIG_JSON`` by a launcher, or forked from the zygote
+(:mod:`grader.sandbox.zygote`), never from a process that has loaded tests or references. It is
+untrusted from its first instruction and holds nothing secret: it reads request frames on fd 0 and writes one response frame per request on fd 3. What
 the student prints goes to fds 1 and 2, which the runner caps and never parses.
 """
 
@@ -22,13 +22,21 @@ def main() -> int:
     config = json.loads(sys.argv[1])
     _setup_path(config)
     os.environ.setdefault("OMP_NUM_THREADS", str(config.get("threads", 1)))
+    return serve_forever(threads=int(config.get("threads", 1)), response_fd=int(config.get("response_fd", 3)))
+
+
+def serve_forever(*, threads: int, response_fd: int) -> int:
+    """Say ready, load the submission from the setup frame, then answer requests until EOF or ``exit``.
+
+    Also the entry point of a worker forked from the zygote (torch already imported there).
+    """
     import torch
 
-    torch.set_num_threads(int(config.get("threads", 1)))
+    torch.set_num_threads(threads)
     from grader.sandbox import wire
 
     requests = os.fdopen(0, "rb", buffering=0)
-    responses = os.fdopen(int(config.get("response_fd", 3)), "wb", buffering=0)
+    responses = os.fdopen(response_fd, "wb", buffering=0)
     wire.write_frame(responses, {"ready": True, "torch": str(torch.__version__), "pid": os.getpid()})
     setup = wire.read_frame(requests, allow_cuda=True)
     executor = _executor(setup)

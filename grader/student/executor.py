@@ -115,7 +115,11 @@ class Executor:
             out = m(*leaves, **kwargs)
             if not isinstance(out, torch.Tensor):
                 raise TypeError(f"forward returned {type(out).__name__}, expected a tensor")
-            out.backward(grad_output)
+            if out.shape != grad_output.shape:
+                raise ValueError(f"forward returned shape {tuple(out.shape)}, expected {tuple(grad_output.shape)}")
+            # the vector-Jacobian product with grad_output, exactly (1 * g == g); out.backward(g) would
+            # import sympy on first use: 0.5 s in every fresh worker
+            (out * grad_output).sum().backward()
         input_grads = tuple(x.grad if isinstance(x, torch.Tensor) and x.requires_grad else None for x in leaves)
         param_grads = {n: p.grad for n, p in m.named_parameters()}
         return out.detach(), input_grads, param_grads

@@ -8,9 +8,11 @@ process) must survive. Runs under the namespace backend (root on Linux, as in CI
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ import pytest
 from grader import schema
 from grader.grade import grade
 from grader.sandbox import isolation
+from grader.sandbox.zygote_client import Zygote
 from tests.project.conftest import CORPUS, solutions_copy
 
 HOSTILE = sorted((CORPUS / "hostile").glob("*.py"))
@@ -25,9 +28,24 @@ needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
                                      reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")
 
 
-def _grade(sub: Path) -> dict:
-    card = grade(sub, isolation="namespace", seed=7, exercises=["softmax", "masks"], per_test_time_limit=5)
+@pytest.fixture(scope="module", params=["cold", "fork"])
+def zygote(request: pytest.FixtureRequest) -> Iterator[Zygote | None]:
+    """Every attack runs twice: against a freshly exec'd worker and against one forked from a zygote."""
+    if request.param == "cold":
+        yield None
+        return
+    made = Zygote()
+    assert made.wait_ready(), "the zygote did not start"
+    yield made
+    made.close()
+
+
+def _grade(sub: Path, zygote: Zygote | None) -> dict:
+    card = grade(sub, isolation="namespace", seed=7, exercises=["softmax", "masks"], per_test_time_limit=5,
+                 zygote=zygote)
     schema.validate("scorecard", card)  # an invalid scorecard is a grader bug
+    if zygote is not None:  # every worker, restarts after a kill included, came from the zygote
+        assert card["isolation"]["worker_forks"] == card["isolation"]["worker_starts"] >= 1
     return card
 
 
@@ -42,10 +60,10 @@ def _messages(card: dict, exercise: str) -> str:
 @needs_namespace
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", HOSTILE, ids=[p.stem for p in HOSTILE])
-def test_hostile_module_earns_nothing_and_others_keep_their_points(tmp_path, attack):
+def test_hostile_module_earns_nothing_and_others_keep_their_points(tmp_path, attack, zygote):
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(attack, sub / "softmax.py")
-    card = _grade(sub)
+    card = _grade(sub, zygote)
     scores = _scores(card)
     assert card["status"] == "graded", card["error"]
     assert card["isolation"]["backend"] == "namespace"
@@ -56,26 +74,37 @@ def test_hostile_module_earns_nothing_and_others_keep_their_points(tmp_path, att
 
 
 @needs_namespace
-def test_secrets_are_absent_inside_the_sandbox(tmp_path):
+def test_secrets_are_absent_inside_the_sandbox(tmp_path, zygote):
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(CORPUS / "hostile" / "reads_secrets.py", sub / "softmax.py")
-    text = _messages(_grade(sub), "softmax")
+    text = _messages(_grade(sub, zygote), "softmax")
     assert "STOLEN files=0 refs=0 frames=0 shadow=FileNotFoundError" in text, text
 
 
 @needs_namespace
-def test_network_is_unreachable_inside_the_sandbox(tmp_path):
+def test_a_worker_sees_the_same_bare_process_whether_forked_or_exec_d(tmp_path, zygote):
+    """Nothing of the zygote leaks into a forked worker: fds, environment, uid, trusted modules, threads."""
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(CORPUS / "hostile" / "inspects_its_process.py", sub / "softmax.py")
+    text = _messages(_grade(sub, zygote), "softmax")
+    # fds: stdin (requests), stdout, stderr and the reply pipe (fd 3 when forked, its runner-side number when exec'd)
+    assert re.search(r"PROBE uid=60000 fds=\[0, 1, 2, \d+\] env=\['HOME', 'LANG', 'MALLOC_ARENA_MAX', 'MKL_NUM_THREADS', "
+                     r"'OMP_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE'\] trusted=\[\] threads=1", text), text
+
+
+@needs_namespace
+def test_network_is_unreachable_inside_the_sandbox(tmp_path, zygote):
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(CORPUS / "hostile" / "network_access.py", sub / "softmax.py")
-    text = _messages(_grade(sub), "softmax")
+    text = _messages(_grade(sub, zygote), "softmax")
     assert "NETWORK" in text and "connected" not in text, text
 
 
 @needs_namespace
-def test_timeouts_and_crashes_are_recorded_as_incidents(tmp_path):
+def test_timeouts_and_crashes_are_recorded_as_incidents(tmp_path, zygote):
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(CORPUS / "hostile" / "sleep_forever.py", sub / "softmax.py")
-    card = _grade(sub)
+    card = _grade(sub, zygote)
     outcomes = {t["outcome"] for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]}
     assert outcomes == {"timeout"}
     assert any(i["kind"] == "timeout" for i in card["incidents"])
@@ -83,19 +112,19 @@ def test_timeouts_and_crashes_are_recorded_as_incidents(tmp_path):
 
 
 @needs_namespace
-def test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard(tmp_path):
+def test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard(tmp_path, zygote):
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(CORPUS / "hostile" / "stdout_flood.py", sub / "softmax.py")
-    card = _grade(sub)
+    card = _grade(sub, zygote)
     assert any(i["kind"] == "output" for i in card["incidents"])
     assert "AAAA" not in str(card)
 
 
 @needs_namespace
-def test_missing_module_is_a_clear_not_found(tmp_path):
+def test_missing_module_is_a_clear_not_found(tmp_path, zygote):
     sub = solutions_copy(tmp_path / "sub")
     (sub / "softmax.py").unlink()
-    card = _grade(sub)
+    card = _grade(sub, zygote)
     assert _scores(card)["softmax"][0] == 0 and _scores(card)["masks"][0] > 0
     assert "softmax.py not found" in _messages(card, "softmax")
 

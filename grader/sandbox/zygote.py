@@ -1,0 +1,157 @@
+"""The zygote: a clean interpreter that imports torch once and forks one sandboxed worker per request.
+
+Run as ``python -I -S -B zygote.py CONFIG_JSON`` by :class:`grader.sandbox.zygote_client.Zygote`
+(one per batch slot). ``import torch`` costs 1.2-2 CPU-seconds, more than everything else a grade
+does; forking an interpreter that already has it costs milliseconds (sandbox.md §3.3).
+
+What keeps this safe:
+
+- it is exec'd fresh (never a fork of the runner) and loads only torch and the worker's own modules,
+  so nothing secret (tests, references, the grading seed) is in the memory a worker inherits;
+- it never runs student code; each request forks a child that isolates itself exactly as the
+  launcher does (the namespace allowlist root, slot uid, rlimits, cgroups) before the worker
+  loads the submission;
+- it stays at one torch thread and never touches CUDA: a process that has run a parallel OpenMP
+  op or initialised CUDA cannot fork usable children (sandbox.md §3.3, the "OpenMP fork trap").
+
+Protocol on the control socket (fd from CONFIG): the runner sends one JSON launch config with the
+worker's five fds attached (requests, responses, stdout, stderr, status); the zygote answers nothing.
+The status pipe carries ``proxy <pid>``, then ``<pid of the namespace's pid 1>`` (namespace mode),
+then ``exit <code>`` when the worker has ended.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+FDS = ("requests", "responses", "stdout", "stderr", "status")
+
+
+def main() -> int:
+    config = json.loads(sys.argv[1])
+    sys.path[:0] = [config["lib"], *config["site_dirs"]]
+    from grader.sandbox import launcher
+
+    launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the slot dies: so do we
+    control = socket.socket(fileno=int(config["control_fd"]))
+    _warm_up()
+    control.sendall(json.dumps({"ready": True, "tasks": len(os.listdir("/proc/self/task"))}).encode() + b"\n")
+    while True:
+        _reap()
+        readable, _, _ = select.select([control], [], [], 1.0)
+        if not readable:
+            continue
+        message, fds, _, _ = socket.recv_fds(control, 1 << 16, len(FDS))
+        if not message:
+            return 0  # the slot closed its end
+        if len(fds) != len(FDS):
+            _close(fds)
+            continue
+        child = os.fork()
+        if child == 0:
+            _proxy(control, json.loads(message), fds)
+        _close(fds)
+
+
+def _warm_up() -> None:
+    """Import torch and run, once and single-threaded, the first-use paths every worker would pay for."""
+    import torch
+
+    torch.set_num_threads(1)
+    import torch.nn.functional as F
+
+    from grader.sandbox import wire, worker  # noqa: F401 - imported here so that children inherit them
+    from grader.student import executor, peak  # noqa: F401
+
+    x = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
+    with peak.PeakStorage():
+        y = F.scaled_dot_product_attention(x, x, x, attn_mask=torch.ones(4, 4, dtype=torch.bool).tril())
+    layer = torch.nn.Linear(8, 8).double()
+    (layer(F.dropout(y.softmax(-1), 0.1)) * torch.ones(1, 2, 4, 8, dtype=torch.float64)).sum().backward()
+    wire.decode(wire.encode({"t": x.detach().float(), "n": [1, 2.0, "s", None]}))
+
+
+def _proxy(control: socket.socket, cfg: dict, fds: list[int]) -> None:
+    """The forked child: take the worker's fds, then isolate exactly as the launcher would, never returning."""
+    try:
+        control.close()
+        os.setsid()
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]  # out of the way of the targets 0-4
+        for name, fd in zip(FDS, high):
+            os.dup2(fd, _TARGET[name])
+        os.closerange(5, os.sysconf("SC_OPEN_MAX"))
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        cfg["response_fd"], status_fd = 3, 4
+        os.write(status_fd, f"proxy {os.getpid()}\n".encode())
+        from grader.sandbox import launcher
+
+        if cfg["mode"] == "namespace":
+            launcher.run_namespace(cfg, status_fd, lambda: _become_worker(cfg, "/sandbox-lib", "/box"), True)
+        _run_plain(cfg, status_fd)
+    except BaseException as exc:  # noqa: BLE001 - a set-up failure is reported, never run unisolated
+        os.write(2, f"sandbox set-up failed: {exc}\n".encode())
+    os._exit(125)
+
+
+_TARGET = {"requests": 0, "stdout": 1, "stderr": 2, "responses": 3, "status": 4}
+
+
+def _run_plain(cfg: dict, status_fd: int) -> None:
+    """``none``/``process``: the worker is a child of this proxy in its own folder (and cgroups, rlimits)."""
+    from grader.sandbox import launcher
+
+    child = os.fork()
+    if child == 0:
+        os.close(status_fd)
+        os.chdir(cfg["box"])
+        if cfg["mode"] == "process":
+            launcher.join_cgroups(cfg)
+            launcher.set_limits(cfg["limits"])
+        _become_worker(cfg, cfg["lib"], cfg["box"])
+    for fd in (0, 1, 2, 3):
+        os.close(fd)
+    code = launcher._reap_until(child)
+    os.write(status_fd, f"exit {code}\n".encode())
+    os._exit(code)
+
+
+def _become_worker(cfg: dict, lib: str, home: str) -> None:
+    """Turn this (already isolated) forked child into the worker: fresh environment, then serve."""
+    from grader.sandbox import launcher, worker
+
+    try:
+        os.environ.clear()
+        os.environ.update(launcher.worker_env(cfg, home))
+        sys.path[:] = [lib, *cfg["site_dirs"], *(p for p in sys.path if p.startswith(sys.base_prefix))]
+        code = worker.serve_forever(threads=int(cfg["threads"]), response_fd=3)
+    except BaseException:  # noqa: BLE001 - the worker's own failure: its exit status tells the runner
+        code = 1
+    os._exit(code)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
