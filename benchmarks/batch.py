@@ -3,13 +3,14 @@
 Generates N submissions (mostly correct, some with a typical bug from tests/corpus/buggy, some hostile
 from tests/corpus/hostile), then grades them
 
-- with ``grader batch`` (sandboxed slots, warm workers, -j J), and
+- with ``grader batch`` (sandboxed slots, workers forked from a zygote that imported torch, -j J), and
 - with the naive baseline: one fresh interpreter per submission running pytest in-process on the
   hidden suites, no sandbox (``python -m pytest tests/hidden -p grader.testing.plugin --student DIR -q``),
   J at a time, each with a wall limit (a hostile infinite loop would otherwise hang it forever).
 
 It prints submissions per minute for both, the ratio, the per-submission fixed cost (grading stub
-submissions whose every test fails at once: what remains is start-up), and what warm workers save.
+submissions whose every test fails at once: what remains is start-up) for each way a worker can get
+torch: forked from the zygote (the default), pre-started while the previous submission is graded, or cold.
 
     python benchmarks/batch.py            # N=20
     python benchmarks/batch.py --n 200    # the issue's target: 200 submissions in under 5 minutes
@@ -121,13 +122,13 @@ def main() -> None:
             print(f"ratio        : batch is {batch_rate / naive_rate:.2f}x the naive baseline's throughput")
         stubs(work / "stubs", args.stubs)
         fixed = {}
-        for label, extra in (("warm", ()), ("cold", ("--no-warm",))):
-            _, _, stub_cards = run_batch(work / "stubs", work / f"stub-out-{label}", 1, "--force", *extra)
-            fixed[label] = statistics.median(c["timings"]["total_s"] for c in stub_cards)
+        for mode in ("fork", "start", "off"):
+            _, _, stub_cards = run_batch(work / "stubs", work / f"stub-out-{mode}", 1, "--force", "--warm", mode)
+            fixed[mode] = statistics.median(c["timings"]["total_s"] for c in stub_cards)
         _, naive_stub = run_naive(work / "stubs", 1)
-        print(f"fixed cost   : batch {fixed['warm']:.2f} s/submission with a warm worker, {fixed['cold']:.2f} s cold "
-              f"(warm saves {fixed['cold'] - fixed['warm']:.2f} s); naive {statistics.median(naive_stub):.2f} s "
-              "(fresh interpreter + import torch + pytest)")
+        print(f"fixed cost   : batch {fixed['fork']:.2f} s/submission forked from the zygote, {fixed['start']:.2f} s "
+              f"pre-started, {fixed['off']:.2f} s cold (the zygote saves {fixed['off'] - fixed['fork']:.2f} s); "
+              f"naive {statistics.median(naive_stub):.2f} s (fresh interpreter + import torch + pytest)")
         t = summary["timing"]
         if t.get("mean_wall_s_warm") is not None:
             print(f"in the run   : mean slot time per graded submission {t['mean_wall_s_warm']:.2f} s "

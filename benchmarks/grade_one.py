@@ -2,7 +2,8 @@
 
 Prints, per backend, the median wall time of a full `grade()` of `solutions/` (all hidden suites),
 its ratio to in-process grading, and the fixed cost per submission (the extra time over in-process,
-and the sandboxed worker's own start: launcher + `import torch` until it reports ready).
+and the sandboxed worker's own start until it reports ready: launcher + `import torch` cold, or a
+fork of the zygote in the ``+fork`` rows, as ``grader batch`` does).
 
     python benchmarks/grade_one.py [--repeat 3]
 """
@@ -18,27 +19,28 @@ from pathlib import Path
 from grader.grade import grade
 from grader.sandbox import isolation
 from grader.sandbox.channel import Channel
+from grader.sandbox.zygote_client import FORKABLE, Zygote
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def time_grade(backend: str, repeat: int) -> tuple[float, float]:
+def time_grade(backend: str, repeat: int, zygote: Zygote | None = None) -> tuple[float, float]:
     times, score = [], 0.0
     for i in range(repeat):
         start = time.perf_counter()
-        card = grade(ROOT / "solutions", isolation=backend, seed=100 + i)
+        card = grade(ROOT / "solutions", isolation=backend, seed=100 + i, zygote=zygote)
         times.append(time.perf_counter() - start)
         score = card["score"]
         assert card["status"] == "graded", card["error"]
     return statistics.median(times), score
 
 
-def worker_start(backend: str, repeat: int) -> float:
+def worker_start(backend: str, repeat: int, zygote: Zygote | None = None) -> float:
     times = []
     with tempfile.TemporaryDirectory() as box:
         for _ in range(repeat):
             start = time.perf_counter()
-            channel = Channel(isolation.LaunchSpec(backend), Path(box))
+            channel = Channel(isolation.LaunchSpec(backend), Path(box), zygote)
             channel.receive(120)
             times.append(time.perf_counter() - start)
             channel.kill()
@@ -56,11 +58,17 @@ def main() -> None:
         median, score = time_grade(backend, args.repeat)
         start = worker_start(backend, args.repeat) if backend != "inprocess" else 0.0
         rows.append((backend, median, score, start))
+        if backend in FORKABLE:  # the same backend, each worker forked from a zygote (as `grader batch` does)
+            zygote = Zygote()
+            assert zygote.wait_ready(), "the zygote did not start"
+            median, score = time_grade(backend, args.repeat, zygote)
+            rows.append((f"{backend}+fork", median, score, worker_start(backend, args.repeat, zygote)))
+            zygote.close()
     base = rows[0][1]
     print(f"grading solutions/ ({args.repeat} runs each, median wall time)")
-    print(f"{'backend':<10} {'seconds':>8} {'score':>6} {'vs in-process':>14} {'fixed cost':>11} {'worker start':>13}")
+    print(f"{'backend':<16} {'seconds':>8} {'score':>6} {'vs in-process':>14} {'fixed cost':>11} {'worker start':>13}")
     for backend, median, score, start in rows:
-        print(f"{backend:<10} {median:8.2f} {score:6.0f} {median / base:13.2f}x {median - base:10.2f}s {start:12.2f}s")
+        print(f"{backend:<16} {median:8.2f} {score:6.0f} {median / base:13.2f}x {median - base:10.2f}s {start:12.2f}s")
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ def launch_spec(assignment: manifest.Assignment, backend: str, *, slot: int = 0,
 def _limits(assignment: manifest.Assignment) -> iso.Limits:
     lim = assignment.limits
     return iso.Limits(memory_mb=lim.memory_mb, processes=lim.processes, file_size_mb=lim.file_size_mb,
-                      cpu_s=int(lim.submission_wall_s), output_bytes=lim.output_kb << 10 << 7)
+                      cpu_s=int(lim.submission_wall_s), output_bytes=lim.output_kb << 10)
 
 
 def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int, spec: iso.LaunchSpec,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import selectors
 import signal
 import struct
@@ -129,7 +130,9 @@ class Channel:
         if not chunk:
             self._selector.unregister(key.fileobj)
             if key.data == "reply":
-                raise ChannelError("crash", self._ended("during the call"))
+                ended = self._ended("during the call")
+                self._drain_output()  # what it printed last (a set-up failure says why) stays in the record
+                raise ChannelError("crash", ended)
             return
         if key.data == "reply":
             self._buffer += chunk
@@ -139,6 +142,12 @@ class Channel:
         self.output_total += len(chunk)
         if self.output_total > self.spec.limits.output_bytes:
             raise ChannelError("output", f"printed more than {self.spec.limits.output_bytes >> 20} MiB")
+
+    def _drain_output(self) -> None:
+        """Read what the worker's stdout/stderr still hold, without waiting (bounded by the output cap)."""
+        for key in [k for k in self._selector.get_map().values() if k.data != "reply"]:
+            while key.fileobj in self._selector.get_map() and select.select([key.fileobj], [], [], 0)[0]:
+                self._drain(key)
 
     def _frame(self) -> Any:
         buf = self._buffer

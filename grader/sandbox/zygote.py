@@ -95,8 +95,16 @@ def _proxy(control: socket.socket, cfg: dict, fds: list[int]) -> None:
             launcher.run_namespace(cfg, status_fd, lambda: _become_worker(cfg, "/sandbox-lib", "/box"), True)
         _run_plain(cfg, status_fd)
     except BaseException as exc:  # noqa: BLE001 - a set-up failure is reported, never run unisolated
-        os.write(2, f"sandbox set-up failed: {exc}\n".encode())
+        _say(2, f"sandbox set-up failed: {exc}\n")
+        _say(4, "exit 125\n")
     os._exit(125)
+
+
+def _say(fd: int, text: str) -> None:
+    try:
+        os.write(fd, text.encode())
+    except OSError:
+        pass
 
 
 _TARGET = {"requests": 0, "stdout": 1, "stderr": 2, "responses": 3, "status": 4}

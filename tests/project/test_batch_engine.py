@@ -174,17 +174,21 @@ def test_rerun_skips_unchanged_retries_grader_errors_and_force_regrades(graded, 
     assert _cards(out)["bob"]["timings"]["started"] != before["bob"]["timings"]["started"]
 
 
-def test_killing_a_hostile_worker_spares_the_next_warm_worker(tmp_path, capsys):
-    """Under the root ``process`` backend a kill clears the worker's whole cgroup: the warm worker for
-    the next submission must live in another one (slot lanes), or an honest student would lose points."""
+@pytest.mark.parametrize("warm", ["fork", "start"])
+def test_killing_a_hostile_worker_spares_the_next_warm_worker(tmp_path, capsys, warm):
+    """Under the root ``process`` backend a kill clears the worker's whole cgroup: a pre-started worker for
+    the next submission must live in another one (slot lanes), or an honest student would lose points;
+    a forked one must come from a zygote the kill did not touch."""
     klass = tmp_path / "class"
     for name, source in [("a1", CORPUS / "hostile" / "infinite_loop.py"), ("a2", ROOT / "solutions" / "softmax.py"),
                          ("a3", ROOT / "solutions" / "softmax.py")]:
         (klass / name).mkdir(parents=True)
         shutil.copy(source, klass / name / "softmax.py")
     code = main(["batch", str(klass), "--out", str(tmp_path / "out"), "--isolation", "process", "-j", "1",
-                 "--exercise", "softmax", "--per-test-time-limit", "3", "--quiet"])
+                 "--exercise", "softmax", "--per-test-time-limit", "3", "--quiet", "--warm", warm])
     assert code == 0, capsys.readouterr().err
     cards = _cards(tmp_path / "out")
+    assert all(c["isolation"]["worker_forks"] == (c["isolation"]["worker_starts"] if warm == "fork" else 0)
+               for c in cards.values())
     assert cards["a1"]["score"] == 0 and any(i["kind"] == "timeout" for i in cards["a1"]["incidents"])
     assert (cards["a2"]["score"], cards["a3"]["score"]) == (6, 6), [cards[k]["incidents"] for k in ("a2", "a3")]

@@ -1,0 +1,109 @@
+"""The zygote that forks sandboxed workers with torch already imported (batch slots use it by default).
+
+The isolation of forked workers is checked attack by attack in ``test_hostile.py`` (every attack runs
+both cold and forked); here: the zygote's own life cycle and its fallbacks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from grader import schema
+from grader.grade import grade
+from grader.sandbox import isolation
+from grader.sandbox.zygote_client import Zygote
+from tests.project.conftest import ROOT, solutions_copy
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="the zygote forks: POSIX only")
+
+
+def _grade(sub, zygote, backend="process"):
+    card = grade(sub, isolation=backend, seed=3, exercises=["softmax"], zygote=zygote)
+    schema.validate("scorecard", card)
+    return card
+
+
+@posix_only
+def test_zygote_is_single_threaded_and_every_worker_is_forked(tmp_path):
+    zygote = Zygote()
+    try:
+        assert zygote.wait_ready()  # ready means torch imported, warmed up, and still one thread
+        sub = solutions_copy(tmp_path / "sub")
+        cards = [_grade(sub, zygote) for _ in range(3)]
+    finally:
+        zygote.close()
+    for card in cards:
+        assert card["score"] == card["max_score"] == 6
+        assert card["isolation"]["worker_forks"] == card["isolation"]["worker_starts"] == 1
+
+
+@posix_only
+def test_a_dead_zygote_falls_back_to_a_cold_worker(tmp_path):
+    zygote = Zygote()
+    assert zygote.wait_ready()
+    os.kill(zygote.proc.pid, signal.SIGKILL)
+    zygote.proc.wait()
+    card = _grade(solutions_copy(tmp_path / "sub"), zygote)
+    zygote.close()
+    assert card["status"] == "graded" and card["score"] == 6
+    assert card["isolation"]["worker_forks"] == 0 and card["isolation"]["worker_starts"] == 1
+
+
+@posix_only
+@pytest.mark.skipif("namespace" not in isolation.available(), reason="needs the namespace sandbox (root on Linux)")
+def test_a_zygote_that_cannot_isolate_never_runs_the_worker_unisolated(tmp_path):
+    """A set-up failure in the forked child (here: a missing cgroup folder) is a crash, not a free run."""
+    zygote = Zygote()
+    assert zygote.wait_ready()
+    spec = isolation.LaunchSpec("namespace")
+    real = spec.config
+
+    def broken(*args, **kwargs):
+        cfg = real(*args, **kwargs)
+        cfg["cgroups"] = ["/nonexistent/cgroup"]
+        return cfg
+
+    from grader.sandbox.channel import Channel, ChannelError
+
+    spec.config = broken  # type: ignore[method-assign]
+    channel = Channel(spec, solutions_copy(tmp_path / "sub"), zygote)
+    try:
+        with pytest.raises(ChannelError) as info:
+            channel.receive(10)
+        assert info.value.kind == "crash"
+        assert b"sandbox set-up failed" in bytes(channel.output["stderr"])
+    finally:
+        channel.kill()
+        zygote.close()
+
+
+@posix_only
+def test_the_zygote_dies_with_its_slot():
+    """PR_SET_PDEATHSIG: a slot killed by SIGKILL leaves no zygote behind holding torch in memory."""
+    code = ("import sys, time; from grader.sandbox.zygote_client import Zygote; z = Zygote(); "
+            "assert z.wait_ready(); print(z.proc.pid, flush=True); time.sleep(60)")
+    slot = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        pid = int(slot.stdout.readline())
+        slot.kill()
+        slot.wait()
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pid), "the zygote outlived its slot"
+    finally:
+        slot.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
