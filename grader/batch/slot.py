@@ -52,6 +52,9 @@ def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
     from grader.grade import launch_spec
     from grader.sandbox import isolation as iso
 
+    import torch
+
+    torch.set_num_threads(config["threads"])  # the slots already use every core: no oversubscribed OpenMP spinning
     assignment = manifest.load(None, config["assignment"])
     backend = config["isolation"] if config["isolation"] == "inprocess" else iso.choose(
         config["isolation"], config.get("require_isolation"))
