@@ -2,8 +2,9 @@
 
 Started as ``python -I -S -B worker.py CONFIG_JSON`` by a launcher, or forked from the zygote
 (:mod:`grader.sandbox.zygote`), never from a process that has loaded tests or references. It is
-untrusted from its first instruction and holds nothing secret: it reads request frames on fd 0 and writes one response frame per request on fd 3. What
-the student prints goes to fds 1 and 2, which the runner caps and never parses.
+untrusted from its first instruction and holds nothing secret: it reads request frames on fd 0 and
+writes one response frame per request on fd 3. What the student prints goes to fds 1 and 2, which
+the runner caps and never parses.
 """
 
 from __future__ import annotations

@@ -53,9 +53,10 @@ def main() -> int:
         if len(fds) != len(FDS):
             _close(fds)
             continue
+        me = os.getpid()
         child = os.fork()
         if child == 0:
-            _proxy(control, json.loads(message), fds)
+            _proxy(control, json.loads(message), fds, me)
         _close(fds)
 
 
@@ -77,10 +78,15 @@ def _warm_up() -> None:
     wire.decode(wire.encode({"t": x.detach().float(), "n": [1, 2.0, "s", None]}))
 
 
-def _proxy(control: socket.socket, cfg: dict, fds: list[int]) -> None:
+def _proxy(control: socket.socket, cfg: dict, fds: list[int], zygote: int) -> None:
     """The forked child: take the worker's fds, then isolate exactly as the launcher would, never returning."""
+    from grader.sandbox import launcher
+
     try:
         control.close()
+        launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a chain: slot → zygote → us
+        if os.getppid() != zygote:
+            os._exit(125)  # the zygote died before the line above: nothing would kill us any more
         os.setsid()
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]  # out of the way of the targets 0-4
         for name, fd in zip(FDS, high):
@@ -89,8 +95,6 @@ def _proxy(control: socket.socket, cfg: dict, fds: list[int]) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         cfg["response_fd"], status_fd = 3, 4
         os.write(status_fd, f"proxy {os.getpid()}\n".encode())
-        from grader.sandbox import launcher
-
         if cfg["mode"] == "namespace":
             launcher.run_namespace(cfg, status_fd, lambda: _become_worker(cfg, "/sandbox-lib", "/box"), True)
         _run_plain(cfg, status_fd)
@@ -116,6 +120,7 @@ def _run_plain(cfg: dict, status_fd: int) -> None:
 
     child = os.fork()
     if child == 0:
+        launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         os.close(status_fd)
         os.chdir(cfg["box"])
         if cfg["mode"] == "process":

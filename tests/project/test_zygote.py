@@ -84,19 +84,24 @@ def test_a_zygote_that_cannot_isolate_never_runs_the_worker_unisolated(tmp_path)
 
 
 @posix_only
-def test_the_zygote_dies_with_its_slot():
-    """PR_SET_PDEATHSIG: a slot killed by SIGKILL leaves no zygote behind holding torch in memory."""
-    code = ("import sys, time; from grader.sandbox.zygote_client import Zygote; z = Zygote(); "
-            "assert z.wait_ready(); print(z.proc.pid, flush=True); time.sleep(60)")
+def test_the_zygote_and_its_workers_die_with_their_slot(tmp_path):
+    """PR_SET_PDEATHSIG all along the chain: a slot killed by SIGKILL leaves no zygote (torch in memory)
+    and no forked worker behind, even one whose submission would loop forever."""
+    code = ("import sys, time; from pathlib import Path; from grader.sandbox.zygote_client import Zygote; "
+            "from grader.sandbox.channel import Channel; from grader.sandbox.isolation import LaunchSpec; "
+            "z = Zygote(); assert z.wait_ready(); "
+            f"c = Channel(LaunchSpec('process'), Path({str(tmp_path)!r}), z); r = c.receive(30); "
+            "print(z.proc.pid, c.proc.pid, r['pid'], flush=True); time.sleep(60)")
     slot = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
-        pid = int(slot.stdout.readline())
+        pids = [int(p) for p in slot.stdout.readline().split()]
+        assert len(pids) == 3 and all(_alive(p) for p in pids)  # zygote, proxy, worker
         slot.kill()
         slot.wait()
         deadline = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < deadline:
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(pid), "the zygote outlived its slot"
+        assert not any(_alive(p) for p in pids), "the zygote or its worker outlived the slot"
     finally:
         slot.kill()
 
