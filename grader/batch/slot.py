@@ -1,6 +1,6 @@
 """One grading slot: a long-lived trusted process that grades submissions one after another.
 
-Run as ``python -m grader.batch.slot CONFIG_JSON`` by the batch engine. Jobs arrive as JSON lines
+Run as ``python -m grader.batch.slot CONFIG_JSON`` by the batch pool (:mod:`grader.batch.pool`). Jobs arrive as JSON lines
 on stdin (``{"key", "path", "student"}``); one JSON line per job goes back on the protocol stream
 (the original stdout; fd 1 is pointed at stderr so nothing else can write there). Every grade goes
 through :func:`grader.grade.grade` (sandboxed workers), never in this process.

@@ -17,6 +17,7 @@ from grader.scoring.collect import ResultCollector, TestResult
 from grader.testing.plugin import backend_factory_key
 
 SUITES_ROOT = Path(__file__).resolve().parents[2]
+AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 
 
 class _Inject:
@@ -67,8 +68,15 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
         args += ["-k", select]
     if quiet:
         args += ["-p", "no:terminal"]
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    code = pytest.main(args, plugins=plugins)
+    before = os.environ.get(AUTOLOAD)
+    os.environ[AUTOLOAD] = "1"  # no installed plugin (and nothing a student pip-installed) loads here
+    try:
+        code = pytest.main(args, plugins=plugins)
+    finally:  # the caller's environment as it was (a `grader check` user may rely on their plugins)
+        if before is None:
+            os.environ.pop(AUTOLOAD, None)
+        else:
+            os.environ[AUTOLOAD] = before
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
         raise SuiteError(f"pytest could not run the suites (exit {int(code)}): {' '.join(args)}")
     if collector.collection_errors:
