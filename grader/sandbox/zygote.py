@@ -50,13 +50,17 @@ def main() -> int:
         message, fds, _, _ = socket.recv_fds(control, 1 << 16, len(FDS))
         if not message:
             return 0  # the slot closed its end
-        if len(fds) != len(FDS):
+        try:
+            cfg = json.loads(message)
+        except ValueError:
+            cfg = None
+        if len(fds) != len(FDS) or type(cfg) is not dict:
             _close(fds)
             continue
         me = os.getpid()
         child = os.fork()
         if child == 0:
-            _proxy(control, json.loads(message), fds, me)
+            _proxy(control, cfg, fds, me)  # never returns: a child must never fall back into this loop
         _close(fds)
 
 
@@ -80,9 +84,9 @@ def _warm_up() -> None:
 
 def _proxy(control: socket.socket, cfg: dict, fds: list[int], zygote: int) -> None:
     """The forked child: take the worker's fds, then isolate exactly as the launcher would, never returning."""
-    from grader.sandbox import launcher
-
     try:
+        from grader.sandbox import launcher
+
         control.close()
         launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a chain: slot → zygote → us
         if os.getppid() != zygote:

@@ -44,6 +44,26 @@ def test_zygote_is_single_threaded_and_every_worker_is_forked(tmp_path):
 
 
 @posix_only
+def test_malformed_launch_requests_are_ignored(tmp_path):
+    """Requests without the five fds or without a JSON object fork nothing; the next good one works."""
+    import socket
+
+    zygote = Zygote()
+    try:
+        assert zygote.wait_ready()
+        r, w = os.pipe()
+        socket.send_fds(zygote.sock, [b"not json"], [r, w, r, w, w])
+        socket.send_fds(zygote.sock, [b"{}"], [r])
+        zygote.sock.send(b"[1, 2]")
+        os.close(r)
+        os.close(w)
+        card = _grade(solutions_copy(tmp_path / "sub"), zygote)
+        assert zygote.alive and card["score"] == 6 and card["isolation"]["worker_forks"] == 1
+    finally:
+        zygote.close()
+
+
+@posix_only
 def test_a_dead_zygote_falls_back_to_a_cold_worker(tmp_path):
     zygote = Zygote()
     assert zygote.wait_ready()
