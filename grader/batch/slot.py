@@ -59,7 +59,7 @@ def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
     backend = config["isolation"] if config["isolation"] == "inprocess" else iso.choose(
         config["isolation"], config.get("require_isolation"))
     lanes = [launch_spec(assignment, backend, slot=2 * config["slot"] + i, threads=config["threads"]) for i in (0, 1)]
-    starts = _Starts(lanes, config.get("warm") or "off" if backend != "inprocess" else "off")
+    starts = _Starts(lanes, "off" if backend == "inprocess" else config.get("warm") or "off")
     _send(protocol, {"ready": True, "slot": config["slot"], "pid": os.getpid(), "warm": starts.mode})
     try:
         for line in sys.stdin:
