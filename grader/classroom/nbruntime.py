@@ -25,8 +25,8 @@ import pytest
 import torch
 
 from grader.student.inprocess import InProcessBackend
-from grader.student.errors import StudentError, StudentNotFound, StudentNotImplemented
-from grader.student.executor import Executor, safe_str
+from grader.protocol.errors import StudentError, StudentNotFound, StudentNotImplemented
+from grader.inside.executor import Executor, safe_str
 from grader.student.proxy import StudentProxy
 
 _LIBRARY = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parents[1]), "<frozen")

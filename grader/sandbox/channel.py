@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grader.sandbox import wire
+from grader.protocol import wire
 from grader.sandbox.isolation import LAUNCHER, LaunchSpec
 from grader.sandbox.zygote_client import ForkedWorker, Zygote
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader.sandbox.launcher import INSIDE_PACKAGES
+
 LEVELS = ("none", "process", "bwrap", "namespace")
 LAUNCHER = Path(__file__).with_name("launcher.py")
 LIB_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `grader` package
@@ -150,7 +152,9 @@ def gpu_devices() -> list[str]:
 def bwrap_argv(box: Path) -> list[str]:
     argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--disable-userns", "--die-with-parent",
             "--new-session", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(box), "/box",
-            "--ro-bind", str(LIB_ROOT / "grader"), "/sandbox-lib/grader", "--chdir", "/box"]
+            "--chdir", "/box"]
+    for package in INSIDE_PACKAGES:  # only the inside of the wall: never the trusted side of `grader`
+        argv += ["--ro-bind", str(LIB_ROOT / "grader" / package), f"/sandbox-lib/grader/{package}"]
     for path in binds():
         if os.path.exists(path):
             argv += ["--ro-bind", path, path]

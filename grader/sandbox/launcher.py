@@ -27,6 +27,7 @@ from collections.abc import Callable
 NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWPID, NEWNET = 0x20000, 0x2000000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
 RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+INSIDE_PACKAGES = ("inside", "protocol")  # the parts of `grader` a sandbox may see
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 
@@ -64,7 +65,7 @@ def set_limits(limits: dict) -> None:
 
 
 def worker_argv(cfg: dict, lib: str) -> list[str]:
-    worker = os.path.join(lib, "grader", "sandbox", "worker.py")
+    worker = os.path.join(lib, "grader", "inside", "worker.py")
     wcfg = {"lib": lib, "site_dirs": cfg["site_dirs"], "threads": cfg["threads"], "response_fd": cfg["response_fd"]}
     return [cfg["python"], "-I", "-S", "-B", worker, json.dumps(wcfg)]
 
@@ -115,7 +116,8 @@ def build_root(cfg: dict, root: str) -> None:
     for path in cfg["binds"]:
         if os.path.exists(path):
             bind_ro(path, root + path)
-    bind_ro(cfg["lib"] + "/grader", root + "/sandbox-lib/grader")
+    for package in INSIDE_PACKAGES:  # only the inside of the wall: never the trusted side of `grader`
+        bind_ro(f"{cfg['lib']}/grader/{package}", f"{root}/sandbox-lib/grader/{package}")
     mount(None, root, None, BIND | REMOUNT | RDONLY | NOSUID | NODEV)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from grader.sandbox.channel import Channel, ChannelError
 from grader.sandbox.isolation import LaunchSpec
 from grader.sandbox.zygote_client import FORKABLE, Zygote
-from grader.student import errors
+from grader.protocol import errors
 
 STARTUP_TIMEOUT = 120.0
 MAX_TIMEOUTS = 2

@@ -71,8 +71,9 @@ def _warm_up() -> None:
     torch.set_num_threads(1)
     import torch.nn.functional as F
 
-    from grader.sandbox import wire, worker  # noqa: F401 - imported here so that children inherit them
-    from grader.student import executor, peak  # noqa: F401
+    from grader.protocol import wire
+    from grader.inside import worker  # noqa: F401 - imported here so that children inherit them
+    from grader.inside import executor, peak  # noqa: F401
 
     x = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
     with peak.PeakStorage():
@@ -140,7 +141,8 @@ def _run_plain(cfg: dict, status_fd: int) -> None:
 
 def _become_worker(cfg: dict, lib: str, home: str) -> None:
     """Turn this (already isolated) forked child into the worker: fresh environment, then serve."""
-    from grader.sandbox import launcher, worker
+    from grader.inside import worker
+    from grader.sandbox import launcher
 
     try:
         os.environ.clear()

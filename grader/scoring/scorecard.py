@@ -8,22 +8,18 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from grader import __version__, schema
+from grader import __version__, safetext, schema
 from grader.scoring.collect import TestResult
 from grader.scoring.points import ExerciseScore, counts_toward_max
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
 def clean(text: str, limit: int = 4000) -> str:
-    """Student-influenced text made safe to show: control characters escaped, length capped."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)[:limit]
+    """Student-influenced text made safe to show (see :mod:`grader.safetext`), length capped."""
+    return safetext.text(text, limit)
 
 
 def now() -> str:

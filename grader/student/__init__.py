@@ -7,7 +7,7 @@ Its backend either runs the code in this process (students' local runs) or in a 
 
 from __future__ import annotations
 
-from grader.student.errors import (
+from grader.protocol.errors import (
     BannedAPIError,
     StudentAPIError,
     StudentCrash,

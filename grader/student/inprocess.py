@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from grader.student.executor import Executor
+from grader.inside.executor import Executor
 
 
 class InProcessBackend:

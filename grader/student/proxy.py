@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 import torch
 
-from grader.student.errors import StudentAPIError
-from grader.student.values import HandleRef, ValueRejected, to_plain
+from grader.protocol.errors import StudentAPIError
+from grader.protocol.values import HandleRef, ValueRejected, to_plain
 
 
 class Backend(Protocol):

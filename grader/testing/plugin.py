@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from grader.student.errors import StudentError
+from grader.protocol.errors import StudentError
 from grader.student.proxy import Backend, StudentProxy
 
 backend_factory_key = pytest.StashKey[Callable[[], Backend]]()

@@ -34,7 +34,7 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
     import torch
 
     torch.set_num_threads(threads)
-    from grader.sandbox import wire
+    from grader.protocol import wire
 
     requests = os.fdopen(0, "rb", buffering=0)
     responses = os.fdopen(response_fd, "wb", buffering=0)
@@ -55,7 +55,7 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
 def _executor(setup: dict) -> object:
     from pathlib import Path
 
-    from grader.student.executor import Executor
+    from grader.inside.executor import Executor
 
     root = Path(setup["root"])
     for name, text in (setup.get("files") or {}).items():  # a warm worker receives its files late
@@ -66,8 +66,8 @@ def _executor(setup: dict) -> object:
 
 def serve(executor: object, request: dict) -> dict:
     """Run one request; every outcome becomes a plain response (never an exception here)."""
-    from grader.sandbox import wire
-    from grader.student.errors import StudentAPIError, StudentError
+    from grader.protocol import wire
+    from grader.protocol.errors import StudentAPIError, StudentError
 
     try:
         op = request["op"]

@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from grader.student.errors import BannedAPIError
+from grader.protocol.errors import BannedAPIError
 
 _ACTIVE: set[str] = set()
 

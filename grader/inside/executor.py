@@ -2,7 +2,7 @@
 
 This is the untrusted side of the door. The in-process backend calls it directly; the sandbox
 worker runs the very same class inside an isolated interpreter. It must never import tests or
-reference solutions. Every result leaves through :func:`~grader.student.values.to_plain`.
+reference solutions. Every result leaves through :func:`~grader.protocol.values.to_plain`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from grader.student import bans
-from grader.student.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
-from grader.student.values import HandleRef, ValueRejected, to_plain
+from grader.inside import bans
+from grader.protocol.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
+from grader.protocol.values import HandleRef, ValueRejected, to_plain
 
 METHODS = frozenset({"forward", "state_dict", "load_state_dict", "named_parameters", "named_buffers",
                      "train", "eval", "to", "grads"})
@@ -66,7 +66,7 @@ class Executor:
 
     def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict[str, float]]:
         """Call a function and report the largest tensor storage any torch op produced meanwhile."""
-        from grader.student.peak import PeakStorage
+        from grader.inside.peak import PeakStorage
 
         target = self._lookup(module, name)
         if isinstance(target, type) or not callable(target):
