@@ -7,6 +7,7 @@ Exit codes: 0 done (whatever the score), 1 checks failed (``check``/``build --ch
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -15,6 +16,10 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAULT = 0, 1, 2, 3
 
 class UsageError(Exception):
     """Bad input from the person at the keyboard: print it and exit 2."""
+
+
+class CanaryRefusal(Exception):
+    """The grader cannot grade correctly on this machine (the canary failed): print why and exit 3."""
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -38,9 +43,12 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_selfcheck(args: argparse.Namespace) -> int:
-    from solutions import selfcheck
+    import importlib
 
-    return selfcheck.main(cuda=args.cuda)
+    from grader import manifest, references
+
+    references.solutions_package(manifest.REPO_ROOT)
+    return int(importlib.import_module("solutions.selfcheck").main(cuda=args.cuda))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,14 +68,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C: sandboxes killed, temporary folders removed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("grade", "batch"):
+        from grader import sweep
+
+        sweep.sweep()  # what killed runs left: their temporary folders and cgroups
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args))
     except UsageError as exc:
         print(f"grader: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except CanaryRefusal as exc:
+        print(f"grader: refusing to grade: {exc}", file=sys.stderr)
+        return EXIT_FAULT
     except KeyboardInterrupt:
         print("grader: interrupted; finished results are kept", file=sys.stderr)
         return 130

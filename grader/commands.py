@@ -17,21 +17,56 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     from grader.schema import SchemaError
     from grader.scoring import scorecard
 
+    out = _check_grade_paths(Path(args.submission), Path(args.out) if args.out else None)
     try:
+        proof = _canary(args)
         card = grade(args.submission, assignment=args.assignment, isolation=args.isolation,
                      require_isolation=args.require_isolation, seed=args.seed, require_cuda=args.require_cuda)
     except GradeRefused as exc:
         raise UsageError(str(exc)) from None
+    if proof is not None:
+        card["canary"] = proof
     try:
-        if args.out:
-            scorecard.write(card, Path(args.out))
-            print(f"{card['status']}: {card['score']:g}/{card['max_score']:g} -> {args.out}", file=sys.stderr)
+        if out:
+            scorecard.write(card, out)
+            print(f"{card['status']}: {card['score']:g}/{card['max_score']:g} -> {out}", file=sys.stderr)
         else:
             print(scorecard.dumps(card))
     except SchemaError as exc:
         print(f"grader: internal error: the scorecard failed its schema ({exc}); please report this", file=sys.stderr)
         return EXIT_FAULT
     return EXIT_OK
+
+
+def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:
+    """Refuse, before any grading, a submission that is not there and an --out that is a folder."""
+    from grader.cli import UsageError
+
+    if not submission.exists() and not submission.is_symlink():
+        raise UsageError(f"submission not found: {submission} (give a folder, .py, .ipynb, .zip or .tar.gz)")
+    if out is not None and out.is_dir():
+        raise UsageError(f"--out {out} is a folder: give the scorecard's file name, e.g. {out / 'scorecard.json'}")
+    return out
+
+
+def _canary(args: argparse.Namespace) -> dict | None:
+    """The proof that this machine grades correctly (see :mod:`grader.canary`); None with --no-canary."""
+    from grader import canary, manifest
+    from grader.cli import CanaryRefusal
+    from grader.grade import GradeRefused
+    from grader.sandbox import isolation as iso
+
+    if args.no_canary:
+        return None
+    try:
+        assignment = manifest.load(None, args.assignment)
+        backend = args.isolation if args.isolation == "inprocess" else iso.choose(args.isolation, args.require_isolation)
+    except (manifest.ManifestError, iso.IsolationError) as exc:
+        raise GradeRefused(str(exc)) from None
+    try:
+        return canary.prove(assignment, backend=backend).record()
+    except canary.CanaryFailed as exc:
+        raise CanaryRefusal(str(exc)) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
@@ -45,6 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="refuse to grade below this level (none < process < bwrap < namespace)")
     p.add_argument("--seed", type=int, help="reproduce a run's inputs (default: a fresh random seed)")
     p.add_argument("--require-cuda", action="store_true", help="count CUDA tests in max_score even without a GPU")
+    p.add_argument("--no-canary", action="store_true", help=argparse.SUPPRESS)  # the project's own tests only
     p.set_defaults(func=_cmd_grade)
     from grader.batch import cli as batch_cli
     from grader.classroom import cli as classroom_cli

@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 
-from grader import intake, manifest
+from grader import intake, manifest, safetext
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
+from grader.sandbox import memwatch
+from grader.scoring import withhold
 
 
 class GradeRefused(Exception):
@@ -87,17 +89,25 @@ def _run(card: dict, sub: intake.Submission, assignment: manifest.Assignment, sp
                                        zygote=zygote))
         return made[-1]
 
+    verdict = withhold.review(sub.box, assignment, sub.single_module)  # static: before any of it runs
     t = time.monotonic()
     files = [assignment.root / e.hidden_tests for e in chosen]
-    results, code = run_suites(files, seed=seed, backend_factory=factory)
+    results, code = run_suites(files, seed=seed, backend_factory=factory,
+                               manifest_path=assignment.root / "assignments.json")
     if code == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt
+    fault = getattr(made[0], "grader_fault", None) if made else None
+    if fault is not None:  # pytest saw only failed tests: the fault is the grader's, not the student's
+        raise fault
     card["timings"]["tests_s"] = round(time.monotonic() - t, 4)
     ids = {e.id for e in chosen}
     scores = [s for s in exercise_scores(results, assignment, require_cuda=require_cuda) if s.id in ids]
+    withhold.apply(scores, verdict)
     card["exercises"] = scorecard.exercise_entries(scores, require_cuda=require_cuda)
     card["score"] = round(sum(s.score for s in scores), 6)
     card["max_score"] = round(sum(s.max_score for s in scores), 6)
+    withhold.annotate(card, verdict)  # `integrity` findings, per-exercise `withheld`, the total without them
+    card["isolation"]["memory_figure"] = memwatch.source(spec.cgroup_paths() if backend != "inprocess" else [])
     worker = made[0] if made else None
     if worker is not None and hasattr(worker, "incidents"):
         card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in worker.incidents]
@@ -122,9 +132,9 @@ def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int
               backend: str, started: str, student_id: str | None) -> dict[str, Any]:
     isolation = spec.describe() if backend != "inprocess" else {
         **spec.describe(), "backend": "inprocess", "cgroup": "none"}
-    sub: dict[str, Any] = {"path": str(submission), "sha256": "", "layout": "unknown", "files": []}
+    sub: dict[str, Any] = {"path": safetext.name(submission, 1000), "sha256": "", "layout": "unknown", "files": []}
     if student_id:
-        sub["student"] = student_id
+        sub["student"] = safetext.name(student_id)
     return {"schema_version": 1, "assignment": assignment.id, "submission": sub, "status": "graded",
             "error": None, "score": 0, "max_score": assignment.max_points, "exercises": [],
             "isolation": isolation, "seed": seed, "grader": scorecard.version(),

@@ -1,33 +1,31 @@
 """Where a submission enters: a folder, a single ``.py`` or ``.ipynb``, or a ``.zip``/``.tar.gz`` of either.
 
 Everything is copied into a fresh staging folder holding only regular ``.py`` files, with caps on
-count and size. Archives are hostile input: no absolute paths or ``..``, no links or devices,
-caps on members, total size and compression ratio. Problems raise :class:`IntakeError` with a
-message for the scorecard. A notebook is never executed: :func:`_notebook_module` keeps its
-imports, functions, classes and literal constants (``ast``) and writes them as a module.
+count and size. A submission is hostile input: a link, FIFO, socket or device anywhere in it (the
+submission itself included) is refused, never followed or opened (:mod:`grader.intake_fs`);
+archives are unpacked with every cap checked while streaming (:mod:`grader.intake_archive`); a
+notebook is never executed (:mod:`grader.intake_notebook`). Whatever goes wrong while reading a
+submission raises :class:`IntakeError` with a message for the scorecard, never another exception.
+Names recorded in the :class:`Submission` pass through :mod:`grader.safetext`.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import json
 import shutil
-import tarfile
-import tempfile
-import zipfile
+import stat
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-MAX_FILES = 200
-MAX_FILE_BYTES = 1 << 20
-MAX_MEMBERS = 1000
-MAX_TOTAL_BYTES = 64 << 20
-MAX_RATIO = 100
+from grader import safetext, sweep
+from grader.intake_archive import unpack
+from grader.intake_fs import (MAX_FILE_BYTES, MAX_FILES, MAX_MEMBERS, MAX_RATIO, MAX_TOTAL_BYTES, IntakeError,
+                              check_tree, is_dir, label, lstat, read_regular, refuse, regular_files, special,
+                              write_module)
+from grader.intake_notebook import notebook_module
 
-
-class IntakeError(ValueError):
-    """The submission cannot be graded as given; the message says why and what to send instead."""
+__all__ = ["MAX_FILES", "MAX_FILE_BYTES", "MAX_MEMBERS", "MAX_RATIO", "MAX_TOTAL_BYTES", "IntakeError",
+           "Submission", "take"]
 
 
 @dataclass
@@ -46,189 +44,102 @@ class Submission:
 def take(path: Path | str, *, modules: set[str]) -> Submission:
     """Normalise ``path`` into a staging folder of module files (caller must call ``cleanup``)."""
     path = Path(path)
-    if not path.exists():
-        raise IntakeError(f"submission not found: {path}")
-    staging = Path(tempfile.mkdtemp(prefix="grader-submission-"))
+    staging = sweep.tempdir("submission")
+    staging.chmod(0o711)  # a sandbox uid may pass through to box/ (never list it): `process` with a dropped uid
     box = staging / "box"
     box.mkdir()
     box.chmod(0o755)
     try:
-        sub = _take(path, box, staging, modules)
+        sub = _guarded(path, box, staging, modules)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    sub.files = _hashes(box)
     if not sub.files:
         sub.cleanup()
-        raise IntakeError(f"{path}: no Python files found (expected the exercise modules, e.g. softmax.py)")
+        raise IntakeError(f"{safetext.name(path, 1000)}: no Python files found "
+                          "(expected the exercise modules, e.g. softmax.py)")
     sub.sha256 = hashlib.sha256("".join(f"{f['name']}:{f['sha256']};" for f in sub.files).encode()).hexdigest()
     return sub
 
 
+def _guarded(path: Path, box: Path, staging: Path, modules: set[str]) -> Submission:
+    """:func:`_take`, with any failure to read the submission turned into an :class:`IntakeError`."""
+    try:
+        sub = _take(path, box, staging, modules)
+        sub.files = _hashes(box)
+    except IntakeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a submission must never crash the grader (RecursionError, OSError...)
+        raise IntakeError(f"{label(path)}: could not be read ({type(exc).__name__}: {safetext.name(exc, 300)}); "
+                          "submit plain .py files, a notebook, or a .zip/.tar.gz of them") from None
+    return sub
+
+
 def _take(path: Path, box: Path, staging: Path, modules: set[str]) -> Submission:
-    if path.is_dir():
-        return Submission(str(path), _copy_modules(_module_folder(path), box), box)
+    mode = lstat(path).st_mode
+    if special(mode):
+        raise refuse(label(path), special(mode))
+    shown = safetext.name(path, 1000)
+    if stat.S_ISDIR(mode):
+        check_tree(path)
+        return Submission(shown, _copy_modules(_module_folder(path), box), box)
     name = path.name.lower()
-    if name.endswith(".py"):
-        _copy_file(path, box / path.name)
+    if name.endswith((".py", ".ipynb")):
+        notebook = name.endswith(".ipynb")
+        dst = box / f"{path.stem}.py"
+        if notebook:
+            _write_notebook(path, dst)
+        else:
+            write_module(dst, read_regular(path, MAX_FILE_BYTES))
         single = None if path.stem in modules else path.stem
-        return Submission(str(path), "single-file", box, single_module=single)
-    if name.endswith(".ipynb"):
-        _write_notebook(path, box / f"{path.stem}.py")
-        single = None if path.stem in modules else path.stem
-        return Submission(str(path), "notebook", box, single_module=single)
+        return Submission(shown, "notebook" if notebook else "single-file", box, single_module=single)
     if name.endswith((".zip", ".tar.gz", ".tgz")):
         unpacked = staging / "unpacked"
         unpacked.mkdir()
         kind = "zip" if name.endswith(".zip") else "tar.gz"
-        (_unzip if kind == "zip" else _untar)(path, unpacked)
+        unpack(path, unpacked, kind)
         inner = _take(_single_child(unpacked), box, staging, modules)
-        return Submission(str(path), f"{kind}:{inner.layout}", box, single_module=inner.single_module)
-    raise IntakeError(f"{path.name}: unsupported submission type (give a folder, a .py, a .ipynb, a .zip or a .tar.gz)")
+        return Submission(shown, f"{kind}:{inner.layout}", box, single_module=inner.single_module)
+    raise IntakeError(f"{label(path)}: unsupported submission type "
+                      "(give a folder, a .py, a .ipynb, a .zip or a .tar.gz)")
 
 
 def _module_folder(folder: Path) -> Path:
     """The student's repo keeps modules in ``exercises/``; otherwise they sit at the top."""
     nested = folder / "exercises"
-    return nested if nested.is_dir() and any(nested.glob("*.py*")) else folder
+    if is_dir(nested) and (regular_files(nested, ".py") or regular_files(nested, ".ipynb")):
+        return nested
+    return folder
 
 
 def _single_child(folder: Path) -> Path:
     entries = [p for p in folder.iterdir() if not p.name.startswith((".", "__MACOSX"))]
-    if len(entries) == 1 and (entries[0].is_dir() or entries[0].suffix in (".py", ".ipynb")):
+    if len(entries) == 1 and (is_dir(entries[0]) or entries[0].suffix in (".py", ".ipynb")):
         return entries[0]
     return folder
 
 
 def _copy_modules(src: Path, box: Path) -> str:
-    files = sorted(p for p in src.glob("*.py") if p.is_file() and not p.is_symlink())
+    files = regular_files(src, ".py")
     if len(files) > MAX_FILES:
-        raise IntakeError(f"{src}: {len(files)} Python files, more than the {MAX_FILES} allowed")
+        raise IntakeError(f"{label(src)}: {len(files)} Python files, more than the {MAX_FILES} allowed")
     for f in files:
-        _copy_file(f, box / f.name)
+        write_module(box / f.name, read_regular(f, MAX_FILE_BYTES))
     taken = {f.stem for f in files}  # a notebook per exercise, unless a .py of that name is there too
-    for nb in sorted(p for p in src.glob("*.ipynb") if p.is_file() and not p.is_symlink() and p.stem not in taken):
+    for nb in (p for p in regular_files(src, ".ipynb") if p.stem not in taken):
         _write_notebook(nb, box / f"{nb.stem}.py")
     return "exercises-folder" if src.name == "exercises" else "directory"
 
 
-_KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
 def _write_notebook(src: Path, dst: Path) -> None:
     """Write the definitions of notebook ``src`` as module ``dst``, without running any cell."""
-    if src.is_symlink() or not src.is_file() or src.stat().st_size > MAX_TOTAL_BYTES:
-        raise IntakeError(f"{src.name}: not a regular file, or larger than {MAX_TOTAL_BYTES >> 20} MiB")
-    dst.write_text(_notebook_module(src), "utf-8")
-    dst.chmod(0o644)
-
-
-def _notebook_module(src: Path) -> str:
-    """Plain JSON reading (nbformat v4, and v3's worksheets): no Jupyter package needed to grade."""
-    try:
-        nb = json.loads(src.read_text("utf-8"))
-        cells = nb.get("cells") or [c for ws in nb.get("worksheets", []) for c in ws.get("cells", [])]
-        if not isinstance(cells, list):
-            raise ValueError("cells is not a list")
-    except (UnicodeDecodeError, ValueError, AttributeError, TypeError) as exc:
-        raise IntakeError(f"{src.name}: not a readable Jupyter notebook ({type(exc).__name__}); "
-                          "save it again from Jupyter, or submit a .py file") from None
-    parts: list[str] = []
-    futures: dict[str, None] = {}  # `from __future__` must come first, whichever cell it was in
-    for number, cell in enumerate(cells, 1):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        raw = cell.get("source", cell.get("input", ""))
-        source = "".join(raw) if isinstance(raw, list) else str(raw)
-        source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else type(exc).__name__
-            raise IntakeError(f"{src.name}: code cell {number} cannot be parsed ({where}); "
-                              "fix or delete that cell") from None
-        lines = source.splitlines()
-        for node in tree.body:
-            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-                futures.update({f"from __future__ import {a.name}\n": None for a in node.names})
-            elif isinstance(node, _KEEP) or _is_constant(node):
-                start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-                parts.append("\n".join(lines[start - 1:node.end_lineno]) + "\n")
-    header = f"# Taken from {src.name} by the grader: imports, functions, classes and constants only.\n"
-    module = header + "".join(futures) + "\n\n" + "\n\n".join(parts)
-    if len(module.encode("utf-8")) > MAX_FILE_BYTES:
-        raise IntakeError(f"{src.name}: its code is larger than {MAX_FILE_BYTES >> 10} KiB")
-    return module
-
-
-def _is_constant(node: ast.stmt) -> bool:
-    """``NAME = <literal>`` at the top level: kept, since functions may read it."""
-    if not (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets)):
-        return False
-    try:
-        ast.literal_eval(node.value)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
-
-
-def _copy_file(src: Path, dst: Path) -> None:
-    if src.is_symlink() or not src.is_file():
-        raise IntakeError(f"{src.name}: not a regular file")
-    if src.stat().st_size > MAX_FILE_BYTES:
-        raise IntakeError(f"{src.name}: larger than {MAX_FILE_BYTES >> 10} KiB")
-    shutil.copyfile(src, dst)
-    dst.chmod(0o644)
-
-
-def _check_member(name: str, size: int, compressed: int | None, total: list[int]) -> None:
-    pure = PurePosixPath(name.replace("\\", "/"))
-    if pure.is_absolute() or ".." in pure.parts or name.startswith("/"):
-        raise IntakeError(f"archive member {name!r} escapes the archive (absolute path or '..')")
-    total[0] += size
-    if total[0] > MAX_TOTAL_BYTES:
-        raise IntakeError(f"archive unpacks to more than {MAX_TOTAL_BYTES >> 20} MiB")
-    if compressed is not None and size > 1 << 16 and size > MAX_RATIO * max(compressed, 1):
-        raise IntakeError(f"archive member {name!r} has a compression ratio over {MAX_RATIO} (zip bomb?)")
-
-
-def _unzip(path: Path, dest: Path) -> None:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            infos = zf.infolist()
-            if len(infos) > MAX_MEMBERS:
-                raise IntakeError(f"archive has {len(infos)} members, more than {MAX_MEMBERS}")
-            total = [0]
-            for info in infos:
-                _check_member(info.filename, info.file_size, info.compress_size, total)
-                if (info.external_attr >> 16) & 0o170000 not in (0, 0o100000, 0o040000):
-                    raise IntakeError(f"archive member {info.filename!r} is a link or device")
-            zf.extractall(dest)
-    except zipfile.BadZipFile as exc:
-        raise IntakeError(f"{path.name}: not a valid zip archive ({exc})") from None
-
-
-def _untar(path: Path, dest: Path) -> None:
-    try:
-        with tarfile.open(path, "r:*") as tf:
-            members = tf.getmembers()
-            if len(members) > MAX_MEMBERS:
-                raise IntakeError(f"archive has {len(members)} members, more than {MAX_MEMBERS}")
-            total = [0]
-            for m in members:
-                _check_member(m.name, m.size, None, total)
-                if not (m.isfile() or m.isdir()):
-                    raise IntakeError(f"archive member {m.name!r} is a link or device")
-            tf.extractall(dest, filter="data")
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise IntakeError(f"{path.name}: not a valid tar.gz archive ({exc})") from None
-    if sum(f.stat().st_size for f in dest.rglob("*") if f.is_file()) > MAX_TOTAL_BYTES:
-        raise IntakeError(f"archive unpacks to more than {MAX_TOTAL_BYTES >> 20} MiB")
+    write_module(dst, notebook_module(label(src), read_regular(src, MAX_TOTAL_BYTES)).encode("utf-8"))
 
 
 def _hashes(box: Path) -> list[dict[str, object]]:
+    """What the scorecard records of each module: its name (sanitised), size and hash."""
     out = []
     for f in sorted(box.iterdir()):
         data = f.read_bytes()
-        out.append({"name": f.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        out.append({"name": safetext.name(f.name), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
     return out

@@ -18,6 +18,8 @@ SCHEMAS = {
     "summary": 1,
     "gradescope": None,  # external formats: no schema_version field of ours
     "github-classroom": None,
+    "gradescope-results": None,  # the whole results.json contract (grader release --gradescope)
+    "classroom50-result": None,  # Classroom 50's result.json (grader release --classroom50)
 }
 
 

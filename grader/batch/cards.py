@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grader import manifest
+from grader import manifest, safetext
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
 
@@ -20,7 +20,8 @@ def error_card(*, assignment: manifest.Assignment, spec: iso.LaunchSpec, path: P
     chosen = set(exercises or assignment.ids())
     max_score = sum(e.points for e in assignment.exercises if e.id in chosen)
     return {"schema_version": 1, "assignment": assignment.id,
-            "submission": {"path": str(path), "student": student, "sha256": sha256, "layout": "unknown", "files": []},
+            "submission": {"path": safetext.name(path, 1000), "student": safetext.name(student), "sha256": sha256,
+                           "layout": "unknown", "files": []},
             "status": "error", "error": {"kind": kind, "message": scorecard.clean(message)}, "score": 0,
             "max_score": max_score, "exercises": [], "isolation": spec.describe(), "seed": 0,
             "grader": scorecard.version(), "environment": scorecard.environment(),

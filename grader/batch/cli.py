@@ -15,7 +15,7 @@ FORMATS = ("gradescope", "github-classroom", "csv")
 
 
 def _cmd_batch(args: argparse.Namespace) -> int:
-    from grader import manifest
+    from grader import canary, manifest
     from grader.batch import discover, engine, job
     from grader.batch.progress import Progress
     from grader.cli import EXIT_FAILED, EXIT_FAULT, EXIT_OK, UsageError
@@ -23,10 +23,13 @@ def _cmd_batch(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("-j must be at least 1")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out} is a file: give a folder for the scorecards, gradebook and report")
     options = engine.Options(assignment=args.assignment, isolation=args.isolation,
                              require_isolation=args.require_isolation, jobs=args.jobs, threads=args.threads,
                              force=args.force, exercises=args.exercise or None,
-                             per_test_time_limit=args.per_test_time_limit, warm="off" if args.no_warm else args.warm, seed=args.seed)
+                             per_test_time_limit=args.per_test_time_limit, warm="off" if args.no_warm else args.warm, seed=args.seed,
+                             canary=not args.no_canary)
     try:
         outcome = job.batch(args.submissions, out=args.out, options=options, export=tuple(args.export or ()),
                             progress=Progress(rich=False if args.quiet else None))
@@ -39,15 +42,23 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     except engine.BatchFault as exc:
         print(f"grader: grader fault: {exc}", file=sys.stderr)
         return EXIT_FAULT
+    except canary.CanaryFailed as exc:
+        print(f"grader: refusing to grade: {exc}", file=sys.stderr)
+        return EXIT_FAULT
     s = outcome.summary
     print(f"{s['counts']['submissions']} submissions: {s['counts']['graded']} graded, {s['counts']['errors']} errors, "
           f"{s['counts']['skipped']} unchanged; mean {s['score']['mean']:g}/{s['score']['max_score']:g}; "
           f"report: {outcome.out / 'report.html'}", file=sys.stderr)
-    if outcome.grader_errors:
-        print(f"grader: {outcome.grader_errors} submission(s) ended in a grader error; "
-              "see summary.json and rerun to retry them", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+    errors = outcome.error_kinds()
+    for kind, count in sorted(errors.items()):
+        print(f"grader: {count} submission(s) ended in a{'n' if kind[0] in 'aeiou' else ''} {kind} error; "
+              f"{_NEXT_STEP.get(kind, 'see summary.json')}", file=sys.stderr)
+    return EXIT_FAILED if errors else EXIT_OK
+
+
+_NEXT_STEP = {"grader": "see summary.json; rerun the same command to retry them (no --force needed)",
+              "intake": "the submissions could not be read as given: see each scorecard's error message",
+              "isolation": "the sandbox level was refused: see --require-isolation"}
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -108,6 +119,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                         "imported it once (default), pre-start one per submission, or start each cold (measurements)")
     p.add_argument("--no-warm", action="store_true", help="same as --warm off")
     p.add_argument("--quiet", action="store_true", help="plain one-line-per-submission progress even on a terminal")
+    p.add_argument("--no-canary", action="store_true", help=argparse.SUPPRESS)  # the project's own tests only
     p.set_defaults(func=_cmd_batch)
     p = sub.add_parser("export", help="convert scorecards to Gradescope, GitHub Classroom or CSV")
     p.add_argument("scorecards", nargs="+", metavar="SCORECARD")

@@ -12,8 +12,9 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from grader import intake, manifest, schema
+from grader import canary, intake, manifest, schema
 from grader.batch import cards
 from grader.batch.discover import Entry
 from grader.batch.pool import Pool
@@ -42,6 +43,7 @@ def run(entries: list[Entry], *, out: Path, options: Options,
         assignment.exercise(exercise_id)
     backend = options.isolation if options.isolation == "inprocess" else iso.choose(
         options.isolation, options.require_isolation)
+    proof = _canary(assignment, backend, options) if entries else None  # before any student is graded
     (out / "scorecards").mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     ids = options.exercises or assignment.ids()
@@ -53,7 +55,7 @@ def run(entries: list[Entry], *, out: Path, options: Options,
             card = cards.error_card(assignment=assignment, spec=launch_spec(assignment, backend), path=entry.path,
                                     student=entry.student, kind="intake", message=entry.clash,
                                     exercises=options.exercises)
-            done[entry.key] = _write(out, Result(entry, card), assignment, backend, options.exercises)
+            done[entry.key] = _write(out, Result(entry, card), assignment, backend, options.exercises, proof)
             continue
         old = None if options.force else cards.load(card_path(out, entry.key))
         if old is not None and cards.is_current(old, sha256=_fingerprint(entry.path, modules),
@@ -70,7 +72,7 @@ def run(entries: list[Entry], *, out: Path, options: Options,
     pool = Pool(out=out, options=options, assignment=assignment, backend=backend)
     try:
         for result in pool.grade(todo, jobs):
-            done[result.entry.key] = _write(out, result, assignment, backend, options.exercises)
+            done[result.entry.key] = _write(out, result, assignment, backend, options.exercises, proof)
             if on_result:
                 on_result(done[result.entry.key])
     except KeyboardInterrupt:
@@ -79,7 +81,7 @@ def run(entries: list[Entry], *, out: Path, options: Options,
     finally:
         pool.stop()
     return Run([done[e.key] for e in entries if e.key in done], backend, jobs, round(time.monotonic() - t0, 3),
-               meta={"slot_starts": pool.starts, "slot_deaths": pool.deaths})
+               meta={"slot_starts": pool.starts, "slot_deaths": pool.deaths, "canary": proof})
 
 
 def _fingerprint(path: Path, modules: set[str]) -> str:
@@ -91,8 +93,18 @@ def _fingerprint(path: Path, modules: set[str]) -> str:
     return sub.sha256
 
 
+def _canary(assignment: manifest.Assignment, backend: str, options: Options) -> dict[str, Any] | None:
+    """The proof that this machine grades correctly (:mod:`grader.canary`); raises ``CanaryFailed``."""
+    if not options.canary:
+        return None
+    return canary.prove(assignment, backend=backend, exercises=options.exercises,
+                        per_test_time_limit=options.per_test_time_limit).record()
+
+
 def _write(out: Path, result: Result, assignment: manifest.Assignment, backend: str,
-           exercises: list[str] | None) -> Result:
+           exercises: list[str] | None, proof: dict[str, Any] | None = None) -> Result:
+    if proof is not None:
+        result.card["canary"] = proof
     try:
         scorecard.write(result.card, card_path(out, result.entry.key))
     except schema.SchemaError as exc:

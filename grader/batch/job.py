@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,15 @@ class Outcome:
     def grader_errors(self) -> int:
         return sum(r.grader_error for r in self.run.results)
 
+    def error_kinds(self) -> dict[str, int]:
+        """How many submissions ended in an error, by kind (grader, intake, isolation, ...)."""
+        kinds: dict[str, int] = {}
+        for r in self.run.results:
+            if r.card["status"] == "error":
+                kind = (r.card.get("error") or {}).get("kind", "grader")
+                kinds[kind] = kinds.get(kind, 0) + 1
+        return kinds
+
 
 def batch(submissions: Path | str, *, out: Path | str, options: engine.Options | None = None,
           export: tuple[str, ...] = (), progress: Progress | None = None) -> Outcome:
@@ -31,10 +41,19 @@ def batch(submissions: Path | str, *, out: Path | str, options: engine.Options |
     options = options or engine.Options()
     out = Path(out)
     found = disc.discover(submissions, assignment=options.assignment)
+    entries = [e for e in found.entries if not _is_output(e.path, out)]  # our own --out is never a student
+    if not entries:
+        raise disc.DiscoveryError(f"{submissions}: no submissions found (expected per-student folders, archives, "
+                                  ".py or .ipynb files, nbgrader's submitted/ or a Classroom clone)")
     progress = progress or Progress()
     with progress:
-        run = engine.run(found.entries, out=out, options=options, on_result=progress.update, on_plan=progress.plan)
+        run = engine.run(entries, out=out, options=options, on_result=progress.update, on_plan=progress.plan)
     return finish(run, out=out, options=options, export=export, ignored=found.ignored)
+
+
+def _is_output(path: Path, out: Path) -> bool:
+    """``path`` is the output folder itself (``--out`` given inside the class folder)."""
+    return os.path.abspath(path) == os.path.abspath(out)
 
 
 def finish(run: engine.Run, *, out: Path, options: engine.Options, export: tuple[str, ...] = (),
@@ -45,6 +64,8 @@ def finish(run: engine.Run, *, out: Path, options: engine.Options, export: tuple
     outputs.write_text(out / "gradebook.csv", outputs.gradebook_csv(named, ids))
     summary = outputs.summarize(named, assignment=assignment, backend=run.backend, slots=run.slots, wall_s=run.wall_s,
                                 skipped=sum(r.skipped for r in run.results), timing=_timing(run, ignored or []))
+    if run.meta.get("canary"):
+        summary["canary"] = run.meta["canary"]
     outputs.write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     outputs.write_text(out / "report.html", report.render(summary))
     exported: list[Path] = []

@@ -1,4 +1,10 @@
-"""What a batch leaves in its folder besides the scorecards: gradebook.csv, summary.json, LMS exports."""
+"""What a batch leaves in its folder besides the scorecards: gradebook.csv, summary.json, LMS exports.
+
+Every output must survive any scorecard, old ones on disk included: each card is passed through
+:func:`clean_tree` (:mod:`grader.safetext` on every string: no lone surrogate can break an encoder,
+no control character reaches a page or a terminal) and files are written with encoding errors
+escaped. CSV cells that a spreadsheet would run as a formula are escaped (OWASP CSV injection).
+"""
 
 from __future__ import annotations
 
@@ -13,11 +19,37 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from grader import __version__, exports, manifest, schema
+from grader import __version__, exports, intake, manifest, safetext, schema
+from grader.batch.discover import safe_id
 from grader.scoring import scorecard
 
 FORMATS = ("gradescope", "github-classroom", "csv")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE)
+_FORMULA = ("=", "+", "-", "@", "\t", "\r", "\n")  # OWASP: a cell starting so may run as a formula
+_FILE_KEY = re.compile(r"[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*")
+Named = list[tuple[str, dict[str, Any]]]
+
+
+def clean_tree(value: Any) -> Any:
+    """``value`` with every string (keys too) passed through ``safetext.text``, uncapped."""
+    if isinstance(value, str):
+        return safetext.text(value, 1 << 30)
+    if isinstance(value, dict):
+        return {clean_tree(k): clean_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_tree(v) for v in value]
+    return value
+
+
+def _cleaned(named: Named) -> Named:
+    return [(safetext.name(key), clean_tree(card)) for key, card in named]
+
+
+def csv_cell(value: Any) -> Any:
+    """A text cell starting with ``= + - @``, tab or CR gets a leading ``'``; numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA):
+        return "'" + value
+    return value
 
 
 def write_text(path: Path, text: str) -> None:
@@ -25,7 +57,7 @@ def write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
@@ -33,14 +65,15 @@ def write_text(path: Path, text: str) -> None:
         raise
 
 
-def gradebook_csv(named: list[tuple[str, dict[str, Any]]], exercise_ids: list[str]) -> str:
-    """One row per student (``exports.csv_row``), keyed by the scorecard's name."""
+def gradebook_csv(named: Named, exercise_ids: list[str]) -> str:
+    """One row per student (``exports.csv_row``), keyed by the scorecard's name, every cell escaped."""
     buffer = io.StringIO()
     fields = list(exports.csv_row(_blank(exercise_ids), exercise_ids))
-    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
     writer.writeheader()
-    for key, card in named:
-        writer.writerow({**exports.csv_row(card, exercise_ids), "student": key})
+    for key, card in _cleaned(named):
+        row = {**exports.csv_row(card, exercise_ids), "student": key}
+        writer.writerow({csv_cell(k): csv_cell(v) for k, v in row.items()})
     return buffer.getvalue()
 
 
@@ -49,14 +82,15 @@ def _blank(exercise_ids: list[str]) -> dict[str, Any]:
             "status": "graded", "error": None, "isolation": {"backend": "none"}, "seed": 0}
 
 
-def export(named: list[tuple[str, dict[str, Any]]], fmt: str, out: Path, exercise_ids: list[str]) -> list[Path]:
+def export(named: Named, fmt: str, out: Path, exercise_ids: list[str]) -> list[Path]:
     """Write ``fmt`` exports of the cards into ``out``; return the files written (each validated)."""
     if fmt == "csv":
         path = out / "gradebook.csv"
         write_text(path, gradebook_csv(named, exercise_ids))
         return [path]
     written = []
-    for key, card in named:
+    for key, card in _cleaned(named):
+        key = _file_key(key)
         if fmt == "gradescope":
             path, doc = out / key / "results.json", exports.to_gradescope(card)
         else:
@@ -64,6 +98,31 @@ def export(named: list[tuple[str, dict[str, Any]]], fmt: str, out: Path, exercis
         write_text(path, json.dumps(doc, indent=2) + "\n")
         written.append(path)
     return written
+
+
+def _file_key(key: str) -> str:
+    """A scorecard name fit to name a file in ``out`` (``..`` or a separator made plain)."""
+    return key if _FILE_KEY.fullmatch(key) else safe_id(key)
+
+
+def identical(named: Named, *, ignore: str = "") -> list[dict[str, Any]]:
+    """Groups of students whose submissions hash the same (``ignore``: the released stubs' hash)."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for key, card in named:
+        sha = card["submission"]["sha256"]
+        if sha and sha != ignore:
+            groups[sha].append(key)
+    return [{"sha256": sha, "students": sorted(set(keys))} for sha, keys in sorted(groups.items()) if len(set(keys)) > 1]
+
+
+def stubs_sha256(assignment: manifest.Assignment) -> str:
+    """The hash intake gives the untouched released stubs (``""`` when they are not here)."""
+    try:
+        sub = intake.take(assignment.root / "exercises", modules={e.module for e in assignment.exercises})
+    except intake.IntakeError:
+        return ""
+    sub.cleanup()
+    return sub.sha256
 
 
 def _pct(card: dict[str, Any]) -> float:
@@ -75,9 +134,10 @@ def _failure_key(message: str) -> str:
     return _NUMBER.sub("#", first)[:240]
 
 
-def summarize(named: list[tuple[str, dict[str, Any]]], *, assignment: manifest.Assignment, backend: str, slots: int,
+def summarize(named: Named, *, assignment: manifest.Assignment, backend: str, slots: int,
               wall_s: float, skipped: int, timing: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``summary`` document (schema ``summary``): counts, score distribution, pass rates, failures."""
+    named = _cleaned(named)
     cards = [c for _, c in named]
     graded = [c for c in cards if c["status"] == "graded"]
     pcts = [_pct(c) for c in graded]
@@ -107,6 +167,7 @@ def summarize(named: list[tuple[str, dict[str, Any]]], *, assignment: manifest.A
         "slowest": [{"student": k, "total_s": c["timings"]["total_s"]}
                     for k, c in sorted(named, key=lambda kc: -kc[1]["timings"]["total_s"])[:10]],
         "timing": timing or {},
+        "identical_submissions": identical(named, ignore=stubs_sha256(assignment)),
     }
     schema.validate("summary", doc)
     return doc

@@ -11,13 +11,12 @@ import os
 import selectors
 import signal
 import subprocess
-import sys
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
 
-from grader import manifest
+from grader import manifest, procs
 from grader.batch import cards
 from grader.batch.discover import Entry
 from grader.batch.results import BatchFault, Options, Result
@@ -34,15 +33,17 @@ class SlotProcess:
         self.n, self.deadline, self.ready, self.buffer = n, 0.0, False, b""
         self.started = time.monotonic()
         with open(log, "ab") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "grader.batch.slot", json.dumps(config)],
+            # isolated from the folder the batch was started in (it may be the class folder itself)
+            self.proc = subprocess.Popen(procs.module_argv("grader.batch.slot", json.dumps(config)),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                         start_new_session=True)
+                                         start_new_session=True, **procs.popen_kwargs())
         self.job: Entry | None = None
 
     def send(self, entry: Entry) -> bool:
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write((json.dumps({"key": entry.key, "path": str(entry.path),
+            # absolute: the slot runs in the root directory, not where the batch was started
+            self.proc.stdin.write((json.dumps({"key": entry.key, "path": os.path.abspath(entry.path),
                                                "student": entry.student}) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):

@@ -5,16 +5,18 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
+from grader import safetext
 from grader.batch.engine import Result
 
 
 def describe(result: Result) -> str:
+    """One line: every student-influenced part goes through ``safetext.name`` (a newline cannot forge a line)."""
     card = result.card
-    who = result.entry.key
+    who = safetext.name(result.entry.key)
     if result.skipped:
         return f"{who}: unchanged, kept ({card['score']:g}/{card['max_score']:g})"
     if card["status"] == "error":
-        return f"{who}: ERROR ({card['error']['kind']}): {card['error']['message'][:160]}"
+        return f"{who}: ERROR ({safetext.name(card['error']['kind'])}): {safetext.name(card['error']['message'], 160)}"
     timeouts = sum(1 for i in card["incidents"] if i["kind"] == "timeout")
     extra = f", {timeouts} timeout(s)" if timeouts else ""
     return f"{who}: {card['score']:g}/{card['max_score']:g} in {card['timings']['total_s']:.1f} s{extra}"

@@ -1,6 +1,8 @@
 """``report.html``: one self-contained page (inline CSS and SVG, no script, no network) from ``summary.json``.
 
-Rendered with Jinja2, autoescape on: every student-influenced string (ids, failure messages) is escaped.
+Rendered with Jinja2, autoescape on: every student-influenced string (ids, failure messages) is escaped,
+after :func:`grader.batch.outputs.clean_tree` has made every string safe text (a lone surrogate in an
+old summary once made the page fail to encode, so no report and no exports, on every rerun).
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import jinja2
+
+from grader.batch.outputs import clean_tree
 
 TEMPLATE = "report.html.j2"
 
@@ -34,4 +38,6 @@ def bars(histogram: list[dict[str, Any]], *, width: int = 520, height: int = 180
 
 
 def render(summary: dict[str, Any]) -> str:
-    return _environment().get_template(TEMPLATE).render(s=summary, bars=bars(summary["histogram"]))
+    summary = clean_tree(summary)
+    return _environment().get_template(TEMPLATE).render(s=summary, bars=bars(summary["histogram"]),
+                                                        identical=summary.get("identical_submissions", []))

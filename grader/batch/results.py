@@ -29,6 +29,7 @@ class Options:
     per_test_time_limit: float | None = None
     warm: str = "fork"  # fork (zygote) | start (pre-started workers) | off (cold, for measurements)
     seed: int | None = None
+    canary: bool = True  # prove on the reference solutions and the stubs first (False: the project's tests only)
 
 
 @dataclass

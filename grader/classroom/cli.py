@@ -57,9 +57,14 @@ def _cmd_ci(args: argparse.Namespace) -> int:
 def _cmd_release(args: argparse.Namespace) -> int:
     from grader.classroom import release
 
-    if not args.out and not args.nbgrader:
-        return _usage("give an output folder (grader release OUT) and/or --nbgrader COURSE_DIR")
+    if not (args.out or args.nbgrader or args.gradescope or args.classroom50):
+        return _usage("give an output folder (grader release OUT) and/or --nbgrader COURSE_DIR, "
+                      "--gradescope ZIP, --classroom50 DIR")
     try:
+        if args.gradescope or args.classroom50:
+            from grader.delivery.cli import release_deliveries
+
+            release_deliveries(args)
         if args.out:
             written = release.release(Path(args.out), force=args.force)
             print(f"student repository: {len(written)} files in {args.out}", file=sys.stderr)
@@ -93,6 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p = sub.add_parser("release", help="build the student repository (and/or an nbgrader course)")
     p.add_argument("out", nargs="?", help="folder for the student template repository (must be new or empty)")
     p.add_argument("--nbgrader", metavar="COURSE_DIR", help="also write COURSE_DIR/source/<assignment>/*.ipynb")
+    p.add_argument("--gradescope", metavar="ZIP", help="also write the Gradescope autograder zip (setup.sh, run_autograder)")
+    p.add_argument("--classroom50", metavar="DIR", help="also write DIR/template (the template repository) and "
+                   "DIR/autograders/<assignment>/ (the Classroom 50 autograder bundle: public tests only)")
     p.add_argument("--force", action="store_true", help="replace what an earlier release wrote there")
     p.set_defaults(func=_cmd_release)
 

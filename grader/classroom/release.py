@@ -19,7 +19,7 @@ from grader.classroom import texts
 
 # Package files a student repository needs, relative to the ``grader`` package folder.
 RUNTIME = (
-    "__init__.py", "py.typed", "manifest.py", "schema.py", "exports.py",
+    "__init__.py", "py.typed", "manifest.py", "schema.py", "exports.py", "safetext.py", "references.py",
     "schemas/__init__.py", "schemas/assignments.schema.json", "schemas/scorecard.schema.json",
     "schemas/github-classroom.schema.json",
     "scoring/__init__.py", "scoring/collect.py", "scoring/points.py", "scoring/runner.py", "scoring/scorecard.py",

@@ -3,7 +3,10 @@
 The workflow follows what GitHub Classroom generates (name ``Autograding Tests``, one job
 ``run-autograding-tests``, a runner step with an ``id`` whose ``result`` output the
 ``autograding-grading-reporter`` reads from ``<ID>_RESULTS``). The runner id must be alphanumeric:
-the reporter checks ``runners`` against ``^([a-zA-Z0-9]+,)*[a-zA-Z0-9]+$``.
+the reporter checks ``runners`` against ``^([a-zA-Z0-9]+,)*[a-zA-Z0-9]+$``. GitHub Classroom was
+retired on 2026-08-28; the workflow stays for organisations with old repositories. Its actions are
+the Node 24 majors (``actions/checkout@v6``, ``actions/setup-python@v6``): GitHub removes Node 20 from
+its runners in September 2026.
 """
 
 from __future__ import annotations
@@ -37,9 +40,9 @@ jobs:
     if: github.actor != 'github-classroom[bot]'
     steps:
     - name: Checkout code
-      uses: actions/checkout@v4
+      uses: actions/checkout@v6
     - name: Set up Python
-      uses: actions/setup-python@v5
+      uses: actions/setup-python@v6
       with:
         python-version: '3.11'
     - name: Install CPU torch and the exercises

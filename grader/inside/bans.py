@@ -3,6 +3,11 @@
 The patches exist only inside a window (an import or a call into the exercise's module). The stubs
 stay harmless after the window: a stub captured by ``from torch.nn.functional import ...`` during
 an import forwards to the original whenever its name is not banned at that moment.
+
+Defence in depth only: the enforcement is the trusted side's static scan (grader.scoring.integrity),
+because student code shares this process. Still, the cheap tricks fail here too: the active set is a
+frozenset that is replaced, never mutated (``_ACTIVE.clear()`` raises), and a stub's closure holds
+only the API's name, never the original (``stub.__closure__`` yields no way around the ban).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 from grader.protocol.errors import BannedAPIError
 
-_ACTIVE: set[str] = set()
+_ACTIVE: frozenset[str] = frozenset()
 
 
 @functools.cache
@@ -35,17 +40,15 @@ def _resolve(dotted: str) -> tuple[Any, str, Any]:
 
 @functools.cache
 def _stub(dotted: str) -> Any:
-    original = _resolve(dotted)[2]
-
     def banned(*args: Any, **kwargs: Any) -> Any:
         if dotted in _ACTIVE:
             raise BannedAPIError(
                 f"{dotted} is not allowed in this exercise: the point is to write it yourself",
                 exc_type="BannedAPIError",
             )
-        return original(*args, **kwargs)
+        return _resolve(dotted)[2](*args, **kwargs)  # looked up per call: no cell holds the original
 
-    banned.__name__ = getattr(original, "__name__", "banned")
+    banned.__name__ = getattr(_resolve(dotted)[2], "__name__", "banned")
     return banned
 
 
@@ -56,17 +59,19 @@ def banned(names: tuple[str, ...] | list[str], *, install: tuple[str, ...] = ())
     ``install`` names get their (inactive) stubs too, so that a module importing them binds the
     stub: a ban scoped to one function then still applies to a name captured at import time.
     """
-    fresh = [n for n in names if n not in _ACTIVE]
+    global _ACTIVE
+    order = [n for n in dict.fromkeys(names) if n not in _ACTIVE]
+    fresh = frozenset(order)
     patched = []
     try:
-        for name in dict.fromkeys([*fresh, *install]):
+        for name in dict.fromkeys([*order, *install]):
             owner, attr, original = _resolve(name)
             if getattr(owner, attr) is original:
                 setattr(owner, attr, _stub(name))
                 patched.append((owner, attr, original))
-        _ACTIVE.update(fresh)
+        _ACTIVE = _ACTIVE | fresh
         yield
     finally:
         for owner, attr, original in reversed(patched):
             setattr(owner, attr, original)
-        _ACTIVE.difference_update(fresh)
+        _ACTIVE = _ACTIVE - fresh

@@ -52,7 +52,8 @@ class Executor:
             return self._register(instance, where)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function or an nn.Module class")
-        return _plain(self._guarded(where, lambda: _no_grad(target, args, kwargs)), f"{where} returned")
+        return _plain(self._guarded(where, lambda: _unchanged(where, args, kwargs, lambda: _no_grad(target, args, kwargs))),
+                      f"{where} returned")
 
     def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any:
         if method not in METHODS:
@@ -83,7 +84,7 @@ class Executor:
     # -- handle methods (run inside the guard) -------------------------------------------------
     def _m_forward(self, m: nn.Module, *args: Any, **kwargs: Any) -> Any:
         with torch.no_grad():
-            return m(*args, **kwargs)
+            return _unchanged(f"{type(m).__name__}.forward", args, kwargs, lambda: m(*args, **kwargs))
 
     def _m_state_dict(self, m: nn.Module) -> dict:
         return dict(m.state_dict())
@@ -199,6 +200,26 @@ def _plain(value: Any, where: str) -> Any:
         return to_plain(value, where)
     except ValueRejected as exc:
         raise StudentError(str(exc), exc_type="ValueRejected") from None
+
+
+def _unchanged(where: str, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
+    """Run ``run`` and make sure it left the caller's tensors as they were (inputs are the caller's)."""
+    given = [*((f"argument {i + 1}", a) for i, a in enumerate(args)), *((f"argument {k!r}", v) for k, v in kwargs.items())]
+    before = [(label, t, t.detach().clone()) for label, t in given if isinstance(t, torch.Tensor)]
+    value = run()
+    for label, tensor, copy in before:
+        if not _same(tensor, copy):
+            raise StudentError(f"{where} changed its {label} in place; the caller's tensors are theirs: compute "
+                               "new tensors (x = x - m, not x -= m / x.sub_(m) / x[...] = ...)", exc_type="InputModified")
+    return value
+
+
+def _same(now: torch.Tensor, before: torch.Tensor) -> bool:
+    if now.shape != before.shape or now.dtype != before.dtype:
+        return False
+    if now.is_floating_point() or now.is_complex():
+        return bool(torch.equal(now, before) or torch.allclose(now, before, rtol=0, atol=0, equal_nan=True))
+    return bool(torch.equal(now, before))
 
 
 def _no_grad(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

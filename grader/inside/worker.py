@@ -34,7 +34,10 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
     import torch
 
     torch.set_num_threads(threads)
+    from grader.inside import gpu
     from grader.protocol import wire
+
+    gpu.cap_memory()  # before any student code: an advisory GPU memory cap when a GPU is exposed
 
     requests = os.fdopen(0, "rb", buffering=0)
     responses = os.fdopen(response_fd, "wb", buffering=0)

@@ -1,4 +1,11 @@
-"""Exceptions that carry what student code did back to the tests (never the code's own objects)."""
+"""Exceptions that carry what student code did back to the tests (never the code's own objects).
+
+These classes are importable inside the sandbox too, so a student can raise any of them: a reply's
+error is therefore never rebuilt from the kind the worker claims. The trusted side accepts only
+the kinds a student can cause in-process and shows grader-like names as the student's
+(:func:`grader.sandbox.replies.student_error`); ``StudentTimeout`` and ``StudentCrash`` are raised
+only by the trusted side, from what it observed.
+"""
 
 from __future__ import annotations
 
@@ -56,14 +63,8 @@ class StudentCrash(StudentError):
     outcome = "error"
 
 
-KINDS: dict[str, type[StudentError]] = {
+KINDS: dict[str, type[StudentError]] = {  # every kind; a worker may claim only some (see replies.py)
     cls.kind: cls
     for cls in (StudentError, StudentNotImplemented, StudentNotFound, BannedAPIError, StudentTimeout, StudentCrash)
 }
 
-
-def from_plain(data: dict[str, Any]) -> StudentError:
-    """Rebuild a :class:`StudentError` from the plain dict a backend sent (unknown kinds → crash)."""
-    cls = KINDS.get(str(data.get("kind")), StudentCrash)
-    frames = tuple(str(f)[:300] for f in list(data.get("frames") or ())[:20])
-    return cls(str(data.get("message", ""))[:2000], exc_type=str(data.get("exc_type", ""))[:200], frames=frames)

@@ -24,6 +24,7 @@ MAX_PAYLOAD = 512 << 20
 MAX_DIMS = 8
 MAX_DIM = 1 << 31
 MAX_DEPTH = 32
+MAX_TENSORS = 4096  # a full model's state_dict and grads fit many times over
 DTYPES = {name: getattr(torch, name) for name in (
     "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")}
 _NAMES = {v: k for k, v in DTYPES.items()}
@@ -92,7 +93,21 @@ def _fail(message: str) -> Any:
 
 # -- decoding ---------------------------------------------------------------------------------
 def decode(frame: bytes, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = False) -> Any:
-    """Parse one complete frame; raise :class:`WireError` on anything unexpected."""
+    """Parse one complete frame; raise :class:`WireError` on anything unexpected.
+
+    Every tensor is decoded to CPU: ``allow_cuda`` (the worker reading the runner's requests, never
+    the runner reading a worker's reply) places tensors on the device their entry names instead.
+    Any failure while parsing, a ``MemoryError`` or ``RecursionError`` included, is a ``WireError``.
+    """
+    try:
+        return _decode(frame, max_payload, allow_cuda)
+    except WireError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile frame provokes is a protocol error
+        raise WireError(f"frame could not be decoded ({type(exc).__name__})") from None
+
+
+def _decode(frame: bytes, max_payload: int, allow_cuda: bool) -> Any:
     if len(frame) < 16 or frame[:4] != MAGIC:
         raise WireError("bad magic or short frame")
     (hlen,) = struct.unpack_from("<I", frame, 4)
@@ -108,11 +123,73 @@ def decode(frame: bytes, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = F
         raise WireError(f"header is not valid JSON: {type(exc).__name__}") from None
     if type(header) is not dict or set(header) != {"v", "t"} or type(header["t"]) is not list:
         raise WireError("header must be an object with exactly 'v' and 't'")
-    tensors = [_dec_tensor(entry, payload, allow_cuda) for entry in header["t"]]
-    return _dec(header["v"], tensors, 0)
+    table = _check_table(header["t"], len(payload))
+    tensors = _Tensors(table, payload, allow_cuda)
+    value = _dec(header["v"], tensors, 0)
+    if len(tensors.used) != len(table):
+        raise WireError(f"{len(table) - len(tensors.used)} tensor table entries are never referenced")
+    return value
 
 
-def _dec(node: Any, tensors: list[torch.Tensor], depth: int) -> Any:
+class _Tensors:
+    """The tensor table, materialised lazily: an entry is decoded when the value tree reaches it, once."""
+
+    def __init__(self, table: list[tuple[torch.dtype, list[int], int, int, str]], payload: memoryview,
+                 allow_cuda: bool) -> None:
+        self.table, self.payload, self.allow_cuda = table, payload, allow_cuda
+        self.used: set[int] = set()
+
+    def get(self, index: Any) -> torch.Tensor:
+        if type(index) is not int or not 0 <= index < len(self.table):
+            raise WireError(f"tensor reference {index!r} outside the table")
+        if index in self.used:
+            raise WireError(f"tensor {index} referenced twice")
+        self.used.add(index)
+        dtype, shape, offset, nbytes, device = self.table[index]
+        if not nbytes:
+            tensor = torch.empty(shape, dtype=dtype)
+        else:  # one copy out of the frame, owned by the tensor
+            raw = bytearray(self.payload[offset:offset + nbytes])
+            tensor = torch.frombuffer(raw, dtype=dtype).reshape(shape)
+            if dtype == torch.bool:  # a byte other than 0/1 is not a bool: normalise, never trust it
+                tensor = tensor.view(torch.uint8).ne(0)
+        return tensor.to(device) if self.allow_cuda and device != "cpu" else tensor
+
+
+def _check_table(entries: list, payload_len: int) -> list[tuple[torch.dtype, list[int], int, int, str]]:
+    """Validate every entry (nothing materialised): they must tile the payload exactly, in order."""
+    if len(entries) > MAX_TENSORS:
+        raise WireError(f"{len(entries)} tensors in one frame (at most {MAX_TENSORS})")
+    table, end = [], 0
+    for entry in entries:
+        dtype, shape, offset, nbytes, device = _check_entry(entry)
+        if offset != end:  # sorted by offset, no gap, no overlap
+            raise WireError(f"tensor bytes at {offset} do not follow the previous tensor (ending at {end})")
+        end = offset + nbytes
+        table.append((dtype, shape, offset, nbytes, device))
+    if end != payload_len:
+        raise WireError(f"the tensors cover {end} bytes of a {payload_len}-byte payload")
+    return table
+
+
+def _check_entry(entry: Any) -> tuple[torch.dtype, list[int], int, int, str]:
+    if type(entry) is not dict or set(entry) != {"dtype", "shape", "offset", "nbytes", "device"}:
+        raise WireError("malformed tensor entry")
+    dtype = DTYPES.get(entry["dtype"]) if type(entry["dtype"]) is str else None
+    shape, offset, nbytes = entry["shape"], entry["offset"], entry["nbytes"]
+    if dtype is None:
+        raise WireError(f"dtype {str(entry['dtype'])[:40]!r} not allowed")
+    if (type(shape) is not list or len(shape) > MAX_DIMS
+            or any(type(d) is not int or not 0 <= d < MAX_DIM for d in shape)):
+        raise WireError("shape must be a list of at most 8 ints in [0, 2**31)")
+    if type(offset) is not int or type(nbytes) is not int or offset < 0 or nbytes < 0:
+        raise WireError("offset and nbytes must be non-negative ints")
+    if math.prod(shape) * dtype.itemsize != nbytes:
+        raise WireError("tensor bytes do not match its shape")
+    return dtype, shape, offset, nbytes, str(_device(entry["device"], allow_cuda=True))
+
+
+def _dec(node: Any, tensors: _Tensors, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise WireError("value nested too deep")
     if node is None or type(node) in (bool, int, float, str):
@@ -127,9 +204,9 @@ def _dec(node: Any, tensors: list[torch.Tensor], depth: int) -> Any:
     return _dec_tagged(tag, body, tensors, depth)
 
 
-def _dec_tagged(tag: str, body: Any, tensors: list[torch.Tensor], depth: int) -> Any:
-    if tag == "$t" and type(body) is int and 0 <= body < len(tensors):
-        return tensors[body]
+def _dec_tagged(tag: str, body: Any, tensors: _Tensors, depth: int) -> Any:
+    if tag == "$t":
+        return tensors.get(body)
     if tag == "$f" and body in _SPECIAL_FLOATS:
         return _SPECIAL_FLOATS[body]
     if tag == "$tu" and type(body) is list:
@@ -139,40 +216,19 @@ def _dec_tagged(tag: str, body: Any, tensors: list[torch.Tensor], depth: int) ->
     if tag == "$d" and body in DTYPES:
         return DTYPES[body]
     if tag == "$dev" and type(body) is str:
-        return _device(body, allow_cuda=True)
+        return _device(body, allow_cuda=True)  # a device name is only data: nothing is allocated
     if tag == "$h" and type(body) is list and len(body) == 2 and type(body[0]) is int and type(body[1]) is str:
         return HandleRef(body[0], body[1][:200])
-    raise WireError(f"unknown or malformed tag {tag!r}")
+    raise WireError(f"unknown or malformed tag {str(tag)[:40]!r}")
 
 
-def _dec_map(body: list, tensors: list[torch.Tensor], depth: int) -> dict:
+def _dec_map(body: list, tensors: _Tensors, depth: int) -> dict:
     out: dict = {}
     for pair in body:
         if type(pair) is not list or len(pair) != 2 or type(pair[0]) not in (str, int):
             raise WireError("malformed map entry")
         out[pair[0]] = _dec(pair[1], tensors, depth + 1)
     return out
-
-
-def _dec_tensor(entry: Any, payload: memoryview, allow_cuda: bool) -> torch.Tensor:
-    if type(entry) is not dict or set(entry) != {"dtype", "shape", "offset", "nbytes", "device"}:
-        raise WireError("malformed tensor entry")
-    dtype = DTYPES.get(entry["dtype"]) if type(entry["dtype"]) is str else None
-    shape, offset, nbytes = entry["shape"], entry["offset"], entry["nbytes"]
-    if dtype is None:
-        raise WireError(f"dtype {entry['dtype']!r} not allowed")
-    if (type(shape) is not list or len(shape) > MAX_DIMS
-            or any(type(d) is not int or not 0 <= d < MAX_DIM for d in shape)):
-        raise WireError("shape must be a list of at most 8 ints in [0, 2**31)")
-    if type(offset) is not int or type(nbytes) is not int or offset < 0 or nbytes < 0:
-        raise WireError("offset and nbytes must be non-negative ints")
-    if offset + nbytes > len(payload) or math.prod(shape) * dtype.itemsize != nbytes:
-        raise WireError("tensor bytes do not match its shape or lie outside the payload")
-    flat = torch.frombuffer(bytearray(payload[offset:offset + nbytes]), dtype=torch.uint8) if nbytes \
-        else torch.empty(0, dtype=torch.uint8)
-    tensor = flat.view(dtype).reshape(shape).clone()
-    device = _device(entry["device"], allow_cuda)
-    return tensor if device.type == "cpu" else tensor.to(device)
 
 
 def _device(text: Any, allow_cuda: bool) -> torch.device:

@@ -1,7 +1,9 @@
 """One running worker seen from the trusted side: start, send a request, read a reply under a deadline.
 
 Replies are read from their own pipe with caps; the worker's stdout/stderr are drained and kept
-only up to 64 KiB each (the rest is counted, and past the output cap the worker is killed).
+only up to 64 KiB each (the rest is counted, and past the output cap the worker is killed). Exactly
+one frame answers each request: a second frame, stray bytes or bytes before any request are a
+protocol violation. Replies always decode to CPU tensors; the sandbox's CPU time is read from outside.
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from grader import sweep
 from grader.protocol import wire
+from grader.sandbox.cputime import CpuMeter, cpuacct_group
 from grader.sandbox.isolation import LAUNCHER, LaunchSpec
 from grader.sandbox.zygote_client import ForkedWorker, Zygote
 
 KEEP_OUTPUT = 64 << 10
 MAX_REPLY = 256 << 20
+CPU_POLL_S = 0.1
 
 
 class ChannelError(Exception):
@@ -42,7 +46,7 @@ class Channel:
         self.output_total = 0
         self._buffer = bytearray()
         self._ns_pid: int | None = None
-        self._root_dir = tempfile.mkdtemp(prefix="grader-root-") if spec.backend == "namespace" else ""
+        self._root_dir = str(sweep.tempdir("root")) if spec.backend == "namespace" else ""
         self.forked = False
         self._start(zygote)
 
@@ -58,11 +62,23 @@ class Channel:
         for fileobj, name in ((self._resp_r, "reply"), (self.proc.stdout, "stdout"), (self.proc.stderr, "stderr")):
             os.set_blocking(fileobj if isinstance(fileobj, int) else fileobj.fileno(), False)
             self._selector.register(fileobj, selectors.EVENT_READ, name)
+        self.meter = CpuMeter(self.proc.pid, self._cpuacct)
 
     def _config(self, resp_w: int, status_w: int | None) -> dict:
         cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir)
-        self._cgroups = list(cfg.get("cgroups", []))
+        # a cpuacct group beside the slot's others, joined the same way: the per-test CPU clock
+        self._cpuacct = cpuacct_group(self.spec.slot) if cfg.get("cgroups") else None
+        cfg["cgroups"] = [*cfg.get("cgroups", []), *([self._cpuacct] if self._cpuacct else [])]
+        self._cgroups = list(cfg["cgroups"])
         return cfg
+
+    @property
+    def cgroups(self) -> list[str]:
+        return list(self._cgroups)
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the sandbox has used so far (all its processes; compare two readings)."""
+        return self.meter.seconds()
 
     def _popen(self, req_r: int, resp_w: int) -> subprocess.Popen:
         """A cold start: a fresh launcher interpreter that isolates itself and execs the worker."""
@@ -98,9 +114,16 @@ class Channel:
             _close_quietly(fd)
         return None
 
+    def memory_cgroup(self) -> str | None:
+        """The memory cgroup this worker (cold or forked) joined, read from outside by :mod:`memwatch`."""
+        groups = getattr(self, "_cgroups", [])
+        return next((g for g in groups if "/memory/" in g or Path(g, "memory.peak").exists()), None)
+
     # -- requests -----------------------------------------------------------------------------
     def send(self, value: Any) -> None:
+        """Send one request (a WireError here is the trusted side's own encoding fault)."""
         data = wire.encode(value)
+        self._expect_silence()
         try:
             view = memoryview(data)
             while view:
@@ -109,16 +132,31 @@ class Channel:
         except (BrokenPipeError, OSError):
             raise ChannelError("crash", self._ended("before it could read the request")) from None
 
-    def receive(self, timeout: float) -> Any:
-        deadline = time.monotonic() + max(timeout, 0.0)
+    def _expect_silence(self) -> None:
+        """Nothing may wait on the reply pipe before a request: an unasked-for frame is a violation."""
+        try:
+            self._buffer += os.read(self._resp_r, 1 << 16)
+        except (BlockingIOError, OSError):
+            pass
+        if self._buffer:
+            raise ChannelError("protocol", "the worker wrote a reply nobody asked for")
+
+    def receive(self, timeout: float, cpu_until: float | None = None) -> Any:
+        """The next reply frame; a timeout past ``timeout`` wall seconds or once ``cpu_seconds()``
+        reaches ``cpu_until``."""
+        deadline, next_cpu = time.monotonic() + max(timeout, 0.0), 0.0
         while True:
             frame = self._frame()
             if frame is not None:
                 return frame
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ChannelError("timeout", f"no answer within {timeout:.1f} s")
-            for key, _ in self._selector.select(min(remaining, 1.0)):
+            now = time.monotonic()
+            if now >= deadline:
+                raise ChannelError("timeout", f"no answer within {timeout:.1f} s of wall-clock time")
+            if cpu_until is not None and now >= next_cpu:
+                if self.cpu_seconds() >= cpu_until:
+                    raise ChannelError("timeout", "its CPU time ran out")
+                next_cpu = now + CPU_POLL_S
+            for key, _ in self._selector.select(min(deadline - now, CPU_POLL_S if cpu_until else 1.0)):
                 self._drain(key)
 
     def _drain(self, key: selectors.SelectorKey) -> None:
@@ -167,8 +205,11 @@ class Channel:
         if len(buf) < total:
             return None
         frame, self._buffer = bytes(buf[:total]), bytearray(buf[total:])
-        try:
-            return wire.decode(frame, max_payload=MAX_REPLY, allow_cuda=_cuda())
+        del buf  # the frame is the only copy held while it is decoded
+        if self._buffer:
+            raise ChannelError("protocol", "the worker wrote more than one reply")
+        try:  # always to CPU: a reply never allocates device memory on the trusted side
+            return wire.decode(frame, max_payload=MAX_REPLY)
         except wire.WireError as exc:
             raise ChannelError("protocol", f"malformed reply: {exc}") from None
 
@@ -184,6 +225,7 @@ class Channel:
     def kill(self) -> None:
         if self._ns_pid:
             _signal(self._ns_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills the rest
+            self._let_proxy_reap()
         _signal(-self.proc.pid, signal.SIGKILL)
         self._kill_cgroup()
         try:
@@ -191,6 +233,15 @@ class Channel:
         except subprocess.TimeoutExpired:
             pass
         self.close_fds()
+
+    def _let_proxy_reap(self) -> None:
+        """Give the proxy (the namespace's parent) a moment to reap pid 1 before it is killed itself:
+        killed first, it would leave pid 1 a zombie for the host's init, still counted under the
+        sandbox's uid and pids cgroup for up to half a minute (sandbox.md §8, pitfall 4)."""
+        try:
+            self.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            pass
 
     def _kill_cgroup(self) -> None:
         """Processes that left the process group (setsid) are still in the slot's pids cgroup."""
@@ -252,9 +303,3 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()

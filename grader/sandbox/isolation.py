@@ -12,18 +12,20 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader.sandbox import seccomp, uids, view
 from grader.sandbox.launcher import INSIDE_PACKAGES
 
 LEVELS = ("none", "process", "bwrap", "namespace")
 LAUNCHER = Path(__file__).with_name("launcher.py")
 LIB_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `grader` package
 CGROUP_V1 = Path("/sys/fs/cgroup")
-UID_BASE = 60000
+UID_BASE = uids.FIRST  # sandbox uids are leased machine-wide from uids.FIRST on
+# "lease": a root `process` sandbox runs as a leased uid too (containers that cannot unshare, e.g. Gradescope)
+PROCESS_UID_ENV = "GRADER_PROCESS_UID"
 
 
 class IsolationError(RuntimeError):
@@ -96,57 +98,95 @@ class Limits:
 
 @dataclass
 class LaunchSpec:
-    """Everything needed to start one worker; ``describe()`` goes into the scorecard."""
+    """Everything needed to start one worker; ``describe()`` goes into the scorecard.
+
+    Under ``namespace`` the uid is leased machine-wide (:mod:`grader.sandbox.uids`) on first use and
+    held while this spec (or another of this process for the same slot) lives.
+    """
 
     backend: str
     slot: int = 0
     threads: int = 1
     limits: Limits = field(default_factory=Limits)
+    _lease: uids.Lease | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def uid(self) -> int:
-        return UID_BASE + self.slot if self.backend == "namespace" else os.getuid() if os.name == "posix" else 0
+        if self.backend != "namespace" and not self.drops_uid:
+            return os.getuid() if os.name == "posix" else 0
+        if self._lease is None or not self._lease.held:
+            self._lease = uids.lease_for_slot(self.slot)
+        return self._lease.uid
+
+    @property
+    def drops_uid(self) -> bool:
+        """A root ``process`` sandbox asked (``GRADER_PROCESS_UID=lease``) to run as a leased, unprivileged uid."""
+        return (self.backend == "process" and os.name == "posix" and os.geteuid() == 0
+                and os.environ.get(PROCESS_UID_ENV) == "lease")
 
     def cgroup_paths(self) -> list[str]:
         # root ignores RLIMIT_NPROC, so a root `process` sandbox needs the pids cgroup as much as `namespace`
         wanted = self.backend == "namespace" or (self.backend == "process" and os.name == "posix" and os.geteuid() == 0)
         return _cgroups(self.slot, self.limits) if wanted else []
 
+    @property
+    def seccomp(self) -> bool:
+        """Whether the launch installs the filter (it then fails, exit 125, rather than run without it)."""
+        return self.backend in ("namespace", "process") and seccomp.supported()
+
+    def gpus(self) -> list[str]:
+        return gpu_devices() if self.backend in ("namespace", "process") else []
+
     def describe(self) -> dict[str, Any]:
         cgroups = self.cgroup_paths()
-        return {"backend": self.backend, "uid": self.uid, "limits": self.limits.to_dict(),
-                "cgroup": "v1" if cgroups else "none", "seccomp": False, "threads": self.threads}
+        record = {"backend": self.backend, "uid": self.uid, "limits": self.limits.to_dict(),
+                  "cgroup": "v1" if cgroups else "none", "seccomp": self.seccomp, "threads": self.threads}
+        if self.gpus():
+            record["gpu"] = gpu_record(self.gpus(), self.limits, bool(cgroups))
+        return record
 
     def config(self, box: Path, response_fd: int, status_fd: int | None, root_dir: str) -> dict[str, Any]:
+        gpus = self.gpus()
         cfg: dict[str, Any] = {
             "mode": self.backend, "python": sys.executable, "lib": str(LIB_ROOT), "site_dirs": site_dirs(),
             "threads": self.threads, "response_fd": response_fd, "box": str(box), "uid": self.uid,
-            "limits": self.limits.to_dict(), "root_dir": root_dir}
+            "limits": self.limits.to_dict(), "root_dir": root_dir, "seccomp": self.seccomp,
+            "address_space_limit": not gpus, "extra_env": gpu_env(gpus, self.limits)}
         cfg["cgroups"] = self.cgroup_paths()
+        cfg["drop_uid"] = self.drops_uid
         if self.backend == "namespace":
-            cfg.update(status_fd=status_fd, binds=binds(), gpu_devices=gpu_devices())
+            cfg.update(status_fd=status_fd, python=view.interpreter(), binds=view.binds(bool(gpus)),
+                       masks=list(view.masks(bool(gpus))), packages=list(view.packages()), gpu_devices=gpus)
         if self.backend == "bwrap":
-            cfg["bwrap_argv"] = bwrap_argv(box)
+            cfg.update(python=view.interpreter(), bwrap_argv=bwrap_argv(box))
         return cfg
 
 
 def site_dirs() -> list[str]:
-    import torch  # noqa: PLC0415 - where torch lives is where the worker must find it
-
-    dirs = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], str(Path(torch.__file__).parents[1])}
-    return sorted(d for d in dirs if d)
-
-
-def binds() -> list[str]:
-    """The allowlist of read-only paths a namespace sandbox sees (secrets are absent, not hidden)."""
-    prefix = {sys.base_prefix, sys.prefix, str(Path(sys.executable).resolve().parents[1])}
-    system = ["/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/alternatives"]
-    gpu = ["/usr/local/nvidia", "/usr/local/cuda", "/proc/driver/nvidia", "/sys"] if gpu_devices() else []
-    return [*system, *sorted(prefix), *site_dirs(), *gpu]
+    """The worker's package folders (after its own lib): where torch and its dependency closure live."""
+    return list(view.site_dirs())
 
 
 def gpu_devices() -> list[str]:
     return sorted(p.name for p in Path("/dev").glob("nvidia*") if not p.is_dir())
+
+
+def gpu_env(gpus: list[str], limits: Limits) -> dict[str, str]:
+    """The worker's GPU memory cap (read by ``grader.inside.gpu``): only when a GPU is exposed."""
+    return {"GRADER_GPU_MEMORY_MB": str(limits.memory_mb)} if gpus else {}
+
+
+def gpu_record(gpus: list[str], limits: Limits, cgroup: bool) -> dict[str, Any]:
+    """What the isolation record says about a GPU sandbox, honestly: which limits the kernel enforces.
+
+    CUDA initialisation fails under RLIMIT_AS (4 and 16 GiB measured on an H100), so it is dropped and
+    host memory is held by the cgroup alone (if writable). GPU memory has no kernel-enforced
+    per-process limit without MIG/MPS: the worker sets torch's per-process memory fraction, which
+    student code can raise again.
+    """
+    return {"devices": gpus, "address_space_limit": False, "host_memory": "cgroup" if cgroup else "none",
+            "gpu_memory_mb": limits.memory_mb, "gpu_memory_enforced": False,
+            "gpu_memory_how": "torch.cuda.set_per_process_memory_fraction in the worker (advisory)"}
 
 
 def bwrap_argv(box: Path) -> list[str]:
@@ -155,9 +195,11 @@ def bwrap_argv(box: Path) -> list[str]:
             "--chdir", "/box"]
     for package in INSIDE_PACKAGES:  # only the inside of the wall: never the trusted side of `grader`
         argv += ["--ro-bind", str(LIB_ROOT / "grader" / package), f"/sandbox-lib/grader/{package}"]
-    for path in binds():
-        if os.path.exists(path):
-            argv += ["--ro-bind", path, path]
+    gpu = bool(gpu_devices())
+    argv += [a for path in view.binds(gpu) if os.path.exists(path) for a in ("--ro-bind", path, path)]
+    argv += [a for path in view.masks(gpu) for a in ("--tmpfs", path)]  # empty the package folders ...
+    argv += [a for path in view.packages() for a in ("--ro-bind", path, path)]  # ... then add torch's closure
+    argv += [a for path in view.masks(gpu) for a in ("--remount-ro", path)]
     return argv
 
 

@@ -4,10 +4,14 @@ A fresh, single-threaded, stdlib-only interpreter (never a fork of the torch-lad
 sets up isolation and then ``exec``s the worker (sandbox.md §6.1):
 
 - ``none``: a separate process in a temporary folder (student laptops; no OS isolation);
-- ``process``: plus rlimits (CPU, address space, processes, file size, open files, no core);
+- ``process``: plus rlimits (CPU, address space, processes, file size, open files, no core), a
+  fresh session keyring, ``no_new_privs`` and the seccomp filter (:mod:`grader.sandbox.seccomp`);
 - ``namespace`` (root): mount/net/ipc/uts/pid namespaces, a tmpfs root holding only an allowlist
-  of read-only binds, ``/box`` on tmpfs, cgroup memory/pids when writable, a per-slot uid, a
-  mini-init as pid 1, ``no_new_privs``, then rlimits and exec.
+  of read-only binds (:mod:`grader.sandbox.view`), ``/box`` on tmpfs, cgroup memory/pids when
+  writable, a fresh session keyring, a leased uid, a mini-init as pid 1, ``no_new_privs``, the
+  seccomp filter, then rlimits and exec.
+
+A filter the isolation record promises is installed or the launch fails (exit 125, a set-up failure).
 
 The runner kills the whole sandbox by killing this process's group (``none``/``process``) or the
 namespace's pid 1, whose host pid it reads from the status fd.
@@ -16,6 +20,7 @@ namespace's pid 1, whose host pid it reads from the status fd.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import os
 import resource
@@ -30,6 +35,23 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 INSIDE_PACKAGES = ("inside", "protocol")  # the parts of `grader` a sandbox may see
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.syscall.restype = ctypes.c_long
+KEYCTL_JOIN_SESSION_KEYRING = 1
+SETUP_FAILED = 125
+
+
+def _sibling(name: str):  # noqa: ANN202 - a module
+    """A stdlib-only sibling module: imported normally, or by path when run as ``python -I -S launcher.py``."""
+    if __package__:
+        return importlib.import_module(f"{__package__}.{name}")
+    path = os.path.join(os.path.dirname(__file__), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_sandbox_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+seccomp = _sibling("seccomp")
 
 
 def _check(rc: int, what: str) -> None:
@@ -53,15 +75,37 @@ def bind_ro(src: str, dst: str) -> None:
     mount(None, dst, None, BIND | REMOUNT | RDONLY | NOSUID | NODEV)
 
 
-def set_limits(limits: dict) -> None:
+def set_limits(limits: dict, address_space: bool = True) -> None:
+    """The rlimits; no RLIMIT_AS where a GPU is exposed (CUDA fails to initialise under it; the cgroup holds memory)."""
     mb = 1 << 20
     table = [(resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1),
-             (resource.RLIMIT_AS, limits["memory_mb"] * mb, limits["memory_mb"] * mb),
+             *([(resource.RLIMIT_AS, limits["memory_mb"] * mb, limits["memory_mb"] * mb)] if address_space else []),
              (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
              (resource.RLIMIT_NOFILE, 256, 256), (resource.RLIMIT_CORE, 0, 0),
              (resource.RLIMIT_NPROC, limits["processes"], limits["processes"])]
     for which, soft, hard in table:
         resource.setrlimit(which, (int(soft), int(hard)))
+
+
+def fresh_keyring() -> None:
+    """Join a new, empty session keyring: the grader's own session keys stay out of the sandbox."""
+    nr = seccomp.ARCHES.get(seccomp.machine(), (0, {}))[1].get("keyctl")
+    if nr is None or _libc.syscall(nr, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
+        return
+    err = ctypes.get_errno()
+    if err not in (38, 1):  # ENOSYS / EPERM: no keyrings for us here, so none for the sandbox either
+        raise OSError(err, f"keyctl(JOIN_SESSION_KEYRING): {os.strerror(err)}")
+
+
+def lock_down(cfg: dict) -> None:
+    """After the uid drop: no_new_privs, then the seccomp filter the isolation record promises."""
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    if cfg.get("seccomp"):
+        seccomp.install()
+
+
+def limits_of(cfg: dict) -> None:
+    set_limits(cfg["limits"], cfg.get("address_space_limit", True))
 
 
 def worker_argv(cfg: dict, lib: str) -> list[str]:
@@ -81,9 +125,24 @@ def worker_env(cfg: dict, home: str) -> dict[str, str]:
 def run_plain(cfg: dict) -> None:
     os.chdir(cfg["box"])
     if cfg["mode"] == "process":
-        join_cgroups(cfg)
-        set_limits(cfg["limits"])
+        isolate_process(cfg)
     os.execve(cfg["python"], worker_argv(cfg, cfg["lib"]), worker_env(cfg, cfg["box"]))
+
+
+def isolate_process(cfg: dict) -> None:
+    """The ``process`` backend, in the worker's own process before it becomes the worker."""
+    join_cgroups(cfg)
+    limits_of(cfg)
+    fresh_keyring()
+    if cfg.get("drop_uid"):  # root without namespaces (Gradescope): the student's code still runs unprivileged
+        drop_to(cfg["uid"])
+    lock_down(cfg)
+
+
+def drop_to(uid: int) -> None:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
 
 
 # -- namespace mode ----------------------------------------------------------------------------
@@ -116,6 +175,12 @@ def build_root(cfg: dict, root: str) -> None:
     for path in cfg["binds"]:
         if os.path.exists(path):
             bind_ro(path, root + path)
+    for path in cfg.get("masks", []):  # Python package folders under the binds: emptied ...
+        mount("tmpfs", root + path, "tmpfs", NOSUID | NODEV, "size=64k,nr_inodes=256,mode=755")
+    for path in cfg.get("packages", []):  # ... then only torch and its dependency closure goes back in
+        bind_ro(path, root + path)
+    for path in cfg.get("masks", []):
+        mount(None, root + path, None, REMOUNT | RDONLY | NOSUID | NODEV, "size=64k,nr_inodes=256,mode=755")
     for package in INSIDE_PACKAGES:  # only the inside of the wall: never the trusted side of `grader`
         bind_ro(f"{cfg['lib']}/grader/{package}", f"{root}/sandbox-lib/grader/{package}")
     mount(None, root, None, BIND | REMOUNT | RDONLY | NOSUID | NODEV)
@@ -133,12 +198,10 @@ def pid1(cfg: dict, become_worker: Callable[[], None] | None = None) -> None:
     os.chroot(root)
     os.chdir("/box")
     _libc.sethostname(b"sandbox", 7)
-    set_limits(cfg["limits"])
-    uid = cfg["uid"]
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    limits_of(cfg)
+    fresh_keyring()
+    drop_to(cfg["uid"])
+    lock_down(cfg)  # the mini-init is filtered too; the worker inherits the filter across fork and exec
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     worker = os.fork()
     if worker == 0:
@@ -190,7 +253,7 @@ def run_namespace(cfg: dict, status_fd: int, become_worker: Callable[[], None] |
             pid1(cfg, become_worker)
         except BaseException as exc:  # noqa: BLE001 - report a set-up failure, never run unisolated
             os.write(2, f"sandbox set-up failed: {exc}\n".encode())
-            os._exit(125)
+            os._exit(SETUP_FAILED)
     os.write(status_fd, f"{child}\n".encode())
     if not report_exit:
         os.close(status_fd)
@@ -210,11 +273,15 @@ def main() -> None:
     if cfg["mode"] == "namespace":
         run_namespace(cfg, int(cfg["status_fd"]))
     elif cfg["mode"] == "bwrap":
-        set_limits(cfg["limits"])
+        limits_of(cfg)
         argv = [*cfg["bwrap_argv"], *worker_argv(cfg, "/sandbox-lib")]
         os.execve(argv[0], argv, worker_env(cfg, "/box"))
     else:
-        run_plain(cfg)
+        try:
+            run_plain(cfg)
+        except BaseException as exc:  # noqa: BLE001 - never run with less isolation than recorded
+            os.write(2, f"sandbox set-up failed: {exc}\n".encode())
+            os._exit(SETUP_FAILED)
 
 
 if __name__ == "__main__":

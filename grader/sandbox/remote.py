@@ -1,65 +1,49 @@
 """The ``student`` backend for official grading: every call runs in a sandboxed worker.
 
-Same surface as the in-process backend. A timeout, crash, protocol break or output flood kills
-the worker; the call fails as the student's timeout/crash, the incident is recorded, and the next
-call starts a fresh worker, so the remaining tests still run.
+Same surface as the in-process backend. Outcomes come from what this side observes, never from
+what the worker claims (:mod:`grader.sandbox.replies`):
+
+- a per-test limit counts the sandbox's CPU seconds (:mod:`grader.sandbox.cputime`), with a wall-clock
+  backstop of ``WALL_FACTOR`` × the limit + ``WALL_SLACK_S``; a timeout is retried once on a fresh
+  worker (the test's earlier requests replayed, :mod:`grader.sandbox.history`) before it counts, and
+  after ``MAX_TIMEOUTS`` counted timeouts an exercise's remaining tests fail without running;
+- a crash or output flood fails the call as the student's; the next call starts a fresh worker;
+- a protocol violation (a malformed or unasked-for frame, a reply of the wrong shape) fails the
+  call and every remaining test of its exercise;
+- a worker that cannot start is never the student's fault (no student code runs before its
+  "loaded" frame; a module that kills the worker while it is imported does so inside a call): it
+  is retried once the previous sandbox's processes are gone, then :class:`GraderFault`, kept in
+  ``grader_fault`` so that ``grade()`` turns the scorecard into an error card.
+
+Every incident is recorded for the scorecard.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from grader import safetext
+from grader.protocol import errors, wire
+from grader.sandbox import memwatch, replies
 from grader.sandbox.channel import Channel, ChannelError
+from grader.sandbox.drain import wait_drained
+from grader.sandbox.history import History
 from grader.sandbox.isolation import LaunchSpec
+from grader.sandbox.warm import STARTUP_TIMEOUT, WarmChannel, expect_message
 from grader.sandbox.zygote_client import FORKABLE, Zygote
-from grader.protocol import errors
 
-STARTUP_TIMEOUT = 120.0
+__all__ = ["GraderFault", "SandboxBackend", "WarmChannel"]
+START_ATTEMPTS = 3
+START_BACKOFF_S = 2.0
 MAX_TIMEOUTS = 2
+WALL_FACTOR, WALL_SLACK_S = 3.0, 5.0
 
 
-class WarmChannel:
-    """A worker started before its submission is known: it imports torch, then waits for its setup frame.
-
-    The worker is untrusted from its first instruction and holds nothing secret, so starting it early
-    is safe; its own empty box receives the submission's files through the setup frame. A backend
-    ``take()``s it at most once; whoever made it calls ``discard()`` afterwards (kills it if unused).
-    """
-
-    def __init__(self, spec: LaunchSpec) -> None:
-        self.spec = spec
-        self.box = Path(tempfile.mkdtemp(prefix="grader-warm-"))
-        self.box.chmod(0o755)
-        self.started = time.monotonic()
-        self.taken = False
-        self.ready = False  # the worker's "ready" frame (torch imported) was already read
-        self.channel = Channel(spec, self.box)
-
-    def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> bool:
-        """Block until the worker has imported torch; False if it died or took too long (then unusable)."""
-        if not self.ready and not self.taken:
-            try:
-                _expect(self.channel.receive(timeout), "ready")
-                self.ready = True
-            except ChannelError:
-                self.discard()
-        return self.ready
-
-    def take(self) -> Channel | None:
-        if self.taken:
-            return None
-        self.taken = True
-        return self.channel
-
-    def discard(self) -> None:
-        if not self.taken:
-            self.taken = True
-            self.channel.kill()
-        shutil.rmtree(self.box, ignore_errors=True)
+class GraderFault(RuntimeError):
+    """The grader could not run a test (no worker would start, a request would not encode): the
+    scorecard becomes ``status: error`` (kind ``grader``), which a batch rerun grades again."""
 
 
 class SandboxBackend:
@@ -74,21 +58,31 @@ class SandboxBackend:
         self.time_limits = time_limits
         self.budget_end = time.monotonic() + budget_s
         self.channel: Channel | None = None
-        self.test_end = self.budget_end
+        self.test_end = self.budget_end  # the wall-clock backstop of the current test
+        self.test_limit, self.cpu_used, self.retried = 30.0, 0.0, False
         self.current_test = ""
         self.incidents: list[dict[str, str]] = []
         self.starts = 0
         self.output = {"stdout": 0, "stderr": 0}
         self.output_total = 0
         self.timeouts: dict[str, int] = {}
+        self.poisoned: set[str] = set()  # exercises whose worker broke the protocol
         self.current_exercise = ""
+        self.grader_fault: GraderFault | None = None
+        self.history = History()
+        self._groups: list[str] = []  # the cgroups of the last sandbox killed
 
     # -- the plugin tells us which test runs, so its exercise's time limit applies -------------
     def begin_test(self, nodeid: str, exercise: str | None) -> None:
         self.current_test, self.current_exercise = nodeid, exercise or ""
-        self.test_end = min(self.budget_end, time.monotonic() + self.time_limits.get(exercise or "", 30.0))
-        if self.timeouts.get(self.current_exercise, 0) >= MAX_TIMEOUTS:
-            self.test_end = time.monotonic()  # a hanging exercise is not re-run test after test
+        self.test_limit = self.time_limits.get(exercise or "", 30.0)
+        self.retried = False
+        self.history.reset()
+        self._new_attempt()
+
+    def _new_attempt(self) -> None:
+        self.cpu_used = 0.0
+        self.test_end = min(self.budget_end, time.monotonic() + WALL_FACTOR * self.test_limit + WALL_SLACK_S)
 
     # -- Backend protocol ---------------------------------------------------------------------
     def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
@@ -100,9 +94,28 @@ class SandboxBackend:
                              method)
 
     def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]:
-        value, stats = self._request({"op": "measure", "module": module, "name": name, "args": args,
-                                      "kwargs": kwargs}, f"{module}.{name}")
-        return value, {str(k): float(v) for k, v in dict(stats).items() if type(v) in (int, float)}
+        """The call's value and figures: the worker's own (advisory) and ``max_memory_bytes``, read from
+        the sandbox's memory cgroup on this side, where the student cannot switch it off (absent without one)."""
+        watch = self._memory_watch()
+        try:
+            value, stats = self._request({"op": "measure", "module": module, "name": name, "args": args,
+                                          "kwargs": kwargs}, f"{module}.{name}")
+        except BaseException:
+            if watch is not None:
+                watch.close()
+            raise
+        figures = {str(k): float(v) for k, v in dict(stats).items()
+                   if type(v) in (int, float) and k != "max_memory_bytes"}  # only this side may say that one
+        outside = watch.delta() if watch is not None else None
+        if outside is not None:
+            figures["max_memory_bytes"] = float(outside)
+        return value, figures
+
+    def _memory_watch(self) -> memwatch.MemoryWatch | None:
+        """Start the worker if needed, then reset its memory cgroup's peak (None: no cgroup to read)."""
+        if self.test_end - time.monotonic() <= 0:
+            return None  # _request refuses the call anyway
+        return memwatch.start(self._ensure().memory_cgroup())  # a failed start raises as _request would
 
     def release(self, handle: int) -> None:
         if self.channel is not None:
@@ -119,43 +132,103 @@ class SandboxBackend:
 
     # -- internals ----------------------------------------------------------------------------
     def _request(self, request: dict, where: str) -> Any:
-        if self.test_end - time.monotonic() <= 0:
-            why = (f"{MAX_TIMEOUTS} earlier tests of this exercise timed out"
-                   if self.timeouts.get(self.current_exercise, 0) >= MAX_TIMEOUTS else "test limit or submission budget used up")
-            raise errors.StudentTimeout(f"{where}: not run ({why})")
+        self._refuse(where)
+        try:
+            key, body = self._exchange(self.history.to_worker(request))
+        except ChannelError as exc:
+            if exc.kind != "timeout" or not self._may_retry():
+                raise self._incident(exc, where) from None
+            key, body = self._retry(request, where, exc)
+        return replies.unwrap(key, self.history.record(request, key, body))
+
+    def _refuse(self, where: str) -> None:
+        """Raise instead of running: a grader fault, a broken exercise, or no time left."""
+        if self.grader_fault is not None:
+            raise GraderFault(str(self.grader_fault))
+        if self.current_exercise in self.poisoned:
+            raise errors.StudentCrash(f"{where}: not run (the worker broke the protocol earlier in this exercise)",
+                                      exc_type="WorkerProtocol")
+        if self.timeouts.get(self.current_exercise, 0) >= MAX_TIMEOUTS:
+            raise errors.StudentTimeout(f"{where}: not run ({MAX_TIMEOUTS} earlier tests of this exercise timed out)")
+        if self.test_end - time.monotonic() <= 0 or self.cpu_used >= self.test_limit:
+            raise errors.StudentTimeout(f"{where}: not run (test limit or submission budget used up)")
+
+    def _exchange(self, request: dict) -> tuple[str, Any]:
+        """Send one request, wait for its reply under the test's CPU and wall limits, check its shape."""
         channel = self._ensure()
+        cpu0 = channel.cpu_seconds()
         try:
             channel.send(request)
-            reply = channel.receive(self.test_end - time.monotonic())
+        except wire.WireError as exc:  # the request came from a test: encoding it is our job
+            raise self._fault(f"a request to the worker could not be encoded: {exc}") from None
+        reply = channel.receive(self.test_end - time.monotonic(), cpu_until=cpu0 + self.test_limit - self.cpu_used)
+        self.cpu_used += channel.cpu_seconds() - cpu0
+        return replies.check(reply, request.get("op"))
+
+    def _may_retry(self) -> bool:
+        """One retry per test, and only while this exercise has no counted timeout (a real hang is known)."""
+        return not self.retried and not self.timeouts.get(self.current_exercise) and self.budget_end > time.monotonic()
+
+    def _retry(self, request: dict, where: str, first: ChannelError) -> tuple[str, Any]:
+        """Run the timed-out request again on a fresh worker, after replaying the test's earlier ones."""
+        self.retried = True
+        self._drop(first, where, " (retried once on a fresh worker)")
+        self._new_attempt()
+        try:
+            self.history.replay(self._exchange)
+            return self._exchange(self.history.to_worker(request))
         except ChannelError as exc:
             raise self._incident(exc, where) from None
-        return _unwrap(reply, where)
 
     def _ensure(self) -> Channel:
+        if self.grader_fault is not None:
+            raise GraderFault(str(self.grader_fault))
         if self.channel is None:
-            self.starts += 1
             t0 = time.monotonic()
-            ready = self.warm is not None and self.warm.ready and not self.warm.taken
-            channel, box, files = self._warm_channel() or (Channel(self.spec, self.box, self.zygote), self.box, None)
-            self.forked += channel.forked
-            try:
-                if not (ready and files is not None):
-                    _expect(channel.receive(STARTUP_TIMEOUT), "ready")
-                root = "/box" if self.spec.backend in ("namespace", "bwrap") else str(box)
-                setup: dict[str, Any] = {"root": root, "bans": {k: list(v) for k, v in self.bans.items()},
-                                         "single_module": self.single_module}
-                if files is not None:
-                    setup["files"] = files
-                channel.send(setup)
-                _expect(channel.receive(STARTUP_TIMEOUT), "loaded")
-                if self.startup_wait_s is None:
-                    self.startup_wait_s = round(time.monotonic() - t0, 4)
-            except ChannelError as exc:
-                self._collect_output(channel)
-                channel.kill()
-                raise errors.StudentCrash(f"the sandboxed worker could not start: {exc}") from None
-            self.channel = channel
+            self.channel = self._start()
+            # starting a worker is not the test's time: its wall-clock backstop moves on by as much
+            self.test_end = min(self.budget_end, self.test_end + time.monotonic() - t0)
         return self.channel
+
+    def _start(self) -> Channel:
+        """A ready worker: a failed start is retried on a fresh one once the last sandbox is gone."""
+        problems: list[str] = []
+        for attempt in range(START_ATTEMPTS):
+            time.sleep(START_BACKOFF_S * attempt)  # what held it (a uid's process count, memory) may need a moment
+            if not wait_drained(self._groups):
+                problems.append("the previous sandbox's processes did not go away")
+                continue
+            try:  # the last attempt is a cold start, in case the zygote is what fails
+                return self._start_once(self.zygote if attempt < START_ATTEMPTS - 1 else None)
+            except (ChannelError, OSError) as exc:  # OSError: no process could be made (EAGAIN, ENOMEM)
+                problems.append(str(exc))
+        raise self._fault(f"the sandboxed worker could not start ({START_ATTEMPTS} attempts): " + "; ".join(problems))
+
+    def _start_once(self, zygote: Zygote | None) -> Channel:
+        self.starts += 1
+        t0 = time.monotonic()
+        ready = self.warm is not None and self.warm.ready and not self.warm.taken
+        channel, box, files = self._warm_channel() or (Channel(self.spec, self.box, zygote), self.box, None)
+        self.forked += channel.forked
+        try:
+            if not (ready and files is not None):
+                expect_message(channel.receive(STARTUP_TIMEOUT), "ready")
+            root = "/box" if self.spec.backend in ("namespace", "bwrap") else str(box)
+            setup: dict[str, Any] = {"root": root, "bans": {k: list(v) for k, v in self.bans.items()},
+                                     "single_module": self.single_module}
+            if files is not None:
+                setup["files"] = files
+            channel.send(setup)
+            expect_message(channel.receive(STARTUP_TIMEOUT), "loaded")
+        except (ChannelError, wire.WireError) as exc:
+            said = safetext.text(bytes(channel.output["stderr"][-300:]), 300).strip()
+            self._collect_output(channel)
+            channel.kill()
+            self._groups = channel.cgroups
+            raise ChannelError("startup", f"{exc}" + (f" (it said: {said})" if said else "")) from None
+        if self.startup_wait_s is None:
+            self.startup_wait_s = round(time.monotonic() - t0, 4)
+        return channel
 
     def _warm_channel(self) -> tuple[Channel, Path, dict[str, str]] | None:
         """The pre-started worker with this submission's files for its setup frame (first start only)."""
@@ -171,36 +244,33 @@ class SandboxBackend:
         channel = self.warm.take()
         return (channel, self.warm.box, files) if channel is not None else None
 
+    def _fault(self, message: str) -> GraderFault:
+        """Record the first grader fault (``grade()`` reads ``grader_fault``) and return one to raise."""
+        if self.grader_fault is None:
+            self.grader_fault = GraderFault(message)
+        return GraderFault(str(self.grader_fault))
+
+    def _drop(self, exc: ChannelError, where: str, note: str = "") -> None:
+        """Kill the current worker and record why (the next call starts a fresh one)."""
+        channel, self.channel = self.channel, None
+        if channel is not None:
+            self._collect_output(channel)
+            channel.kill()
+            self._groups = channel.cgroups
+        self.incidents.append({"kind": exc.kind, "test": self.current_test, "message": f"{where}: {exc}{note}"})
+
     def _incident(self, exc: ChannelError, where: str) -> errors.StudentError:
-        assert self.channel is not None
-        self._collect_output(self.channel)
-        self.channel.kill()
-        self.channel = None  # the next call starts a fresh worker; old handles are gone with it
-        self.incidents.append({"kind": exc.kind, "test": self.current_test, "message": f"{where}: {exc}"})
+        self._drop(exc, where)
+        self.history.lost()  # old handles are gone with the worker
         if exc.kind == "timeout":
             self.timeouts[self.current_exercise] = self.timeouts.get(self.current_exercise, 0) + 1
-            return errors.StudentTimeout(f"{where} ran past its time limit ({exc}); the worker was stopped")
+            return errors.StudentTimeout(f"{where} ran past its time limit ({self.test_limit:g} s of CPU time "
+                                         f"per test; {exc}); the worker was stopped")
+        if exc.kind == "protocol":
+            self.poisoned.add(self.current_exercise)
         return errors.StudentCrash(f"{where}: {exc}", exc_type=f"Worker{exc.kind.title()}")
 
     def _collect_output(self, channel: Channel) -> None:
         for name, kept in channel.output.items():
             self.output[name] += len(kept)
         self.output_total += channel.output_total
-
-
-def _expect(reply: Any, key: str) -> None:
-    if type(reply) is not dict or reply.get(key) is not True:
-        raise ChannelError("protocol", f"expected a {key!r} message from the worker")
-
-
-def _unwrap(reply: Any, where: str) -> Any:
-    if type(reply) is not dict or len(reply) != 1:
-        raise errors.StudentCrash(f"{where}: malformed reply from the worker", exc_type="WorkerProtocol")
-    ((key, body),) = reply.items()
-    if key == "ok":
-        return body
-    if key == "error" and type(body) is dict:
-        raise errors.from_plain(body)
-    if key == "api_error":
-        raise errors.StudentAPIError(str(body)[:2000])
-    raise errors.StudentCrash(f"{where}: malformed reply from the worker", exc_type="WorkerProtocol")

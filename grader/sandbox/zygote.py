@@ -9,8 +9,8 @@ What keeps this safe:
 - it is exec'd fresh (never a fork of the runner) and loads only torch and the worker's own modules,
   so nothing secret (tests, references, the grading seed) is in the memory a worker inherits;
 - it never runs student code; each request forks a child that isolates itself exactly as the
-  launcher does (the namespace allowlist root, slot uid, rlimits, cgroups) before the worker
-  loads the submission;
+  launcher does, through the launcher's own code (the namespace allowlist root, leased uid, rlimits,
+  cgroups, fresh keyring, seccomp filter) before the worker loads the submission;
 - it stays at one torch thread and never touches CUDA: a process that has run a parallel OpenMP
   op or initialised CUDA cannot fork usable children (sandbox.md §3.3, the "OpenMP fork trap").
 
@@ -31,6 +31,8 @@ import socket
 import sys
 
 FDS = ("requests", "responses", "stdout", "stderr", "status")
+PR_SET_CHILD_SUBREAPER = 36
+REAP_EVERY_S = 0.2
 
 
 def main() -> int:
@@ -39,12 +41,15 @@ def main() -> int:
     from grader.sandbox import launcher
 
     launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the slot dies: so do we
+    # a killed proxy orphans its namespace's pid 1: reap it here, not by a host init that may take seconds,
+    # since a zombie still counts against its (leased) uid's processes
+    launcher._libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=int(config["control_fd"]))
     _warm_up()
     control.sendall(json.dumps({"ready": True, "tasks": len(os.listdir("/proc/self/task"))}).encode() + b"\n")
     while True:
         _reap()
-        readable, _, _ = select.select([control], [], [], 1.0)
+        readable, _, _ = select.select([control], [], [], REAP_EVERY_S)
         if not readable:
             continue
         message, fds, _, _ = socket.recv_fds(control, 1 << 16, len(FDS))
@@ -73,7 +78,7 @@ def _warm_up() -> None:
 
     from grader.protocol import wire
     from grader.inside import worker  # noqa: F401 - imported here so that children inherit them
-    from grader.inside import executor, peak  # noqa: F401
+    from grader.inside import executor, gpu, peak  # noqa: F401
 
     x = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
     with peak.PeakStorage():
@@ -125,12 +130,15 @@ def _run_plain(cfg: dict, status_fd: int) -> None:
 
     child = os.fork()
     if child == 0:
-        launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        os.close(status_fd)
-        os.chdir(cfg["box"])
-        if cfg["mode"] == "process":
-            launcher.join_cgroups(cfg)
-            launcher.set_limits(cfg["limits"])
+        try:
+            launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            os.close(status_fd)
+            os.chdir(cfg["box"])
+            if cfg["mode"] == "process":
+                launcher.isolate_process(cfg)  # cgroups, rlimits, keyring, no_new_privs, seccomp
+        except BaseException as exc:  # noqa: BLE001 - never run with less isolation than recorded
+            _say(2, f"sandbox set-up failed: {exc}\n")
+            os._exit(launcher.SETUP_FAILED)
         _become_worker(cfg, cfg["lib"], cfg["box"])
     for fd in (0, 1, 2, 3):
         os.close(fd)

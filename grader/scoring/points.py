@@ -1,4 +1,7 @@
-"""Sum per-test results into per-exercise scores (CUDA tests that could not run are left out)."""
+"""Sum per-test results into per-exercise scores (CUDA tests that could not run are left out).
+
+An exercise whose code has an integrity finding keeps its tests but not its points (:func:`withhold`).
+"""
 
 from __future__ import annotations
 
@@ -16,11 +19,17 @@ class ExerciseScore:
     score: float = 0.0
     max_score: float = 0.0
     tests: list[TestResult] = field(default_factory=list)
+    withheld: str | None = None  # why the points were withheld (an integrity finding), if they were
 
 
 def counts_toward_max(result: TestResult, *, require_cuda: bool) -> bool:
     """A CUDA test skipped for want of a device is listed but not counted, unless CUDA is required."""
     return not (result.cuda and result.outcome == "skipped" and not require_cuda)
+
+
+def withhold(score: ExerciseScore, reason: str) -> None:
+    """Keep the tests (they are shown) but not the points: see :mod:`grader.scoring.withhold`."""
+    score.score, score.withheld = 0.0, reason
 
 
 def exercise_scores(results: Iterable[TestResult], assignment: Assignment, *,

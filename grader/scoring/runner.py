@@ -50,8 +50,13 @@ class _QuickReports:
 
 def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int = 0,
                backend_factory: Callable[[], Any] | None = None, select: str | None = None,
-               quiet: bool = True, extra_args: Sequence[str] = ()) -> tuple[list[TestResult], int]:
-    """Run ``files`` against one submission; return (results in collection order, pytest exit code)."""
+               quiet: bool = True, extra_args: Sequence[str] = (),
+               manifest_path: Path | None = None) -> tuple[list[TestResult], int]:
+    """Run ``files`` against one submission; return (results in collection order, pytest exit code).
+
+    ``manifest_path`` is the assignments.json the suites read bans from, and beside which the
+    ``reference`` fixture finds ``solutions/`` (default: this checkout's).
+    """
     collector = ResultCollector()
     plugins: list[Any] = [collector, _QuickReports()]
     if backend_factory is not None:
@@ -61,7 +66,7 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
             "-p", "no:unraisableexception",
             "--noconftest", "-c", os.devnull, "--rootdir", str(SUITES_ROOT), "--import-mode=importlib",
             "--grading-seed", str(seed), "--strict-markers", "-W", "ignore::DeprecationWarning",
-            "--manifest", str(SUITES_ROOT / "assignments.json"), *extra_args]
+            "--manifest", str(manifest_path or SUITES_ROOT / "assignments.json"), *extra_args]
     if student is not None:
         args += ["--student", str(student)]
     if select:

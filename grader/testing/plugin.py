@@ -101,8 +101,12 @@ def student(_student_backend: Backend, request: pytest.FixtureRequest) -> Iterat
 
 
 @pytest.fixture(scope="session")
-def reference() -> Any:
-    """The trusted reference solutions: ``reference.<module>.<name>``."""
+def reference(pytestconfig: pytest.Config) -> Any:
+    """The trusted reference solutions: ``reference.<module>.<name>``, from ``solutions/`` beside the manifest."""
+    from grader import manifest, references
+
+    path = pytestconfig.getoption("manifest")
+    references.solutions_package((Path(path) if path else manifest.DEFAULT_MANIFEST).parent)
     return _Reference()
 
 

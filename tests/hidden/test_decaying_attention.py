@@ -14,6 +14,8 @@ from grader.testing.checks import expect, expect_shape, expect_tensor, fail
 
 pytestmark = pytest.mark.exercise("decaying_attention")
 
+NAIVE_HINT = "subtract the row max before exp (or call torch.softmax): exp overflows to inf above 88.7 in float32"
+
 
 def pair(student, reference, C: int, H: int, gamma: torch.Tensor | None = None):
     """A reference module and a student module with the same parameters; gamma distinct per head by default."""
@@ -71,7 +73,7 @@ def test_matches_sdpa_with_per_head_distance_bias(student, reference, gen, B, L,
 
 
 @pytest.mark.points(1)
-def test_fresh_module_has_the_notebooks_parameters(student):
+def test_fresh_module_has_the_notebooks_parameters(student, gen):
     h = student.decaying_attention.DecayingAttention(12, 3)
     p = h.named_parameters()
     expect("gamma" in p, f"DecayingAttention parameters: got {sorted(p)}, expected a parameter named gamma",
@@ -79,6 +81,8 @@ def test_fresh_module_has_the_notebooks_parameters(student):
     expect_tensor(p["gamma"], torch.ones(3, 1, 1), what="gamma of a fresh DecayingAttention(12, 3)")
     expect_shape(p.get("qkv.weight"), (36, 12), what="qkv.weight", hint="nn.Linear(embed_dim, 3 * embed_dim)")
     expect_shape(p.get("qkv.bias"), (36,), what="qkv.bias", hint="the qkv projection has a bias")
+    x = torch.randn(2, 5, 12, generator=gen)  # the parameters it reports must be the ones it computes with
+    expect_tensor(h(x), sdpa_oracle(p, x, 3), what="a fresh DecayingAttention(12, 3) with its own parameters")
 
 
 @pytest.mark.points(1)
@@ -99,12 +103,16 @@ def test_each_head_uses_its_own_gamma(student, reference, gen):
 @pytest.mark.points(0.75)
 def test_huge_gamma_makes_every_token_attend_to_itself(student, reference, gen):
     B, L, C, H = 2, 7, 12, 3
-    ref, h = pair(student, reference, C, H, gamma=torch.full((H,), 80.0))
+    ref, h = pair(student, reference, C, H, gamma=torch.tensor([80.0, 80.0, 0.5]))
     x = torch.randn(B, L, C, generator=gen)
     _, _, v = split(params_of(ref), x, H)
-    expect_tensor(h(x), v.transpose(1, 2).reshape(B, L, C), what="output with gamma = 80 in every head",
+    out = h(x)
+    expect_shape(out, (B, L, C), what="DecayingAttention output")
+    expect_tensor(out[..., :8], v[:, :2].transpose(1, 2).reshape(B, L, 8), what="heads 0-1 (gamma = 80)",
                   atol=1e-4, hint="-gamma * |i - j| must push every other token's weight to 0: a positive or "
                                   "signed bias sends the weight to the far end instead")
+    # head 2 (gamma = 0.5) is ordinary attention: returning the values alone is not attending
+    expect_tensor(out[..., 8:], sdpa_oracle(params_of(ref), x, H)[..., 8:], what="head 2 (gamma = 0.5)")
 
 
 @pytest.mark.points(0.75)
@@ -122,15 +130,15 @@ def test_zero_gamma_is_plain_attention_without_a_mask(student, reference, gen):
 
 @pytest.mark.points(0.5)
 def test_batch_items_are_independent(student, reference, gen):
-    _, h = pair(student, reference, 8, 2)
+    ref, h = pair(student, reference, 8, 2)
     x = torch.randn(3, 5, 8, generator=gen)
     out = h(x)
-    expect_shape(out, (3, 5, 8), what="DecayingAttention output")
+    expect_tensor(out, sdpa_oracle(params_of(ref), x, 2), what="DecayingAttention(8, 2) on a batch of 3")
     for b in range(3):
         expect_tensor(out[b:b + 1], h(x[b:b + 1]), what=f"item {b} of a batch vs the same item alone")
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_float64_gradients_match_reference_including_gamma(student, reference, gen):
     B, L, C, H = 2, 5, 8, 2
     ref, h = pair(student, reference, C, H)
@@ -185,3 +193,12 @@ def test_alibi_slopes_match_the_formula_for_1_to_16_heads(student):
         expect_tensor(student.decaying_attention.alibi_slopes(n), expected, what=f"alibi_slopes({n})",
                       hint="a power of two n: 2 ** (-8h/n); otherwise c = 2 ** floor(log2(n)) slopes of "
                            "alibi_slopes(c), then alibi_slopes(2c)[0::2][:n - c], in that order")
+
+
+@pytest.mark.points(0.5)
+def test_large_inputs_do_not_overflow(student, reference, gen):
+    ref, h = pair(student, reference, 8, 2)
+    x = torch.randn(2, 6, 8, generator=gen) * 30  # scores in the hundreds: exp overflows float32
+    p64 = {k: v.double() for k, v in params_of(ref).items()}
+    expect_tensor(h(x), sdpa_oracle(p64, x.double(), 2).float(), what="DecayingAttention on x * 30", atol=1e-3,
+                  rtol=1e-3, hint=NAIVE_HINT)

@@ -11,6 +11,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
 from grader.testing.checks import expect, expect_finite, expect_tensor
+from grader.testing.oracles import expect_dropout_on_weights
 
 pytestmark = pytest.mark.exercise("efficient_attention")
 
@@ -116,24 +117,19 @@ def test_sdpa_eval_mode_has_no_dropout(student, gen):
     expect_tensor(b, a, what="two calls with training=False", hint=hint)
 
 
-@pytest.mark.points(0.75)
-def test_sdpa_training_mode_drops_about_half_of_the_weights(student, gen):
+@pytest.mark.points(0.375)
+@pytest.mark.parametrize("p", [0.1, 0.3])  # not 0.5 alone: there p == 1 - p, so passing 1 - p would pass
+def test_sdpa_training_mode_drops_a_fraction_p_of_the_weights(student, gen, p):
     L = S = 32
-    q = torch.randn(1, 1, L, 8, generator=gen) * 0.5
-    k = torch.randn(1, 1, S, 8, generator=gen) * 0.5
-    eye = torch.eye(S).expand(1, 1, S, S)  # value = identity: the output IS the (dropped-out) weight matrix
-    weights = hand_attention(q, k, eye)
-    a = student.efficient_attention.sdpa_attention(q, k, eye, dropout_p=0.5, training=True)
-    b = student.efficient_attention.sdpa_attention(q, k, eye, dropout_p=0.5, training=True)
-    expect(not torch.equal(a, b), "two calls with dropout_p=0.5, training=True gave identical outputs",
+    q = torch.randn(2, 2, L, 8, generator=gen) * 0.5
+    k = torch.randn(2, 2, S, 8, generator=gen) * 0.5
+    v = torch.randn(2, 2, S, 64, generator=gen)  # Ev = 2 S: the value rows are independent, well-conditioned
+    weights = torch.softmax(q.double() @ k.double().transpose(-2, -1) / math.sqrt(8), dim=-1)
+    a = student.efficient_attention.sdpa_attention(q, k, v, dropout_p=p, training=True)
+    b = student.efficient_attention.sdpa_attention(q, k, v, dropout_p=p, training=True)
+    expect(not torch.equal(a, b), f"two calls with dropout_p={p}, training=True gave identical outputs",
            hint="in training mode pass dropout_p to SDPA")
-    for got in (a, b):
-        zero = float((got == 0).double().mean())
-        expect(0.35 < zero < 0.65, f"with dropout_p=0.5 and value = I, got {zero:.2f} of the weights exactly 0, "
-               "expected about 0.5", hint="dropout acts on the attention weights with probability dropout_p")
-        kept = got != 0
-        expect_tensor(got[kept], weights[kept] * 2.0, what="surviving weights (value = identity)",
-                      hint="survivors are scaled by 1 / (1 - p) = 2")
+    expect_dropout_on_weights(a, weights, v, p, what=f"sdpa_attention(..., dropout_p={p}, training=True)", tol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------- flash_attention
@@ -214,19 +210,31 @@ def test_flash_output_lies_between_the_value_extremes(student, gen):
     inside = bool(((got >= lo) & (got <= hi)).all())
     expect(inside, "some output lies outside [min V, max V] of its column: the tile weights no longer sum to 1",
            hint="each output row is a convex combination of value rows: rescale both l and O by alpha")
+    # any average of the values (zeros, a mean over keys) lies inside too: the values decide
+    expect_tensor(got, hand_attention(q, k, v, bottom_right(16, 23)), what="flash_attention(L=16, S=23, "
+                  "is_causal=True, block_size=5)", hint="rescale both l and O by alpha = exp(m_old - m_new)")
 
 
 @pytest.mark.points(1)
 def test_flash_never_materialises_the_score_matrix(student, gen):
-    L = S = 1024
+    L = S = 4096  # the full float32 score matrix is 64 MiB, one (L, 64) tile 1 MiB
     q, k, v = qkv(gen, B=1, H=1, L=L, S=S, E=16, Ev=16)
     got, stats = student.efficient_attention.flash_attention.measure(q, k, v, block_size=64)
-    expect_tensor(got, sdpa_math(q, k, v), what="flash_attention(L=S=1024, E=16, block_size=64)")
+    expect_tensor(got, sdpa_math(q, k, v), what=f"flash_attention(L=S={L}, E=16, block_size=64)")
     full = L * S * 4
-    expect(stats["max_tensor_bytes"] < full / 4,
+    hint = "work one (L, block_size) tile of scores at a time; never build q @ k^T for all keys"
+    # the worker's own figure (a dispatch mode) sees a big tensor even in a buffer allocated beforehand
+    expect(stats["max_tensor_bytes"] < full // 4,
            f"the largest tensor made during flash_attention had {stats['max_tensor_bytes']:.0f} bytes, expected "
-           f"below {full // 4} (the full {L} x {S} float32 score matrix has {full})",
-           hint="work one (L, block_size) tile of scores at a time; never build q @ k^T for all keys")
+           f"below {full // 4} (the full {L} x {S} float32 score matrix has {full})", hint=hint)
+    # the sandbox's memory cgroup, read by the grader outside the worker: student code cannot switch it off.
+    # A tiled pass adds at most ~16 MiB there (allocator and first-call noise), the full matrix >= 64 MiB.
+    # Without a cgroup (student laptops) only the figure above is checked; the scorecard's
+    # isolation.memory_figure says which.
+    outside = stats.get("max_memory_bytes")
+    expect(outside is None or outside < full // 2,
+           f"the sandbox's memory grew by {outside or 0:.0f} bytes during flash_attention, expected below "
+           f"{full // 2} (the full {L} x {S} float32 score matrix has {full})", hint=hint)
 
 
 # ---------------------------------------------------------------------------------------------- CUDA (extra)

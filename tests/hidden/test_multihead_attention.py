@@ -10,10 +10,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from grader.student.errors import StudentError
+from grader.protocol.errors import StudentError
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
+from grader.testing.oracles import expect_dropout_on_weights
 
 pytestmark = pytest.mark.exercise("multihead_attention")
+
+NAIVE_HINT = "subtract the row max before exp (or call torch.softmax): exp overflows to inf above 88.7 in float32"
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
@@ -81,16 +84,46 @@ def heads_oracle(x: torch.Tensor, heads: list[nn.Module]) -> torch.Tensor:
         return torch.cat([head(x) for head in heads], dim=-1)
 
 
+def wrapper_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: int) -> torch.Tensor:
+    """Causal SDPA (math backend) per head from the wrapper's parameters `heads.<i>.W_*`, concatenated."""
+    outs = []
+    for i in range(num_heads):
+        q, k, v = (F.linear(x, p[f"heads.{i}.{n}.weight"], p.get(f"heads.{i}.{n}.bias")) for n in PROJECTIONS)
+        with sdpa_kernel(SDPBackend.MATH):
+            outs.append(F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    return torch.cat(outs, dim=-1)
+
+
+def own_params(params: dict[str, torch.Tensor], names: list[str], hint: str) -> dict[str, torch.Tensor]:
+    """A student module's own parameters, after checking that the expected names are there."""
+    missing = [n for n in names if n not in params]
+    if missing:
+        fail(f"named_parameters(): your module has no {missing[:6]} (it has {sorted(params)[:6]})", hint)
+    return params
+
+
+def wrapper_expected(h, x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """What the wrapper ``h`` must return for ``x`` with the parameters it reports (no bias)."""
+    names = [f"heads.{i}.{n}.weight" for i in range(num_heads) for n in PROJECTIONS]
+    return wrapper_oracle(x, own_params(h.named_parameters(), names, HEADS_NAMES), num_heads)
+
+
+FUSED_PARAMS = [f"{n}.weight" for n in PROJECTIONS] + ["out_proj.weight", "out_proj.bias"]
+
+
 # ----------------------------------------------------------------------------------------------- the wrapper
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.5)
 def test_wrapper_output_has_num_heads_times_d_out_features(student, gen):
     h = student.multihead_attention.MultiHeadAttentionWrapper(6, 4, 7, 0.0, num_heads=3)
     h.eval()
     x = torch.randn(2, 5, 6, generator=gen)
-    expect_shape(h(x), (2, 5, 12), what="MultiHeadAttentionWrapper(d_in=6, d_out=4, num_heads=3)(x of shape (2, 5, 6))",
+    out = h(x)
+    what = "MultiHeadAttentionWrapper(d_in=6, d_out=4, num_heads=3)(x of shape (2, 5, 6))"
+    expect_shape(out, (2, 5, 12), what=what,
                  hint="every head is CausalAttention(d_in, d_out, ...) (not d_out // num_heads); concatenating 3 "
                       "heads on the last dim gives 3 * d_out features")
+    expect_tensor(out, wrapper_expected(h, x, 3), what=what)
 
 
 WRAPPER_SHAPES = [  # (B, T, ctx, d_in, d_out, H, bias)
@@ -113,12 +146,15 @@ def test_wrapper_matches_concatenated_reference_heads(student, reference, gen, B
 
 
 @pytest.mark.points(0.5)
-def test_wrapper_parameters_are_per_head(student):
+def test_wrapper_parameters_are_per_head(student, gen):
     h = student.multihead_attention.MultiHeadAttentionWrapper(5, 3, 6, 0.0, num_heads=4, qkv_bias=True)
     names = sorted(h.named_parameters())
     expected = sorted(f"heads.{i}.{n}.{kind}" for i in range(4) for n in PROJECTIONS for kind in ("weight", "bias"))
     expect(names == expected, f"named_parameters(): got {names[:8]}{' …' if len(names) > 8 else ''}, "
                               f"expected {expected[:8]} … ({len(expected)} in all)", HEADS_NAMES)
+    x = torch.randn(2, 5, 5, generator=gen)  # the parameters it reports must be the ones it computes with
+    h.eval()
+    expect_tensor(h(x), wrapper_oracle(x, h.named_parameters(), 4), what="wrapper output with its own parameters")
 
 
 @pytest.mark.points(0.5)
@@ -131,6 +167,7 @@ def test_wrapper_is_causal(student, gen):
     changed[:, t:] += 10.0 * torch.randn(2, 7 - t, 4, generator=gen)
     before, after = h(x), h(changed)
     expect_shape(before, (2, 7, 6), what="wrapper output")
+    expect_tensor(before, wrapper_expected(h, x, 2), what="wrapper output")
     expect_tensor(after[:, :t], before[:, :t], what=f"wrapper outputs of tokens 0..{t - 1} after changing tokens {t}..6",
                   hint="every head must be causal: use your CausalAttention for the heads")
 
@@ -144,6 +181,30 @@ def test_wrapper_eval_mode_ignores_dropout(student, gen):
     expect_shape(first, (2, 6, 8), what="wrapper output")
     expect_tensor(h(x), first, what="second eval-mode call vs the first (dropout=0.5)",
                   hint="dropout must be off in eval(): the heads' nn.Dropout handles that")
+    expect_tensor(first, wrapper_expected(h, x, 2),
+                  what="eval-mode wrapper output with dropout=0.5 vs no dropout")
+
+
+@pytest.mark.points(0.5)
+def test_wrapper_float64_gradients_match_the_reference(student, reference, gen):
+    heads = [reference.causal_attention.CausalAttention(4, 3, 6, 0.0, True).double().eval() for _ in range(2)]
+    params = {f"heads.{i}.{k}": v for i, head in enumerate(heads) for k, v in params_of(head).items()}
+    h = student.multihead_attention.MultiHeadAttentionWrapper(4, 3, 6, 0.0, num_heads=2, qkv_bias=True)
+    h.to(dtype=torch.float64)
+    load(h, params, HEADS_NAMES)
+    h.eval()
+    x = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)
+    g = torch.randn(2, 5, 6, generator=gen, dtype=torch.float64)
+    out, (gx,), pgrads = h.grads(x, grad_output=g)
+    leaf = x.clone().requires_grad_(True)
+    expected = torch.cat([head(leaf) for head in heads], dim=-1)
+    expected.backward(g)
+    expect_tensor(out, expected.detach(), what="float64 wrapper output")
+    expect_tensor(gx, leaf.grad, what="gradient of the input x", hint="keep forward differentiable: no torch.no_grad() "
+                  "or .detach() inside it (use no_grad only around inference calls)")
+    for i, head in enumerate(heads):
+        for name, param in head.named_parameters():
+            expect_tensor(pgrads.get(f"heads.{i}.{name}"), param.grad, what=f"gradient of heads.{i}.{name}")
 
 
 # ----------------------------------------------------------------------------------------------- the fused module
@@ -183,7 +244,7 @@ def test_fused_matches_per_head_sdpa(student, reference, gen, B, T, ctx, d_in, d
 
 @pytest.mark.points(1)
 def test_fused_is_causal(student, reference, gen):
-    h, _ = build_fused(student, reference, 6, 8, 9, 0.0, 4)
+    h, ref = build_fused(student, reference, 6, 8, 9, 0.0, 4)
     T = 8
     x = torch.randn(2, T, 6, generator=gen)
     t = int(torch.randint(1, T, (1,), generator=gen))
@@ -192,6 +253,7 @@ def test_fused_is_causal(student, reference, gen):
     before, after = h(x), h(changed)
     expect_shape(before, (2, T, 8), what="output")
     expect_finite(before, what="output", hint="a fully masked row gives NaN: is your mask the right way round?")
+    expect_tensor(before, sdpa_heads_oracle(x, params_of(ref), 4), what="output (6 -> 8, 4 heads, T = 8)")
     expect_tensor(after[:, :t], before[:, :t], what=f"outputs of tokens 0..{t - 1} after changing tokens {t}..{T - 1}",
                   hint="mask keys j > i with -inf in every head before the softmax")
 
@@ -207,42 +269,41 @@ def test_fused_eval_mode_is_deterministic_and_ignores_dropout(student, reference
     expect_tensor(first, mha_oracle(x, params_of(ref), 2), what="eval-mode output with dropout=0.5 vs no dropout")
 
 
-@pytest.mark.points(1)
-def test_fused_dropout_acts_on_the_attention_weights(student, reference, gen):
-    # d_in = d_out = H * T, W_value = out_proj = I and inputs that are one-hot in every head's block:
-    # then each head's values are the identity, and output[b, t, h * T + s] = weight of head h, query t, key s.
-    H, T, B, p = 2, 4, 64, 0.5
-    d = H * T
-    ref = reference.multihead_attention.MultiHeadAttention(d, d, 6, p, H)
+def fused_weights64(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: int) -> torch.Tensor:
+    """Causal attention weights of every head by hand in float64, (B, H, T, T)."""
+    B, T, _ = x.shape
+    q, k = (F.linear(x.double(), p[f"{n}.weight"].double(), None if p.get(f"{n}.bias") is None
+                     else p[f"{n}.bias"].double()).view(B, T, num_heads, -1).transpose(1, 2)
+            for n in ("W_query", "W_key"))
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    return torch.softmax(scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")), dim=-1)
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("p", [0.1, 0.3])  # not 0.5 alone: there 1/p == 1/(1-p) and keep == drop probability
+def test_fused_dropout_acts_on_the_attention_weights(student, reference, gen, p):
+    H, T, B, d = 2, 4, 32, 16  # head_dim 8 >> T: each head's value rows are independent and well-conditioned
+    h, ref = build_fused(student, reference, 6, d, 6, p, H, True)
+    ref.double()
+    h.to(dtype=torch.float64)
     params = params_of(ref)
-    params.update({"W_value.weight": torch.eye(d), "out_proj.weight": torch.eye(d), "out_proj.bias": torch.zeros(d)})
-    h = student.multihead_attention.MultiHeadAttention(d, d, 6, p, H)
-    load(h, params, FUSED_NAMES)
-    x = torch.eye(T).repeat(1, H).expand(B, T, d).clone()  # (B, T, H * T): token t is e_t in each head's block
-    h.eval()
-    out_eval = h(x)
+    x = torch.randn(B, T, 6, generator=gen, dtype=torch.float64)
+    with torch.no_grad():
+        expect_tensor(h(x), ref(x), what=f"eval-mode output with dropout={p}",
+                      hint="in eval mode, dropout is the identity")
     h.train()
-    out_train = h(x)
-    expect_shape(out_train, (B, T, d), what="training-mode output")
-    expect_finite(out_train, what="training-mode output", hint="apply dropout after the softmax, not to -inf scores")
-    w_eval = out_eval.view(B, T, H, T).transpose(1, 2)  # (B, H, T, T)
-    w_train = out_train.view(B, T, H, T).transpose(1, 2)  # (B, H, T, T)
-    sums = w_eval.double().sum(-1)
-    expect_tensor(sums, torch.ones_like(sums), what="eval-mode attention weights' row sums", atol=1e-5, rtol=0,
-                  hint="softmax over the keys (dim=-1)")
-    causal = torch.tril(torch.ones(T, T, dtype=torch.bool)).expand(B, H, T, T)
-    kept = w_train[causal]
-    zero_fraction = float((kept == 0).double().mean())
-    expect(0.4 <= zero_fraction <= 0.6,
-           f"training mode with dropout=0.5: got {zero_fraction:.1%} of the causal attention weights exactly 0, "
-           "expected about 50%", "apply self.dropout to the attention weights after the softmax")
-    survivors = kept != 0
-    expect_tensor(kept[survivors], (w_eval[causal] / (1 - p))[survivors],
-                  what="surviving weights in training mode vs eval weights / (1 - p)",
-                  hint="nn.Dropout rescales what it keeps by 1 / (1 - p)")
+    out = h(x)
+    expect_shape(out, (B, T, d), what="training-mode output")
+    # undo out_proj (out = z W_o^T + b_o), then split z into heads: z_h = dropout(weights_h) @ values_h
+    z = torch.linalg.solve(params["out_proj.weight"], (out - params["out_proj.bias"]).transpose(-2, -1))
+    z = z.transpose(-2, -1)
+    heads = z.reshape(B, T, H, d // H).transpose(1, 2)
+    values = F.linear(x, params["W_value.weight"], params["W_value.bias"]).view(B, T, H, d // H).transpose(1, 2)
+    expect_dropout_on_weights(heads, fused_weights64(x, params, H), values, p,
+                              what="training-mode output, before out_proj, per head")
 
 
-@pytest.mark.points(1.25)
+@pytest.mark.points(1)
 def test_fused_float64_values_and_gradients_match_the_reference(student, reference, gen):
     h, ref = build_fused(student, reference, 6, 8, 7, 0.0, 2, True)
     ref.double()
@@ -264,7 +325,9 @@ def test_fused_float64_values_and_gradients_match_the_reference(student, referen
 def test_fused_rejects_d_out_not_divisible_by_num_heads(student, gen):
     ok = student.multihead_attention.MultiHeadAttention(4, 12, 5, 0.0, num_heads=3)
     ok.eval()
-    expect_shape(ok(torch.randn(2, 3, 4, generator=gen)), (2, 3, 12), what="MultiHeadAttention(4, 12, num_heads=3)")
+    x = torch.randn(2, 3, 4, generator=gen)
+    own = own_params(ok.named_parameters(), FUSED_PARAMS, FUSED_NAMES)
+    expect_tensor(ok(x), sdpa_heads_oracle(x, own, 3), what="MultiHeadAttention(4, 12, num_heads=3) with its own parameters")
     for d_out, heads in ((10, 4), (6, 4)):
         with pytest.raises(StudentError) as info:
             student.multihead_attention.MultiHeadAttention(4, d_out, 5, 0.0, num_heads=heads)
@@ -273,8 +336,8 @@ def test_fused_rejects_d_out_not_divisible_by_num_heads(student, gen):
         expect(info.value.kind != "not_implemented", f"got {info.value.message}, expected an error about d_out % num_heads")
 
 
-@pytest.mark.points(0.75)
-def test_gpt2_size_parameter_count_and_mask_buffer(student):
+@pytest.mark.points(0.5)
+def test_gpt2_size_parameter_count_and_mask_buffer(student, gen):
     # rasbt Exercise 3.3: d_in = d_out = 768, 12 heads, context 1024 -> 2,360,064 trainable parameters.
     h = student.multihead_attention.MultiHeadAttention(768, 768, 1024, 0.0, num_heads=12)
     params = h.named_parameters()
@@ -285,3 +348,16 @@ def test_gpt2_size_parameter_count_and_mask_buffer(student):
     buffers = h.named_buffers()
     expect("mask" in buffers, f"named_buffers(): got {sorted(buffers)}, expected a 'mask' entry",
            "store the causal mask with self.register_buffer('mask', ...)")
+    h.eval()  # a module that only reports this structure earns nothing: it must also attend with it
+    x = torch.randn(1, 5, 768, generator=gen)
+    expect_tensor(h(x), sdpa_heads_oracle(x, own_params(params, FUSED_PARAMS, FUSED_NAMES), 12),
+                  what="the GPT-2-size module on x of shape (1, 5, 768)", atol=1e-4)
+
+
+@pytest.mark.points(0.5)
+def test_fused_large_inputs_do_not_overflow(student, reference, gen):
+    h, ref = build_fused(student, reference, 6, 8, 8, 0.0, 2, True)
+    x = torch.randn(2, 7, 6, generator=gen) * 30  # scores in the hundreds: exp overflows float32
+    p64 = {k: v.double() for k, v in params_of(ref).items()}
+    expect_tensor(h(x), sdpa_heads_oracle(x.double(), p64, 2).float(), what="MultiHeadAttention on x * 30",
+                  atol=1e-3, rtol=1e-3, hint=NAIVE_HINT)

@@ -9,6 +9,8 @@ from grader.testing.checks import expect, expect_shape, expect_tensor
 
 pytestmark = pytest.mark.exercise("self_attention")
 
+NAIVE_HINT = "subtract the row max before exp (or call torch.softmax): exp overflows to inf above 88.7 in float32"
+
 NAMES = ("W_query", "W_key", "W_value")
 
 
@@ -28,7 +30,7 @@ def ref_params(ref: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in ref.named_parameters()}
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_v1_batched_matches_float64_oracle(student, gen):
     w = v1_weights(gen, 6, 4)
     x = torch.randn(3, 5, 6, generator=gen)  # B=3, T=5, d_in=6 != d_out=4
@@ -148,15 +150,34 @@ def test_v1_float64_gradients_match_reference(student, reference, gen):
 
 
 @pytest.mark.points(0.5)
-def test_parameter_layout(student):
-    v1 = student.self_attention.SelfAttentionV1(7, 3).named_parameters()
+def test_parameter_layout(student, gen):
+    h1 = student.self_attention.SelfAttentionV1(7, 3)
+    v1 = h1.named_parameters()
     expect(sorted(v1) == sorted(NAMES), f"SelfAttentionV1(7, 3) parameters: got {sorted(v1)}, expected {sorted(NAMES)}",
            "three nn.Parameter(torch.rand(d_in, d_out)) named W_query, W_key, W_value")
     for name in NAMES:
         expect_shape(v1[name], (7, 3), what=f"SelfAttentionV1(7, 3).{name}")
-    v2 = student.self_attention.SelfAttentionV2(7, 3).named_parameters()
+    h2 = student.self_attention.SelfAttentionV2(7, 3)
+    v2 = h2.named_parameters()
     for name in NAMES:
         expect_shape(v2.get(f"{name}.weight"), (3, 7), what=f"SelfAttentionV2(7, 3).{name}.weight",
                      hint="nn.Linear(d_in, d_out) stores its weight as (d_out, d_in)")
     expect(not any(n.endswith(".bias") for n in v2), "SelfAttentionV2(7, 3) has bias parameters by default",
            "qkv_bias defaults to False")
+    x = torch.randn(2, 4, 7, generator=gen)  # the parameters they report must be the ones they compute with
+    expect_tensor(h1(x), oracle(x, *(v1[n] for n in NAMES)), what="a fresh SelfAttentionV1(7, 3)")
+    expect_tensor(h2(x), oracle(x, *(v2[f"{n}.weight"].T for n in NAMES)), what="a fresh SelfAttentionV2(7, 3)")
+
+
+@pytest.mark.points(0.5)
+def test_large_inputs_do_not_overflow(student, reference, gen):
+    x = torch.randn(2, 5, 6, generator=gen) * 30  # scores in the hundreds: exp overflows float32
+    ref = reference.self_attention.SelfAttentionV2(6, 4)
+    w = {f"{n}.weight": ref_params(ref)[f"{n}.weight"] for n in NAMES}
+    v2 = student.self_attention.SelfAttentionV2(6, 4)
+    v2.load_state_dict(w)
+    want = oracle(x, *(w[f"{n}.weight"].T for n in NAMES))
+    expect_tensor(v2(x), want, what="SelfAttentionV2(6, 4) on x * 30", atol=1e-3, rtol=1e-3, hint=NAIVE_HINT)
+    v1 = student.self_attention.SelfAttentionV1(6, 4)
+    v1.load_state_dict({n: w[f"{n}.weight"].T.contiguous() for n in NAMES})
+    expect_tensor(v1(x), want, what="SelfAttentionV1(6, 4) on x * 30", atol=1e-3, rtol=1e-3, hint=NAIVE_HINT)

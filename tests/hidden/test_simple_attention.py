@@ -9,6 +9,8 @@ from grader.testing.checks import expect_tensor
 
 pytestmark = pytest.mark.exercise("simple_attention")
 
+NAIVE_HINT = "subtract the row max before exp (or call torch.softmax): exp overflows to inf above 88.7 in float32"
+
 T, D, B = 5, 3, 3  # T != d and B >= 2, so that `.T` on a 3-D tensor cannot give a matching shape
 
 
@@ -25,7 +27,7 @@ def oracle(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 SHAPES = {"2-D (T, d)": (T, D), "3-D (B, T, d)": (B, T, D)}
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 @pytest.mark.parametrize("shape", list(SHAPES.values()), ids=list(SHAPES))
 def test_scores_match_float64_oracle(student, gen, shape):
     x = torch.randn(*shape, generator=gen)
@@ -96,3 +98,15 @@ def test_float64_inputs_stay_float64(student, gen):
     expect_tensor(student.simple_attention.attention_weights(scores), weights, what="attention_weights(float64 scores)")
     expect_tensor(student.simple_attention.context_vectors(x), context, what="context_vectors(float64 x)",
                   hint="do not create float32 tensors (e.g. torch.zeros(...) without dtype) inside your functions")
+
+
+@pytest.mark.points(0.5)
+def test_large_scores_do_not_overflow(student, gen):
+    scores = torch.randn(2, T, T, generator=gen) * 300  # exp(300) is inf in float32
+    e = torch.exp(scores.double() - scores.double().amax(dim=-1, keepdim=True))
+    got = student.simple_attention.attention_weights(scores)
+    expect_tensor(got, (e / e.sum(dim=-1, keepdim=True)).float(), what="attention_weights(scores of size ~300)",
+                  hint=NAIVE_HINT)
+    x = torch.randn(B, T, D, generator=gen) * 12  # dot products of ~400
+    expect_tensor(student.simple_attention.context_vectors(x), oracle(x)[2], what="context_vectors(x * 12)",
+                  atol=1e-3, rtol=1e-3, hint=NAIVE_HINT)

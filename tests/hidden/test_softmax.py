@@ -24,6 +24,9 @@ def test_naive_matches_float64_oracle_along_any_dim(student, gen, dim):
     got = student.softmax.softmax_naive(x, dim=dim)
     expect_tensor(got, oracle(x, dim), what=f"softmax_naive(x of shape (3, 4, 5), dim={dim})",
                   hint="sum along the `dim` you were given, with keepdim=True so it broadcasts")
+    if dim == -1:  # the default must be the last dim, as in torch.softmax's usual call
+        expect_tensor(student.softmax.softmax_naive(x), oracle(x, -1), what="softmax_naive(x) with the default dim",
+                      hint="keep the signature softmax_naive(x, dim=-1): the default dim is -1")
 
 
 @pytest.mark.points(0.75)

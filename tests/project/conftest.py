@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from grader import manifest
+from grader import canary, manifest
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _canary_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One canary proof per configuration per test session (the CLI tests run it, as a user's run would);
+    subprocesses inherit the variable, so they share it."""
+    os.environ[canary.CACHE_ENV] = str(tmp_path_factory.mktemp("canary-cache"))
 
 
 @pytest.fixture(scope="session")

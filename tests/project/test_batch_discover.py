@@ -73,3 +73,50 @@ def test_ids_are_safe_file_names_and_a_missing_folder_is_a_clear_error(tmp_path)
     assert "/" not in safe_id("a/b") and not safe_id(".hidden").startswith(".")
     with pytest.raises(DiscoveryError, match="not a folder"):
         discover(tmp_path / "missing")
+
+
+def test_links_fifos_and_devices_in_a_class_folder_are_kept_as_intake_errors_naming_them(tmp_path):
+    import os
+
+    _touch(tmp_path / "alice" / "softmax.py")
+    with zipfile.ZipFile(tmp_path / "carol.zip", "w") as zf:
+        zf.writestr("carol/softmax.py", "x = 1\n")
+    (tmp_path / "bob").symlink_to(tmp_path / "alice")  # would grade Alice's work as Bob's
+    (tmp_path / "dave.zip").symlink_to(tmp_path / "carol.zip")
+    (tmp_path / "eve").symlink_to("/proc/self/cwd/solutions")
+    os.mkfifo(tmp_path / "frank.zip")  # once hung intake in open()
+    (tmp_path / "notes").symlink_to(tmp_path / "alice" / "softmax.py")
+    found = {e.key: e for e in discover(tmp_path).entries}
+    assert set(found) == {"alice", "bob", "carol", "dave", "eve", "frank", "notes"}
+    assert not found["alice"].clash and not found["carol"].clash
+    for key, what in (("bob", "symbolic link"), ("dave", "symbolic link"), ("eve", "symbolic link"),
+                      ("frank", "FIFO"), ("notes", "symbolic link")):
+        assert what in found[key].clash and found[key].path.name in found[key].clash, (key, found[key].clash)
+
+
+def test_links_are_refused_in_classroom_and_nbgrader_layouts_too(tmp_path):
+    root = tmp_path / "attention-basics-submissions"
+    _touch(root / "attention-basics-octocat" / "exercises" / "softmax.py")
+    (root / "attention-basics-hubot").symlink_to(root / "attention-basics-octocat")
+    found = {e.student: e.clash for e in discover(root).entries}
+    assert found["octocat"] == "" and "symbolic link" in found["hubot"]
+    nb = tmp_path / "course" / "submitted"
+    _touch(nb / "alice" / "attention-basics" / "softmax.py")
+    (nb / "bob").mkdir()
+    (nb / "bob" / "attention-basics").symlink_to(nb / "alice" / "attention-basics")
+    (nb / "carol").symlink_to(nb / "alice")
+    found = {e.student: e.clash for e in discover(nb, assignment="attention-basics").entries}
+    assert found["alice"] == "" and "symbolic link" in found["bob"] and "symbolic link" in found["carol"]
+
+
+def test_student_ids_from_hostile_folder_names_are_safe_text(tmp_path):
+    import os
+
+    forged = "eve\n[2 of 2] mallory: 6 of 6 in 0.1 s"
+    _touch(tmp_path / forged / "softmax.py")
+    os.makedirs(os.path.join(os.fsencode(tmp_path), b"b\xffb"))
+    _touch(tmp_path / "-1+B2" / "softmax.py")
+    entries = discover(tmp_path).entries
+    for entry in entries:
+        assert "\n" not in entry.student and entry.student.encode("utf-8") and "/" not in entry.key
+    assert {e.student for e in entries} == {"eve\\x0a[2 of 2] mallory: 6 of 6 in 0.1 s", "b\\udcffb", "-1+B2"}

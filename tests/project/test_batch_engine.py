@@ -155,8 +155,9 @@ def test_report_renders_in_headless_chromium_with_the_summary_numbers(graded, tm
 def test_rerun_skips_unchanged_retries_grader_errors_and_force_regrades(graded, capsys):
     klass, out, _ = graded
     before = _cards(out)
-    assert main(["batch", str(klass), "--out", str(out), *FAST]) == 0
+    assert main(["batch", str(klass), "--out", str(out), *FAST]) == 1  # the two bad archives are intake errors
     err = capsys.readouterr().err
+    assert "2 submission(s) ended in an intake error" in err
     after = _cards(out)
     assert "alice: unchanged, kept" in err and "bob: unchanged, kept" in err
     assert after["alice"] == before["alice"] and after["bob"] == before["bob"]
@@ -164,11 +165,11 @@ def test_rerun_skips_unchanged_retries_grader_errors_and_force_regrades(graded, 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["skipped"] == 2  # alice and bob; bad archives have no content hash: re-checked
     (klass / "alice" / "softmax.py").write_text((CORPUS / "buggy" / "softmax" / "naive_sums_dim0.py").read_text())
-    assert main(["batch", str(klass), "--out", str(out), *FAST]) == 0
+    assert main(["batch", str(klass), "--out", str(out), *FAST]) == 1
     err = capsys.readouterr().err
     assert "alice: unchanged" not in err and "bob: unchanged, kept" in err
     assert _cards(out)["alice"]["submission"]["sha256"] != before["alice"]["submission"]["sha256"]
-    assert main(["batch", str(klass), "--out", str(out), *FAST, "--force"]) == 0
+    assert main(["batch", str(klass), "--out", str(out), *FAST, "--force"]) == 1
     err = capsys.readouterr().err
     assert "unchanged, kept" not in err
     assert _cards(out)["bob"]["timings"]["started"] != before["bob"]["timings"]["started"]

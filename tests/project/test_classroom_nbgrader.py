@@ -3,6 +3,7 @@ solution text in what it releases, and test cells that pass on the solutions and
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -24,8 +25,10 @@ def course(tmp_path_factory) -> Path:
     course = tmp_path_factory.mktemp("nbgrader") / "course"
     assert main(["release", "--nbgrader", str(course)]) == 0
     t0 = time.monotonic()
+    # nbgrader runs `alembic` from PATH: put this interpreter's scripts first, as an activated venv would
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT],
-                          cwd=course, capture_output=True, text=True, timeout=300)
+                          cwd=course, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     print(f"nbgrader generate_assignment: {time.monotonic() - t0:.1f} s")
     return course

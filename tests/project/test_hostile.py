@@ -70,7 +70,7 @@ def test_hostile_module_earns_nothing_and_others_keep_their_points(tmp_path, att
     assert scores["softmax"][0] == 0, f"{attack.stem} earned {scores['softmax']}"
     assert scores["masks"][0] == scores["masks"][1] > 0, f"{attack.stem} cost the correct module points"
     assert card["score"] == scores["masks"][0]
-    assert not _leftover_sandbox_processes()
+    assert not _leftover_sandbox_processes(card["isolation"]["uid"])
 
 
 @needs_namespace
@@ -88,7 +88,7 @@ def test_a_worker_sees_the_same_bare_process_whether_forked_or_exec_d(tmp_path, 
     shutil.copy(CORPUS / "hostile" / "inspects_its_process.py", sub / "softmax.py")
     text = _messages(_grade(sub, zygote), "softmax")
     # fds: stdin (requests), stdout, stderr and the reply pipe (fd 3 when forked, its runner-side number when exec'd)
-    assert re.search(r"PROBE uid=60000 fds=\[0, 1, 2, \d+\] env=\['HOME', 'LANG', 'MALLOC_ARENA_MAX', 'MKL_NUM_THREADS', "
+    assert re.search(r"PROBE uid=6\d{4} fds=\[0, 1, 2, \d+\] env=\['HOME', 'LANG', 'MALLOC_ARENA_MAX', 'MKL_NUM_THREADS', "
                      r"'OMP_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE'\] trusted=\[\] threads=1", text), text
 
 
@@ -112,6 +112,29 @@ def test_timeouts_and_crashes_are_recorded_as_incidents(tmp_path, zygote):
 
 
 @needs_namespace
+@pytest.mark.parametrize("attack", ["forged_frame", "extra_reply"])
+def test_a_protocol_violation_fails_the_rest_of_the_exercise_and_is_reported(tmp_path, zygote, attack):
+    """Both modules have a correct `softmax_stable`: it must not keep its points after the violation."""
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(CORPUS / "hostile" / f"{attack}.py", sub / "softmax.py")
+    card = _grade(sub, zygote)
+    assert _scores(card)["softmax"][0] == 0 and _scores(card)["masks"] == (8.0, 8.0)
+    assert [i["kind"] for i in card["incidents"]] == ["protocol"]
+    assert "broke the protocol earlier in this exercise" in _messages(card, "softmax")
+
+
+@needs_namespace
+def test_forged_grader_labels_are_shown_as_the_students_own_exceptions(tmp_path, zygote):
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(CORPUS / "hostile" / "forged_labels.py", sub / "softmax.py")
+    card = _grade(sub, zygote)
+    tests = [t for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]]
+    assert {t["outcome"] for t in tests} == {"failed"} and card["incidents"] == []
+    assert all(t["message"].startswith("your code raised an exception named ") for t in tests)
+    assert card["isolation"]["worker_starts"] == 1  # no worker was stopped: nothing timed out or crashed
+
+
+@needs_namespace
 def test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard(tmp_path, zygote):
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(CORPUS / "hostile" / "stdout_flood.py", sub / "softmax.py")
@@ -129,13 +152,14 @@ def test_missing_module_is_a_clear_not_found(tmp_path, zygote):
     assert "softmax.py not found" in _messages(card, "softmax")
 
 
-def _leftover_sandbox_processes(wait_s: float = 10.0) -> list[str]:
-    """Processes of a sandbox uid still alive after ``wait_s`` (a killed namespace takes a moment to reap)."""
+def _leftover_sandbox_processes(uid: int, wait_s: float = 10.0) -> list[str]:
+    """Processes of the sandbox's ``uid`` still alive after ``wait_s`` (a killed namespace takes a moment
+    to reap). Only this grade's uid: a concurrent grader on the machine leases other uids."""
     deadline = time.monotonic() + wait_s
     while True:
         out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,comm="], capture_output=True, text=True).stdout
         alive = [line for line in out.splitlines()
-                 if line.split() and int(line.split()[0]) >= isolation.UID_BASE and "Z" not in line.split()[2]]
+                 if line.split() and int(line.split()[0]) == uid and "Z" not in line.split()[2]]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from solutions import selfcheck
+from grader import manifest, references
+
+references.solutions_package(manifest.REPO_ROOT)
+from solutions import selfcheck  # noqa: E402 - loaded from beside the manifest, never from sys.path
 
 
 def test_cpu_selfcheck_passes_and_prints_a_table(capsys):

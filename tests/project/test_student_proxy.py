@@ -8,6 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.protocol.errors import StudentCrash, StudentTimeout
+from grader.protocol.values import HandleRef
+from grader.sandbox import replies
+from grader.sandbox.channel import ChannelError
+from grader.sandbox.history import History
 from grader.student import (BannedAPIError, StudentAPIError, StudentError, StudentNotFound,
                             StudentNotImplemented, StudentProxy)
 from grader.student.inprocess import InProcessBackend
@@ -134,9 +139,73 @@ def test_banned_api_raises_only_inside_student_code(student):
     torch.nn.functional.scaled_dot_product_attention(q, q, q)  # the trusted side is unaffected
 
 
-def test_arguments_are_copied_so_student_code_cannot_mutate_them(tmp_path):
-    (tmp_path / "m.py").write_text("def mutate(x):\n    x.add_(100)\n    return x\n")
+def test_arguments_are_copied_and_changing_one_in_place_is_the_students_error(tmp_path):
+    """The caller's tensor is never touched (the door sends copies), and a function that changes its input
+    in place fails with a message saying so: inputs belong to the caller (issue 11, "inputs are the caller's")."""
+    (tmp_path / "m.py").write_text("import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+                                   "        x[0] = 5\n        return x * 2\n\n"
+                                   "def mutate(x):\n    x.add_(100)\n    return x\n\ndef fresh(x):\n    return x + 100\n")
     student = StudentProxy(InProcessBackend(tmp_path))
     x = torch.zeros(2)
-    student.m.mutate(x)
+    with pytest.raises(StudentError, match=r"m\.mutate changed its argument 1 in place"):
+        student.m.mutate(x)
+    with pytest.raises(StudentError, match=r"M\.forward changed its argument 1 in place"):
+        student.m.M()(x)
     assert bool((x == 0).all())
+    assert torch.equal(student.m.fresh(x), torch.full((2,), 100.0))
+
+
+# -- what a sandboxed worker's reply may claim (grader.sandbox.replies), and handle replay ------------
+
+@pytest.mark.parametrize("kind", ["timeout", "crash", "protocol", "grader", None, 7])
+def test_a_worker_cannot_claim_an_outcome_only_the_grader_observes(kind):
+    err = replies.student_error({"kind": kind, "exc_type": "", "message": "ran past its time limit", "frames": []})
+    assert type(err) is StudentError and not isinstance(err, (StudentTimeout, StudentCrash))
+    assert err.kind == "exception" and err.exc_type.startswith("your code raised an exception named")
+
+
+@pytest.mark.parametrize("exc_type", ["WorkerCrash", "WorkerProtocol", "StudentTimeout", "GraderFault",
+                                      "grader.protocol.errors.StudentCrash", "BannedAPIError"])
+def test_grader_like_exception_names_are_shown_as_the_students(exc_type):
+    err = replies.student_error({"kind": "exception", "exc_type": exc_type, "message": "m", "frames": []})
+    assert err.feedback().startswith(f"your code raised an exception named {exc_type}: m")
+
+
+def test_legitimate_kinds_and_names_pass_unchanged_and_text_is_made_safe():
+    banned = replies.student_error({"kind": "banned", "exc_type": "BannedAPIError", "message": "no", "frames": []})
+    assert type(banned) is BannedAPIError and banned.exc_type == "BannedAPIError"
+    todo = replies.student_error({"kind": "not_implemented", "exc_type": "NotImplementedError",
+                                  "message": "todo\x1b[2J", "frames": ["m.py, line 1\u202e", 5]})
+    assert type(todo) is StudentNotImplemented and todo.exc_type == "NotImplementedError"
+    assert "\x1b" not in todo.message and "\u202e" not in todo.frames[0] and todo.frames[1] == "5"
+    assert type(replies.student_error({"kind": "not_found"})) is StudentNotFound
+
+
+@pytest.mark.parametrize("reply, op", [
+    ([1], "call"), ({"ok": 1, "error": {}}, "call"), ({"fine": 1}, "call"), ({"error": "text"}, "call"),
+    ({"ok": 5}, "measure"), ({"ok": (1, 2)}, "measure"), ({"ok": 1}, "release"), ({"api_error": 3}, "call"),
+])
+def test_a_reply_of_the_wrong_shape_is_a_protocol_violation(reply, op):
+    with pytest.raises(ChannelError) as info:
+        replies.check(reply, op)
+    assert info.value.kind == "protocol"
+
+
+def test_handles_are_virtual_and_replayed_on_a_fresh_worker():
+    history = History()
+    make = {"op": "call", "module": "m", "name": "Lin", "args": (), "kwargs": {}}
+    held = history.record(make, "ok", HandleRef(41, "Lin"))
+    use = {"op": "method", "handle": held.id, "method": "forward", "args": (), "kwargs": {}}
+    assert history.to_worker(use)["handle"] == 41
+    history.record(use, "ok", None)
+    sent: list[dict] = []
+
+    def fresh_worker(request: dict) -> tuple[str, object]:
+        sent.append(request)
+        return ("ok", HandleRef(1, "Lin")) if request["op"] == "call" else ("ok", None)
+
+    history.replay(fresh_worker)
+    assert [r["op"] for r in sent] == ["call", "method"] and sent[1]["handle"] == 1
+    assert history.to_worker(use)["handle"] == 1
+    history.lost()  # the worker died: an old handle reaches nothing a later worker made
+    assert history.to_worker(use)["handle"] == -1

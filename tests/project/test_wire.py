@@ -9,8 +9,8 @@ import struct
 import pytest
 import torch
 
-from grader.sandbox import wire
-from grader.student.values import HandleRef
+from grader.protocol import wire
+from grader.protocol.values import HandleRef
 
 
 def _frame(header: bytes, payload: bytes = b"") -> bytes:
@@ -79,3 +79,76 @@ def test_fuzzed_frames_never_raise_anything_but_wire_error():
         except wire.WireError:
             rejected += 1
     assert parsed + rejected == 4000 and rejected > 1000
+
+
+def _entry(offset: int, nbytes: int, *, dtype: str = "uint8", device: str = "cpu") -> dict:
+    size = {"uint8": 1, "float32": 4, "bool": 1}[dtype]
+    return {"dtype": dtype, "shape": [nbytes // size], "offset": offset, "nbytes": nbytes, "device": device}
+
+
+def _tensor_frame(tree, table, payload: bytes) -> bytes:
+    return _frame(json.dumps({"v": tree, "t": table}).encode(), payload)
+
+
+@pytest.mark.parametrize("tree, table, size", [
+    ([{"$t": i} for i in range(3)], [_entry(0, 64)] * 3, 64),                      # entries over the same bytes
+    ([{"$t": 0}, {"$t": 1}], [_entry(0, 64), _entry(32, 32)], 64),                  # overlap
+    ([{"$t": 0}, {"$t": 1}], [_entry(0, 16), _entry(32, 32)], 64),                  # a gap
+    ([{"$t": 0}], [_entry(0, 16)], 64),                                             # unreferenced bytes
+    ([{"$t": 1}, {"$t": 0}], [_entry(16, 16), _entry(0, 16)], 32),                  # not sorted by offset
+    ([{"$t": 0}, {"$t": 0}], [_entry(0, 16)], 16),                                  # one entry used twice
+    ({"$t": 0}, [_entry(0, 16), _entry(16, 0)], 16),                                # an entry never used
+    ([{"$t": i} for i in range(wire.MAX_TENSORS + 1)], [_entry(0, 0)] * (wire.MAX_TENSORS + 1), 0),
+    ({"$t": True}, [_entry(0, 4)], 4),
+])
+def test_tensor_tables_must_tile_the_payload_and_be_used_exactly_once(tree, table, size):
+    with pytest.raises(wire.WireError):
+        wire.decode(_tensor_frame(tree, table, b"\1" * size))
+
+
+def test_replies_always_decode_to_cpu_and_bools_are_normalised():
+    frame = _tensor_frame([{"$t": 0}, {"$t": 1}], [_entry(0, 8, dtype="float32", device="cuda:0"),
+                                                    _entry(8, 3, dtype="bool")], b"\0" * 8 + b"\x00\x02\xff")
+    x, mask = wire.decode(frame)  # no allow_cuda: nothing is placed on (or allocated in) a device
+    assert x.device.type == "cpu" and x.shape == (2,)
+    assert mask.tolist() == [False, True, True] and mask.view(torch.uint8).tolist() == [0, 1, 1]
+
+
+@pytest.mark.parametrize("error", [MemoryError, RecursionError, OverflowError, RuntimeError])
+def test_any_exception_while_decoding_is_a_wire_error(monkeypatch, error):
+    def explode(*args, **kwargs):
+        raise error("boom")
+
+    monkeypatch.setattr(wire.torch, "frombuffer", explode)
+    with pytest.raises(wire.WireError, match=error.__name__):
+        wire.decode(wire.encode(torch.ones(3)))
+
+
+PEAK = '''
+import json, resource, struct, sys
+from grader.protocol import wire
+payload = bytes(64 << 20)
+entries = int(sys.argv[1])
+header = json.dumps({"v": [{"$t": i} for i in range(entries)], "t": [
+    {"dtype": "uint8", "shape": [len(payload)], "offset": 0, "nbytes": len(payload), "device": "cpu"}] * entries}).encode()
+frame = wire.MAGIC + struct.pack("<I", len(header)) + header + struct.pack("<Q", len(payload)) + payload
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    wire.decode(frame, max_payload=len(payload))
+    outcome = "decoded"
+except wire.WireError:
+    outcome = "rejected"
+print(outcome, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10)
+'''
+
+
+@pytest.mark.parametrize("entries", [1, 16])
+def test_decoding_never_amplifies_a_frame(entries):
+    """16 entries over one 64 MiB payload once cost the trusted process ~2 GiB; now it is refused unread."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", PEAK, str(entries)], capture_output=True, text=True, check=True)
+    outcome, grown_mib = done.stdout.split()
+    assert outcome == ("decoded" if entries == 1 else "rejected")
+    assert int(grown_mib) <= 80  # at most one copy of the payload, whatever the table says

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.student.errors import StudentError
+from grader.protocol.errors import StudentError
 from grader.testing.checks import expect, expect_shape, expect_tensor, fail
 
 pytestmark = pytest.mark.exercise("multihead_attention")

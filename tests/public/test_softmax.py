@@ -19,6 +19,9 @@ def test_naive_softmax_gives_the_books_weights(student):
     got = student.softmax.softmax_naive(SCORES_2, dim=0)
     expect_tensor(got, WEIGHTS_2, what="softmax_naive(attn_scores_2, dim=0)", atol=1e-4, rtol=0,
                   hint="exp(x) divided by the sum of exp(x) along dim")
+    got = student.softmax.softmax_naive(SCORES_2[None])  # a (1, 6) row, default dim
+    expect_tensor(got, WEIGHTS_2[None], what="softmax_naive(attn_scores_2[None]) with the default dim", atol=1e-4,
+                  rtol=0, hint="keep the signature softmax_naive(x, dim=-1): the default dim is the last one")
 
 
 @pytest.mark.points(2)

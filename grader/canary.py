@@ -1,0 +1,147 @@
+"""The grader proves it can grade before it scores anyone: the canary.
+
+Before ``grader grade`` or ``grader batch`` grades a student, the reference solutions and the stubs
+are graded in the same sandbox configuration (backend, limits, exercises, time limits). The solutions
+must get full marks and the stubs zero; otherwise the run is refused with the reason ("reference
+solutions scored 0/100 here: RuntimeError: Numpy is not available") and no student scorecard is
+written. A machine that cannot grade (a missing dependency, a broken sandbox, CUDA that does not
+initialise) then fails loudly instead of giving every student 0.
+
+The proof is cached per (grader source, manifest and suites, environment, backend, exercises): a
+batch pays for it once, and so does every later run on an unchanged machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader import __version__, manifest
+
+CACHE_ENV = "GRADER_CACHE_DIR"
+FORMAT = 1
+
+
+class CanaryFailed(RuntimeError):
+    """This machine cannot grade correctly: the message names what failed."""
+
+
+@dataclass(frozen=True)
+class Proof:
+    key: str
+    solutions: float
+    stubs: float
+    max_score: float
+    cached: bool
+
+    def record(self) -> dict[str, Any]:
+        """What a scorecard and the summary keep of the canary."""
+        return {"key": self.key, "solutions": self.solutions, "stubs": self.stubs, "max_score": self.max_score,
+                "cached": self.cached}
+
+
+Grade = Callable[..., dict[str, Any]]
+
+
+def prove(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
+          per_test_time_limit: float | None = None, grade_fn: Grade | None = None) -> Proof:
+    """Grade solutions and stubs under ``backend`` (or reuse a cached proof); raise :class:`CanaryFailed`."""
+    key = cache_key(assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit)
+    cached = _read(key)
+    if cached is not None:
+        return cached
+    if grade_fn is None:
+        from grader.grade import grade as grade_fn
+    common = {"assignment": assignment.id, "manifest_path": _manifest_path(assignment), "isolation": backend,
+              "exercises": exercises, "per_test_time_limit": per_test_time_limit}
+    solutions = grade_fn(assignment.root / "solutions", **common)
+    _check(solutions, "reference solutions", want_full=True)
+    stubs = grade_fn(assignment.root / "exercises", **common)
+    _check(stubs, "stubs (exercises/)", want_full=False)
+    proof = Proof(key, solutions["score"], stubs["score"], solutions["max_score"], cached=False)
+    _write(key, proof)
+    return proof
+
+
+def _check(card: dict[str, Any], what: str, *, want_full: bool) -> None:
+    score, top = card["score"], card["max_score"]
+    if card["status"] == "graded" and (score == top if want_full else score == 0) and top > 0:
+        return
+    expected = f"{top:g}/{top:g}" if want_full else f"0/{top:g}"
+    raise CanaryFailed(f"{what} scored {score:g}/{top:g} here (expected {expected}): {_first_problem(card)}; "
+                       "this machine cannot grade correctly, so no student was graded (fix the environment, "
+                       "or see `grader grade solutions` for every failing test)")
+
+
+def _first_problem(card: dict[str, Any]) -> str:
+    if card["status"] == "error":
+        return f"{card['error']['kind']} error: {card['error']['message'][:300]}"
+    for exercise in card["exercises"]:
+        for test in exercise["tests"]:
+            if test["counted"] and (test["outcome"] != "passed") == (card["score"] < card["max_score"]):
+                first_line = (test["message"].splitlines() or [""])[0]
+                return f"{test['id']}: {test['outcome']}: {first_line[:300]}"
+    return "no failing test recorded"
+
+
+def _manifest_path(assignment: manifest.Assignment) -> Path:
+    return assignment.root / "assignments.json"
+
+
+# -- the cache ------------------------------------------------------------------------------------
+def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,
+              per_test_time_limit: float | None) -> str:
+    """A hash of everything that could change the canary's outcome on this machine."""
+    digest = hashlib.sha256()
+    for path in _inputs(assignment):
+        digest.update(path.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    import torch  # noqa: PLC0415 - its version and build are part of the environment
+
+    env = [__version__, sys.version, platform.platform(), str(torch.__version__), str(torch.version.cuda),
+           str(os.geteuid() if hasattr(os, "geteuid") else ""), backend, assignment.id,
+           ",".join(sorted(exercises or [])), str(per_test_time_limit), str(FORMAT)]
+    digest.update("\0".join(env).encode())
+    return digest.hexdigest()[:32]
+
+
+def _inputs(assignment: manifest.Assignment) -> list[Path]:
+    grader_pkg = Path(__file__).resolve().parent
+    root = assignment.root
+    files = [*grader_pkg.rglob("*.py"), *grader_pkg.rglob("*.json"), _manifest_path(assignment),
+             *(root / "solutions").glob("*.py"), *(root / "exercises").glob("*.py"),
+             *(root / e.hidden_tests for e in assignment.exercises)]
+    return sorted({p for p in files if p.is_file()})
+
+
+def cache_dir() -> Path:
+    base = os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "attention-grader" / "canary"
+
+
+def _read(key: str) -> Proof | None:
+    try:
+        data = json.loads((cache_dir() / f"{key}.json").read_text("utf-8"))
+        return Proof(key, float(data["solutions"]), float(data["stubs"]), float(data["max_score"]), cached=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write(key: str, proof: Proof) -> None:
+    """Atomically; a cache that cannot be written only costs the next run another proof."""
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"solutions": proof.solutions, "stubs": proof.stubs, "max_score": proof.max_score}, fh)
+        os.replace(tmp, folder / f"{key}.json")
+    except OSError:
+        pass

@@ -1,0 +1,149 @@
+"""What a Gradescope ``run_autograder`` runs: grade ``/autograder/submission``, write ``results.json``.
+
+Run as root by Gradescope, as ``python -I -m grader.delivery.gradescope_run --root /autograder``
+(``--root`` or ``GRADER_AUTOGRADER_ROOT`` moves the tree, for tests). The student's code never runs
+as root: Gradescope's containers cannot create namespaces, so the strongest backend there is
+``process`` (rlimits, seccomp, no_new_privs) with a leased unprivileged uid
+(``GRADER_PROCESS_UID=lease``), which cannot read ``source/tests/hidden`` or ``source/solutions``
+(``setup.sh`` made them root-only). Where namespaces do work, ``auto`` takes them. The backend and
+uid used are recorded in ``extra_data.isolation``.
+
+Any failure of the grader (the canary refusing this machine, a crash, an error scorecard of kind
+``grader``) still writes a ``results.json`` that says the autograder failed, and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader.delivery import gradescope_results as gs
+
+ROOT_ENV = "GRADER_AUTOGRADER_ROOT"
+DEFAULTS = {"assignment": "attention-basics", "hidden_visibility": "after_published", "isolation": "auto",
+            "canary": True}
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The autograder folders (Gradescope's layout under one root)."""
+
+    root: Path
+
+    @property
+    def source(self) -> Path:
+        return self.root / "source"
+
+    @property
+    def submission(self) -> Path:
+        return self.root / "submission"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results" / "results.json"
+
+    @property
+    def metadata(self) -> Path:
+        return self.root / "submission_metadata.json"
+
+
+class GraderFailed(RuntimeError):
+    """The grader, not the submission, failed; the message is for the instructor."""
+
+
+def config(tree: Tree) -> dict[str, Any]:
+    try:
+        loaded = json.loads((tree.source / "gradescope.json").read_text("utf-8"))
+    except FileNotFoundError:
+        loaded = {}
+    return {**DEFAULTS, **loaded}
+
+
+def choose_backend(requested: str) -> str:
+    """The strongest backend here; as root without namespaces, ``process`` with a leased uid."""
+    from grader import canary
+    from grader.sandbox import isolation as iso
+
+    backend = iso.choose(requested)
+    if backend == "process" and os.name == "posix" and os.geteuid() == 0:
+        os.environ[iso.PROCESS_UID_ENV] = "lease"
+        # a canary proven without the uid drop proves nothing about this configuration
+        base = os.environ.get(canary.CACHE_ENV) or str(canary.cache_dir().parent.parent)
+        os.environ[canary.CACHE_ENV] = str(Path(base) / "process-uid-lease")
+    elif backend == "none":
+        raise GraderFailed("no isolation backend stronger than `none` here: refusing to run student code")
+    return backend
+
+
+def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any]:
+    """Grade the submission; return results.json (raise :class:`GraderFailed` on a grader fault)."""
+    from grader import canary, manifest, schema
+    from grader.delivery import late
+    from grader.grade import grade as grade_one
+
+    manifest_path = tree.source / "assignments.json"
+    spec = manifest.load(manifest_path, settings["assignment"])
+    backend = choose_backend(isolation)
+    extra: dict[str, Any] = {"backend_requested": isolation}
+    if settings["canary"]:
+        try:
+            extra["canary"] = canary.prove(spec, backend=backend).record()
+        except canary.CanaryFailed as exc:
+            raise GraderFailed(str(exc)) from None
+    card = grade_one(tree.submission, assignment=spec.id, manifest_path=manifest_path, isolation=backend)
+    if card["status"] == "error" and card["error"]["kind"] == "intake":
+        document = gs.intake_rejected(card, extra=extra)
+    elif card["status"] == "error":
+        raise GraderFailed(f"{card['error']['kind']} error: {card['error']['message']}")
+    else:
+        penalty = late.assess(card["score"], late.policy(manifest_path, spec.id), late.metadata(tree.metadata))
+        document = gs.results(card, visibility=settings["hidden_visibility"], late=penalty, extra=extra)
+    schema.validate("gradescope-results", document)
+    return document
+
+
+def _max_score(tree: Tree, settings: dict[str, Any]) -> float:
+    try:
+        from grader import manifest
+
+        return manifest.load(tree.source / "assignments.json", settings["assignment"]).max_points
+    except Exception:  # noqa: BLE001 - the fallback must be written whatever else is broken
+        return 0.0
+
+
+def run(tree: Tree, isolation: str | None = None) -> int:
+    """Grade and write results.json; 0 when graded (whatever the score), 1 when the grader failed."""
+    t0 = time.monotonic()
+    settings = DEFAULTS
+    try:
+        settings = config(tree)
+        document = grade(tree, settings, isolation or settings["isolation"])
+        code = 0
+    except Exception as exc:  # noqa: BLE001 - any grader fault becomes a loud results.json, never a silent 0
+        traceback.print_exc(file=sys.stdout)  # Gradescope keeps stdout for instructors only
+        detail = f"{type(exc).__name__}: {exc}"
+        document = gs.failure(detail, max_score=_max_score(tree, settings), execution_time=time.monotonic() - t0)
+        code = 1
+    gs.write_atomic(tree.results, document)
+    print(f"results.json: score {document['score']:g} ({'graded' if code == 0 else 'GRADER FAILED'})")
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gradescope_run", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=os.environ.get(ROOT_ENV, "/autograder"), help="the autograder folder")
+    parser.add_argument("--isolation", choices=["auto", "namespace", "bwrap", "process"], default=None)
+    args = parser.parse_args(argv)
+    return run(Tree(Path(args.root)), args.isolation)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""How the trusted side starts its own Python subprocesses: isolated from wherever it was run.
+
+A grader run from inside a class folder (``cd class && grader batch .``) must never import a
+student's ``jsonschema.py`` or ``torch.py``. Every trusted interpreter therefore starts with ``-I``
+(no current directory or script folder on ``sys.path``, no ``PYTHON*`` variables, no user site),
+in the root directory, with a small allowlisted environment, and finds ``grader`` by the explicit
+folder it was installed in (:data:`LIB_ROOT`), never by the working directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+LIB_ROOT = Path(__file__).resolve().parents[1]  # the folder holding the `grader` package
+SAFE_CWD = "/"
+_PASS_ENV = ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "SLURM_ARRAY_TASK_ID")
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import runpy; "
+         "sys.argv = [sys.argv[2], *sys.argv[3:]]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
+
+
+def module_argv(module: str, *args: str) -> list[str]:
+    """``python -I`` running ``module`` as ``__main__`` with ``grader`` imported from :data:`LIB_ROOT` only."""
+    return [sys.executable, "-I", "-c", _BOOT, str(LIB_ROOT), module, *args]
+
+
+def env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a trusted subprocess gets: a few plain variables and our own ``GRADER_*`` ones."""
+    kept = {k: v for k, v in os.environ.items() if k in _PASS_ENV or k.startswith("GRADER_")}
+    kept.setdefault("PATH", "/usr/bin:/bin")
+    kept.setdefault("LANG", "C.UTF-8")
+    return {**kept, **(extra or {})}
+
+
+def popen_kwargs(extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``cwd`` and ``env`` for ``subprocess.Popen``/``run`` of any trusted process."""
+    return {"cwd": SAFE_CWD, "env": env(extra_env)}

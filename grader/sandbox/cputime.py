@@ -1,0 +1,87 @@
+"""The CPU time a sandbox has used, read from outside it (trusted side).
+
+Per-test limits count the sandbox's CPU seconds, not wall seconds: a correct submission graded on
+a busy machine (or with ``-j`` above the core count) gets fewer wall seconds of CPU, never less
+work done, so it must not time out. A wall-clock backstop (a multiple of the limit) still stops
+code that burns no CPU (``time.sleep``).
+
+Where the kernel offers a v1 ``cpuacct`` controller, each launch slot gets a group the sandbox
+joins with its other cgroups (one read gives the whole sandbox, children included). Otherwise the
+process tree under the launcher is summed from ``/proc/<pid>/stat`` (children found by ppid; a
+dead child's time is in its parent's ``cutime`` once reaped).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+RESCAN_S = 0.5  # how often the /proc fallback looks for new descendants
+MAX_PROCS = 4096
+
+
+def cpuacct_group(slot: int) -> str | None:
+    """This grader process's cpuacct group for ``slot`` (made on first use); None where unavailable."""
+    if not (CPUACCT / "cpuacct.usage").exists():
+        return None
+    path = CPUACCT / "attention-grader" / f"p{os.getpid()}-slot-{slot}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return str(path) if (path / "cpuacct.usage").exists() else None
+
+
+class CpuMeter:
+    """CPU seconds used by one sandbox (monotonic while it lives; compare two readings)."""
+
+    def __init__(self, root_pid: int, group: str | None) -> None:
+        self.root_pid, self.group = root_pid, group
+        self._pids: list[int] = [root_pid]
+        self._scanned = 0.0
+
+    def seconds(self) -> float:
+        if self.group is not None:
+            try:
+                return int((Path(self.group) / "cpuacct.usage").read_text()) / 1e9
+            except (OSError, ValueError):
+                self.group = None  # the group went away: fall back to /proc for the rest
+        if time.monotonic() - self._scanned > RESCAN_S:
+            self._pids = descendants(self.root_pid)
+            self._scanned = time.monotonic()
+        return sum(_stat_ticks(pid) for pid in self._pids) / TICK
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it (one pass over /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields:
+                children.setdefault(int(fields[1]), []).append(int(entry))
+    found, stack = [], [root]
+    while stack and len(found) < MAX_PROCS:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, ()))
+    return found
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (state first); [] if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return []
+    return data[data.rfind(b")") + 2:].decode("ascii", "replace").split()
+
+
+def _stat_ticks(pid: int) -> int:
+    fields = _stat_fields(pid)
+    # utime, stime, cutime, cstime: fields 14-17 of stat(5), 11-14 here (the state is field 3)
+    return sum(int(f) for f in fields[11:15]) if len(fields) > 14 else 0

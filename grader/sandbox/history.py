@@ -1,0 +1,64 @@
+"""One test's requests to its worker, so a timed-out test can be replayed on a fresh worker.
+
+Tests hold *virtual* module-handle ids, issued here and never reused; each maps to the id the
+current worker gave. A worker that dies takes its handles with it (they map to nothing, so an old
+handle can never reach a module a later worker made); a retry replays the test's earlier requests
+on the fresh worker and maps each virtual id to the handle the replay made.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from grader import safetext
+from grader.protocol.values import HandleRef
+
+NO_HANDLE = -1  # no worker ever issues it: the worker answers "no module handle"
+
+
+class History:
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self.log: list[tuple[dict, int | None]] = []
+        self.real: dict[int, int] = {}
+
+    def reset(self) -> None:
+        """A new test: nothing earlier is replayed (its handles were released at its end)."""
+        self.log.clear()
+        self.real.clear()
+
+    def lost(self) -> None:
+        """The worker died: its handles are gone."""
+        self.reset()
+
+    def to_worker(self, request: dict) -> dict:
+        if "handle" not in request:
+            return request
+        return {**request, "handle": self.real.get(request["handle"], NO_HANDLE)}
+
+    def record(self, request: dict, key: str, body: Any) -> Any:
+        """Log ``request`` (as the test made it); a new handle in the reply is given a virtual id."""
+        created = None
+        if key == "ok" and type(body) is HandleRef:
+            created = next(self._ids)
+            self.real[created] = body.id
+            body = HandleRef(created, safetext.name(body.class_name))
+        if request.get("op") == "release":
+            self.real.pop(request.get("handle"), None)
+        self.log.append((request, created))
+        return body
+
+    def replay(self, exchange: Callable[[dict], tuple[str, Any]]) -> None:
+        """Send the test's earlier requests to a fresh worker (``exchange`` sends one, returns its reply)."""
+        log, self.log, old = self.log, [], dict(self.real)
+        self.real.clear()
+        for request, created in log:
+            if request.get("op") == "release" or (request.get("handle") is not None
+                                                  and request["handle"] not in old):
+                continue  # released, or aimed at a handle that was already gone
+            key, body = exchange(self.to_worker(request))
+            if created is not None and key == "ok" and type(body) is HandleRef and created in old:
+                self.real[created] = body.id
+            self.log.append((request, created))

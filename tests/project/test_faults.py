@@ -1,0 +1,236 @@
+"""Faults that are never the student's, and time limits that hold on a busy machine.
+
+- a worker that cannot start is retried on a fresh one, then ends the grade as a *grader* error
+  (``status: error``, kind ``grader``: a batch rerun grades it again), never as a student failure;
+- per-test limits count the sandbox's CPU seconds, so a starved but correct call passes; a call
+  that sleeps is still stopped by the wall-clock backstop;
+- a timeout is retried once on a fresh worker (the test's earlier requests replayed) before it counts;
+- hostile modules (fork bomb, memory bomb) never cost the next, correct exercise a point, even on
+  a loaded machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import schema
+from grader.grade import grade
+from grader.protocol import errors
+from grader.sandbox import channel as channel_module
+from grader.sandbox import cputime, isolation, remote
+from grader.sandbox.zygote_client import Zygote
+from tests.project.conftest import CORPUS, solutions_copy
+
+needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
+                                     reason="needs the namespace sandbox (root on Linux)")
+BEST = isolation.available()[0]
+
+
+@pytest.fixture
+def quick_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(remote, "START_BACKOFF_S", 0.05)
+
+
+def _break_starts(monkeypatch: pytest.MonkeyPatch, failing: int) -> list[int]:
+    """Make the first ``failing`` worker launches fail before the worker is ready (a missing interpreter)."""
+    calls: list[int] = []
+    original = channel_module.Channel._config
+
+    def config(self: channel_module.Channel, resp_w: int, status_w: int | None) -> dict:
+        cfg = original(self, resp_w, status_w)
+        calls.append(1)
+        if len(calls) <= failing:
+            cfg["python"] = "/nonexistent/python3"
+        return cfg
+
+    monkeypatch.setattr(channel_module.Channel, "_config", config)
+    return calls
+
+
+def test_a_worker_that_never_starts_is_a_grader_error_not_a_student_failure(tmp_path, monkeypatch, quick_restarts):
+    calls = _break_starts(monkeypatch, failing=100)
+    card = grade(solutions_copy(tmp_path / "sub"), isolation="process", seed=1, exercises=["masks"],
+                 per_test_time_limit=10)
+    schema.validate("scorecard", card)
+    assert card["status"] == "error" and card["error"]["kind"] == "grader", card["error"]
+    assert "could not start" in card["error"]["message"] and card["score"] == 0
+    assert len(calls) == remote.START_ATTEMPTS  # retried, then given up once for the whole grade
+
+
+def test_a_start_that_fails_once_is_retried_and_costs_nothing(tmp_path, monkeypatch, quick_restarts):
+    _break_starts(monkeypatch, failing=1)
+    card = grade(solutions_copy(tmp_path / "sub"), isolation="process", seed=1, exercises=["masks"],
+                 per_test_time_limit=10)
+    assert card["status"] == "graded" and card["score"] == card["max_score"] == 8
+    assert card["isolation"]["worker_starts"] == 2
+
+
+def _backend(box: Path, backend: str, limit: float) -> remote.SandboxBackend:
+    made = remote.SandboxBackend(box, isolation.LaunchSpec(backend), bans={}, time_limits={"ex": limit},
+                                 budget_s=300)
+    made.begin_test("t::test", "ex")
+    return made
+
+
+BURN = '''
+import os, time
+from torch import nn
+
+
+def burn(seconds):
+    """Use `seconds` of this process's CPU time, however long that takes on the wall clock."""
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+    return seconds
+
+
+def sleep(seconds):
+    time.sleep(seconds)
+
+
+class HangsOnce(nn.Module):
+    """Hangs the first time it runs in a box (a marker file remembers), then answers at once."""
+
+    def forward(self, x):
+        if not os.path.exists("hung-once"):
+            open("hung-once", "w").close()
+            while True:
+                pass
+        return x + 1
+'''
+
+
+@pytest.fixture
+def burner(tmp_path: Path) -> Path:
+    (tmp_path / "mod.py").write_text(textwrap.dedent(BURN))
+    return tmp_path
+
+
+@pytest.fixture
+def one_busy_cpu() -> Iterator[None]:
+    """This process (so every worker it starts) and three busy loops share CPU 0: a worker gets ~1/4 of it.
+
+    Each loop runs in its own session, as the worker does, so that the scheduler's per-session
+    groups (autogroup) share the CPU four ways, not two.
+    """
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(3)]
+    try:
+        yield
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+        os.sched_setaffinity(0, before)
+
+
+def test_a_correct_call_starved_of_cpu_does_not_time_out(burner, one_busy_cpu):
+    """1.2 s of CPU under a 2 s limit takes ~5 s of wall time here: a 2 s wall-clock limit would stop it."""
+    backend = _backend(burner, BEST, limit=2.0)
+    try:
+        backend.call("mod", "burn", (0.0,), {})  # the worker is up; its start is not the call's time
+        t0 = time.monotonic()
+        assert backend.call("mod", "burn", (1.2,), {}) == 1.2
+        assert time.monotonic() - t0 > 2.0, "the machine was not loaded enough to tell CPU from wall time"
+        assert backend.incidents == []
+    finally:
+        backend.close()
+
+
+def test_a_call_that_burns_cpu_past_its_limit_times_out(burner):
+    backend = _backend(burner, BEST, limit=1.0)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(errors.StudentTimeout, match="1 s of CPU time"):
+            backend.call("mod", "burn", (60.0,), {})
+        assert time.monotonic() - t0 < 30  # two attempts of ~1 CPU-second each, plus a fresh worker
+        assert [i["kind"] for i in backend.incidents] == ["timeout", "timeout"]
+        assert "retried once on a fresh worker" in backend.incidents[0]["message"]
+        assert backend.timeouts == {"ex": 1}
+    finally:
+        backend.close()
+
+
+def test_a_sleeping_call_is_stopped_by_the_wall_clock_backstop(burner, monkeypatch):
+    monkeypatch.setattr(remote, "WALL_SLACK_S", 0.5)
+    backend = _backend(burner, BEST, limit=0.5)
+    backend.timeouts["ex"] = 1  # one counted timeout already: no retry, so the test stays short
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(errors.StudentTimeout, match="wall-clock"):
+            backend.call("mod", "sleep", (1000,), {})
+        assert time.monotonic() - t0 < 15
+    finally:
+        backend.close()
+
+
+def test_a_timeout_is_retried_once_on_a_fresh_worker_with_the_tests_handles_replayed(burner):
+    """The module hangs once (the marker file lives in the shared box of the `process` backend)."""
+    backend = _backend(burner, "process", limit=1.0)
+    try:
+        handle = backend.call("mod", "HangsOnce", (), {})
+        out = backend.method(handle.id, "forward", (torch.zeros(2),), {})
+        assert torch.equal(out, torch.ones(2))
+        assert [i["kind"] for i in backend.incidents] == ["timeout"]
+        assert "retried once" in backend.incidents[0]["message"] and backend.timeouts == {}
+        assert backend.starts == 2
+        backend.release(handle.id)
+    finally:
+        backend.close()
+
+
+def test_cpu_time_without_cpuacct_counts_the_whole_process_tree():
+    """The /proc fallback: a child's CPU counts while it runs and, once reaped, through its parent."""
+    code = ("import os, time\nif os.fork() == 0:\n    t = time.process_time()\n"
+            "    while time.process_time() - t < 0.8:\n        pass\n    os._exit(0)\nos.wait()\ntime.sleep(5)")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        meter = cputime.CpuMeter(proc.pid, None)
+        deadline = time.monotonic() + 20
+        while meter.seconds() < 0.8 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert 0.8 <= meter.seconds() < 3
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _busy_loops(n: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+@needs_namespace
+@pytest.mark.slow
+def test_bombs_never_cost_the_next_correct_exercise_a_point_on_a_loaded_machine(tmp_path):
+    """20 grades: fork bomb or memory bomb in `softmax`, then the correct `masks`, two busy loops beside."""
+    zygote = Zygote()
+    assert zygote.wait_ready()
+    busy = _busy_loops(2)
+    try:
+        for run in range(20):
+            attack = ("fork_bomb", "memory_bomb_touched")[run % 2]
+            sub = solutions_copy(tmp_path / f"sub{run}")
+            shutil.copy(CORPUS / "hostile" / f"{attack}.py", sub / "softmax.py")
+            card = grade(sub, isolation="namespace", seed=run, exercises=["softmax", "masks"],
+                         per_test_time_limit=2, zygote=zygote if run % 4 >= 2 else None)
+            scores = {e["id"]: (e["score"], e["max_score"]) for e in card["exercises"]}
+            assert card["status"] == "graded", (run, attack, card["error"])
+            assert scores["masks"] == (8.0, 8.0), (run, attack, card["exercises"][-1]["tests"])
+            assert scores["softmax"][0] == 0, (run, attack)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+        zygote.close()

@@ -1,0 +1,211 @@
+"""`grader release --gradescope ZIP`: the zip Gradescope expects, run end to end in a root-like tree.
+
+The zip is unpacked into ``tmp_path`` as Gradescope lays out ``/autograder`` (``source/``,
+``submission/``, ``results/``), ``setup.sh`` runs with only its network part skipped
+(``GRADER_SETUP_SKIP_INSTALL=1``: apt-get and pip), and ``run_autograder`` grades under ``process``
+isolation as Gradescope's containers allow it: as root, the student's code runs as a leased uid.
+That uid must reach an interpreter: pyenv's lives under ``/root`` (0700), so the tests build a
+``--without-pip`` venv from the system interpreter of the same version, in a folder anyone may
+enter, that sees this checkout and its packages through a ``.pth`` file (as ``pip install`` does
+on Gradescope, in ``/opt``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import schema
+from grader.cli import main
+from grader.delivery import course, gradescope_results, late
+from tests.project.conftest import ROOT, solutions_copy
+
+LATE_POLICY = {"per_day": 0.1, "max_fraction": 0.5, "grace_minutes": 60}
+DUE = "2026-10-01T23:59:00-07:00"
+
+
+def _reachable(path: Path) -> bool:
+    """Every folder above ``path`` lets others through (so a sandbox uid can exec and import from it)."""
+    return all(p.stat().st_mode & stat.S_IXOTH for p in [*path.parents][:-1] if p != Path("/"))
+
+
+def _interpreter() -> Path | None:
+    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (Path(sys._base_executable).resolve(), Path("/usr/bin") / minor, Path("/usr/local/bin") / minor):
+        if candidate.is_file() and _reachable(candidate) and _reachable(candidate.parent.parent / "lib" / minor):
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def python() -> Path:
+    """A venv anyone may run, on this interpreter version, seeing this checkout and its packages."""
+    base = _interpreter()
+    if base is None:
+        pytest.skip("no Python of this version that an unprivileged uid can run (needed for `process` as root)")
+    folder = Path(tempfile.mkdtemp(prefix="gs-venv-"))
+    folder.chmod(0o755)
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(folder)], check=True)
+    site = next(folder.glob("lib/python3*/site-packages"))
+    (site / "course.pth").write_text(f"{ROOT}\n{sysconfig.get_paths()['purelib']}\n")
+    yield folder / "bin" / "python"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def zip_path(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("gs") / "autograder.zip"
+    assert main(["release", "--gradescope", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def tree(zip_path, tmp_path_factory) -> Path:
+    """/autograder, as Gradescope builds it: the zip in source/, setup.sh run (network part skipped)."""
+    root = tmp_path_factory.mktemp("autograder")
+    course.extract(zip_path, root / "source")
+    manifest = json.loads((root / "source" / "assignments.json").read_text())
+    manifest["assignments"][0]["late_policy"] = LATE_POLICY  # optional: checked by the extended schema
+    (root / "source" / "assignments.json").write_text(json.dumps(manifest))
+    for folder in ("submission", "results"):
+        (root / folder).mkdir()
+    done = subprocess.run(["bash", str(root / "source" / "setup.sh")], capture_output=True, text=True,
+                          env={**os.environ, "GRADER_AUTOGRADER_ROOT": str(root), "GRADER_SETUP_SKIP_INSTALL": "1"})
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def run_autograder(tree: Path, python: Path, submission: dict[str, str] | Path, *,
+                   metadata: dict | None = None) -> tuple[int, dict]:
+    sub = tree / "submission"
+    shutil.rmtree(sub)
+    if isinstance(submission, Path):
+        shutil.copytree(submission, sub)
+    else:
+        sub.mkdir()
+        for name, text in submission.items():
+            (sub / name).write_text(text)
+    meta = tree / "submission_metadata.json"
+    meta.unlink(missing_ok=True)
+    if metadata:
+        meta.write_text(json.dumps(metadata))
+    env = {**os.environ, "GRADER_AUTOGRADER_ROOT": str(tree), "GRADER_PYTHON": str(python),
+           "GRADER_ISOLATION": "process"}
+    done = subprocess.run(["bash", str(tree / "source" / "run_autograder")], capture_output=True, text=True, env=env,
+                          timeout=600)
+    results = json.loads((tree / "results" / "results.json").read_text())
+    schema.validate("gradescope-results", results)
+    return done.returncode, results
+
+
+def test_the_zip_has_setup_sh_and_run_autograder_at_its_root_and_the_whole_course(zip_path):
+    with zipfile.ZipFile(zip_path) as zf:
+        infos = {i.filename: i for i in zf.infolist()}
+        setup = zf.read("setup.sh").decode()
+    for script in ("setup.sh", "run_autograder"):
+        assert (infos[script].external_attr >> 16) & 0o777 == 0o755
+    assert {"assignments.json", "pyproject.toml", "gradescope.json", "grader/delivery/gradescope_run.py",
+            "solutions/softmax.py", "exercises/softmax.py", "tests/hidden/test_softmax.py",
+            "tests/public/test_softmax.py"} <= set(infos)
+    assert not any("__pycache__" in name or name.endswith(".pyc") for name in infos)
+    assert "pip\" install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in setup
+    assert "sys.version_info < (3, 11)" in setup and "python3.11-venv" in setup
+    assert 'pip" install "$SOURCE"' in setup  # the grader from the source copy inside the zip
+
+
+def test_setup_makes_hidden_tests_and_solutions_readable_by_root_only(tree):
+    for folder in ("solutions", "tests/hidden"):
+        path = tree / "source" / folder
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700 and path.stat().st_uid == 0
+        assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in path.glob("*.py"))
+    assert stat.S_IMODE((tree / "source" / "tests" / "public").stat().st_mode) & 0o005
+
+
+def test_reference_solutions_get_full_points_as_an_unprivileged_uid(tree, python, tmp_path):
+    code, results = run_autograder(tree, python, solutions_copy(tmp_path / "sub"),
+                                   metadata={"created_at": "2026-10-01T20:00:00-07:00", "assignment": {"due_date": DUE}})
+    assert code == 0
+    extra = results["extra_data"]
+    assert results["score"] == extra["canary"]["max_score"] > 0 and extra["late"] is None
+    assert all(t["status"] == "passed" and t["score"] == t["max_score"] for t in results["tests"])
+    assert extra["isolation"]["backend"] == "process" and extra["isolation"]["seccomp"] is True
+    if os.geteuid() == 0:
+        assert extra["isolation"]["uid"] >= 60000  # the leased uid, never root
+    assert results["stdout_visibility"] == "hidden" and results["output_format"] == "md"
+    assert {t["visibility"] for t in results["tests"]} == {"after_published"}
+    assert {t["output_format"] for t in results["tests"]} == {"md"}
+    assert isinstance(extra["seed"], int) and extra["grader"]["version"] and results["execution_time"] > 0
+
+
+def test_stubs_get_zero(tree, python):
+    code, results = run_autograder(tree, python, ROOT / "exercises")
+    assert code == 0 and results["score"] == 0 and results["tests"]
+    assert all(t["status"] == "failed" for t in results["tests"])
+
+
+def test_the_late_policy_uses_gradescopes_submission_time(tree, python, tmp_path):
+    """25 h after the due date, 60 min grace: one started day late, 10 % of the earned score."""
+    _, results = run_autograder(tree, python, solutions_copy(tmp_path / "sub"),
+                                metadata={"created_at": "2026-10-03T00:59:00-07:00",
+                                          "assignment": {"due_date": DUE, "late_due_date": None}})
+    full = results["extra_data"]["score_before_late_policy"]
+    assert results["extra_data"]["late"]["days_late"] == 1
+    assert results["score"] == pytest.approx(full * 0.9) and "Late by 1 day" in results["output"]
+
+
+def test_the_students_code_cannot_read_the_hidden_tests(tree, python):
+    """Security: as root, the `process` sandbox ran student code as root, which read the hidden tests."""
+    hidden = tree / "source" / "tests" / "hidden" / "test_softmax.py"
+    spy = (ROOT / "solutions" / "softmax.py").read_text() + f"\nSECRET = open({str(hidden)!r}).read()\n"
+    _, results = run_autograder(tree, python, {"softmax.py": spy})
+    softmax = [t for t in results["tests"] if t["tags"] == ["softmax"]]
+    assert softmax and all(t["status"] == "failed" and "Permission denied" in t["output"] for t in softmax)
+
+
+def test_a_grader_failure_writes_a_results_json_that_says_so(tree, tmp_path):
+    broken = tmp_path / "autograder"
+    shutil.copytree(tree / "source", broken / "source")
+    (broken / "source" / "assignments.json").write_text("{not json")
+    (broken / "submission").mkdir()
+    env = {**os.environ, "GRADER_AUTOGRADER_ROOT": str(broken), "GRADER_PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(broken / "source" / "run_autograder")], capture_output=True, text=True, env=env)
+    results = json.loads((broken / "results" / "results.json").read_text())
+    schema.validate("gradescope-results", results)
+    assert done.returncode == 1 and results["extra_data"]["grader_failed"] is True
+    assert "autograder failed" in results["output"] and "not your grade" in results["output"]
+    assert "ManifestError" in results["extra_data"]["error"]  # the detail is for the instructor only
+    # the interpreter itself missing: run_autograder's own fallback, still valid and still loud
+    env["GRADER_PYTHON"] = str(tmp_path / "no-such-python")
+    done = subprocess.run(["bash", str(broken / "source" / "run_autograder")], capture_output=True, text=True, env=env)
+    results = json.loads((broken / "results" / "results.json").read_text())
+    schema.validate("gradescope-results", results)
+    assert done.returncode != 0 and results["extra_data"] == {"grader_failed": True, "stage": "start"}
+    assert results["tests"][0]["max_score"] == 100
+
+
+def test_late_policy_rules():
+    rules = {"per_day": 0.25, "max_fraction": 0.6}
+    meta = {"created_at": "2026-10-03T10:00:00+00:00", "assignment": {"due_date": "2026-10-01T12:00:00+00:00"}}
+    assert late.assess(80.0, rules, meta)["days_late"] == 2
+    assert late.assess(80.0, rules, meta)["score"] == 40.0  # 50 % after two days
+    meta["created_at"] = "2026-10-09T10:00:00+00:00"
+    assert late.assess(80.0, rules, meta)["score"] == 32.0  # capped at 60 %
+    assert late.assess(80.0, rules, {"created_at": "2026-09-30T10:00:00+00:00", "assignment": meta["assignment"]}) is None
+    assert late.assess(80.0, None, meta) is None and late.assess(80.0, rules, {}) is None
+
+
+def test_student_messages_stay_inside_a_code_fence():
+    hostile = "```\n![x](https://evil.invalid/t.png) <img src=x onerror=alert(1)>\n````"
+    block = gradescope_results.fence(hostile)
+    opening = block.split("text\n")[0]
+    assert len(opening) == 5 and block.endswith("\n" + opening) and hostile in block

@@ -1,0 +1,34 @@
+"""Submissions that compute no attention earn nothing: every hidden point is anchored to an oracle's values.
+
+The family (see ``tests/project/nonsolutions.py``) keeps the reference's names, signatures, parameters and
+buffers, so every structure or property check (shapes, dtypes, a buffer named ``mask``, rows summing to 1,
+causality, determinism) is satisfied; only a value check against an oracle can refuse them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.project import nonsolutions
+from tests.project.conftest import grade_inprocess
+
+
+@pytest.mark.parametrize("kind", nonsolutions.ALL)
+def test_a_non_solution_scores_zero_on_every_exercise(tmp_path, assignment, kind):
+    scores = grade_inprocess(nonsolutions.build(kind, tmp_path / kind), assignment)
+    earned = {exercise: score for exercise, (score, _) in scores.items() if score > 0}
+    assert not earned, f"the non-solution {kind!r} earned points: {earned}"
+    assert sum(max_score for _, max_score in scores.values()) == pytest.approx(assignment.max_points)
+
+
+def test_the_family_keeps_the_reference_structure(tmp_path):
+    """They only prove something if they pass the structure checks: the reported parameters and buffers."""
+    from grader.inside.executor import Executor
+
+    expected = {"W_query.weight", "W_key.weight", "W_value.weight", "out_proj.weight", "out_proj.bias"}
+    for kind in nonsolutions.ALL:
+        executor = Executor(nonsolutions.build(kind, tmp_path / kind))
+        handle = executor.call("multihead_attention", "MultiHeadAttention", (8, 8, 6, 0.1, 2), {})
+        assert "mask" in executor.method(handle.id, "named_buffers", (), {}), kind
+        assert set(executor.method(handle.id, "named_parameters", (), {})) == expected, kind
+        assert "mask" in executor.method(handle.id, "state_dict", (), {}), kind
