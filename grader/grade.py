@@ -19,7 +19,6 @@ from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
-from grader.sandbox import memwatch
 from grader.scoring import withhold
 
 
@@ -107,7 +106,8 @@ def _run(card: dict, sub: intake.Submission, assignment: manifest.Assignment, sp
     card["score"] = round(sum(s.score for s in scores), 6)
     card["max_score"] = round(sum(s.max_score for s in scores), 6)
     withhold.annotate(card, verdict)  # `integrity` findings, per-exercise `withheld`, the total without them
-    card["isolation"]["memory_figure"] = memwatch.source(spec.cgroup_paths() if backend != "inprocess" else [])
+    # from the record made before grading: asking the spec again would re-create the groups just removed
+    card["isolation"]["memory_figure"] = "cgroup" if card["isolation"]["cgroup"] != "none" else "in-process"
     worker = made[0] if made else None
     if worker is not None and hasattr(worker, "incidents"):
         card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in worker.incidents]

@@ -22,6 +22,7 @@ from typing import Any
 
 from grader import sweep
 from grader.protocol import wire
+from grader.sandbox import drain
 from grader.sandbox.cputime import CpuMeter, cpuacct_group
 from grader.sandbox.isolation import LAUNCHER, LaunchSpec
 from grader.sandbox.zygote_client import ForkedWorker, Zygote
@@ -87,7 +88,7 @@ class Channel:
             [sys.executable, "-I", "-S", "-B", str(LAUNCHER), json.dumps(self._config(resp_w, status_w))],
             stdin=req_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=tuple(fd for fd in (resp_w, status_w) if fd is not None), start_new_session=True,
-            cwd=str(self.box), env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+            cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})  # the launcher goes to the box itself
         if status_r is not None and status_w is not None:
             os.close(status_w)
             with os.fdopen(status_r, "rb") as status:
@@ -279,8 +280,17 @@ class Channel:
 
     def close(self) -> None:
         """End the worker. It is disposable and holds nothing to flush, so it is killed at once: a
-        polite exit would wait ~0.5 s for torch's interpreter teardown on every submission."""
+        polite exit would wait ~0.5 s for torch's interpreter teardown on every submission.
+
+        Its cgroups go too, once drained: left behind, every grade would leave empty groups (hundreds a
+        day); a later worker of the same slot simply makes them again."""
         self.kill()
+        if drain.wait_drained(self._cgroups, timeout=3.0):
+            for group in self._cgroups:
+                try:
+                    os.rmdir(group)
+                except OSError:
+                    pass
 
 
 def _status(code: int) -> str:

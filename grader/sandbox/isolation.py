@@ -69,7 +69,7 @@ def choose(requested: str = "auto", required: str | None = None) -> str:
 def _probe_namespace() -> bool:
     try:
         done = subprocess.run([sys.executable, "-I", "-S", "-B", str(LAUNCHER), "probe-namespace"],
-                              capture_output=True, timeout=20)
+                              capture_output=True, timeout=20, cwd="/", env={"PATH": "/usr/bin:/bin"})
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -77,7 +77,8 @@ def _probe_namespace() -> bool:
 
 def _probe_bwrap() -> bool:
     try:
-        done = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True, timeout=20)
+        done = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True, timeout=20,
+                              cwd="/")
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0

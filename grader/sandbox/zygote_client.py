@@ -34,7 +34,7 @@ class Zygote:
         config = {"lib": str(LIB_ROOT), "site_dirs": site_dirs(), "control_fd": theirs.fileno()}
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-S", "-B", str(ZYGOTE), json.dumps(config)], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True,
+            stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True, cwd="/",
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"})
         theirs.close()
         self.sock = ours

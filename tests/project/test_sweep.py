@@ -58,3 +58,20 @@ def test_cgroups_of_dead_runs_are_emptied_and_removed():
     finally:
         parked.kill()
         mine.rmdir()
+
+
+@pytest.mark.skipif(not (sweep.CGROUP_ROOTS[1].parent.is_dir() and os.geteuid() == 0), reason="needs v1 cgroups as root")
+def test_a_grade_leaves_no_cgroup_and_no_temporary_folder_behind(tmp_path):
+    from grader.grade import grade
+    from tests.project.conftest import ROOT
+
+    def ours() -> list[Path]:
+        return [g for root in sweep.CGROUP_ROOTS for g in root.glob(f"p{os.getpid()}-*")]
+
+    def folders() -> set[Path]:
+        return set(Path(sweep.tempfile.gettempdir()).glob(f"grader-*-{os.getpid()}-*"))
+
+    before = folders()
+    card = grade(ROOT / "examples" / "submissions" / "frank.py", isolation="namespace", exercises=["softmax"])
+    assert card["status"] == "graded" and card["isolation"]["cgroup"] == "v1"
+    assert ours() == [] and folders() == before
