@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -82,19 +81,9 @@ def _sweep_cgroups() -> int:
 
 def _remove_cgroup(group: Path) -> int:
     """Kill what is left inside (a dead run's sandbox), then remove the group; 1 if it went."""
-    for _ in range(50):
-        try:
-            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            pids = []
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.02)
+    from grader.sandbox import drain  # noqa: PLC0415 - only when there is something to sweep
+
+    drain.wait_drained([str(group)], timeout=1.0, kill_after=0.0)
     try:
         group.rmdir()
     except OSError:

@@ -16,10 +16,10 @@ DRAIN_WAIT_S = 10.0
 KILL_AFTER_S = 1.0
 
 
-def wait_drained(groups: list[str], timeout: float = DRAIN_WAIT_S) -> bool:
+def wait_drained(groups: list[str], timeout: float = DRAIN_WAIT_S, kill_after: float = KILL_AFTER_S) -> bool:
     """True once no process is left in ``groups``; False if some are still there after ``timeout``.
 
-    Stragglers still there after a second are killed (these groups belong to this grader process).
+    Stragglers still there after ``kill_after`` seconds are killed (these groups are the grader's own).
     """
     start = time.monotonic()
     while True:
@@ -29,7 +29,7 @@ def wait_drained(groups: list[str], timeout: float = DRAIN_WAIT_S) -> bool:
             return True
         if waited >= timeout:
             return False
-        if waited >= KILL_AFTER_S:
+        if waited >= kill_after:
             for pid in pids:
                 _kill(pid)
         time.sleep(0.05)

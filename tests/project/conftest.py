@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from grader import canary, manifest
 from grader.scoring.points import exercise_scores
+from grader.sandbox.zygote_client import Zygote
 from grader.scoring.runner import run_suites
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +23,18 @@ def _canary_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """One canary proof per configuration per test session (the CLI tests run it, as a user's run would);
     subprocesses inherit the variable, so they share it."""
     os.environ[canary.CACHE_ENV] = str(tmp_path_factory.mktemp("canary-cache"))
+
+
+@pytest.fixture(scope="module", params=["cold", "fork"])
+def zygote(request: pytest.FixtureRequest) -> Iterator[Zygote | None]:
+    """Sandbox tests run twice: against a freshly exec'd worker and against one forked from a zygote."""
+    if request.param == "cold":
+        yield None
+        return
+    made = Zygote()
+    assert made.wait_ready(), "the zygote did not start"
+    yield made
+    made.close()
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,18 +25,6 @@ from tests.project.conftest import CORPUS, solutions_copy
 HOSTILE = sorted((CORPUS / "hostile").glob("*.py"))
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
                                      reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")
-
-
-@pytest.fixture(scope="module", params=["cold", "fork"])
-def zygote(request: pytest.FixtureRequest) -> Iterator[Zygote | None]:
-    """Every attack runs twice: against a freshly exec'd worker and against one forked from a zygote."""
-    if request.param == "cold":
-        yield None
-        return
-    made = Zygote()
-    assert made.wait_ready(), "the zygote did not start"
-    yield made
-    made.close()
 
 
 def _grade(sub: Path, zygote: Zygote | None) -> dict:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,17 +30,6 @@ MiB = 1 << 20
 needs_memory_cgroup = pytest.mark.skipif(
     "namespace" not in isolation.available() or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths())
     != "cgroup", reason="needs the namespace sandbox with a writable memory cgroup (root on Linux)")
-
-
-@pytest.fixture(scope="module", params=["cold", "fork"])
-def zygote(request: pytest.FixtureRequest) -> Iterator[Zygote | None]:
-    if request.param == "cold":
-        yield None
-        return
-    made = Zygote()
-    assert made.wait_ready(), "the zygote did not start"
-    yield made
-    made.close()
 
 
 def _grade(sub: Path, exercises: list[str], zygote: Zygote | None) -> dict:

@@ -15,7 +15,6 @@ import resource
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,17 +52,6 @@ GRADER_INSIDE = ("/sandbox-lib/grader/inside", "/sandbox-lib/grader/protocol")
 
 def _allowed() -> list[str]:
     return [*view.binds(False), *view.masks(), *view.packages(), *GRADER_INSIDE, *SANDBOX_OWN]
-
-
-@pytest.fixture(scope="module", params=["cold", "fork"])
-def zygote(request: pytest.FixtureRequest) -> Iterator[Zygote | None]:
-    if request.param == "cold":
-        yield None
-        return
-    made = Zygote()
-    assert made.wait_ready()
-    yield made
-    made.close()
 
 
 @pytest.fixture(scope="module")
