@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-ISOLATION_CHOICES = ["auto", "namespace", "bwrap", "process", "none"]
-LEVELS = ["none", "process", "bwrap", "namespace"]
+from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
+from grader.sandbox.levels import LEVELS
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:
@@ -60,7 +60,7 @@ def _canary(args: argparse.Namespace) -> dict | None:
         return None
     try:
         assignment = manifest.load(None, args.assignment)
-        backend = args.isolation if args.isolation == "inprocess" else iso.choose(args.isolation, args.require_isolation)
+        backend = iso.choose(args.isolation, args.require_isolation)
     except (manifest.ManifestError, iso.IsolationError) as exc:
         raise GradeRefused(str(exc)) from None
     try:

@@ -41,7 +41,7 @@ def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNME
     started, t0 = scorecard.now(), time.monotonic()
     try:
         spec_assignment = manifest.load(manifest_path, assignment)
-        backend = isolation if isolation == "inprocess" else iso.choose(isolation, require_isolation)
+        backend = iso.choose(isolation, require_isolation)
         for exercise_id in exercises or ():
             spec_assignment.exercise(exercise_id)
     except (manifest.ManifestError, iso.IsolationError) as exc:

@@ -1,36 +1,65 @@
-"""A notebook becomes a module without running any cell: imports, functions, classes and literal constants.
+"""A notebook becomes a module without running any cell: imports, definitions and simple constants.
 
 Plain JSON reading (nbformat v4, and v3's worksheets): no Jupyter package is needed to grade. The
 notebook is hostile input like everything else a student sends: any shape it has that is not a
 notebook's (deep nesting, a cell source that is not text, a name with a newline) ends in an
 :class:`~grader.intake_fs.IntakeError` naming the problem, never in another exception.
+
+What is taken, cell by cell in notebook order:
+
+- nothing from nbgrader's autograder-test and read-only cells (``grade``/``locked`` without
+  ``solution``): they hold the public tests and their set-up, which only make sense in Jupyter
+  (``@public_test`` runs a test at definition time), and the grading truth is the hidden suites;
+- imports, functions and classes (a definition decorated with ``@public_test`` is a public test
+  pasted elsewhere: left out too);
+- ``NAME = <simple expression>`` (literals, names, arithmetic, subscripts, and calls of builtins
+  such as ``float('-inf')`` or of imported modules such as ``torch.finfo(torch.float32).min``).
+
+Nothing is evaluated here: the trusted process only reads the syntax tree. A kept constant is
+written into the generated module, which only ever runs inside the sandbox, in a ``try`` block (as
+is each import), so an exploratory line (``x = torch.load("mine.pt")``, ``import matplotlib``)
+cannot sink the whole module: a name it failed to define fails only the tests that use it.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 from typing import Any
 
 from grader import safetext
 from grader.intake_fs import MAX_FILE_BYTES, IntakeError
 
-_KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _REDO = "save it again from Jupyter, or submit a .py file"
+_TEST_DECORATOR = "public_test"  # grader.classroom.notebooks' test cells
+_MAX_NODES = 100  # a constant's expression: more is exploratory code, not a constant (and bounds recursion)
+_EXPR_NODES = (ast.Constant, ast.Name, ast.Load, ast.Attribute, ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare,
+               ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Subscript, ast.Slice, ast.Call, ast.keyword,
+               ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context)
+_BUILTIN_CALLS = frozenset({"abs", "bool", "complex", "dict", "divmod", "float", "frozenset", "int", "len", "list",
+                            "max", "min", "pow", "range", "round", "set", "slice", "str", "sum", "tuple"})
 
 
 def notebook_module(name: str, data: bytes) -> str:
     """The module text for notebook ``name`` (already sanitised) whose file holds ``data``."""
     parts: list[str] = []
     futures: dict[str, None] = {}  # `from __future__` must come first, whichever cell it was in
+    imported: set[str] = set()  # names bound by imports so far: a constant may call into them
     for number, source in _code_cells(name, data):
         tree, lines = _parse(name, number, source), source.splitlines()
         for node in tree.body:
             if isinstance(node, ast.ImportFrom) and node.module == "__future__":
                 futures.update({f"from __future__ import {a.name}\n": None for a in node.names})
-            elif isinstance(node, _KEEP) or _is_constant(node):
-                start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+                parts.append(_guarded(node, "ImportError"))
+            elif isinstance(node, _DEFS) and not _is_public_test(node):
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 parts.append("\n".join(lines[start - 1:node.end_lineno]) + "\n")
+            elif _is_constant(node, imported):
+                parts.append(_guarded(node, "Exception"))
     header = f"# Taken from {name} by the grader: imports, functions, classes and constants only.\n"
     module = header + "".join(futures) + "\n\n" + "\n\n".join(parts)
     if len(module.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
@@ -38,11 +67,16 @@ def notebook_module(name: str, data: bytes) -> str:
     return module
 
 
+def _guarded(node: ast.stmt, caught: str) -> str:
+    """``node`` as one line (``ast.unparse``: multi-line strings keep their text) in a ``try`` block."""
+    return f"try:\n    {ast.unparse(node)}\nexcept {caught}:  # as in Jupyter, a failed cell leaves the rest usable\n    pass\n"
+
+
 def _code_cells(name: str, data: bytes) -> list[tuple[int, str]]:
-    """``(cell number, source)`` of each code cell, magics and shell lines blanked."""
+    """``(cell number, source)`` of each student code cell, magics and shell lines blanked."""
     out = []
     for number, cell in enumerate(_cells(name, data), 1):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or _is_test_cell(cell):
             continue
         raw = cell.get("source", cell.get("input", ""))
         if isinstance(raw, list) and all(isinstance(line, str) for line in raw):
@@ -53,6 +87,15 @@ def _code_cells(name: str, data: bytes) -> list[tuple[int, str]]:
         out.append((number, "\n".join("" if line.lstrip().startswith(("%", "!")) else line
                                       for line in raw.splitlines())))
     return out
+
+
+def _is_test_cell(cell: dict[str, Any]) -> bool:
+    """An nbgrader autograder-test or read-only cell (its metadata as nbgrader writes it)."""
+    metadata = cell.get("metadata")
+    meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    if not isinstance(meta, dict) or meta.get("solution") is True:
+        return False
+    return meta.get("grade") is True or meta.get("locked") is True
 
 
 def _cells(name: str, data: bytes) -> list[Any]:
@@ -83,12 +126,37 @@ def _parse(name: str, number: int, source: str) -> ast.Module:
         raise IntakeError(f"{name}: code cell {number} cannot be parsed ({where}); fix or delete that cell") from None
 
 
-def _is_constant(node: ast.stmt) -> bool:
-    """``NAME = <literal>`` at the top level: kept, since functions may read it."""
-    if not (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets)):
+def _is_public_test(node: ast.stmt) -> bool:
+    decorators = getattr(node, "decorator_list", [])
+    return any(isinstance(d, ast.Name) and d.id == _TEST_DECORATOR for d in decorators)
+
+
+def _is_constant(node: ast.stmt, imported: set[str]) -> bool:
+    """``NAME = <simple expression>`` (or ``A, B = ...``, or annotated) at the top level."""
+    if isinstance(node, ast.AnnAssign):
+        targets, value = [node.target], node.value
+    elif isinstance(node, ast.Assign):
+        targets, value = node.targets, node.value
+    else:
         return False
-    try:
-        ast.literal_eval(node.value)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    names = [n for t in targets for n in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+    return value is not None and all(isinstance(n, ast.Name) for n in names) and _is_simple(value, imported)
+
+
+def _is_simple(value: ast.expr, imported: set[str]) -> bool:
+    """Only literal-like nodes, and calls of a builtin in :data:`_BUILTIN_CALLS` or of an imported module."""
+    nodes = []
+    for node in ast.walk(value):  # iterative: a deep expression cannot exhaust the stack here
+        nodes.append(node)
+        if len(nodes) > _MAX_NODES or not isinstance(node, _EXPR_NODES):
+            return False
+    return all(_callee_allowed(n.func, imported) for n in nodes if isinstance(n, ast.Call))
+
+
+def _callee_allowed(func: ast.expr, imported: set[str]) -> bool:
+    """``float(...)``, ``math.sqrt(...)``, ``torch.finfo(torch.float32).min``-style chains: no notebook function."""
+    while isinstance(func, (ast.Attribute, ast.Call, ast.Subscript)):
+        func = func.func if isinstance(func, ast.Call) else func.value
+    if not isinstance(func, ast.Name):
         return False
-    return True
+    return func.id in imported or (func.id in _BUILTIN_CALLS and hasattr(builtins, func.id))

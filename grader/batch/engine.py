@@ -41,8 +41,7 @@ def run(entries: list[Entry], *, out: Path, options: Options,
     assignment = manifest.load(None, options.assignment)
     for exercise_id in options.exercises or ():
         assignment.exercise(exercise_id)
-    backend = options.isolation if options.isolation == "inprocess" else iso.choose(
-        options.isolation, options.require_isolation)
+    backend = iso.choose(options.isolation, options.require_isolation)
     proof = _canary(assignment, backend, options) if entries else None  # before any student is graded
     (out / "scorecards").mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)

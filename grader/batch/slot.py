@@ -56,8 +56,7 @@ def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
 
     torch.set_num_threads(config["threads"])  # the slots already use every core: no oversubscribed OpenMP spinning
     assignment = manifest.load(None, config["assignment"])
-    backend = config["isolation"] if config["isolation"] == "inprocess" else iso.choose(
-        config["isolation"], config.get("require_isolation"))
+    backend = iso.choose(config["isolation"], config.get("require_isolation"))
     lanes = [launch_spec(assignment, backend, slot=2 * config["slot"] + i, threads=config["threads"]) for i in (0, 1)]
     starts = _Starts(lanes, "off" if backend == "inprocess" else config.get("warm") or "off")
     _send(protocol, {"ready": True, "slot": config["slot"], "pid": os.getpid(), "warm": starts.mode})

@@ -30,7 +30,7 @@ _packages = itertools.count()
 
 
 class Executor:
-    """Serve ``call``/``method``/``measure``/``release`` over the modules in ``root``."""
+    """Serve ``call``/``method``/``measure``/``grads``/``release`` over the modules in ``root``."""
 
     def __init__(self, root: Path | str, *, bans: dict[str, tuple[str, ...]] | None = None,
                  single_module: str | None = None) -> None:
@@ -77,6 +77,17 @@ class Executor:
             value = self._guarded(f"{module}.{name}", lambda: _no_grad(target, args, kwargs))
         stats = {"max_tensor_bytes": float(peak.max_bytes), "seconds": time.perf_counter() - start}
         return _plain(value, f"{module}.{name} returned"), stats
+
+    def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
+        """One forward and backward of a function: ``(output, input_grads)`` for ``grad_output`` (a tensor, or a
+        tuple with a tensor or None per output); the floating-point positional tensors are the inputs."""
+        target = self._lookup(module, name)
+        where = f"{module}.{name}"
+        if isinstance(target, type) or not callable(target):
+            raise StudentAPIError(f"{where} is not a function")
+        value = self._guarded(where, lambda: _unchanged(where, args, kwargs,
+                                                         lambda: _vjp(target, args, kwargs, grad_output)))
+        return _plain(value, f"{where} returned")
 
     def release(self, handle: int) -> None:
         self.handles.pop(handle, None)
@@ -222,6 +233,32 @@ def _same(now: torch.Tensor, before: torch.Tensor) -> bool:
     return bool(torch.equal(now, before))
 
 
+def _vjp(fn: Callable[..., Any], args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
+    """``fn``'s output and the vector-Jacobian product of ``grad_output`` with it, per positional input."""
+    leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
+              else a for a in args]
+    with torch.enable_grad():
+        out = fn(*leaves, **kwargs)
+        outs, gs = (out, grad_output) if isinstance(out, tuple) else ((out,), (grad_output,))
+        if not isinstance(gs, tuple) or len(gs) != len(outs):
+            raise TypeError(f"returned {len(outs)} value(s), expected {len(gs) if isinstance(gs, tuple) else 1}")
+        terms = [_vjp_term(o, g, i) for i, (o, g) in enumerate(zip(outs, gs)) if g is not None]
+        # sum(o * g) exactly (1 * g == g); out.backward(g) would import sympy on first use
+        if terms and any(t.requires_grad for t in terms):
+            torch.stack(terms).sum().backward()
+    grads = tuple(a.grad if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves)
+    return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in outs) if isinstance(out, tuple) \
+        else out.detach() if isinstance(out, torch.Tensor) else out, grads
+
+
+def _vjp_term(out: Any, grad: torch.Tensor, i: int) -> torch.Tensor:
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"output {i} is a {type(out).__name__}, expected a tensor")
+    if out.shape != grad.shape:
+        raise ValueError(f"output {i} has shape {tuple(out.shape)}, expected {tuple(grad.shape)}")
+    return (out * grad).sum()
+
+
 def _no_grad(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     with torch.no_grad():
         return fn(*args, **kwargs)
@@ -238,14 +275,15 @@ def student_frames(exc: BaseException, root: Path) -> tuple[str, ...]:
     """The traceback lines that point into the submission, oldest first (never grader frames)."""
     frames = []
     for fs in traceback.extract_tb(exc.__traceback__):
-        if _inside(fs.filename, root):
+        # "<frozen importlib._bootstrap>" is no path: resolved against a cwd inside the submission it would pass
+        if not fs.filename.startswith("<") and _inside(fs.filename, root):
             frames.append(f"{Path(fs.filename).name}, line {fs.lineno}, in {fs.name}: {(fs.line or '').strip()}")
     return tuple(frames[-8:])
 
 
 def _raised_in(exc: BaseException, root: Path) -> bool:
     tb = traceback.extract_tb(exc.__traceback__)
-    return bool(tb) and _inside(tb[-1].filename, root)
+    return bool(tb) and not tb[-1].filename.startswith("<") and _inside(tb[-1].filename, root)
 
 
 def _inside(filename: str, root: Path) -> bool:

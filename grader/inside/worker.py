@@ -80,6 +80,9 @@ def serve(executor: object, request: dict) -> dict:
             value = executor.method(request["handle"], request["method"], request["args"], request["kwargs"])
         elif op == "measure":
             value = executor.measure(request["module"], request["name"], request["args"], request["kwargs"])
+        elif op == "grads":
+            value = executor.grads(request["module"], request["name"], request["args"], request["kwargs"],
+                                   request["grad_output"])
         elif op == "release":
             value = executor.release(request["handle"])
         else:

@@ -18,8 +18,8 @@ from typing import Any
 
 from grader.sandbox import seccomp, uids, view
 from grader.sandbox.launcher import INSIDE_PACKAGES
+from grader.sandbox.levels import LEVELS
 
-LEVELS = ("none", "process", "bwrap", "namespace")
 LAUNCHER = Path(__file__).with_name("launcher.py")
 LIB_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `grader` package
 CGROUP_V1 = Path("/sys/fs/cgroup")
@@ -51,7 +51,12 @@ def available() -> tuple[str, ...]:
 
 
 def choose(requested: str = "auto", required: str | None = None) -> str:
-    """Pick a backend: ``auto`` means the strongest available; enforce ``--require-isolation``."""
+    """Pick a backend: ``auto`` means the strongest available; enforce ``--require-isolation``.
+
+    ``inprocess`` (the project's own tests and students' local runs: no worker at all) is passed through.
+    """
+    if requested == "inprocess":
+        return requested
     options = available()
     if requested == "auto":
         backend = options[0]

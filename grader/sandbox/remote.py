@@ -93,6 +93,10 @@ class SandboxBackend:
         return self._request({"op": "method", "handle": handle, "method": method, "args": args, "kwargs": kwargs},
                              method)
 
+    def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
+        return self._request({"op": "grads", "module": module, "name": name, "args": args, "kwargs": kwargs,
+                              "grad_output": grad_output}, f"{module}.{name}")
+
     def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]:
         """The call's value and figures: the worker's own (advisory) and ``max_memory_bytes``, read from
         the sandbox's memory cgroup on this side, where the student cannot switch it off (absent without one)."""

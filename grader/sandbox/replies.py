@@ -43,6 +43,8 @@ def _fits(op: Any, body: Any) -> bool:
     """What an ``ok`` body must look like for the operations whose answer has a fixed shape."""
     if op == "measure":
         return type(body) is tuple and len(body) == 2 and type(body[1]) is dict
+    if op == "grads":
+        return type(body) is tuple and len(body) == 2 and type(body[1]) is tuple
     if op == "release":
         return body is None
     return True

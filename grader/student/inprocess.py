@@ -31,6 +31,9 @@ class InProcessBackend:
     def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]:
         return self.executor.measure(module, name, args, kwargs)
 
+    def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
+        return self.executor.grads(module, name, args, kwargs, grad_output)
+
     def release(self, handle: int) -> None:
         self.executor.release(handle)
 

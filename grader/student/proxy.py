@@ -19,6 +19,7 @@ class Backend(Protocol):
     def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any: ...
     def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any: ...
     def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]: ...
+    def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]: ...
     def release(self, handle: int) -> None: ...
 
 
@@ -84,10 +85,10 @@ class StudentModule(_Refusing):
 
 
 class StudentCallable(_Refusing):
-    """A student function or class: call it, or ``measure(...)`` a function call."""
+    """A student function or class: call it, ``measure(...)`` a function call, or take its ``grads(...)``."""
 
     __slots__ = ("_proxy", "_module", "_name")
-    _offer = "call it, or use .measure(*args, **kwargs)"
+    _offer = "call it, or use .measure(*args, **kwargs) or .grads(*args, grad_output=g, **kwargs)"
 
     def __init__(self, proxy: StudentProxy, module: str, name: str) -> None:
         for slot, value in (("_proxy", proxy), ("_module", module), ("_name", name)):
@@ -101,6 +102,14 @@ class StudentCallable(_Refusing):
         """``(value, stats)``; ``stats["max_tensor_bytes"]`` is the largest tensor made during the call."""
         args, kwargs = _outgoing(args, kwargs)
         return self._proxy._backend.measure(self._module, self._name, args, kwargs)
+
+    def grads(self, *args: Any, grad_output: Any, **kwargs: Any) -> tuple[Any, tuple]:
+        """``(output, input_grads)``: one float64-capable forward and backward of a function, with
+        ``grad_output`` (a tensor, or a tuple with a tensor or None per returned value) as the upstream gradient;
+        ``input_grads[i]`` is the gradient of positional argument ``i`` (None for non-float arguments)."""
+        args, kwargs = _outgoing(args, kwargs)
+        (grad_output,), _ = _outgoing((grad_output,), {})
+        return self._proxy._backend.grads(self._module, self._name, args, kwargs, grad_output)
 
     def __repr__(self) -> str:
         return f"<student {self._module}.{self._name}>"

@@ -71,11 +71,51 @@ def _expect_values(got: torch.Tensor, expected: torch.Tensor, what: str, hint: s
         torch.testing.assert_close(got, expected, atol=atol, rtol=rtol, check_dtype=False, check_device=False)
     except AssertionError as exc:
         detail = " ".join(line.strip() for line in str(exc).splitlines()[1:4])
-        fail(f"{what}: values differ from the expected ones: {detail}\n  got      {_preview(got)}\n"
-             f"  expected {_preview(expected)}", hint)
+        fail(f"{what}: values differ from the expected ones: {detail}\n{mismatch_preview(got, expected, atol, rtol)}",
+             hint)
 
 
-def _preview(t: torch.Tensor, n: int = 6) -> str:
-    flat = t.detach().reshape(-1)[:n].tolist()
-    more = ", …" if t.numel() > n else ""
-    return "[" + ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat) + more + "]"
+def mismatch_preview(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
+    """Where the first mismatch is and the values around it (a grid for boolean masks), both sides."""
+    g, e = got.detach().cpu(), expected.detach().cpu()
+    if g.dtype == torch.bool or e.dtype == torch.bool:
+        bad = g.bool() != e.bool()
+    else:
+        g64, e64 = g.to(torch.float64), e.to(torch.float64)
+        bad = ~torch.isclose(g64, e64, rtol=rtol, atol=atol, equal_nan=True)
+    if g.dim() == 0 or not bool(bad.any()):
+        return f"  got      {_row(g.reshape(-1), 0)}\n  expected {_row(e.reshape(-1), 0)}"
+    index = tuple(int(i) for i in torch.nonzero(bad)[0])
+    head = f"  first mismatch at index {index}: got {_fmt(g[index].item())}, expected {_fmt(e[index].item())}"
+    if g.dtype == torch.bool and e.dtype == torch.bool and g.dim() >= 2:
+        return head + "\n" + _grids(g, e, index)
+    line = index[:-1]
+    where = f"[{', '.join(map(str, line))}, …]" if line else "all"
+    return (f"{head}\n  got      {where}: {_row(g[line], index[-1])}\n"
+            f"  expected {where}: {_row(e[line], index[-1])}")
+
+
+def _row(values: torch.Tensor, at: int, before: int = 2, after: int = 4) -> str:
+    """``[…, a, b, <c>, d, …]``: a window of a 1-D tensor around position ``at`` (marked with <>)."""
+    lo, hi = max(0, at - before), min(values.numel(), at + after + 1)
+    cells = [f"<{_fmt(values[i].item())}>" if i == at else _fmt(values[i].item()) for i in range(lo, hi)]
+    return "[" + ("…, " if lo > 0 else "") + ", ".join(cells) + (", …" if hi < values.numel() else "") + "]"
+
+
+def _grids(got: torch.Tensor, expected: torch.Tensor, index: tuple[int, ...], size: int = 10) -> str:
+    """Both masks' (rows, columns) slice holding the first mismatch, 1 = True, as side-by-side grids."""
+    r, c = index[-2], index[-1]
+    rows = range(max(0, r - size // 2), min(got.shape[-2], max(0, r - size // 2) + size))
+    cols = range(max(0, c - size // 2), min(got.shape[-1], max(0, c - size // 2) + size))
+    sub = index[:-2]
+    title = f"  mask{list(sub) if sub else ''} rows {rows.start}..{rows.stop - 1}, columns {cols.start}..{cols.stop - 1}"
+    lines = [title + "  (got | expected, 1 = True)"]
+    for i in range(rows.start, rows.stop):
+        left = "".join("1" if got[sub + (i, j)] else "0" for j in cols)
+        right = "".join("1" if expected[sub + (i, j)] else "0" for j in cols)
+        lines.append(f"    {left} | {right}{'   <- first mismatch' if i == r else ''}")
+    return "\n".join(lines)
+
+
+def _fmt(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)

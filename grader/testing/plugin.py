@@ -3,7 +3,8 @@
 - markers: ``exercise(id)``, ``points(n)``, ``cuda`` (skips without a CUDA device; a skip earns nothing);
 - fixtures: ``student`` (the only door to student code), ``reference`` (the trusted solutions),
   ``seed`` and ``gen`` (inputs drawn from the runner's grading seed);
-- reports: a student exception becomes its own short feedback, never a grader traceback.
+- reports: a student exception becomes its own short feedback, never a grader traceback, followed by the
+  test's hint (``grader.testing.hints``) so the raw exception never hides what the test was checking.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 
 from grader.protocol.errors import StudentError
 from grader.student.proxy import Backend, StudentProxy
+from grader.testing.hints import hint_of
 
 backend_factory_key = pytest.StashKey[Callable[[], Backend]]()
 
@@ -37,6 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "exercise(id): the exercise (manifest id) a test grades")
     config.addinivalue_line("markers", "points(n): points the test is worth when it passes")
+    config.addinivalue_line("markers", "hint(text): the hint shown when the student's code raises in this test")
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped (and worth nothing) without one")
 
 
@@ -50,9 +53,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     excinfo = call.excinfo
     if excinfo is not None and isinstance(excinfo.value, StudentError):
-        report.longrepr = excinfo.value.feedback()
+        report.longrepr = excinfo.value.feedback() + _hint_for(item, excinfo.value)
         report.user_properties.append(("student_kind", excinfo.value.kind))
     return report
+
+
+def _hint_for(item: pytest.Item, error: StudentError) -> str:
+    """The test's hint under a student exception: what the test checks says what to look at."""
+    if error.kind != "exception" or error.exc_type in _SELF_EXPLAINED or error.message.startswith("importing "):
+        return ""  # not implemented, missing, banned, timeouts, import errors: the message says what to do
+    hint = hint_of(item)
+    return f"\n  hint: {hint}" if hint else ""
+
+
+_SELF_EXPLAINED = frozenset({"InputModified", "ValueRejected"})
 
 
 def _student_root(config: pytest.Config) -> Path:

@@ -1,0 +1,61 @@
+"""The hint a test gives, for the feedback of a student exception raised before any check could give it.
+
+A test passes its hints to the checks (``expect_tensor(..., hint=...)``), which run after the student's call;
+when that call raises, the student would see only their own exception. The test's hint is then taken from
+an explicit ``@pytest.mark.hint("...")``, else from the first ``hint=`` in the test's own source whose value
+is a plain string (a literal, or a local or module-level name bound to one).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import textwrap
+from typing import Any
+
+import pytest
+
+
+def hint_of(item: pytest.Item) -> str | None:
+    """The hint to show with a student exception raised in ``item`` (None: the test gives none)."""
+    marker = item.get_closest_marker("hint")
+    if marker is not None and marker.args:
+        return str(marker.args[0])
+    function = getattr(item, "function", None)
+    return _first_hint(function) if function is not None else None
+
+
+@functools.lru_cache(maxsize=512)
+def _first_hint(function: Any) -> str | None:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    body = tree.body[0] if tree.body else None
+    if not isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    names = {k: v for k, v in getattr(function, "__globals__", {}).items() if isinstance(v, str)}
+    names.update(_string_names(body))
+    found = [(kw.value.lineno, kw.value.col_offset, text) for node in ast.walk(body) if isinstance(node, ast.Call)
+             for kw in node.keywords if kw.arg == "hint" and (text := _string(kw.value, names))]
+    return min(found)[2] if found else None  # the first in source order: the check nearest the first call
+
+
+def _string_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+    """Local names assigned a plain string (``hint = "..."``) in the test."""
+    names: dict[str, str] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _string(node.value, {})
+            if value:
+                names[node.targets[0].id] = value
+    return names
+
+
+def _string(node: ast.expr, names: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    return None
