@@ -24,14 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader.errors import GraderFault
 from grader import __version__, manifest
 
 CACHE_ENV = "GRADER_CACHE_DIR"
 FORMAT = 1
 
 
-class CanaryFailed(RuntimeError):
+class CanaryFailed(GraderFault):
     """This machine cannot grade correctly: the message names what failed."""
+
+    label = "refusing to grade"
 
 
 @dataclass(frozen=True)

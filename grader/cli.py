@@ -1,7 +1,8 @@
 """``grader``: a thin argparse shell over keyword-only library functions.
 
-Exit codes: 0 done (whatever the score), 1 checks failed (``check``/``build --check``),
-2 usage error, 3 grader fault. Errors are one line that says what to do next.
+Exit codes are :class:`grader.errors.ExitCode`: 0 done (whatever the score), 1 checks failed or some
+submission ended in an error, 2 the caller's mistake, 3 a grader fault, 130 interrupted. Every
+:class:`grader.errors.GraderError` becomes one line that says what to do next, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,15 +12,9 @@ import signal
 import sys
 from collections.abc import Sequence
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAULT = 0, 1, 2, 3
+from grader.errors import ExitCode, GraderFault, UsageError
 
-
-class UsageError(Exception):
-    """Bad input from the person at the keyboard: print it and exit 2."""
-
-
-class CanaryRefusal(Exception):
-    """The grader cannot grade correctly on this machine (the canary failed): print why and exit 3."""
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAULT = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE, ExitCode.FAULT
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -84,11 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except UsageError as exc:
-        print(f"grader: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except CanaryRefusal as exc:
-        print(f"grader: refusing to grade: {exc}", file=sys.stderr)
-        return EXIT_FAULT
+        print(f"grader: {exc.label}: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except GraderFault as exc:
+        print(f"grader: {exc.label}: {exc}", file=sys.stderr)
+        return ExitCode.FAULT
     except KeyboardInterrupt:
         print("grader: interrupted; finished results are kept", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED

@@ -7,23 +7,20 @@ import json
 import sys
 from pathlib import Path
 
+from grader.errors import ExitCode, GraderFault, UsageError
 from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
 from grader.sandbox.levels import LEVELS
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:
-    from grader.cli import EXIT_FAULT, EXIT_OK, UsageError
-    from grader.grade import GradeRefused, grade
+    from grader.grade import grade
     from grader.schema import SchemaError
     from grader.scoring import scorecard
 
     out = _check_grade_paths(Path(args.submission), Path(args.out) if args.out else None)
-    try:
-        proof = _canary(args)
-        card = grade(args.submission, assignment=args.assignment, isolation=args.isolation,
-                     require_isolation=args.require_isolation, seed=args.seed, require_cuda=args.require_cuda)
-    except GradeRefused as exc:
-        raise UsageError(str(exc)) from None
+    proof = _canary(args)
+    card = grade(args.submission, assignment=args.assignment, isolation=args.isolation,
+                 require_isolation=args.require_isolation, seed=args.seed, require_cuda=args.require_cuda)
     if proof is not None:
         card["canary"] = proof
     try:
@@ -33,15 +30,12 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         else:
             print(scorecard.dumps(card))
     except SchemaError as exc:
-        print(f"grader: internal error: the scorecard failed its schema ({exc}); please report this", file=sys.stderr)
-        return EXIT_FAULT
-    return EXIT_OK
+        raise GraderFault(f"internal error: the scorecard failed its schema ({exc}); please report this") from None
+    return ExitCode.OK
 
 
 def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:
     """Refuse, before any grading, a submission that is not there and an --out that is a folder."""
-    from grader.cli import UsageError
-
     if not submission.exists() and not submission.is_symlink():
         raise UsageError(f"submission not found: {submission} (give a folder, .py, .ipynb, .zip or .tar.gz)")
     if out is not None and out.is_dir():
@@ -52,21 +46,12 @@ def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:
 def _canary(args: argparse.Namespace) -> dict | None:
     """The proof that this machine grades correctly (see :mod:`grader.canary`); None with --no-canary."""
     from grader import canary, manifest
-    from grader.cli import CanaryRefusal
-    from grader.grade import GradeRefused
     from grader.sandbox import isolation as iso
 
     if args.no_canary:
         return None
-    try:
-        assignment = manifest.load(None, args.assignment)
-        backend = iso.choose(args.isolation, args.require_isolation)
-    except (manifest.ManifestError, iso.IsolationError) as exc:
-        raise GradeRefused(str(exc)) from None
-    try:
-        return canary.prove(assignment, backend=backend).record()
-    except canary.CanaryFailed as exc:
-        raise CanaryRefusal(str(exc)) from None
+    assignment = manifest.load(None, args.assignment)
+    return canary.prove(assignment, backend=iso.choose(args.isolation, args.require_isolation)).record()
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type

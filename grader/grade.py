@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from grader.errors import UsageError
 from grader import intake, manifest, safetext
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
@@ -22,7 +23,7 @@ from grader.scoring.runner import run_suites
 from grader.scoring import withhold
 
 
-class GradeRefused(Exception):
+class GradeRefused(UsageError):
     """The grade cannot start (bad assignment, isolation below the required level)."""
 
 

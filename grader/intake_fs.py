@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from grader.errors import SubmissionError
 from grader import safetext
 
 MAX_FILES = 200  # Python files taken from one submission
@@ -28,7 +29,7 @@ MAX_NAME_CHARS = 1024  # one archive member's path
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
-class IntakeError(ValueError):
+class IntakeError(SubmissionError):
     """The submission cannot be graded as given; the message says why and what to send instead."""
 
 

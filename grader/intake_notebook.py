@@ -36,7 +36,7 @@ _REDO = "save it again from Jupyter, or submit a .py file"
 _TEST_DECORATOR = "public_test"  # grader.classroom.notebooks' test cells
 _MAX_NODES = 100  # a constant's expression: more is exploratory code, not a constant (and bounds recursion)
 _EXPR_NODES = (ast.Constant, ast.Name, ast.Load, ast.Attribute, ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare,
-               ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Subscript, ast.Slice, ast.Call, ast.keyword,
+               ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Subscript, ast.Slice, ast.Call, ast.keyword, ast.JoinedStr, ast.FormattedValue,
                ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context)
 _BUILTIN_CALLS = frozenset({"abs", "bool", "complex", "dict", "divmod", "float", "frozenset", "int", "len", "list",
                             "max", "min", "pow", "range", "round", "set", "slice", "str", "sum", "tuple"})
@@ -56,15 +56,29 @@ def notebook_module(name: str, data: bytes) -> str:
                 imported.update((a.asname or a.name).split(".")[0] for a in node.names)
                 parts.append(_guarded(node, "ImportError"))
             elif isinstance(node, _DEFS) and not _is_public_test(node):
-                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                parts.append("\n".join(lines[start - 1:node.end_lineno]) + "\n")
+                parts.append(_source(node, lines))
             elif _is_constant(node, imported):
-                parts.append(_guarded(node, "Exception"))
+                parts.append(_literal(node, lines) if _is_literal(node) else _guarded(node, "Exception"))
     header = f"# Taken from {name} by the grader: imports, functions, classes and constants only.\n"
     module = header + "".join(futures) + "\n\n" + "\n\n".join(parts)
     if len(module.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise IntakeError(f"{name}: its code is larger than {MAX_FILE_BYTES >> 10} KiB")
     return module
+
+
+def _source(node: ast.stmt, lines: list[str]) -> str:
+    """A definition's own lines, decorators included (nothing else can share them)."""
+    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    return "\n".join(lines[start - 1:node.end_lineno]) + "\n"
+
+
+def _literal(node: ast.stmt, lines: list[str]) -> str:
+    """A literal constant as written, unless another statement shares its lines (``X = 1; os.system(...)``)."""
+    last = lines[(node.end_lineno or node.lineno) - 1].encode("utf-8", "surrogatepass")
+    tail = last[node.end_col_offset or 0:].strip()  # ast's offsets count UTF-8 bytes, not characters
+    if node.col_offset == 0 and (not tail or tail.startswith(b"#")):
+        return _source(node, lines)
+    return f"{ast.unparse(node)}\n"
 
 
 def _guarded(node: ast.stmt, caught: str) -> str:
@@ -140,11 +154,22 @@ def _is_constant(node: ast.stmt, imported: set[str]) -> bool:
     else:
         return False
     names = [n for t in targets for n in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
-    return value is not None and all(isinstance(n, ast.Name) for n in names) and _is_simple(value, imported)
+    if value is None or not all(isinstance(n, ast.Name) for n in names):
+        return False
+    return _is_literal(node) or _is_simple(value, imported)
+
+
+def _is_literal(node: ast.stmt) -> bool:
+    """A value ``ast.literal_eval`` accepts: kept as written, whatever its size."""
+    try:
+        ast.literal_eval(node.value)  # type: ignore[attr-defined, arg-type]
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _is_simple(value: ast.expr, imported: set[str]) -> bool:
-    """Only literal-like nodes, and calls of a builtin in :data:`_BUILTIN_CALLS` or of an imported module."""
+    """A literal, or only literal-like nodes, and calls of a builtin in :data:`_BUILTIN_CALLS` or of an imported module."""
     nodes = []
     for node in ast.walk(value):  # iterative: a deep expression cannot exhaust the stack here
         nodes.append(node)

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.errors import UsageError
 from grader import schema
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -13,7 +14,7 @@ DEFAULT_MANIFEST = REPO_ROOT / "assignments.json"
 DEFAULT_ASSIGNMENT = "attention-basics"
 
 
-class ManifestError(ValueError):
+class ManifestError(UsageError):
     """The manifest is missing, unreadable or inconsistent."""
 
 
@@ -87,7 +88,10 @@ def load(path: Path | None = None, assignment: str = DEFAULT_ASSIGNMENT) -> Assi
         raise ManifestError(f"manifest not found: {path}") from None
     except json.JSONDecodeError as exc:
         raise ManifestError(f"{path}: not valid JSON ({exc})") from None
-    schema.validate("assignments", document)
+    try:
+        schema.validate("assignments", document)
+    except schema.SchemaError as exc:  # the caller's manifest: a one-line refusal, never a traceback
+        raise ManifestError(f"{path}: not a valid manifest: {exc}") from None
     for raw in document["assignments"]:
         if raw["id"] == assignment:
             return _assignment(raw, path.parent)

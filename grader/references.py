@@ -7,6 +7,8 @@ a sandbox might be able to read. The folder is registered as the ``solutions`` p
 
 from __future__ import annotations
 
+from grader.errors import UsageError
+
 import importlib.util
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ from types import ModuleType
 PACKAGE = "solutions"
 
 
-class ReferencesMissing(FileNotFoundError):
+class ReferencesMissing(UsageError, FileNotFoundError):
     """There is no ``solutions/`` package beside the manifest: a grading host needs the course checkout."""
 
 

@@ -11,15 +11,14 @@ import json
 import sys
 from pathlib import Path
 
+from grader.errors import ExitCode, UsageError
+
 FORMATS = ("gradescope", "github-classroom", "csv")
 
 
 def _cmd_batch(args: argparse.Namespace) -> int:
-    from grader import canary, manifest
-    from grader.batch import discover, engine, job
+    from grader.batch import engine, job
     from grader.batch.progress import Progress
-    from grader.cli import EXIT_FAILED, EXIT_FAULT, EXIT_OK, UsageError
-    from grader.sandbox import isolation as iso
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("-j must be at least 1")
@@ -33,18 +32,10 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     try:
         outcome = job.batch(args.submissions, out=args.out, options=options, export=tuple(args.export or ()),
                             progress=Progress(rich=False if args.quiet else None))
-    except (discover.DiscoveryError, manifest.ManifestError, iso.IsolationError) as exc:
-        raise UsageError(str(exc)) from None
     except engine.BatchInterrupted as exc:
         print(f"grader: interrupted ({exc}); finished scorecards are kept in {Path(args.out) / 'scorecards'}; "
               "rerun the same command to resume", file=sys.stderr)
-        return 130
-    except engine.BatchFault as exc:
-        print(f"grader: grader fault: {exc}", file=sys.stderr)
-        return EXIT_FAULT
-    except canary.CanaryFailed as exc:
-        print(f"grader: refusing to grade: {exc}", file=sys.stderr)
-        return EXIT_FAULT
+        return ExitCode.INTERRUPTED
     s = outcome.summary
     print(f"{s['counts']['submissions']} submissions: {s['counts']['graded']} graded, {s['counts']['errors']} errors, "
           f"{s['counts']['skipped']} unchanged; mean {s['score']['mean']:g}/{s['score']['max_score']:g}; "
@@ -53,7 +44,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     for kind, count in sorted(errors.items()):
         print(f"grader: {count} submission(s) ended in a{'n' if kind[0] in 'aeiou' else ''} {kind} error; "
               f"{_NEXT_STEP.get(kind, 'see summary.json')}", file=sys.stderr)
-    return EXIT_FAILED if errors else EXIT_OK
+    return ExitCode.FAILED if errors else ExitCode.OK
 
 
 _NEXT_STEP = {"grader": "see summary.json; rerun the same command to retry them (no --force needed)",
@@ -64,7 +55,6 @@ _NEXT_STEP = {"grader": "see summary.json; rerun the same command to retry them 
 def _cmd_export(args: argparse.Namespace) -> int:
     from grader import manifest, schema
     from grader.batch import outputs
-    from grader.cli import EXIT_OK, UsageError
 
     named = []
     for name in args.scorecards:
@@ -82,17 +72,17 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.out:
         for path in outputs.export(named, args.format, Path(args.out), ids):
             print(f"wrote {path}", file=sys.stderr)
-        return EXIT_OK
+        return ExitCode.OK
     if args.format == "csv":
         sys.stdout.write(outputs.gradebook_csv(named, ids))
-        return EXIT_OK
+        return ExitCode.OK
     if len(named) > 1:
         raise UsageError(f"{len(named)} scorecards: give --out DIR to write one {args.format} file each")
     from grader import exports
 
     convert = exports.to_gradescope if args.format == "gradescope" else exports.to_github_classroom
     print(json.dumps(convert(named[0][1]), indent=2))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type

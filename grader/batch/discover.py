@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.errors import UsageError
 from grader import safetext
 from grader.delivery import classroom50
 from grader.intake_fs import special
@@ -32,7 +33,7 @@ FILE_SUFFIXES = (*ARCHIVE_SUFFIXES, ".py", ".ipynb")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@+-]")
 
 
-class DiscoveryError(ValueError):
+class DiscoveryError(UsageError):
     """The submissions folder cannot be read as a class (message says what to give instead)."""
 
 

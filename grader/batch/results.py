@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.errors import GraderFault
 from grader import manifest
 from grader.batch.discover import Entry
 
 
-class BatchFault(RuntimeError):
+class BatchFault(GraderFault):
     """The engine itself cannot go on (slots cannot start): a grader fault."""
 
 

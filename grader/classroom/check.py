@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from grader.errors import UsageError
 from grader import manifest
 from grader.scoring import scorecard
 from grader.scoring.points import exercise_scores
@@ -25,7 +26,7 @@ PUBLIC_ONLY = ("These are the public tests only. Your grade is decided by hidden
                "after the deadline: passing every public test does not guarantee full marks.")
 
 
-class CheckError(ValueError):
+class CheckError(UsageError):
     """``grader check`` cannot start (no exercises folder, unknown exercise); the message says what to do."""
 
 

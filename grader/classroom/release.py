@@ -14,26 +14,27 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from grader.errors import UsageError
 from grader import __version__, manifest
 from grader.classroom import texts
 
 # Package files a student repository needs, relative to the ``grader`` package folder.
 RUNTIME = (
-    "__init__.py", "py.typed", "manifest.py", "schema.py", "exports.py", "safetext.py", "references.py",
+    "__init__.py", "py.typed", "errors.py", "manifest.py", "schema.py", "exports.py", "safetext.py", "references.py",
     "schemas/__init__.py", "schemas/assignments.schema.json", "schemas/scorecard.schema.json",
     "schemas/github-classroom.schema.json",
     "scoring/__init__.py", "scoring/collect.py", "scoring/points.py", "scoring/runner.py", "scoring/scorecard.py",
     "student/__init__.py", "student/inprocess.py", "student/proxy.py",
     "inside/__init__.py", "inside/bans.py", "inside/executor.py", "inside/peak.py",
     "protocol/__init__.py", "protocol/errors.py", "protocol/values.py",
-    "testing/__init__.py", "testing/checks.py", "testing/plugin.py",
+    "testing/__init__.py", "testing/checks.py", "testing/hints.py", "testing/plugin.py",
     "classroom/__init__.py", "classroom/check.py", "classroom/ci.py", "classroom/cli.py", "classroom/nbruntime.py",
 )
 PACKAGE = Path(__file__).resolve().parents[1]
 MIN_LINE = 8  # shorter solution lines ("return x") are too common to mean anything
 
 
-class ReleaseError(ValueError):
+class ReleaseError(UsageError):
     """The release cannot be built (folder in use, a leak found); the message says what to do."""
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader.errors import GraderFault
 from grader.delivery import gradescope_results as gs
 
 ROOT_ENV = "GRADER_AUTOGRADER_ROOT"
@@ -55,7 +56,7 @@ class Tree:
         return self.root / "submission_metadata.json"
 
 
-class GraderFailed(RuntimeError):
+class GraderFailed(GraderFault):
     """The grader, not the submission, failed; the message is for the instructor."""
 
 

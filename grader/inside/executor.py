@@ -247,8 +247,8 @@ def _vjp(fn: Callable[..., Any], args: tuple, kwargs: dict, grad_output: Any) ->
         if terms and any(t.requires_grad for t in terms):
             torch.stack(terms).sum().backward()
     grads = tuple(a.grad if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves)
-    return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in outs) if isinstance(out, tuple) \
-        else out.detach() if isinstance(out, torch.Tensor) else out, grads
+    detached = tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in outs)
+    return (detached if isinstance(out, tuple) else detached[0]), grads
 
 
 def _vjp_term(out: Any, grad: torch.Tensor, i: int) -> torch.Tensor:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader.errors import UsageError
 from grader.sandbox import seccomp, uids, view
 from grader.sandbox.launcher import INSIDE_PACKAGES
 from grader.sandbox.levels import LEVELS
@@ -28,7 +29,7 @@ UID_BASE = uids.FIRST  # sandbox uids are leased machine-wide from uids.FIRST on
 PROCESS_UID_ENV = "GRADER_PROCESS_UID"
 
 
-class IsolationError(RuntimeError):
+class IsolationError(UsageError):
     """The requested isolation is unavailable here; the message says what to do."""
 
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grader import errors as errors_tree
 from grader import safetext
 from grader.protocol import errors, wire
 from grader.sandbox import memwatch, replies
@@ -41,7 +42,7 @@ MAX_TIMEOUTS = 2
 WALL_FACTOR, WALL_SLACK_S = 3.0, 5.0
 
 
-class GraderFault(RuntimeError):
+class GraderFault(errors_tree.GraderFault):
     """The grader could not run a test (no worker would start, a request would not encode): the
     scorecard becomes ``status: error`` (kind ``grader``), which a batch rerun grades again."""
 

@@ -12,6 +12,8 @@ spec for that slot shares it, two slots never do.
 
 from __future__ import annotations
 
+from grader.errors import GraderFault
+
 import fcntl
 import os
 import pwd
@@ -27,7 +29,7 @@ LEASE_DIRS = (Path("/run/attention-grader/uids"), Path("/tmp/attention-grader-ui
 CLEAR_WAIT_S = 3.0
 
 
-class UidLeaseError(RuntimeError):
+class UidLeaseError(GraderFault):
     """No uid of the range could be leased (all held, or leftovers that would not die)."""
 
 

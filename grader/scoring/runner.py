@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from grader.errors import GraderFault
 from grader.scoring.collect import ResultCollector, TestResult
 from grader.testing.plugin import backend_factory_key
 
@@ -89,5 +90,5 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
     return list(collector.results.values()), int(code)
 
 
-class SuiteError(RuntimeError):
+class SuiteError(GraderFault):
     """The trusted suites could not be collected: a grader fault, never a student's."""

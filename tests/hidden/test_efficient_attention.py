@@ -11,6 +11,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
 from grader.testing.checks import expect, expect_finite, expect_tensor
+from grader.testing.gradients import GRAD_HINT, expect_grads
 from grader.testing.oracles import expect_dropout_on_weights
 
 pytestmark = pytest.mark.exercise("efficient_attention")
@@ -133,7 +134,7 @@ def test_sdpa_training_mode_drops_a_fraction_p_of_the_weights(student, gen, p):
 
 
 # ---------------------------------------------------------------------------------------------- flash_attention
-@pytest.mark.points(1)
+@pytest.mark.points(0.5)
 def test_flash_matches_sdpa_math_in_float32(student, gen):
     q, k, v = qkv(gen, B=2, H=2, L=37, S=37, E=8, Ev=8)
     got = student.efficient_attention.flash_attention(q, k, v, block_size=8)
@@ -276,3 +277,21 @@ def test_cuda_sdpa_attention_matches_the_flash_kernel(student, gen, dtype, L, is
     tol = CUDA_TOL[dtype]
     expect_tensor(got, flash_kernel(q, k, v, is_causal), what=f"sdpa_attention on CUDA ({dtype}, L={L}, "
                   f"causal={is_causal}) vs the FLASH_ATTENTION kernel", atol=tol, rtol=tol)
+
+
+def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
+                 block_size: int = 64) -> torch.Tensor:
+    """Differentiable float64 softmax(q k^T / sqrt(E)) v, bottom-right causal (every row sees a key here)."""
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if is_causal:
+        s = s.masked_fill(~bottom_right(q.shape[-2], k.shape[-2]), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.points(0.5)
+def test_flash_float64_gradients_match_the_oracle(student, gen):
+    q, k, v = qkv(gen, B=1, H=2, L=6, S=11, E=4, Ev=3, dtype=torch.float64)
+    g = torch.randn(1, 2, 6, 3, generator=gen, dtype=torch.float64)
+    expect_grads(student.efficient_attention.flash_attention, (q, k, v), _attention64, g,
+                 what="flash_attention(float64, L=6, S=11, is_causal=True, block_size=4) backward",
+                 names=("query", "key", "value"), hint=GRAD_HINT, is_causal=True, block_size=4)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor
+from grader.testing.gradients import GRAD_HINT, expect_grads
 from grader.testing.oracles import expect_dropout_on_weights
 
 pytestmark = pytest.mark.exercise("scaled_dot_product")
@@ -137,7 +138,7 @@ def test_future_keys_do_not_change_earlier_outputs(student, gen):
                   hint="with a causal bool mask (True = may attend), query t must not see keys after t")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 def test_explicit_scale_is_used(student, gen):
     q, k, v = torch.randn(2, 4, 6, generator=gen), torch.randn(2, 5, 6, generator=gen), \
         torch.randn(2, 5, 3, generator=gen)
@@ -151,7 +152,7 @@ def test_explicit_scale_is_used(student, gen):
     expect_tensor(out, sdpa_math(q, k, v, scale=0.0), what="output with scale=0.0 vs SDPA")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 def test_fully_masked_rows_give_zero_and_no_nan(student, gen):
     q, k, v = torch.randn(2, 4, 4, generator=gen), torch.randn(2, 5, 4, generator=gen), \
         torch.randn(2, 5, 3, generator=gen)
@@ -214,3 +215,25 @@ def test_large_scores_stay_finite(student, gen):
     out, weights = sdpa(student, q, k, v)
     expect_finite(weights, what="weights for scores of size ~1000", hint="use a stable softmax (subtract the row max)")
     expect_tensor(out, sdpa_math(q, k, v), what="output for scores of size ~1000", atol=1e-4, rtol=1e-4)
+
+
+def _sdpa64(q, k, v, mask=None):
+    """(output, weights) by float64 hand computation, differentiable (no fully-masked rows here)."""
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    e = torch.exp(s - s.amax(dim=-1, keepdim=True))
+    w = e / e.sum(dim=-1, keepdim=True)
+    return w @ v, w
+
+
+@pytest.mark.points(0.5)
+def test_float64_gradients_match_the_oracle(student, gen):
+    q, k, v = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64), \
+        torch.randn(2, 6, 4, generator=gen, dtype=torch.float64), torch.randn(2, 6, 3, generator=gen, dtype=torch.float64)
+    mask = torch.ones(5, 6, dtype=torch.bool).tril(diagonal=1)
+    g_out, g_w = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64), \
+        torch.randn(2, 5, 6, generator=gen, dtype=torch.float64)
+    expect_grads(student.scaled_dot_product.scaled_dot_product_attention, (q, k, v), _sdpa64, (g_out, g_w),
+                 what="scaled_dot_product_attention(float64, causal bool mask) backward",
+                 names=("query", "key", "value"), hint=GRAD_HINT, mask=mask)

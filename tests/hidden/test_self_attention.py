@@ -65,7 +65,7 @@ def test_v2_matches_reference_and_oracle(student, reference, gen):
         expect_tensor(sa(x), ref(x), what="SelfAttentionV2(6, 4) vs the reference")
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_v2_with_qkv_bias(student, reference, gen):
     ref = reference.self_attention.SelfAttentionV2(5, 6, qkv_bias=True).eval()
     sa = student.self_attention.SelfAttentionV2(5, 6, qkv_bias=True)
@@ -181,3 +181,27 @@ def test_large_inputs_do_not_overflow(student, reference, gen):
     v1 = student.self_attention.SelfAttentionV1(6, 4)
     v1.load_state_dict({n: w[f"{n}.weight"].T.contiguous() for n in NAMES})
     expect_tensor(v1(x), want, what="SelfAttentionV1(6, 4) on x * 30", atol=1e-3, rtol=1e-3, hint=NAIVE_HINT)
+
+
+@pytest.mark.points(0.5)
+def test_v1_fresh_weights_are_torch_rand_and_used(student, gen):
+    """The spec says nn.Parameter(torch.rand(d_in, d_out)): uniform on [0, 1), so check the distribution."""
+    values = []
+    for _ in range(3):  # 3 fresh modules: 3 * 3 * 16 * 16 = 2304 draws
+        sa = student.self_attention.SelfAttentionV1(16, 16)
+        params = sa.named_parameters()
+        expect(sorted(params) == sorted(NAMES), f"SelfAttentionV1 parameters: got {sorted(params)}, expected "
+               f"{sorted(NAMES)}", "three nn.Parameter attributes W_query, W_key, W_value")
+        values += [params[n].double().reshape(-1) for n in NAMES]
+    x = torch.randn(2, 5, 16, generator=gen)  # the weights it reports are the ones it computes with
+    expect_tensor(sa(x), oracle(x, *(params[n] for n in NAMES)), what="a fresh SelfAttentionV1(16, 16) on its own weights")
+    w = torch.cat(values)
+    hint = ("initialise each projection with nn.Parameter(torch.rand(d_in, d_out)): uniform on [0, 1) "
+            "(not torch.randn, nn.init.xavier_*, or an nn.Linear's default)")
+    lo, hi, mean, var = float(w.min()), float(w.max()), float(w.mean()), float(w.var())
+    what = f"fresh SelfAttentionV1 weights ({w.numel()} values)"
+    expect(lo >= 0.0 and hi < 1.0, f"{what}: got values in [{lo:.3g}, {hi:.3g}], expected all in [0, 1)", hint)
+    # 6 standard errors (sd of a uniform mean: 0.289 / sqrt(2304) = 0.006; of its variance ~0.0016)
+    expect(abs(mean - 0.5) < 0.04 and abs(var - 1 / 12) < 0.012,
+           f"{what}: got mean {mean:.3f} and variance {var:.4f}, expected 0.5 and 1/12 = 0.0833 (uniform on [0, 1))",
+           hint)

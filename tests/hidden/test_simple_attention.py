@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from grader.testing.checks import expect_tensor
+from grader.testing.gradients import GRAD_HINT, expect_grads
 
 pytestmark = pytest.mark.exercise("simple_attention")
 
@@ -58,7 +59,7 @@ def test_weights_of_four_dim_scores_normalise_the_last_dim(student, gen):
                   hint="use dim=-1, which is the key dimension whatever the number of leading dims")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 @pytest.mark.parametrize("shape", list(SHAPES.values()), ids=list(SHAPES))
 def test_context_vectors_match_float64_oracle(student, gen, shape):
     x = torch.randn(*shape, generator=gen)
@@ -110,3 +111,20 @@ def test_large_scores_do_not_overflow(student, gen):
     x = torch.randn(B, T, D, generator=gen) * 12  # dot products of ~400
     expect_tensor(student.simple_attention.context_vectors(x), oracle(x)[2], what="context_vectors(x * 12)",
                   atol=1e-3, rtol=1e-3, hint=NAIVE_HINT)
+
+
+@pytest.mark.points(0.5)
+def test_float64_gradients_match_the_oracle(student, gen):
+    x = torch.randn(B, T, D, generator=gen, dtype=torch.float64)
+    g = torch.randn(B, T, D, generator=gen, dtype=torch.float64)
+    expect_grads(student.simple_attention.context_vectors, (x,), lambda t: oracle(t)[2], g,
+                 what="context_vectors(float64 x) backward", names=("inputs",), hint=GRAD_HINT)
+    scores = torch.randn(B, T, T, generator=gen, dtype=torch.float64) * 2
+    gw = torch.randn(B, T, T, generator=gen, dtype=torch.float64)
+    expect_grads(student.simple_attention.attention_weights, (scores,), _softmax64, gw,
+                 what="attention_weights(float64 scores) backward", names=("scores",), hint=GRAD_HINT)
+
+
+def _softmax64(s: torch.Tensor) -> torch.Tensor:
+    e = torch.exp(s - s.amax(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from grader.testing.checks import expect, expect_finite, expect_tensor
+from grader.testing.gradients import GRAD_HINT, expect_grads
 
 pytestmark = pytest.mark.exercise("softmax")
 
@@ -57,7 +58,7 @@ def test_stable_in_float16_keeps_dtype_and_has_no_overflow(student, gen):
     expect_tensor(got, oracle(x, -1), what="softmax_stable(float16 x * 20)", atol=2e-3, rtol=2e-3)
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.5)
 def test_stable_is_shift_invariant(student, gen):
     x = torch.randn(5, 6, generator=gen)
     a = student.softmax.softmax_stable(x)
@@ -66,3 +67,12 @@ def test_stable_is_shift_invariant(student, gen):
     expect_finite(b, what="softmax_stable(x + 500)")
     expect_tensor(b, a, what="softmax_stable(x + 500) vs softmax_stable(x)",
                   hint="adding the same constant to a row must not change its softmax")
+
+
+@pytest.mark.points(0.5)
+def test_float64_gradients_match_the_oracle(student, gen):
+    x = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64) * 3
+    g = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64)
+    for name in ("softmax_naive", "softmax_stable"):
+        expect_grads(getattr(student.softmax, name), (x,), oracle, g, what=f"{name}(float64 x, dim=1) backward",
+                     names=("x",), hint=GRAD_HINT, dim=1)

@@ -1,9 +1,14 @@
 """`grader release --nbgrader`: source notebooks that real `nbgrader generate_assignment` accepts, with no
-solution text in what it releases, and test cells that pass on the solutions and explain the stubs."""
+solution text in what it releases, and test cells that pass on the solutions and explain the stubs; then the
+round trip: released notebooks filled by a student, in nbgrader's `submitted/`, graded by `grader batch`
+(100 filled, 0 untouched) and still by `nbgrader autograde`."""
 
 from __future__ import annotations
 
+import csv
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -20,17 +25,21 @@ from tests.project.test_classroom_release import leaks
 ASSIGNMENT = "attention-basics"
 
 
+def _nbgrader(course: Path, *args: str) -> None:
+    t0 = time.monotonic()
+    # nbgrader runs `alembic` from PATH: put this interpreter's scripts first, as an activated venv would
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
+                          timeout=480, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    print(f"nbgrader {args[0]}: {time.monotonic() - t0:.1f} s")
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     course = tmp_path_factory.mktemp("nbgrader") / "course"
     assert main(["release", "--nbgrader", str(course)]) == 0
-    t0 = time.monotonic()
-    # nbgrader runs `alembic` from PATH: put this interpreter's scripts first, as an activated venv would
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT],
-                          cwd=course, capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    print(f"nbgrader generate_assignment: {time.monotonic() - t0:.1f} s")
+    _nbgrader(course, "generate_assignment", ASSIGNMENT)
     return course
 
 
@@ -99,3 +108,72 @@ def test_the_notebook_runtime_finds_names_and_reports_missing_ones():
     nbruntime.public_tests(names, ROOT / "tests" / "public" / "test_softmax.py")(
         module.test_stable_softmax_survives_large_inputs)
     assert isinstance(module, types.ModuleType)
+
+
+# --- the round trip: a student fills the released notebooks, nbgrader collects them, we grade them ---------
+
+_STUB = re.compile(r"^[ \t]*# YOUR CODE HERE\n[ \t]*raise NotImplementedError\(\)\n?", re.M)
+
+
+def _regions(module: str) -> list[str]:
+    """The reference's solution regions, in order, without their marker lines."""
+    regions, current = [], None
+    for line in (ROOT / "solutions" / f"{module}.py").read_text("utf-8").splitlines(keepends=True):
+        if line.strip() == "### BEGIN SOLUTION":
+            current = []
+        elif line.strip() == "### END SOLUTION":
+            regions.append("".join(current or []))
+            current = None
+        elif current is not None:
+            current.append(line)
+    return regions
+
+
+def _fill(path: Path) -> None:
+    """What a student does: write each solution region where nbgrader left `# YOUR CODE HERE`."""
+    nb = nbformat.read(path, 4)
+    for cell in (c for c in nb.cells if _meta(c).get("solution")):
+        grade_id = _meta(cell)["grade_id"]
+        module = grade_id.split("-uses-")[1] if "-uses-" in grade_id else path.stem
+        regions = iter(_regions(module))
+        cell.source, count = _STUB.subn(lambda _: next(regions), cell.source)
+        assert count == len(_regions(module)), grade_id
+    nb.cells.append(nbformat.v4.new_code_cell("NEG_INF = float('-inf')  # a computed constant, kept\n"
+                                              "x = torch.randn(2, 3)\nprint(x.shape)\n"))
+    nbformat.write(nb, str(path))
+
+
+@pytest.fixture(scope="module")
+def submitted(course) -> Path:
+    """nbgrader's `submitted/<student>/<assignment>/`: alice filled every notebook, bob handed in the release."""
+    for student, filled in (("alice", True), ("bob", False)):
+        folder = course / "submitted" / student / ASSIGNMENT
+        shutil.copytree(course / "release" / ASSIGNMENT, folder)
+        (folder / "timestamp.txt").write_text("2026-09-01 10:00:00.000000 UTC\n")
+        for path in folder.glob("*.ipynb") if filled else ():
+            _fill(path)
+    return course / "submitted"
+
+
+@pytest.mark.slow
+def test_grader_batch_gives_100_to_the_filled_notebooks_and_0_to_the_untouched_ones(submitted, tmp_path):
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    assert main(["batch", str(submitted), "--out", str(out), "-j", "2", "--seed", "3", "--quiet"]) == 0
+    print(f"grader batch (2 notebook submissions, all exercises): {time.monotonic() - t0:.1f} s")
+    rows = {r["student"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
+    assert (float(rows["alice"]["total"]), float(rows["bob"]["total"])) == (100, 0)
+    assert rows["alice"]["status"] == rows["bob"]["status"] == "graded"
+    alice = (out / "scorecards" / "alice.json").read_text()
+    assert "NameError" not in alice and '"layout": "directory"' in alice
+
+
+@pytest.mark.slow
+def test_nbgrader_autograde_still_grades_the_filled_notebooks(submitted):
+    from nbgrader.api import Gradebook
+
+    course = submitted.parent
+    _nbgrader(course, "autograde", ASSIGNMENT, "--student", "alice")
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        submission = gradebook.find_submission(ASSIGNMENT, "alice")
+        assert (submission.score, submission.max_score) == (100, 100)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from grader import manifest, schema
+from grader import errors, manifest, schema
 from grader.scoring.runner import run_suites
 from tests.project.conftest import ROOT
 
@@ -28,8 +28,9 @@ def test_a_manifest_error_names_the_offending_path(tmp_path):
     document["assignments"][0]["exercises"][0]["points"] = "ten"
     bad = tmp_path / "assignments.json"
     bad.write_text(json.dumps(document))
-    with pytest.raises(schema.SchemaError, match="exercises/0/points"):
+    with pytest.raises(manifest.ManifestError, match="exercises/0/points") as caught:
         manifest.load(bad)
+    assert isinstance(caught.value, errors.UsageError)  # the caller's mistake: one line and exit 2, no traceback
 
 
 def test_total_is_100_and_modules_are_unique(assignment):
