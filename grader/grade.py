@@ -103,9 +103,7 @@ def _run(card: dict, sub: intake.Submission, assignment: manifest.Assignment, sp
     ids = {e.id for e in chosen}
     scores = [s for s in exercise_scores(results, assignment, require_cuda=require_cuda) if s.id in ids]
     withhold.apply(scores, verdict)
-    card["exercises"] = scorecard.exercise_entries(scores, require_cuda=require_cuda)
-    card["score"] = round(sum(s.score for s in scores), 6)
-    card["max_score"] = round(sum(s.max_score for s in scores), 6)
+    scorecard.scored(card, scores, require_cuda=require_cuda)
     withhold.annotate(card, verdict)  # `integrity` findings, per-exercise `withheld`, the total without them
     # from the record made before grading: asking the spec again would re-create the groups just removed
     card["isolation"]["memory_figure"] = "cgroup" if card["isolation"]["cgroup"] != "none" else "in-process"
@@ -133,18 +131,11 @@ def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int
               backend: str, started: str, student_id: str | None) -> dict[str, Any]:
     isolation = spec.describe() if backend != "inprocess" else {
         **spec.describe(), "backend": "inprocess", "cgroup": "none"}
-    sub: dict[str, Any] = {"path": safetext.name(submission, 1000), "sha256": "", "layout": "unknown", "files": []}
-    if student_id:
-        sub["student"] = safetext.name(student_id)
-    return {"schema_version": 1, "assignment": assignment.id, "submission": sub, "status": "graded",
-            "error": None, "score": 0, "max_score": assignment.max_points, "exercises": [],
-            "isolation": isolation, "seed": seed, "grader": scorecard.version(),
-            "environment": scorecard.environment(), "timings": {"started": started},
-            "incidents": [], "student_output": {"stdout_bytes": 0, "stderr_bytes": 0}}
+    return scorecard.new(assignment=assignment.id, max_score=assignment.max_points, path=submission,
+                         isolation=isolation, seed=seed, student=student_id, started=started)
 
 
 def _finish(card: dict[str, Any], t0: float, *, error: tuple[str, str] | None = None) -> dict[str, Any]:
     if error is not None:
-        card.update(status="error", error={"kind": error[0], "message": scorecard.clean(error[1])}, score=0)
-    card["timings"].update(finished=scorecard.now(), total_s=round(time.monotonic() - t0, 4))
-    return card
+        scorecard.with_error(card, *error)
+    return scorecard.finished(card, seconds=time.monotonic() - t0)

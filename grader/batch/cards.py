@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grader import manifest, safetext
+from grader import manifest
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
 
@@ -16,17 +16,11 @@ RETRY_KINDS = ("grader", "interrupted", "isolation")  # errors a rerun tries aga
 def error_card(*, assignment: manifest.Assignment, spec: iso.LaunchSpec, path: Path, student: str, kind: str,
                message: str, sha256: str = "", seconds: float = 0.0, exercises: list[str] | None = None) -> dict[str, Any]:
     """A schema-valid ``status: error`` scorecard for a submission the engine could not grade."""
-    stamp = scorecard.now()
     chosen = set(exercises or assignment.ids())
-    max_score = sum(e.points for e in assignment.exercises if e.id in chosen)
-    return {"schema_version": 1, "assignment": assignment.id,
-            "submission": {"path": safetext.name(path, 1000), "student": safetext.name(student), "sha256": sha256,
-                           "layout": "unknown", "files": []},
-            "status": "error", "error": {"kind": kind, "message": scorecard.clean(message)}, "score": 0,
-            "max_score": max_score, "exercises": [], "isolation": spec.describe(), "seed": 0,
-            "grader": scorecard.version(), "environment": scorecard.environment(),
-            "timings": {"started": stamp, "finished": stamp, "total_s": round(max(seconds, 0.0), 4)},
-            "incidents": [], "student_output": {"stdout_bytes": 0, "stderr_bytes": 0}}
+    card = scorecard.new(assignment=assignment.id, path=path, student=student, isolation=spec.describe(), seed=0,
+                         max_score=sum(e.points for e in assignment.exercises if e.id in chosen))
+    card["submission"]["sha256"] = sha256
+    return scorecard.finished(scorecard.with_error(card, kind, message), seconds=seconds)
 
 
 def load(path: Path) -> dict[str, Any] | None:

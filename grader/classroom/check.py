@@ -8,7 +8,6 @@ These are the public tests only: the hidden tests decide the grade, and the outp
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import time
@@ -57,25 +56,16 @@ def check(*, exercises: Sequence[str] = (), root: Path | None = None, student: P
                             quiet=not pdb, extra_args=extra)
     ids = {e.id for e in chosen}
     scores = [s for s in exercise_scores(results, spec) if s.id in ids]
-    card = skeleton(spec, student, seed, started)
-    card["exercises"] = scorecard.exercise_entries(scores, require_cuda=False)
-    card["score"] = round(sum(s.score for s in scores), 6)
-    card["max_score"] = round(sum(s.max_score for s in scores), 6)
-    card["timings"].update(tests_s=round(time.monotonic() - t0, 4), finished=scorecard.now(),
-                           total_s=round(time.monotonic() - t0, 4))
-    return card
+    card = scorecard.scored(skeleton(spec, student, seed, started), scores, require_cuda=False)
+    card["timings"]["tests_s"] = round(time.monotonic() - t0, 4)
+    return scorecard.finished(card, seconds=time.monotonic() - t0)
 
 
 def skeleton(spec: manifest.Assignment, student: Path, seed: int, started: str) -> dict[str, Any]:
-    """An empty scorecard for a local, in-process run (mirrors ``grader.grade._skeleton``)."""
-    isolation = {"backend": "inprocess", "uid": os.getuid() if hasattr(os, "getuid") else 0, "limits": {},
-                 "cgroup": "none", "seccomp": False, "threads": 1}
-    return {"schema_version": 1, "assignment": spec.id,
-            "submission": {"path": str(student), "sha256": "", "layout": "exercises-folder", "files": []},
-            "status": "graded", "error": None, "score": 0, "max_score": spec.max_points, "exercises": [],
-            "isolation": isolation, "seed": seed, "grader": scorecard.version(),
-            "environment": scorecard.environment(), "timings": {"started": started},
-            "incidents": [], "student_output": {"stdout_bytes": 0, "stderr_bytes": 0}}
+    """An empty scorecard for a local, in-process run."""
+    return scorecard.new(assignment=spec.id, max_score=spec.max_points, path=student,
+                         isolation=scorecard.inprocess_isolation(), seed=seed, layout="exercises-folder",
+                         started=started)
 
 
 def failed(card: dict[str, Any]) -> bool:

@@ -68,10 +68,8 @@ def _error_card(root: Path, started: str, t0: float, message: str) -> dict[str, 
         spec = manifest.load(root / "assignments.json")
     except manifest.ManifestError:
         spec = manifest.load()
-    card = check_mod.skeleton(spec, root / "exercises", 0, started)
-    card.update(status="error", error={"kind": "grader", "message": scorecard.clean(message)}, score=0)
-    card["timings"].update(finished=scorecard.now(), total_s=round(time.monotonic() - t0, 4))
-    return card
+    card = scorecard.with_error(check_mod.skeleton(spec, root / "exercises", 0, started), "grader", message)
+    return scorecard.finished(card, seconds=time.monotonic() - t0)
 
 
 def github_classroom(card: dict[str, Any]) -> dict[str, Any]:

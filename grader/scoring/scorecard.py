@@ -1,6 +1,8 @@
 """Where the scorecard is built and written: validated against its schema, written atomically.
 
-An invalid scorecard is a grader bug: :func:`write` refuses to write one.
+The one place a scorecard is made: :func:`new` (nothing scored yet), then :func:`scored`,
+:func:`with_error` and :func:`finished`; every path (a grade, a local check, CI, a batch's own error
+cards) goes through them. An invalid scorecard is a grader bug: :func:`write` refuses to write one.
 """
 
 from __future__ import annotations
@@ -32,6 +34,47 @@ def environment() -> dict[str, Any]:
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"python": platform.python_version(), "torch": str(torch.__version__), "cuda": cuda,
             "platform": platform.platform(terse=True)}
+
+
+SCHEMA_VERSION = 1
+
+
+def new(*, assignment: str, max_score: float, path: object, isolation: dict[str, Any], seed: int,
+        student: str | None = None, layout: str = "unknown", started: str | None = None) -> dict[str, Any]:
+    """A fresh ``status: graded`` scorecard with nothing scored yet (student strings sanitised here)."""
+    sub: dict[str, Any] = {"path": safetext.name(path, 1000), "sha256": "", "layout": layout, "files": []}
+    if student:
+        sub["student"] = safetext.name(student)
+    return {"schema_version": SCHEMA_VERSION, "assignment": assignment, "submission": sub, "status": "graded",
+            "error": None, "score": 0, "max_score": max_score, "exercises": [], "isolation": isolation,
+            "seed": seed, "grader": version(), "environment": environment(),
+            "timings": {"started": started or now()}, "incidents": [],
+            "student_output": {"stdout_bytes": 0, "stderr_bytes": 0}}
+
+
+def inprocess_isolation(*, uid: int | None = None, threads: int = 1, limits: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The isolation record of a run with no sandbox at all (a student's local check, the project's tests)."""
+    return {"backend": "inprocess", "uid": os.getuid() if uid is None and hasattr(os, "getuid") else uid or 0,
+            "limits": limits or {}, "cgroup": "none", "seccomp": False, "threads": threads}
+
+
+def scored(card: dict[str, Any], scores: list[ExerciseScore], *, require_cuda: bool) -> dict[str, Any]:
+    """Fill in the exercises and the totals from the scored results."""
+    card["exercises"] = exercise_entries(scores, require_cuda=require_cuda)
+    card["score"] = round(sum(s.score for s in scores), 6)
+    card["max_score"] = round(sum(s.max_score for s in scores), 6)
+    return card
+
+
+def with_error(card: dict[str, Any], kind: str, message: str) -> dict[str, Any]:
+    """``status: error`` of ``kind`` (grader, intake, isolation, ...): no points, the message sanitised."""
+    card.update(status="error", error={"kind": kind, "message": clean(message)}, score=0)
+    return card
+
+
+def finished(card: dict[str, Any], *, seconds: float) -> dict[str, Any]:
+    card["timings"].update(finished=now(), total_s=round(max(seconds, 0.0), 4))
+    return card
 
 
 def test_entry(result: TestResult, *, require_cuda: bool) -> dict[str, Any]:

@@ -51,10 +51,12 @@ def test_an_out_folder_inside_the_class_is_never_a_student_and_intake_errors_set
     (klass / "broken.zip").write_bytes(b"not a zip")
     out = klass / "out"
     args = ["batch", str(klass), "--out", str(out), "--exercise", "softmax", "--quiet", "--per-test-time-limit", "20"]
-    assert main(args) == 1  # broken.zip is an intake error: the exit status says so
+    code = main(args)
     err = capsys.readouterr().err
+    assert code == 1, err  # broken.zip is an intake error: the exit status says so
     assert "1 submission(s) ended in an intake error" in err
     assert sorted(p.stem for p in (out / "scorecards").glob("*.json")) == ["alice", "broken"]
     assert json.loads((out / "scorecards" / "alice.json").read_text())["score"] == 6
-    assert main(args) == 1  # the rerun: `out` (now full of scorecards) is still not a student
+    code = main(args)
+    assert code == 1, capsys.readouterr().err  # the rerun: `out` (now full of scorecards) is still not a student
     assert sorted(p.stem for p in (out / "scorecards").glob("*.json")) == ["alice", "broken"]
