@@ -5,13 +5,21 @@ its ratio to in-process grading, and the fixed cost per submission (the extra ti
 and the sandboxed worker's own start until it reports ready: launcher + `import torch` cold, or a
 fork of the zygote in the ``+fork`` rows, as ``grader batch`` does).
 
+Then what a person at the keyboard waits for: ``grader grade solutions`` as a fresh command (a cold
+interpreter: imports, the canary, a cold worker), first with an empty canary cache (the first run of
+a grader version on a machine proves itself: solutions and stubs are graded first), then with the
+proof cached (every later run).
+
     python benchmarks/grade_one.py [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -47,6 +55,22 @@ def worker_start(backend: str, repeat: int, zygote: Zygote | None = None) -> flo
     return statistics.median(times)
 
 
+def cold_cli(repeat: int) -> list[tuple[str, float]]:
+    """Wall time of ``grader grade solutions`` as a new process: with the canary to prove, then cached."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GRADER_CACHE_DIR": str(Path(tmp) / "cache")}
+        cmd = [str(Path(sys.executable).parent / "grader"), "grade", str(ROOT / "solutions"), "--out", f"{tmp}/c.json"]
+        for label, runs in (("cold CLI, canary proved", 1), ("cold CLI, canary cached", repeat)):
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=tmp)
+                times.append(time.perf_counter() - start)
+            rows.append((label, statistics.median(times)))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -69,6 +93,9 @@ def main() -> None:
     print(f"{'backend':<16} {'seconds':>8} {'score':>6} {'vs in-process':>14} {'fixed cost':>11} {'worker start':>13}")
     for backend, median, score, start in rows:
         print(f"{backend:<16} {median:8.2f} {score:6.0f} {median / base:13.2f}x {median - base:10.2f}s {start:12.2f}s")
+    print(f"\n`grader grade solutions` as a fresh command (wall time; in-process grade above: {base:.2f} s)")
+    for label, seconds in cold_cli(args.repeat):
+        print(f"{label:<26} {seconds:8.2f} s {seconds / base:8.1f}x the in-process grade")
 
 
 if __name__ == "__main__":

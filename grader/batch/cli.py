@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from grader.errors import ExitCode, UsageError
 
-FORMATS = ("gradescope", "github-classroom", "csv")
+FORMATS = ("gradescope", "github-classroom", "csv", "canvas", "moodle")
 
 
 def _cmd_batch(args: argparse.Namespace) -> int:
@@ -29,9 +31,10 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                              force=args.force, exercises=args.exercise or None,
                              per_test_time_limit=args.per_test_time_limit, warm="off" if args.no_warm else args.warm, seed=args.seed,
                              canary=not args.no_canary)
+    roster = _roster(args.roster)
     try:
         outcome = job.batch(args.submissions, out=args.out, options=options, export=tuple(args.export or ()),
-                            progress=Progress(rich=False if args.quiet else None))
+                            progress=Progress(rich=False if args.quiet else None), roster=roster)
     except engine.BatchInterrupted as exc:
         print(f"grader: interrupted ({exc}); finished scorecards are kept in {Path(args.out) / 'scorecards'}; "
               "rerun the same command to resume", file=sys.stderr)
@@ -45,6 +48,18 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         print(f"grader: {count} submission(s) ended in a{'n' if kind[0] in 'aeiou' else ''} {kind} error; "
               f"{_NEXT_STEP.get(kind, 'see summary.json')}", file=sys.stderr)
     return ExitCode.FAILED if errors else ExitCode.OK
+
+
+def _roster(path: str | None) -> list[Any] | None:
+    """The ``--roster`` file's students (a usage error when it cannot be read)."""
+    from grader.batch import roster
+
+    if path is None:
+        return None
+    try:
+        return roster.load(path)
+    except roster.RosterError as exc:
+        raise UsageError(str(exc)) from None
 
 
 _NEXT_STEP = {"grader": "see summary.json; rerun the same command to retry them (no --force needed)",
@@ -66,15 +81,19 @@ def _cmd_export(args: argparse.Namespace) -> int:
             raise UsageError(f"{path}: not a readable scorecard ({exc}); give files written by grader grade/batch") from None
         named.append((path.name.removesuffix(".json"), card))
     try:
-        ids = manifest.load(None, named[0][1]["assignment"]).ids()
+        spec = manifest.load(None, named[0][1]["assignment"])
+        ids, title = spec.ids(), spec.title
     except manifest.ManifestError:
-        ids = sorted({e["id"] for _, c in named for e in c["exercises"]})
+        ids, title = sorted({e["id"] for _, c in named for e in c["exercises"]}), ""
+    roster = _roster(args.roster)
     if args.out:
-        for path in outputs.export(named, args.format, Path(args.out), ids):
+        for path in outputs.export(named, args.format, Path(args.out), ids, roster=roster, title=title):
             print(f"wrote {path}", file=sys.stderr)
         return ExitCode.OK
-    if args.format == "csv":
-        sys.stdout.write(outputs.gradebook_csv(named, ids))
+    if args.format in ("csv", "canvas", "moodle"):
+        with tempfile.TemporaryDirectory() as tmp:  # the same writer as --out, read back for stdout
+            [path] = outputs.export(named, args.format, Path(tmp), ids, roster=roster, title=title)
+            sys.stdout.write(path.read_text("utf-8"))
         return ExitCode.OK
     if len(named) > 1:
         raise UsageError(f"{len(named)} scorecards: give --out DIR to write one {args.format} file each")
@@ -102,6 +121,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="refuse to grade below this level (none < process < bwrap < namespace)")
     p.add_argument("--exercise", action="append", metavar="ID", help="grade only this exercise (repeatable)")
     p.add_argument("--export", action="append", choices=FORMATS, help="also write this LMS export (repeatable)")
+    p.add_argument("--roster", metavar="CSV", help="class list (login, name, email, lms_id): adds those columns to "
+                   "the gradebook and a 0 `missing` row for each student with no submission")
     p.add_argument("--seed", type=int, help="one seed for every submission (default: a fresh seed each)")
     p.add_argument("--per-test-time-limit", type=float, metavar="S", help=argparse.SUPPRESS)
     p.add_argument("--warm", choices=("fork", "start", "off"), default="fork",
@@ -111,8 +132,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--quiet", action="store_true", help="plain one-line-per-submission progress even on a terminal")
     p.add_argument("--no-canary", action="store_true", help=argparse.SUPPRESS)  # the project's own tests only
     p.set_defaults(func=_cmd_batch)
-    p = sub.add_parser("export", help="convert scorecards to Gradescope, GitHub Classroom or CSV")
+    p = sub.add_parser("export", help="convert scorecards to Gradescope, GitHub Classroom, CSV, Canvas or Moodle")
     p.add_argument("scorecards", nargs="+", metavar="SCORECARD")
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--out", help="folder to write into (default: stdout, one scorecard, or CSV)")
+    p.add_argument("--roster", metavar="CSV", help="class list (login, name, email, lms_id) for csv, canvas, moodle")
     p.set_defaults(func=_cmd_export)

@@ -12,6 +12,7 @@ from grader import manifest
 from grader.batch import discover as disc
 from grader.batch import engine, outputs, report
 from grader.batch.progress import Progress
+from grader.batch.roster import Student
 
 
 @dataclass
@@ -36,7 +37,8 @@ class Outcome:
 
 
 def batch(submissions: Path | str, *, out: Path | str, options: engine.Options | None = None,
-          export: tuple[str, ...] = (), progress: Progress | None = None) -> Outcome:
+          export: tuple[str, ...] = (), progress: Progress | None = None,
+          roster: list[Student] | None = None) -> Outcome:
     """Grade every submission under ``submissions`` into ``out`` (see ``grader batch --help``)."""
     options = options or engine.Options()
     out = Path(out)
@@ -48,7 +50,7 @@ def batch(submissions: Path | str, *, out: Path | str, options: engine.Options |
     progress = progress or Progress()
     with progress:
         run = engine.run(entries, out=out, options=options, on_result=progress.update, on_plan=progress.plan)
-    return finish(run, out=out, options=options, export=export, ignored=found.ignored)
+    return finish(run, out=out, options=options, export=export, ignored=found.ignored, roster=roster)
 
 
 def _is_output(path: Path, out: Path) -> bool:
@@ -57,20 +59,22 @@ def _is_output(path: Path, out: Path) -> bool:
 
 
 def finish(run: engine.Run, *, out: Path, options: engine.Options, export: tuple[str, ...] = (),
-           ignored: list[str] | None = None) -> Outcome:
+           ignored: list[str] | None = None, roster: list[Student] | None = None) -> Outcome:
     assignment = manifest.load(None, options.assignment)
     ids = options.exercises or assignment.ids()
     named = [(r.entry.key, r.card) for r in run.results]
-    outputs.write_text(out / "gradebook.csv", outputs.gradebook_csv(named, ids))
+    outputs.write_text(out / "gradebook.csv", outputs.gradebook_csv(named, ids, roster))
     summary = outputs.summarize(named, assignment=assignment, backend=run.backend, slots=run.slots, wall_s=run.wall_s,
-                                skipped=sum(r.skipped for r in run.results), timing=_timing(run, ignored or []))
+                                skipped=sum(r.skipped for r in run.results), timing=_timing(run, ignored or []),
+                                roster=roster, previous=outputs.read_summary(out / "summary.json"), exercise_ids=ids)
     if run.meta.get("canary"):
         summary["canary"] = run.meta["canary"]
     outputs.write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     outputs.write_text(out / "report.html", report.render(summary))
     exported: list[Path] = []
     for fmt in export:
-        exported += outputs.export(named, fmt, out / "exports" / fmt, ids)
+        exported += outputs.export(named, fmt, out / "exports" / fmt, ids, roster=roster, title=assignment.title,
+                                   points=summary["score"]["max_score"])
     return Outcome(run, summary, out, exported)
 
 

@@ -1,5 +1,9 @@
 """What a batch leaves in its folder besides the scorecards: gradebook.csv, summary.json, LMS exports.
 
+With a roster (:mod:`grader.batch.roster`) the gradebook gains the name, email and LMS id of each
+student, and a roster student with no submission gets a row with 0 and status ``missing``; Canvas and
+Moodle files come from :mod:`grader.batch.lms`.
+
 Every output must survive any scorecard, old ones on disk included: each card is passed through
 :func:`clean_tree` (:mod:`grader.safetext` on every string: no lone surrogate can break an encoder,
 no control character reaches a page or a terminal) and files are written with encoding errors
@@ -15,16 +19,18 @@ import os
 import re
 import statistics
 import tempfile
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from grader import __version__, exports, intake, manifest, safetext, schema
+from grader.batch import lms, students
 from grader.batch.discover import safe_id
+from grader.batch.roster import Student
 from grader.scoring import scorecard
 
-FORMATS = ("gradescope", "github-classroom", "csv")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE)
+FORMATS = ("gradescope", "github-classroom", "csv", *lms.FORMATS)
+ROSTER_COLUMNS = ("name", "email", "lms_id")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r", "\n")  # OWASP: a cell starting so may run as a formula
 _FILE_KEY = re.compile(r"[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*")
 Named = list[tuple[str, dict[str, Any]]]
@@ -65,16 +71,32 @@ def write_text(path: Path, text: str) -> None:
         raise
 
 
-def gradebook_csv(named: Named, exercise_ids: list[str]) -> str:
-    """One row per student (``exports.csv_row``), keyed by the scorecard's name, every cell escaped."""
+def gradebook_csv(named: Named, exercise_ids: list[str], roster: list[Student] | None = None) -> str:
+    """One row per student (``exports.csv_row``), keyed by the scorecard's name, every cell escaped.
+
+    With ``roster``: its columns after ``student``, roster order first, a ``missing`` row (0) for each
+    roster student without a submission, then the submissions whose login is not on the roster.
+    """
     buffer = io.StringIO()
     fields = list(exports.csv_row(_blank(exercise_ids), exercise_ids))
+    if roster is not None:
+        fields[1:1] = ROSTER_COLUMNS
     writer = csv.DictWriter(buffer, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
     writer.writeheader()
-    for key, card in _cleaned(named):
-        row = {**exports.csv_row(card, exercise_ids), "student": key}
-        writer.writerow({csv_cell(k): csv_cell(v) for k, v in row.items()})
+    cleaned = _cleaned(named)
+    lines = lms.join(cleaned, roster) if roster is not None else [lms.Line(k, c, None) for k, c in cleaned]
+    for line in lines:
+        row = exports.csv_row(line.card, exercise_ids) if line.card else _missing(exercise_ids)
+        row["student"] = line.key
+        if roster is not None:
+            row.update({c: getattr(line.student, c, "") for c in ROSTER_COLUMNS})
+        writer.writerow({csv_cell(k): csv_cell(row.get(k, "")) for k in fields})
     return buffer.getvalue()
+
+
+def _missing(exercise_ids: list[str]) -> dict[str, Any]:
+    return {**{ex: 0 for ex in exercise_ids}, "total": 0, "max_score": "", "status": "missing", "error": "",
+            "isolation": "", "sha256": "", "seed": ""}
 
 
 def _blank(exercise_ids: list[str]) -> dict[str, Any]:
@@ -82,11 +104,23 @@ def _blank(exercise_ids: list[str]) -> dict[str, Any]:
             "status": "graded", "error": None, "isolation": {"backend": "none"}, "seed": 0}
 
 
-def export(named: Named, fmt: str, out: Path, exercise_ids: list[str]) -> list[Path]:
-    """Write ``fmt`` exports of the cards into ``out``; return the files written (each validated)."""
+def export(named: Named, fmt: str, out: Path, exercise_ids: list[str], *, roster: list[Student] | None = None,
+           title: str = "", points: float | None = None) -> list[Path]:
+    """Write ``fmt`` exports of the cards into ``out``; return the files written (each validated).
+
+    ``title`` and ``points`` name the LMS gradebook column (Canvas, Moodle) and its points possible.
+    """
     if fmt == "csv":
         path = out / "gradebook.csv"
-        write_text(path, gradebook_csv(named, exercise_ids))
+        write_text(path, gradebook_csv(named, exercise_ids, roster))
+        return [path]
+    if fmt in lms.FORMATS:
+        lines = lms.join(_cleaned(named), roster)
+        title = safetext.name(title or (named[0][1]["assignment"] if named else "grade"))
+        points = points if points is not None else max((c["max_score"] for _, c in named), default=0)
+        text = lms.canvas(lines, title, points, csv_cell) if fmt == "canvas" else lms.moodle(lines, title, csv_cell)
+        path = out / f"{fmt}.csv"
+        write_text(path, text)
         return [path]
     written = []
     for key, card in _cleaned(named):
@@ -129,14 +163,15 @@ def _pct(card: dict[str, Any]) -> float:
     return 100.0 * card["score"] / card["max_score"] if card["max_score"] else 0.0
 
 
-def _failure_key(message: str) -> str:
-    first = message.strip().splitlines()[0] if message.strip() else "(no message)"
-    return _NUMBER.sub("#", first)[:240]
-
-
 def summarize(named: Named, *, assignment: manifest.Assignment, backend: str, slots: int,
-              wall_s: float, skipped: int, timing: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The ``summary`` document (schema ``summary``): counts, score distribution, pass rates, failures."""
+              wall_s: float, skipped: int, timing: dict[str, Any] | None = None,
+              roster: list[Student] | None = None, previous: dict[str, Any] | None = None,
+              exercise_ids: list[str] | None = None) -> dict[str, Any]:
+    """The ``summary`` document (schema ``summary``): counts, score distribution, pass rates, students, mistakes.
+
+    ``previous`` is the summary this one replaces: when this run graded nothing (every submission
+    unchanged), its ``last_graded_run`` figures are kept instead of a run that measured nothing.
+    """
     named = _cleaned(named)
     cards = [c for _, c in named]
     graded = [c for c in cards if c["status"] == "graded"]
@@ -145,32 +180,83 @@ def summarize(named: Named, *, assignment: manifest.Assignment, backend: str, sl
     for p in pcts:
         bins[min(int(p // 10), 9)] += 1
     timeouts = [(k, sum(i["kind"] == "timeout" for i in c["incidents"])) for k, c in named]
+    max_score = max((c["max_score"] for c in graded or cards), default=assignment.max_points)
+    groups = identical(named, ignore=stubs_sha256(assignment))
+    ids = exercise_ids or assignment.ids()
+    missing = [s for s in roster or [] if s.key not in dict(named)]
     doc = {
         "schema_version": 1, "assignment": assignment.id, "title": assignment.title,
         "grader": {"version": __version__}, "generated": scorecard.now(), "isolation": backend, "slots": slots,
-        "wall_s": round(wall_s, 3),
-        "submissions_per_minute": round(60.0 * (len(cards) - skipped) / wall_s, 2) if wall_s > 0 and len(cards) > skipped else 0,
+        "wall_s": round(wall_s, 3), "submissions_per_minute": _rate(len(cards) - skipped, wall_s),
         "counts": {"submissions": len(cards), "graded": len(graded), "errors": len(cards) - len(graded),
                    "skipped": skipped, "timeouts": sum(1 for _, n in timeouts if n),
-                   "full_marks": sum(1 for c in graded if c["max_score"] and c["score"] >= c["max_score"])},
-        "score": {"max_score": max((c["max_score"] for c in graded or cards), default=assignment.max_points),
+                   "full_marks": sum(1 for c in graded if c["max_score"] and c["score"] >= c["max_score"]),
+                   "missing": len(missing)},
+        "score": {"max_score": max_score,
                   "mean": _r(statistics.fmean([c["score"] for c in graded])) if graded else 0,
                   "median": _r(statistics.median([c["score"] for c in graded])) if graded else 0,
                   "min": min((c["score"] for c in graded), default=0), "max": max((c["score"] for c in graded), default=0),
                   "mean_percent": _r(statistics.fmean(pcts)) if pcts else 0},
         "histogram": [{"from": 10 * i, "to": 10 * i + 10, "count": n} for i, n in enumerate(bins)],
         "exercises": _exercises(graded),
-        "common_failures": _failures(graded),
+        "common_failures": students.common_mistakes(named),
         "errors": [{"student": k, "kind": c["error"]["kind"], "message": c["error"]["message"][:500]}
                    for k, c in named if c["status"] == "error"],
         "timeouts": [{"student": k, "count": n} for k, n in timeouts if n],
         "slowest": [{"student": k, "total_s": c["timings"]["total_s"]}
                     for k, c in sorted(named, key=lambda kc: -kc[1]["timings"]["total_s"])[:10]],
         "timing": timing or {},
-        "identical_submissions": identical(named, ignore=stubs_sha256(assignment)),
+        "identical_submissions": groups,
+        "students": students.rows(named, ids, groups) + [students.missing_row(s.key, s.login, ids, max_score)
+                                                         for s in missing],
+        "last_graded_run": _last_graded_run(len(cards) - skipped, wall_s, slots, previous),
     }
+    if roster is not None:
+        doc["roster"] = {"students": len(roster), "missing": [s.key for s in missing],
+                         "not_on_roster": sorted(set(dict(named)) - {s.key for s in roster})}
     schema.validate("summary", doc)
     return doc
+
+
+def _rate(count: int, wall_s: float) -> float:
+    return round(60.0 * count / wall_s, 2) if wall_s > 0 and count > 0 else 0
+
+
+def _last_graded_run(count: int, wall_s: float, slots: int, previous: dict[str, Any] | None) -> dict[str, Any]:
+    """This run's figures when it graded something, else the last real ones (an older summary's top level too)."""
+    fresh = {"generated": scorecard.now(), "graded": max(count, 0), "wall_s": round(wall_s, 3),
+             "submissions_per_minute": _rate(count, wall_s), "slots": slots}
+    if count > 0 or not previous:
+        return fresh
+    kept = previous.get("last_graded_run")
+    if not isinstance(kept, dict):  # a summary written before the field: its own top-level figures
+        counts = previous.get("counts") if isinstance(previous.get("counts"), dict) else {}
+        kept = {"generated": previous.get("generated"), "wall_s": previous.get("wall_s"),
+                "submissions_per_minute": previous.get("submissions_per_minute"), "slots": previous.get("slots"),
+                "graded": _int(counts.get("submissions")) - _int(counts.get("skipped"))}
+    return kept if _is_run(kept) else fresh
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _is_run(run: dict[str, Any]) -> bool:
+    """``run`` has the shape of ``last_graded_run`` and measured something (the old file may hold anything)."""
+    numbers = [run.get(k) for k in ("wall_s", "submissions_per_minute")]
+    return (set(run) == {"generated", "graded", "wall_s", "submissions_per_minute", "slots"}
+            and isinstance(run["generated"], str) and _int(run["graded"]) > 0 and _int(run["slots"]) >= 1
+            and all(isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0 for n in numbers)
+            and run["submissions_per_minute"] > 0)
+
+
+def read_summary(path: Path) -> dict[str, Any] | None:
+    """The summary a previous run left at ``path`` (any version: only what is checked is used)."""
+    try:
+        doc = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _r(x: float) -> float:
@@ -202,16 +288,3 @@ def _exercises(graded: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "tests": [{"id": tid, "name": names[tid], "passed": p, "total": t, "pass_rate": _r(p / t) if t else 0}
                               for tid, (p, t) in tests[ex_id].items()]})
     return out
-
-
-def _failures(graded: list[dict[str, Any]], top: int = 10) -> list[dict[str, Any]]:
-    counts: Counter[str] = Counter()
-    where: dict[str, set[str]] = defaultdict(set)
-    for card in graded:
-        for ex in card["exercises"]:
-            for t in ex["tests"]:
-                if t["counted"] and t["outcome"] not in ("passed", "skipped"):
-                    key = _failure_key(t["message"])
-                    counts[key] += 1
-                    where[key].add(ex["id"])
-    return [{"message": m, "count": n, "exercises": sorted(where[m])} for m, n in counts.most_common(top)]

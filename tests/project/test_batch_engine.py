@@ -20,6 +20,7 @@ import pytest
 from grader import schema
 from grader.batch.slot import FAULT_ENV
 from grader.cli import main
+from tests.project import pngpixels
 from tests.project.conftest import CORPUS, ROOT
 
 CHROMIUM = "/usr/bin/chromium"
@@ -94,7 +95,7 @@ def test_gradebook_and_summary_contents(graded):
     summary = json.loads((out / "summary.json").read_text())
     schema.validate("summary", summary)
     assert summary["counts"] == {"submissions": 7, "graded": 2, "errors": 5, "skipped": 0, "timeouts": 0,
-                                 "full_marks": 1}
+                                 "full_marks": 1, "missing": 0}
     assert summary["score"]["max"] == 6 and summary["score"]["max_score"] == 6 and summary["exercises"][0]["id"] == "softmax"
     assert summary["exercises"][0]["pass_rate"] == 0.5
     assert {e["student"] for e in summary["errors"]} == {"broken", "sneaky", "carol@carol", "carol@carol.py", "doomed"}
@@ -130,15 +131,19 @@ def test_export_command_formats(graded, tmp_path, capsys):
     assert main(["export", "--format", "csv", str(tmp_path / "junk.json")]) == 2
 
 
+def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_report_renders_in_headless_chromium_with_the_summary_numbers(graded, tmp_path):
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip("Debian's chromium is not installed (apt-get install chromium): report not verified")
     _, out, _ = graded
-    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                           f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
-                           "--dump-dom", (out / "report.html").as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    # `#sort=total` makes the page's own script sort the students table on load: it ran, under the page's CSP
+    done = _chromium(tmp_path, "--dump-dom", (out / "report.html").as_uri() + "#sort=total")
     assert done.returncode == 0, done.stderr[-2000:]
     dom, console = done.stdout, [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     assert console == []
@@ -148,9 +153,23 @@ def test_report_renders_in_headless_chromium_with_the_summary_numbers(graded, tm
                           ("score-mean", f"{s['score']['mean']:g}"), ("score-median", f"{s['score']['median']:g}")]:
         assert f'id="{anchor}">{value}<' in dom or f'id="{anchor}" class="err">{value}<' in dom, anchor
     assert '<svg id="histogram"' in dom and dom.count("<rect") == len(s["histogram"])
-    assert "claimed by 2 entries" in dom and "<script" not in dom
+    assert "claimed by 2 entries" in dom and dom.count("<script") == 1
     for failure in s["common_failures"]:
         assert str(failure["count"]) in dom
+    order = re.findall(r'<tr class="(?:graded|error|missing)" id="student-([^"]+)"', dom)
+    assert sorted(order) == sorted(_cards(out)) and order[0] == "alice"  # highest total first
+    assert 'data-col="total" class="n" aria-sort="descending"' in dom
+    bob = dom[dom.index('id="student-bob"'):dom.index("</tr>", dom.index('id="student-bob"'))]
+    assert "<details><summary>" in bob and "softmax" in bob  # bob's failing tests, one click away
+    shot = tmp_path / "report.png"
+    done = _chromium(tmp_path, "--hide-scrollbars", "--window-size=1300,1400", f"--screenshot={shot}",
+                     (out / "report.html").as_uri())
+    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    width, height, colours = pngpixels.colours(shot)
+    assert (width, height) == (1300, 1400)
+    assert colours[(59, 125, 216)] > 2000  # histogram bars (#3b7dd8) drawn
+    assert sum(n for rgb, n in colours.items() if sum(rgb) < 200) > 3000  # dark text: the page is not blank
+    shutil.copy(shot, out / "report-screenshot.png")  # kept next to the report for a human to look at
 
 
 def test_rerun_skips_unchanged_retries_grader_errors_and_force_regrades(graded, capsys):

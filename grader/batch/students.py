@@ -1,0 +1,112 @@
+"""Per-student rows and class-wide mistakes for ``summary.json`` and the report.
+
+A row holds what an instructor acts on for one student: points per exercise, status, flags (timeouts,
+integrity findings, withheld exercises, an identical-submission group, errors, a roster mismatch)
+and the failing tests with their messages (the drill-down). Common mistakes are counted by distinct
+students, not by failing tests, and leave out "not implemented yet" and missing-file messages: those
+say the work is absent, not what was misunderstood. Every string here comes from a card that
+:func:`grader.batch.outputs.clean_tree` has already made safe text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+Named = list[tuple[str, dict[str, Any]]]
+MESSAGE_CHARS = 600  # per failing test in the summary; the scorecard keeps the full message
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE)
+_ABSENT = re.compile(r"is not implemented yet|not found in the submission|not found in \S+\.py: define it"
+                     r"|earlier tests of this exercise timed out")  # the timeout itself is counted, once
+
+
+def failure_key(message: str) -> str:
+    """A message's first line with numbers as ``#``: one key for the same mistake on other inputs."""
+    first = message.strip().splitlines()[0] if message.strip() else "(no message)"
+    return _NUMBER.sub("#", first)[:240]
+
+
+def is_absent(message: str) -> bool:
+    """The test failed because the work is not there (a stub, a missing file or name) or was never run."""
+    return bool(_ABSENT.search(message))
+
+
+def _failing(card: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"exercise": ex["id"], "test": t["name"], "outcome": t["outcome"], "message": t["message"][:MESSAGE_CHARS]}
+            for ex in card["exercises"] for t in ex["tests"]
+            if t["counted"] and t["outcome"] not in ("passed", "skipped")]
+
+
+def _drill_down(failing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each real failure, and one line per exercise for its absent work (``N tests``: not 40 copies of a stub)."""
+    out: list[dict[str, Any]] = []
+    absent: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for failure in failing:
+        (absent[failure["exercise"]] if is_absent(failure["message"]) else out).append(failure)
+    for exercise, tests in absent.items():
+        out.append({**tests[0], "test": f"{len(tests)} test(s), e.g. {tests[0]['test']}"})
+    return out
+
+
+def _flags(card: dict[str, Any], group: int | None) -> list[str]:
+    timeouts = sum(i["kind"] == "timeout" for i in card["incidents"])
+    flags = [f"error: {card['error']['kind']}"] if card["status"] == "error" else []
+    flags += [f"{timeouts} timeout(s)"] if timeouts else []
+    flags += sorted({f"{i['kind']}" for i in card["incidents"] if i["kind"] != "timeout"})
+    flags += [f"integrity: {len(card.get('integrity', []))} finding(s)"] if card.get("integrity") else []
+    flags += [f"withheld: {ex['id']}" for ex in card["exercises"] if ex.get("withheld")]
+    flags += [f"identical #{group}"] if group is not None else []
+    return flags
+
+
+def row(key: str, card: dict[str, Any], exercise_ids: list[str], group: int | None) -> dict[str, Any]:
+    """One student's row (schema ``summary``, ``students[]``)."""
+    points = {ex["id"]: ex["score"] for ex in card["exercises"]}
+    error, failing = card.get("error") or None, _failing(card)
+    return {
+        "key": key, "student": card["submission"].get("student") or key, "status": card["status"],
+        "total": card["score"], "max_score": card["max_score"],
+        "exercises": {ex: points.get(ex, 0) for ex in exercise_ids},
+        "flags": _flags(card, group), "identical_group": group,
+        "error": {"kind": error["kind"], "message": error["message"][:MESSAGE_CHARS]} if error else None,
+        "integrity": [{k: f[k] for k in ("file", "line", "rule", "reason")} for f in card.get("integrity", [])][:20],
+        "withheld": [{"exercise": ex["id"], "reason": ex["withheld"][:MESSAGE_CHARS]}
+                     for ex in card["exercises"] if ex.get("withheld")],
+        "incidents": [{"kind": i["kind"], "test": i["test"], "message": i["message"][:MESSAGE_CHARS]}
+                      for i in card["incidents"]][:20],
+        "failed_tests": len(failing), "failing": _drill_down(failing),
+    }
+
+
+def missing_row(key: str, student: str, exercise_ids: list[str], max_score: float) -> dict[str, Any]:
+    """A roster student with no submission: 0 points, status ``missing``."""
+    return {"key": key, "student": student, "status": "missing", "total": 0, "max_score": max_score,
+            "exercises": {ex: 0 for ex in exercise_ids}, "flags": ["no submission"], "identical_group": None,
+            "error": None, "integrity": [], "withheld": [], "incidents": [], "failed_tests": 0, "failing": []}
+
+
+def rows(named: Named, exercise_ids: list[str], identical: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every student's row, in key order; ``identical`` numbers the groups (1, 2, ...)."""
+    group = {key: n for n, g in enumerate(identical, 1) for key in g["students"]}
+    return [row(key, card, exercise_ids, group.get(key)) for key, card in sorted(named)]
+
+
+def common_mistakes(named: Named, top: int = 15) -> list[dict[str, Any]]:
+    """Failure messages by the number of distinct students who got them (absent work left out)."""
+    students: dict[str, set[str]] = defaultdict(set)
+    tests: dict[str, int] = defaultdict(int)
+    where: dict[str, set[str]] = defaultdict(set)
+    for key, card in named:
+        if card["status"] != "graded":
+            continue
+        for failure in _failing(card):
+            if is_absent(failure["message"]):
+                continue
+            message = failure_key(failure["message"])
+            students[message].add(key)
+            tests[message] += 1
+            where[message].add(failure["exercise"])
+    ranked = sorted(students, key=lambda m: (-len(students[m]), -tests[m], m))[:top]
+    return [{"message": m, "count": len(students[m]), "tests": tests[m], "exercises": sorted(where[m]),
+             "students": sorted(students[m])[:8]} for m in ranked]
