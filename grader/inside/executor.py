@@ -20,12 +20,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from grader.inside import bans
+from grader.inside import bans, ops
 from grader.protocol.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
 from grader.protocol.values import HandleRef, ValueRejected, to_plain
 
 METHODS = frozenset({"forward", "state_dict", "load_state_dict", "named_parameters", "named_buffers",
-                     "train", "eval", "to", "grads"})
+                     "train", "eval", "to", "grads", "meta_forward"})
 _packages = itertools.count()
 
 
@@ -52,7 +52,7 @@ class Executor:
             return self._register(instance, where)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function or an nn.Module class")
-        return _plain(self._guarded(where, lambda: _unchanged(where, args, kwargs, lambda: _no_grad(target, args, kwargs))),
+        return _plain(self._guarded(where, lambda: ops.unchanged(where, args, kwargs, lambda: _no_grad(target, args, kwargs))),
                       f"{where} returned")
 
     def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any:
@@ -85,9 +85,19 @@ class Executor:
         where = f"{module}.{name}"
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
-        value = self._guarded(where, lambda: _unchanged(where, args, kwargs,
-                                                         lambda: _vjp(target, args, kwargs, grad_output)))
+        value = self._guarded(where, lambda: ops.unchanged(where, args, kwargs,
+                                                         lambda: ops.vjp(target, args, kwargs, grad_output)))
         return _plain(value, f"{where} returned")
+
+    def meta(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+        """Call a function with every tensor argument moved to the ``meta`` device; describe what it returned
+        (meta tensors have no data, so only their device, shape and dtype can cross)."""
+        target = self._lookup(module, name)
+        where = f"{module}.{name}"
+        if isinstance(target, type) or not callable(target):
+            raise StudentAPIError(f"{where} is not a function")
+        margs, mkwargs = ops.to_meta(args), ops.to_meta(kwargs)
+        return ops.describe(self._guarded(where, lambda: ops.on_meta(lambda: target(*margs, **mkwargs))))
 
     def release(self, handle: int) -> None:
         self.handles.pop(handle, None)
@@ -95,7 +105,7 @@ class Executor:
     # -- handle methods (run inside the guard) -------------------------------------------------
     def _m_forward(self, m: nn.Module, *args: Any, **kwargs: Any) -> Any:
         with torch.no_grad():
-            return _unchanged(f"{type(m).__name__}.forward", args, kwargs, lambda: m(*args, **kwargs))
+            return ops.unchanged(f"{type(m).__name__}.forward", args, kwargs, lambda: m(*args, **kwargs))
 
     def _m_state_dict(self, m: nn.Module) -> dict:
         return dict(m.state_dict())
@@ -135,6 +145,14 @@ class Executor:
         input_grads = tuple(x.grad if isinstance(x, torch.Tensor) and x.requires_grad else None for x in leaves)
         param_grads = {n: p.grad for n, p in m.named_parameters()}
         return out.detach(), input_grads, param_grads
+
+    def _m_meta_forward(self, m: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        """``forward`` of a copy moved to ``meta`` (parameters and registered buffers follow ``.to``), on meta
+        inputs; the handle's own module keeps its weights."""
+        import copy
+
+        twin = copy.deepcopy(m).to("meta")
+        return ops.describe(ops.on_meta(lambda: twin(*ops.to_meta(args), **ops.to_meta(kwargs))))
 
     # -- internals -----------------------------------------------------------------------------
     def _register(self, instance: nn.Module, scope: str) -> HandleRef:
@@ -211,52 +229,6 @@ def _plain(value: Any, where: str) -> Any:
         return to_plain(value, where)
     except ValueRejected as exc:
         raise StudentError(str(exc), exc_type="ValueRejected") from None
-
-
-def _unchanged(where: str, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
-    """Run ``run`` and make sure it left the caller's tensors as they were (inputs are the caller's)."""
-    given = [*((f"argument {i + 1}", a) for i, a in enumerate(args)), *((f"argument {k!r}", v) for k, v in kwargs.items())]
-    before = [(label, t, t.detach().clone()) for label, t in given if isinstance(t, torch.Tensor)]
-    value = run()
-    for label, tensor, copy in before:
-        if not _same(tensor, copy):
-            raise StudentError(f"{where} changed its {label} in place; the caller's tensors are theirs: compute "
-                               "new tensors (x = x - m, not x -= m / x.sub_(m) / x[...] = ...)", exc_type="InputModified")
-    return value
-
-
-def _same(now: torch.Tensor, before: torch.Tensor) -> bool:
-    if now.shape != before.shape or now.dtype != before.dtype:
-        return False
-    if now.is_floating_point() or now.is_complex():
-        return bool(torch.equal(now, before) or torch.allclose(now, before, rtol=0, atol=0, equal_nan=True))
-    return bool(torch.equal(now, before))
-
-
-def _vjp(fn: Callable[..., Any], args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
-    """``fn``'s output and the vector-Jacobian product of ``grad_output`` with it, per positional input."""
-    leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
-              else a for a in args]
-    with torch.enable_grad():
-        out = fn(*leaves, **kwargs)
-        outs, gs = (out, grad_output) if isinstance(out, tuple) else ((out,), (grad_output,))
-        if not isinstance(gs, tuple) or len(gs) != len(outs):
-            raise TypeError(f"returned {len(outs)} value(s), expected {len(gs) if isinstance(gs, tuple) else 1}")
-        terms = [_vjp_term(o, g, i) for i, (o, g) in enumerate(zip(outs, gs)) if g is not None]
-        # sum(o * g) exactly (1 * g == g); out.backward(g) would import sympy on first use
-        if terms and any(t.requires_grad for t in terms):
-            torch.stack(terms).sum().backward()
-    grads = tuple(a.grad if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves)
-    detached = tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in outs)
-    return (detached if isinstance(out, tuple) else detached[0]), grads
-
-
-def _vjp_term(out: Any, grad: torch.Tensor, i: int) -> torch.Tensor:
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"output {i} is a {type(out).__name__}, expected a tensor")
-    if out.shape != grad.shape:
-        raise ValueError(f"output {i} has shape {tuple(out.shape)}, expected {tuple(grad.shape)}")
-    return (out * grad).sum()
 
 
 def _no_grad(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

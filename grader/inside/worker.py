@@ -83,6 +83,8 @@ def serve(executor: object, request: dict) -> dict:
         elif op == "grads":
             value = executor.grads(request["module"], request["name"], request["args"], request["kwargs"],
                                    request["grad_output"])
+        elif op == "meta":
+            value = executor.meta(request["module"], request["name"], request["args"], request["kwargs"])
         elif op == "release":
             value = executor.release(request["handle"])
         else:

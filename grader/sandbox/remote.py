@@ -98,6 +98,10 @@ class SandboxBackend:
         return self._request({"op": "grads", "module": module, "name": name, "args": args, "kwargs": kwargs,
                               "grad_output": grad_output}, f"{module}.{name}")
 
+    def meta(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+        return self._request({"op": "meta", "module": module, "name": name, "args": args, "kwargs": kwargs},
+                             f"{module}.{name}")
+
     def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]:
         """The call's value and figures: the worker's own (advisory) and ``max_memory_bytes``, read from
         the sandbox's memory cgroup on this side, where the student cannot switch it off (absent without one)."""

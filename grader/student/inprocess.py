@@ -34,6 +34,9 @@ class InProcessBackend:
     def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
         return self.executor.grads(module, name, args, kwargs, grad_output)
 
+    def meta(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+        return self.executor.meta(module, name, args, kwargs)
+
     def release(self, handle: int) -> None:
         self.executor.release(handle)
 

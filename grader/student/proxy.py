@@ -20,6 +20,7 @@ class Backend(Protocol):
     def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any: ...
     def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]: ...
     def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]: ...
+    def meta(self, module: str, name: str, args: tuple, kwargs: dict) -> Any: ...
     def release(self, handle: int) -> None: ...
 
 
@@ -111,6 +112,12 @@ class StudentCallable(_Refusing):
         (grad_output,), _ = _outgoing((grad_output,), {})
         return self._proxy._backend.grads(self._module, self._name, args, kwargs, grad_output)
 
+    def on_meta(self, *args: Any, **kwargs: Any) -> Any:
+        """Call with every tensor argument on the ``meta`` device: ``{"device", "shape", "dtype"}`` per returned
+        tensor (a tensor the function makes on another device than its inputs' raises in the student's code)."""
+        args, kwargs = _outgoing(args, kwargs)
+        return self._proxy._backend.meta(self._module, self._name, args, kwargs)
+
     def __repr__(self) -> str:
         return f"<student {self._module}.{self._name}>"
 
@@ -120,7 +127,7 @@ class Handle(_Refusing):
 
     __slots__ = ("_backend", "_ref")
     _offer = ("a module handle offers only calling it, state_dict, load_state_dict, named_parameters, "
-              "named_buffers, train, eval, to and grads")
+              "named_buffers, train, eval, to, grads and on_meta")
 
     def __init__(self, backend: Backend, ref: HandleRef) -> None:
         object.__setattr__(self, "_backend", backend)
@@ -160,6 +167,10 @@ class Handle(_Refusing):
     def grads(self, *inputs: Any, grad_output: torch.Tensor, **kwargs: Any) -> tuple[Any, tuple, dict]:
         """One forward and backward: ``(output, input_grads, param_grads)``."""
         return self._do("grads", *inputs, grad_output=grad_output, **kwargs)
+
+    def on_meta(self, *args: Any, **kwargs: Any) -> Any:
+        """``forward`` of a copy of the module moved to ``meta``, on meta inputs: descriptions, as for functions."""
+        return self._do("meta_forward", *args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<student {self._ref.class_name} handle #{self._ref.id}>"

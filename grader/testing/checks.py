@@ -6,10 +6,14 @@ These run in the trusted process on plain values the ``student`` proxy returned.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import pytest
 import torch
+
+from grader.protocol.errors import StudentError
 
 TOLERANCES = {  # (atol, rtol) per dtype for CPU comparisons
     torch.float64: (1e-10, 1e-7),
@@ -22,6 +26,16 @@ TOLERANCES = {  # (atol, rtol) per dtype for CPU comparisons
 def fail(message: str, hint: str | None = None) -> NoReturn:
     __tracebackhide__ = True
     pytest.fail(message + (f"\n  hint: {hint}" if hint else ""), pytrace=False)
+
+
+@contextlib.contextmanager
+def hinted(hint: str) -> Iterator[None]:
+    """Student code that raises inside the block fails with ``hint`` (instead of the test's first hint)."""
+    try:
+        yield
+    except StudentError as exc:
+        exc.hint = hint  # a trusted-side object, made by the backend from the worker's reply
+        raise
 
 
 def expect(condition: bool, message: str, hint: str | None = None) -> None:
@@ -86,19 +100,22 @@ def mismatch_preview(got: torch.Tensor, expected: torch.Tensor, atol: float, rto
     if g.dim() == 0 or not bool(bad.any()):
         return f"  got      {_row(g.reshape(-1), 0)}\n  expected {_row(e.reshape(-1), 0)}"
     index = tuple(int(i) for i in torch.nonzero(bad)[0])
-    head = f"  first mismatch at index {index}: got {_fmt(g[index].item())}, expected {_fmt(e[index].item())}"
+    digits = _digits(g[index].item(), e[index].item())
+    head = (f"  first mismatch at index {index}: got {_fmt(g[index].item(), digits)}, "
+            f"expected {_fmt(e[index].item(), digits)}")
     if g.dtype == torch.bool and e.dtype == torch.bool and g.dim() >= 2:
         return head + "\n" + _grids(g, e, index)
     line = index[:-1]
     where = f"[{', '.join(map(str, line))}, …]" if line else "all"
-    return (f"{head}\n  got      {where}: {_row(g[line], index[-1])}\n"
-            f"  expected {where}: {_row(e[line], index[-1])}")
+    return (f"{head}\n  got      {where}: {_row(g[line], index[-1], digits)}\n"
+            f"  expected {where}: {_row(e[line], index[-1], digits)}")
 
 
-def _row(values: torch.Tensor, at: int, before: int = 2, after: int = 4) -> str:
+def _row(values: torch.Tensor, at: int, digits: int = 4, before: int = 2, after: int = 4) -> str:
     """``[…, a, b, <c>, d, …]``: a window of a 1-D tensor around position ``at`` (marked with <>)."""
     lo, hi = max(0, at - before), min(values.numel(), at + after + 1)
-    cells = [f"<{_fmt(values[i].item())}>" if i == at else _fmt(values[i].item()) for i in range(lo, hi)]
+    cells = [f"<{_fmt(values[i].item(), digits)}>" if i == at else _fmt(values[i].item(), digits)
+             for i in range(lo, hi)]
     return "[" + ("…, " if lo > 0 else "") + ", ".join(cells) + (", …" if hi < values.numel() else "") + "]"
 
 
@@ -117,5 +134,12 @@ def _grids(got: torch.Tensor, expected: torch.Tensor, index: tuple[int, ...], si
     return "\n".join(lines)
 
 
-def _fmt(v: object) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+def _digits(a: object, b: object) -> int:
+    """Significant digits enough to tell ``a`` from ``b`` (4 at least): equal-looking previews say nothing."""
+    if not (isinstance(a, float) and isinstance(b, float)):
+        return 4
+    return next((n for n in range(4, 18) if f"{a:.{n}g}" != f"{b:.{n}g}"), 17)
+
+
+def _fmt(v: object, digits: int = 4) -> str:
+    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)

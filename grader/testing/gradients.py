@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from grader.testing.checks import expect_tensor, fail
+from grader.testing.checks import expect_tensor, fail, hinted
 
 GRAD_HINT = ("keep the computation differentiable: no .detach(), .data, .item(), torch.no_grad() or new tensors "
              "built from values; never modify in place (x /= s, x.masked_fill_) a tensor autograd still needs")
@@ -34,13 +34,15 @@ def expect_grads(student_fn: Any, inputs: Sequence[torch.Tensor], oracle: Callab
                  what: str, names: Sequence[str], hint: str = GRAD_HINT, **kwargs: Any) -> None:
     """Fail unless the student function's float64 output and input gradients match the oracle's."""
     __tracebackhide__ = True
-    out, grads = student_fn.grads(*inputs, grad_output=grad_output, **kwargs)
+    with hinted(hint):  # a backward that raises (an in-place op on a saved tensor) gets the gradient hint
+        out, grads = student_fn.grads(*inputs, grad_output=grad_output, **kwargs)
     want_out, want_grads = oracle_grads(lambda *xs: oracle(*xs, **kwargs), inputs, grad_output)
     outs, want_outs = (out, want_out) if isinstance(want_out, tuple) else ((out,), (want_out,))
     if not isinstance(outs, tuple) or len(outs) != len(want_outs):
         fail(f"{what}: got {type(out).__name__}, expected {len(want_outs)} output(s)")
     for i, (o, w) in enumerate(zip(outs, want_outs)):
-        expect_tensor(o, w, what=f"{what}: output {i}" if len(want_outs) > 1 else f"{what}: output")
+        expect_tensor(o, w, what=f"{what}: output {i}" if len(want_outs) > 1 else f"{what}: output",
+                      hint="float64 inputs must give float64-accurate outputs: no .float() or float32 tensors inside")
     for name, got, want in zip(names, grads, want_grads):
         if got is None:
             fail(f"{what}: got no gradient for {name}, expected one (the output does not depend on it through "

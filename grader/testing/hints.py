@@ -2,8 +2,9 @@
 
 A test passes its hints to the checks (``expect_tensor(..., hint=...)``), which run after the student's call;
 when that call raises, the student would see only their own exception. The test's hint is then taken from
-an explicit ``@pytest.mark.hint("...")``, else from the first ``hint=`` in the test's own source whose value
-is a plain string (a literal, or a local or module-level name bound to one).
+an explicit ``@pytest.mark.hint("...")``, else from the first hint in the test's own source (``hint=``, or
+``expect``/``fail``'s positional hint) whose value is a plain string (a literal, or a local or module-level
+name bound to one).
 """
 
 from __future__ import annotations
@@ -37,9 +38,21 @@ def _first_hint(function: Any) -> str | None:
         return None
     names = {k: v for k, v in getattr(function, "__globals__", {}).items() if isinstance(v, str)}
     names.update(_string_names(body))
-    found = [(kw.value.lineno, kw.value.col_offset, text) for node in ast.walk(body) if isinstance(node, ast.Call)
-             for kw in node.keywords if kw.arg == "hint" and (text := _string(kw.value, names))]
+    found = [(node.lineno, node.col_offset, text) for call in ast.walk(body) if isinstance(call, ast.Call)
+             for node in _hint_nodes(call) if (text := _string(node, names))]
     return min(found)[2] if found else None  # the first in source order: the check nearest the first call
+
+
+_POSITIONAL_HINT = {"expect": 2, "fail": 1}  # expect(condition, message, hint), fail(message, hint)
+
+
+def _hint_nodes(call: ast.Call) -> list[ast.expr]:
+    """The expressions a check call passes as its hint: ``hint=...``, or positionally to expect/fail."""
+    nodes = [kw.value for kw in call.keywords if kw.arg == "hint"]
+    position = _POSITIONAL_HINT.get(call.func.id) if isinstance(call.func, ast.Name) else None
+    if position is not None and len(call.args) > position:
+        nodes.append(call.args[position])
+    return nodes
 
 
 def _string_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:

@@ -62,7 +62,7 @@ def _hint_for(item: pytest.Item, error: StudentError) -> str:
     """The test's hint under a student exception: what the test checks says what to look at."""
     if error.kind != "exception" or error.exc_type in _SELF_EXPLAINED or error.message.startswith("importing "):
         return ""  # not implemented, missing, banned, timeouts, import errors: the message says what to do
-    hint = hint_of(item)
+    hint = getattr(error, "hint", None) or hint_of(item)
     return f"\n  hint: {hint}" if hint else ""
 
 

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
+from grader.testing.devices import expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
 
 pytestmark = pytest.mark.exercise("causal_attention")
@@ -102,6 +103,9 @@ def test_matches_float64_hand_computation(student, reference, gen):
     got = h(x)
     expect_tensor(got, attention64(x, params_of(ref)), what="float64 output vs a float64 hand computation",
                   hint="your forward should keep the input's dtype: build nothing in float32 inside forward")
+    expect_on_input_device(lambda: h.on_meta(x), what="CausalAttention.forward with the module and x on the meta device",
+                           hint="register the mask with self.register_buffer('mask', ...) in __init__ (a plain "
+                                "attribute or a mask built in forward stays on the CPU when the module moves)")
 
 
 @pytest.mark.points(1)

@@ -10,6 +10,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
+from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
 
 pytestmark = pytest.mark.exercise("cross_attention")
@@ -152,6 +153,8 @@ def test_padded_context_has_no_influence(student, reference, gen):
     noisy[~keep] = 10 * torch.randn(int((~keep).sum()), 8, generator=gen)
     expect_tensor(h(x, noisy, keep), out, what="output after replacing the padded context tokens by noise",
                   hint="padded keys must get weight exactly 0 (fill their scores with -inf before softmax)")
+    expect_on_input_device(lambda: h.on_meta(x, context, keep), what="CrossAttention.forward with the module, x, context and "
+                           "the mask on the meta device", hint=DEVICE_HINT)
 
 
 @pytest.mark.points(1)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.checks import expect, expect_shape, expect_tensor, fail
+from grader.testing.devices import expect_on_input_device
 
 pytestmark = pytest.mark.exercise("decaying_attention")
 
@@ -136,6 +137,8 @@ def test_batch_items_are_independent(student, reference, gen):
     expect_tensor(out, sdpa_oracle(params_of(ref), x, 2), what="DecayingAttention(8, 2) on a batch of 3")
     for b in range(3):
         expect_tensor(out[b:b + 1], h(x[b:b + 1]), what=f"item {b} of a batch vs the same item alone")
+    expect_on_input_device(lambda: h.on_meta(x), what="DecayingAttention.forward with the module and x on the meta device",
+                           hint="the distances |i - j| must be made where x is: torch.arange(L, device=x.device)")
 
 
 @pytest.mark.points(1)

@@ -11,6 +11,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
 from grader.testing.checks import expect, expect_finite, expect_tensor
+from grader.testing.devices import expect_on_input_device
 from grader.testing.gradients import GRAD_HINT, expect_grads
 from grader.testing.oracles import expect_dropout_on_weights
 
@@ -106,6 +107,10 @@ def test_sdpa_is_causal_with_fewer_queries_is_bottom_right_aligned(student, gen)
     again = student.efficient_attention.sdpa_attention(q, k2, v2, is_causal=True)
     expect_tensor(again[..., :2, :], got[..., :2, :], what="queries 0..1 after changing the last key",
                   hint="query 0 sits at position 4 and query 1 at 5: neither may see key 6")
+    expect_on_input_device(lambda: student.efficient_attention.sdpa_attention.on_meta(q, k, v, is_causal=True),
+                           what="sdpa_attention(q, k, v on the meta device, is_causal=True)",
+                           hint="build the causal mask where the query is: torch.ones(L, S, dtype=torch.bool, "
+                                "device=query.device)")
 
 
 @pytest.mark.points(0.75)
@@ -169,6 +174,10 @@ def test_flash_causal_with_fewer_queries_is_bottom_right_aligned(student, gen):
     expect_tensor(got, sdpa_math(q, k, v, attn_mask=causal_lower_right(5, 13)),
                   what="flash_attention(L=5, S=13, is_causal=True) vs SDPA with causal_lower_right",
                   hint="query i sits at absolute position S - L + i and sees keys 0..S - L + i")
+    expect_on_input_device(lambda: student.efficient_attention.flash_attention.on_meta(q, k, v, is_causal=True, block_size=4),
+                           what="flash_attention(q, k, v on the meta device, is_causal=True)",
+                           hint="make the running max, denominator, accumulator and positions on the query's device: "
+                                "torch.full(..., device=query.device), torch.zeros_like, torch.arange(..., device=...)")
 
 
 @pytest.mark.points(0.5)
@@ -201,7 +210,7 @@ def test_flash_is_stable_for_large_scores(student, gen, case):
     expect_tensor(got, hand_attention(q, k, v), what=f"flash_attention({case})", atol=tol, rtol=tol, hint=hint)
 
 
-@pytest.mark.points(0.5)
+@pytest.mark.points(0.25)
 def test_flash_output_lies_between_the_value_extremes(student, gen):
     q, k, v = qkv(gen, B=2, H=1, L=16, S=23, E=8, Ev=6)
     q = q * 3
@@ -216,7 +225,7 @@ def test_flash_output_lies_between_the_value_extremes(student, gen):
                   "is_causal=True, block_size=5)", hint="rescale both l and O by alpha = exp(m_old - m_new)")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 def test_flash_never_materialises_the_score_matrix(student, gen):
     L = S = 4096  # the full float32 score matrix is 64 MiB, one (L, 64) tile 1 MiB
     q, k, v = qkv(gen, B=1, H=1, L=L, S=S, E=16, Ev=16)
@@ -295,3 +304,23 @@ def test_flash_float64_gradients_match_the_oracle(student, gen):
     expect_grads(student.efficient_attention.flash_attention, (q, k, v), _attention64, g,
                  what="flash_attention(float64, L=6, S=11, is_causal=True, block_size=4) backward",
                  names=("query", "key", "value"), hint=GRAD_HINT, is_causal=True, block_size=4)
+
+
+@pytest.mark.points(0.25)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+def test_flash_half_precision_error_is_the_references(student, reference, gen, dtype):
+    """Half inputs, 16 tiles: the mean error against float64 may be at most twice the reference's own (which
+    accumulates in float32); accumulating in half precision is 4.2-6 times worse (20 draws measured)."""
+    q = torch.randn(1, 2, 16, 16, generator=gen).to(dtype)
+    k, v = (torch.randn(1, 2, 128, 16, generator=gen).to(dtype) for _ in range(2))
+    got = student.efficient_attention.flash_attention(q, k, v, block_size=8)
+    exact = hand_attention(q.double(), k.double(), v.double())
+    expect(isinstance(got, torch.Tensor) and got.dtype == dtype, f"flash_attention({dtype} inputs): got "
+           f"{getattr(got, 'dtype', type(got).__name__)}, expected {dtype}", "return out.to(query.dtype)")
+    expect_tensor(got, exact.to(dtype), what=f"flash_attention({dtype}, S=128, block_size=8)", atol=2e-2, rtol=2e-2)
+    own = float((reference.efficient_attention.flash_attention(q, k, v, block_size=8).double() - exact).abs().mean())
+    err = float((got.double() - exact).abs().mean())
+    expect(err <= 2 * own, f"flash_attention({dtype}): got a mean error of {err:.3g} against a float64 computation, "
+           f"expected at most twice the reference implementation's {own:.3g}",
+           "accumulate the running max, denominator and output in float32 for half inputs (acc_dtype = float32), "
+           "and cast back to the input dtype once at the end")

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.checks import expect, expect_shape, expect_tensor, fail
+from grader.testing.devices import expect_on_input_device
 
 pytestmark = pytest.mark.exercise("masks")
 
@@ -45,6 +46,8 @@ def test_causal_mask_equals_tril(student):
         expect_bool_mask(got, (seq_len, seq_len), f"causal_mask({seq_len})", CAUSAL_HINT)
         expect_tensor(got, torch.ones(seq_len, seq_len, dtype=torch.bool).tril(), what=f"causal_mask({seq_len})",
                       hint=CAUSAL_HINT)
+    expect_on_input_device(lambda: student.masks.causal_mask.on_meta(5, device="meta"), what="causal_mask(5, device='meta')",
+                           hint="make the mask on the device you were given: torch.ones(..., device=device)")
 
 
 @pytest.mark.points(1)
@@ -93,6 +96,8 @@ def test_padding_mask_matches_lengths_including_empty_and_full(student, gen):
             fail(f"padding_mask(lengths={lengths.tolist()}, max_len={s}): row {row} (length {int(lengths[row])}) "
                  f"got {got[row].tolist()}, expected {expected[row].tolist()}",
                  PAD_HINT + "; True marks real tokens (the opposite of nn.MultiheadAttention's key_padding_mask)")
+    expect_on_input_device(lambda: student.masks.padding_mask.on_meta(lengths, s), what="padding_mask(lengths on meta)",
+                           hint="torch.arange(max_len, device=lengths.device): the mask follows the lengths' device")
 
 
 @pytest.mark.points(1)
@@ -135,6 +140,8 @@ def test_to_additive_is_zero_where_true_and_exactly_minus_inf_where_false(studen
         fail(f"to_additive(mask): got {blocked[~torch.isneginf(blocked)][:3].tolist()} where the mask is False, "
              "expected exactly -inf", "use float('-inf'): a finite fill like -1e9 still leaks weight on a fully "
              "blocked row and overflows in float16")
+    expect_on_input_device(lambda: student.masks.to_additive.on_meta(mask), what="to_additive(mask on meta)",
+                           hint="torch.zeros(mask.shape, dtype=dtype, device=mask.device) (or torch.zeros_like)")
 
 
 @pytest.mark.points(0.5)

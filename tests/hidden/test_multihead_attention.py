@@ -12,6 +12,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.protocol.errors import StudentError
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
+from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
 
 pytestmark = pytest.mark.exercise("multihead_attention")
@@ -256,6 +257,8 @@ def test_fused_is_causal(student, reference, gen):
     expect_tensor(before, sdpa_heads_oracle(x, params_of(ref), 4), what="output (6 -> 8, 4 heads, T = 8)")
     expect_tensor(after[:, :t], before[:, :t], what=f"outputs of tokens 0..{t - 1} after changing tokens {t}..{T - 1}",
                   hint="mask keys j > i with -inf in every head before the softmax")
+    expect_on_input_device(lambda: h.on_meta(x), what="MultiHeadAttention.forward with the module and x on the meta device",
+                           hint=DEVICE_HINT)
 
 
 @pytest.mark.points(0.75)

@@ -172,7 +172,7 @@ def test_fully_masked_rows_give_zero_and_no_nan(student, gen):
     expect_tensor(out_f, sdpa_math(q, k, v, mask), what="output with fully -inf rows in an additive mask")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.5)
 def test_float16_with_a_mask(student, gen):
     q, k, v = (torch.randn(2, 6, 8, generator=gen).half() for _ in range(3))
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
@@ -237,3 +237,16 @@ def test_float64_gradients_match_the_oracle(student, gen):
     expect_grads(student.scaled_dot_product.scaled_dot_product_attention, (q, k, v), _sdpa64, (g_out, g_w),
                  what="scaled_dot_product_attention(float64, causal bool mask) backward",
                  names=("query", "key", "value"), hint=GRAD_HINT, mask=mask)
+
+
+@pytest.mark.points(0.5)
+def test_float64_keeps_float64_precision(student, gen):
+    q, k, v = (torch.randn(2, 5, 7, generator=gen, dtype=torch.float64) * s for s in (4, 1, 1))  # scores ~10
+    bias = torch.randn(5, 5, generator=gen, dtype=torch.float64) * 20  # float32 would round it by ~1e-6
+    hint = ("keep float64 inputs in float64: no .float(), no float32 scale tensor (torch.tensor(E) is float32), "
+            "mask.to(scores.dtype) for an additive mask")
+    for mask in (None, bias):
+        out, weights = sdpa(student, q, k, v, mask=mask)
+        what = "float64 " + ("with an additive float64 bias" if mask is not None else "without a mask")
+        expect_tensor(weights, oracle_weights(q, k, mask), what=f"weights, {what}", hint=hint)
+        expect_tensor(out, sdpa_math(q, k, v, mask), what=f"output, {what}", hint=hint)

@@ -1,0 +1,31 @@
+"""Device checks on the CPU grader: tensors made inside a function or ``forward`` must follow the input's device.
+
+``student.<module>.<fn>.on_meta(...)`` and ``handle.on_meta(...)`` run the student's code with every input (and,
+for a module, every parameter and registered buffer) on PyTorch's ``meta`` device, which has shapes but no data.
+A tensor built on the CPU inside the code (``torch.ones(T, T)``, ``torch.arange(L)``, a mask kept as a plain
+attribute) then either raises in the student's code or comes back on the CPU. Limits: meta accepts a CPU operand
+in some ops (``@`` with a CPU matrix), and data-dependent code (``.item()``, ``if mask.any()``) cannot run on meta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from grader.testing.checks import expect, hinted
+
+DEVICE_HINT = ("make every tensor on the input's device: torch.ones(..., device=x.device), "
+               "torch.arange(..., device=x.device), torch.zeros_like(x); keep a fixed mask in a registered buffer "
+               "(self.register_buffer) so that module.to(device) moves it")
+
+
+def expect_on_input_device(run: Callable[[], Any], *, what: str, hint: str = DEVICE_HINT) -> None:
+    """Fail unless every tensor the ``on_meta`` call ``run`` returns is on ``meta``, the device of its inputs;
+    when the student's code raises there (a CPU tensor met a meta one), the failure carries ``hint``."""
+    __tracebackhide__ = True
+    with hinted(hint):
+        described = run()
+    for i, item in enumerate(described if isinstance(described, tuple) else (described,)):
+        expect(isinstance(item, dict), f"{what}: returned {item}, expected a tensor", hint)
+        expect(item["device"] == "meta", f"{what}: output {i} is on {item['device']}, expected the inputs' device "
+               "(meta): it was built without device=", hint)
