@@ -2,11 +2,14 @@
 
 Where things live (the layout tells the architecture):
 
-- ``grader.intake``      where a submission enters (directory, .py, archive) and is normalised;
-- ``grader.student``     the only door to student code: the ``student`` proxy and its backends;
-- ``grader.sandbox``     where student code is isolated (wire format, worker, launchers);
+- ``grader.intake``      where a submission enters (directory, .py, .ipynb, archive) and is normalised;
+- ``grader.inside``      what runs inside the sandbox (worker, executor, bans): untrusted from its first line;
+- ``grader.protocol``    the plain data that crosses the wall (values, wire format, student errors);
+- ``grader.sandbox``     where student code is isolated, seen from the trusted side (launchers, zygote, channel);
+- ``grader.student``     the ``student`` proxy the suites use, and its in-process backend;
 - ``grader.testing``     the pytest plugin the public and hidden suites run under;
-- ``grader.scoring``     where results are scored and the scorecard is written.
+- ``grader.scoring``     where results are scored and the scorecard is built and written;
+- ``grader.batch``       a whole class; ``grader.delivery`` / ``grader.classroom`` the LMS and student paths.
 """
 
 from __future__ import annotations
