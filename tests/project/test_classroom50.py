@@ -158,3 +158,16 @@ def test_the_github_classroom_workflow_uses_node24_actions(tmp_path):
     uses = [s["uses"] for s in steps if "uses" in s]
     assert uses[:2] == ["actions/checkout@v6", "actions/setup-python@v6"]
     assert "@v4" not in texts.WORKFLOW.template and "setup-python@v5" not in texts.WORKFLOW.template
+
+
+def test_batch_discovers_a_gh_teacher_download_and_refuses_its_links(tmp_path):
+    from grader.batch import discover
+
+    root = _download(tmp_path / "cs-principles-attention-basics_submissions_2026_10_02_T_09_15_00", ["alice", "bob"])
+    (root / "cs-principles-attention-basics-mallory").symlink_to("/etc")
+    found = discover.discover(root)
+    assert found.layout == "classroom50"
+    by_id = {e.student: e for e in found.entries}
+    assert set(by_id) == {"alice", "bob", "mallory"}
+    assert by_id["alice"].path == root / "cs-principles-attention-basics-alice" and not by_id["alice"].clash
+    assert "link" in by_id["mallory"].clash  # never followed: an intake-error scorecard names it
