@@ -110,7 +110,7 @@ def main() -> None:
     try:
         kinds = generate(work / "class", args.n)
         print(f"{args.n} submissions {kinds}, {args.jobs} slots, {os.cpu_count()} cores", flush=True)
-        wall, summary, cards = run_batch(work / "class", work / "out", args.jobs)
+        wall, summary, _cards = run_batch(work / "class", work / "out", args.jobs)
         batch_rate = 60 * args.n / wall
         print(f"grader batch : {wall:7.1f} s  {batch_rate:6.1f} submissions/min  (isolation {summary['isolation']}, "
               f"errors {summary['counts']['errors']}, timeouts {summary['counts']['timeouts']}, "

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.errors import GraderFault
 from grader import __version__, manifest
+from grader.errors import GraderFault
 
 CACHE_ENV = "GRADER_CACHE_DIR"
 FORMAT = 1
@@ -106,7 +106,7 @@ def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[
     digest = hashlib.sha256()
     for path in _inputs(assignment):
         digest.update(path.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    import torch  # noqa: PLC0415 - its version and build are part of the environment
+    import torch
 
     env = [__version__, sys.version, platform.platform(), str(torch.__version__), str(torch.version.cuda),
            str(os.geteuid() if hasattr(os, "geteuid") else ""), backend, assignment.id,

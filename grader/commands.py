@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -54,7 +53,7 @@ def _canary(args: argparse.Namespace) -> dict | None:
     return canary.prove(assignment, backend=iso.choose(args.isolation, args.require_isolation)).record()
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("grade", help="grade one submission against the hidden suites, in a sandbox")
     p.add_argument("submission", help="folder (modules at the top or in exercises/), .py, .zip or .tar.gz")
     p.add_argument("--assignment", default="attention-basics")

@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
+from grader import intake, manifest
 from grader.errors import UsageError
-from grader import intake, manifest, safetext
 from grader.sandbox import isolation as iso
-from grader.scoring import scorecard
+from grader.scoring import scorecard, withhold
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
-from grader.scoring import withhold
 
 
 class GradeRefused(UsageError):

@@ -19,9 +19,23 @@ from pathlib import Path
 
 from grader import safetext, sweep
 from grader.intake_archive import unpack
-from grader.intake_fs import (MAX_FILE_BYTES, MAX_FILES, MAX_MEMBERS, MAX_RATIO, MAX_TOTAL_BYTES, IntakeError,
-                              check_tree, is_dir, label, lstat, read_regular, refuse, regular_files, special,
-                              write_module)
+from grader.intake_fs import (
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    MAX_MEMBERS,
+    MAX_RATIO,
+    MAX_TOTAL_BYTES,
+    IntakeError,
+    check_tree,
+    is_dir,
+    label,
+    lstat,
+    read_regular,
+    refuse,
+    regular_files,
+    special,
+    write_module,
+)
 from grader.intake_notebook import notebook_module
 
 __all__ = ["MAX_FILES", "MAX_FILE_BYTES", "MAX_MEMBERS", "MAX_RATIO", "MAX_TOTAL_BYTES", "IntakeError",

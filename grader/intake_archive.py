@@ -22,8 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from grader import safetext
-from grader.intake_fs import (MAX_MEMBERS, MAX_NAME_CHARS, MAX_RATIO, MAX_TOTAL_BYTES, IntakeError, label,
-                              open_regular)
+from grader.intake_fs import MAX_MEMBERS, MAX_NAME_CHARS, MAX_RATIO, MAX_TOTAL_BYTES, IntakeError, label, open_regular
 
 MAX_HEADER_BYTES = 64 << 10  # one pax header or GNU long name/link
 MAX_DIRECTORY_BYTES = 1 << 20  # a zip's central directory
@@ -121,12 +120,12 @@ def _unzip(fh: BinaryIO, dest: Path) -> None:
 
 def _check_directory(fh: BinaryIO) -> None:
     """Member count and central directory size from the end record, before anything parses the directory."""
-    end = zipfile._EndRecData(fh)  # noqa: SLF001 - the very reading ZipFile will do; nothing public exposes it
+    end = zipfile._EndRecData(fh)
     if end is None:
         raise zipfile.BadZipFile("no end of central directory record")
-    if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS:  # noqa: SLF001
-        raise IntakeError(f"archive has {end[zipfile._ECD_ENTRIES_TOTAL]} members, more than {MAX_MEMBERS}")  # noqa: SLF001
-    if end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:  # noqa: SLF001
+    if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS:
+        raise IntakeError(f"archive has {end[zipfile._ECD_ENTRIES_TOTAL]} members, more than {MAX_MEMBERS}")
+    if end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:
         raise IntakeError(f"archive's central directory is larger than {MAX_DIRECTORY_BYTES >> 20} MiB")
     fh.seek(0)
 

@@ -15,8 +15,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from grader.errors import SubmissionError
 from grader import safetext
+from grader.errors import SubmissionError
 
 MAX_FILES = 200  # Python files taken from one submission
 MAX_FILE_BYTES = 1 << 20  # one module

@@ -36,7 +36,8 @@ _REDO = "save it again from Jupyter, or submit a .py file"
 _TEST_DECORATOR = "public_test"  # grader.classroom.notebooks' test cells
 _MAX_NODES = 100  # a constant's expression: more is exploratory code, not a constant (and bounds recursion)
 _EXPR_NODES = (ast.Constant, ast.Name, ast.Load, ast.Attribute, ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare,
-               ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Subscript, ast.Slice, ast.Call, ast.keyword, ast.JoinedStr, ast.FormattedValue,
+               ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Subscript, ast.Slice, ast.Call, ast.keyword,
+               ast.JoinedStr, ast.FormattedValue,
                ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context)
 _BUILTIN_CALLS = frozenset({"abs", "bool", "complex", "dict", "divmod", "float", "frozenset", "int", "len", "list",
                             "max", "min", "pow", "range", "round", "set", "slice", "str", "sum", "tuple"})

@@ -7,12 +7,12 @@ a sandbox might be able to read. The folder is registered as the ``solutions`` p
 
 from __future__ import annotations
 
-from grader.errors import UsageError
-
 import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+
+from grader.errors import UsageError
 
 PACKAGE = "solutions"
 

@@ -81,7 +81,7 @@ def _sweep_cgroups() -> int:
 
 def _remove_cgroup(group: Path) -> int:
     """Kill what is left inside (a dead run's sandbox), then remove the group; 1 if it went."""
-    from grader.sandbox import drain  # noqa: PLC0415 - only when there is something to sweep
+    from grader.sandbox import drain
 
     drain.wait_drained([str(group)], timeout=1.0, kill_after=0.0)
     try:

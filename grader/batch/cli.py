@@ -29,7 +29,8 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     options = engine.Options(assignment=args.assignment, isolation=args.isolation,
                              require_isolation=args.require_isolation, jobs=args.jobs, threads=args.threads,
                              force=args.force, exercises=args.exercise or None,
-                             per_test_time_limit=args.per_test_time_limit, warm="off" if args.no_warm else args.warm, seed=args.seed,
+                             per_test_time_limit=args.per_test_time_limit, warm="off" if args.no_warm else args.warm,
+                             seed=args.seed,
                              canary=not args.no_canary)
     roster = _roster(args.roster)
     try:
@@ -104,7 +105,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
+def register(sub: argparse._SubParsersAction) -> None:
     from grader.commands import ISOLATION_CHOICES, LEVELS
 
     p = sub.add_parser("batch", help="grade a whole class in parallel: scorecards, gradebook, summary, report")

@@ -23,9 +23,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.errors import UsageError
 from grader import safetext
 from grader.delivery import classroom50
+from grader.errors import UsageError
 from grader.intake_fs import special
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")

@@ -121,7 +121,7 @@ class Pool:
                                 kind=kind, message=message, seconds=seconds, exercises=self.options.exercises)
         return Result(entry, card, wall_s=seconds)
 
-    def grade(self, todo: list[Entry], jobs: int):  # noqa: ANN201 - a generator of Result
+    def grade(self, todo: list[Entry], jobs: int):
         pending = deque(todo)
         for n in range(jobs if pending else 0):
             self._start(n)
@@ -156,7 +156,7 @@ class Pool:
         else:
             pending.appendleft(entry)  # never started: the death is seen on the next read
 
-    def _died(self, slot: SlotProcess, pending: deque[Entry], how: str):  # noqa: ANN202 - generator
+    def _died(self, slot: SlotProcess, pending: deque[Entry], how: str):
         entry, n, ready = slot.job, slot.n, slot.ready
         self._retire(slot)
         self.deaths += 1

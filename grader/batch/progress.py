@@ -35,8 +35,8 @@ class Progress:
     def __enter__(self) -> Progress:
         if self.rich:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn, \
-                TimeRemainingColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import Progress as Bar
 
             console = Console(file=self.stream)
             self._bar = Bar(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(),

@@ -27,7 +27,10 @@ function sortBy(th, descending) {
   var bodies = Array.prototype.slice.call(table.tBodies);
   var rows = bodies.length > 1 ? bodies : Array.prototype.slice.call(table.tBodies[0].rows);
   var parent = bodies.length > 1 ? table : table.tBodies[0];
-  function key(row) { var r = row.rows ? row.rows[0] : row, c = r.cells[col]; return c.getAttribute("data-v") || c.textContent.trim(); }
+  function key(row) {
+    var r = row.rows ? row.rows[0] : row, c = r.cells[col];
+    return c.getAttribute("data-v") || c.textContent.trim();
+  }
   rows.sort(function (a, b) {
     var x = key(a), y = key(b), nx = parseFloat(x), ny = parseFloat(y);
     var order = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from grader.errors import GraderFault
 from grader import manifest
 from grader.batch.discover import Entry
+from grader.errors import GraderFault
 
 
 class BatchFault(GraderFault):

@@ -48,11 +48,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
+    import torch
+
     from grader import manifest
     from grader.grade import launch_spec
     from grader.sandbox import isolation as iso
-
-    import torch
 
     torch.set_num_threads(config["threads"])  # the slots already use every core: no oversubscribed OpenMP spinning
     assignment = manifest.load(None, config["assignment"])

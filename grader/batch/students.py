@@ -44,7 +44,7 @@ def _drill_down(failing: list[dict[str, Any]]) -> list[dict[str, Any]]:
     absent: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for failure in failing:
         (absent[failure["exercise"]] if is_absent(failure["message"]) else out).append(failure)
-    for exercise, tests in absent.items():
+    for tests in absent.values():
         out.append({**tests[0], "test": f"{len(tests)} test(s), e.g. {tests[0]['test']}"})
     return out
 

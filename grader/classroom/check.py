@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from grader.errors import UsageError
 from grader import manifest
+from grader.errors import UsageError
 from grader.scoring import scorecard
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import torch
 
-from grader.student.inprocess import InProcessBackend
-from grader.protocol.errors import StudentError, StudentNotFound, StudentNotImplemented
 from grader.inside.executor import Executor, safe_str
+from grader.protocol.errors import StudentError, StudentNotFound, StudentNotImplemented
+from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
 
 _LIBRARY = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parents[1]), "<frozen")
@@ -74,7 +74,7 @@ def _is_notebook(filename: str) -> bool:
     return not filename.startswith(_LIBRARY) and "site-packages" not in filename
 
 
-def NotebookBackend(names: dict[str, Any]) -> InProcessBackend:  # noqa: N802 - reads as a class at call sites
+def NotebookBackend(names: dict[str, Any]) -> InProcessBackend:
     """The in-process backend over the names a notebook defines."""
     return InProcessBackend(executor=NotebookExecutor(names))
 

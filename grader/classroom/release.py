@@ -14,9 +14,9 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from grader.errors import UsageError
 from grader import __version__, manifest
 from grader.classroom import texts
+from grader.errors import UsageError
 
 # Package files a student repository needs, relative to the ``grader`` package folder.
 RUNTIME = (

@@ -72,10 +72,10 @@ def _bundle(dest: Path, spec: manifest.Assignment) -> list[Path]:
     text = fill("autograder.py", ASSIGNMENT=spec.id, TORCH=texts.torch_version(), INDEX=texts.CPU_INDEX,
                 SCALE=str(scale(public)))
     written = [base.write_file(dest / "autograder.py", text)]
-    written += [base._copy(p, dest / p.relative_to(spec.root)) for p in public]  # noqa: SLF001
+    written += [base._copy(p, dest / p.relative_to(spec.root)) for p in public]
     written += base.copy_runtime(dest / "grader")
-    written += [base._copy(base.PACKAGE / rel, dest / "grader" / rel) for rel in BUNDLE_SCHEMAS]  # noqa: SLF001
-    written.append(base._copy(spec.root / "assignments.json", dest / "assignments.json"))  # noqa: SLF001
+    written += [base._copy(base.PACKAGE / rel, dest / "grader" / rel) for rel in BUNDLE_SCHEMAS]
+    written.append(base._copy(spec.root / "assignments.json", dest / "assignments.json"))
     return written
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.errors import GraderFault
 from grader.delivery import gradescope_results as gs
+from grader.errors import GraderFault
 
 ROOT_ENV = "GRADER_AUTOGRADER_ROOT"
 DEFAULTS = {"assignment": "attention-basics", "hidden_visibility": "after_published", "isolation": "auto",

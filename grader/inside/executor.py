@@ -209,7 +209,7 @@ class Executor:
             raise
         except KeyboardInterrupt:
             raise
-        except BaseException as exc:  # SystemExit too: student code never ends the run
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: student code never ends the run
             raise self._translate(exc, where) from None
 
     def _translate(self, exc: BaseException, where: str) -> StudentError:
@@ -239,7 +239,7 @@ def _no_grad(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
 def safe_str(exc: BaseException) -> str:
     try:
         return str(exc)[:2000]
-    except BaseException:  # a hostile __str__
+    except BaseException:  # noqa: BLE001 - a hostile __str__
         return "<exception message could not be read>"
 
 

@@ -40,7 +40,7 @@ KEYCTL_JOIN_SESSION_KEYRING = 1
 SETUP_FAILED = 125
 
 
-def _sibling(name: str):  # noqa: ANN202 - a module
+def _sibling(name: str):
     """A stdlib-only sibling module: imported normally, or by path when run as ``python -I -S launcher.py``."""
     if __package__:
         return importlib.import_module(f"{__package__}.{name}")

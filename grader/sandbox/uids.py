@@ -12,8 +12,6 @@ spec for that slot shares it, two slots never do.
 
 from __future__ import annotations
 
-from grader.errors import GraderFault
-
 import fcntl
 import os
 import pwd
@@ -23,6 +21,8 @@ import threading
 import time
 import weakref
 from pathlib import Path
+
+from grader.errors import GraderFault
 
 FIRST, COUNT = 60000, 5000
 LEASE_DIRS = (Path("/run/attention-grader/uids"), Path("/tmp/attention-grader-uids"))

@@ -76,9 +76,13 @@ def _warm_up() -> None:
     torch.set_num_threads(1)
     import torch.nn.functional as F
 
+    from grader.inside import (  # noqa: F401
+        executor,
+        gpu,
+        peak,
+        worker,
+    )
     from grader.protocol import wire
-    from grader.inside import worker  # noqa: F401 - imported here so that children inherit them
-    from grader.inside import executor, gpu, peak  # noqa: F401
 
     x = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
     with peak.PeakStorage():

@@ -11,7 +11,7 @@ import json
 import os
 import platform
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,14 @@ from grader import __version__, safetext, schema
 from grader.scoring.collect import TestResult
 from grader.scoring.points import ExerciseScore, counts_toward_max
 
+
 def clean(text: str, limit: int = 4000) -> str:
     """Student-influenced text made safe to show (see :mod:`grader.safetext`), length capped."""
     return safetext.text(text, limit)
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def environment() -> dict[str, Any]:

@@ -72,7 +72,7 @@ class StudentProxy(_Refusing):
 
 
 class StudentModule(_Refusing):
-    __slots__ = ("_proxy", "_module")
+    __slots__ = ("_module", "_proxy")
     _offer = "use student.<module>.<function or class>(...)"
 
     def __init__(self, proxy: StudentProxy, module: str) -> None:
@@ -88,7 +88,7 @@ class StudentModule(_Refusing):
 class StudentCallable(_Refusing):
     """A student function or class: call it, ``measure(...)`` a function call, or take its ``grads(...)``."""
 
-    __slots__ = ("_proxy", "_module", "_name")
+    __slots__ = ("_module", "_name", "_proxy")
     _offer = "call it, or use .measure(*args, **kwargs) or .grads(*args, grad_output=g, **kwargs)"
 
     def __init__(self, proxy: StudentProxy, module: str, name: str) -> None:

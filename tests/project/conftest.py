@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from grader import canary, manifest
-from grader.scoring.points import exercise_scores
 from grader.sandbox.zygote_client import Zygote
+from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -56,7 +56,7 @@ def test_a_buggy_causal_mask_gets_the_tests_own_hint_as_next_step(tmp_path):
     sub = solutions_copy(tmp_path / "s")
     shutil.copy(CORPUS / "buggy" / "causal_attention" / "no_mask.py", sub / "causal_attention.py")
     card = check.check(exercises=["causal_attention"], root=ROOT, student=sub)
-    (exercise, points, failure, step), = check.rows(card)
+    (_exercise, points, failure, step), = check.rows(card)
     assert points != "12 / 12" and "not implemented" not in failure
     assert "mask the future with -inf" in step, step
 

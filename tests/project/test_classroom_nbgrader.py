@@ -104,7 +104,7 @@ def test_the_notebook_runtime_finds_names_and_reports_missing_ones():
         public_test(module.test_naive_softmax_gives_the_books_weights)
     source = (ROOT / "solutions" / "softmax.py").read_text()
     names: dict = {}
-    exec(compile(source, "<notebook cell>", "exec"), names)  # noqa: S102 - the trusted reference, as a notebook would
+    exec(compile(source, "<notebook cell>", "exec"), names)
     nbruntime.public_tests(names, ROOT / "tests" / "public" / "test_softmax.py")(
         module.test_stable_softmax_survives_large_inputs)
     assert isinstance(module, types.ModuleType)
@@ -136,7 +136,7 @@ def _fill(path: Path) -> None:
         grade_id = _meta(cell)["grade_id"]
         module = grade_id.split("-uses-")[1] if "-uses-" in grade_id else path.stem
         regions = iter(_regions(module))
-        cell.source, count = _STUB.subn(lambda _: next(regions), cell.source)
+        cell.source, count = _STUB.subn(lambda _, regions=regions: next(regions), cell.source)
         assert count == len(_regions(module)), grade_id
     nb.cells.append(nbformat.v4.new_code_cell("NEG_INF = float('-inf')  # a computed constant, kept\n"
                                               "x = torch.randn(2, 3)\nprint(x.shape)\n"))

@@ -7,8 +7,8 @@ import json
 import os
 import shutil
 import subprocess
-import sysconfig
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -90,7 +90,7 @@ def test_the_workflow_is_what_classroom_expects(released):
     reporter = steps[-1]
     assert reporter["uses"] == "classroom-resources/autograding-grading-reporter@v1"
     assert reporter["with"]["runners"] == runner["id"] and runner["id"].isalnum()
-    assert reporter["env"] == {f"{runner['id'].upper()}_RESULTS": "${{steps.%s.outputs.result}}" % runner["id"]}
+    assert reporter["env"] == {f"{runner['id'].upper()}_RESULTS": "${{steps." + runner["id"] + ".outputs.result}}"}
 
 
 def test_readme_and_pyproject_tell_students_how_it_works(released):

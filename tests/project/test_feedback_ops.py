@@ -101,7 +101,7 @@ def test_grads_of_a_function_match_autograd(tmp_path):
     (torch.softmax(leaf, dim=0) * g).sum().backward()
     torch.testing.assert_close(out, torch.softmax(x, dim=0))
     torch.testing.assert_close(gx, leaf.grad)
-    (prod, total), (ga, gb) = student.mod.pair.grads(x, 2 * x, grad_output=(g, None))
+    (_prod, _total), (ga, gb) = student.mod.pair.grads(x, 2 * x, grad_output=(g, None))
     torch.testing.assert_close(ga, 2 * x * g)  # only the first output's gradient flows
     torch.testing.assert_close(gb, x * g)
 
@@ -153,7 +153,7 @@ def test_grads_and_on_meta_cross_the_sandbox_wire(tmp_path):
     try:
         student = StudentProxy(backend)
         x, g = torch.randn(3, 5, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64)
-        out, (gx,) = student.mod.soft.grads(x, grad_output=g)
+        _out, (gx,) = student.mod.soft.grads(x, grad_output=g)
         leaf = x.clone().requires_grad_(True)
         (torch.softmax(leaf, dim=-1) * g).sum().backward()
         torch.testing.assert_close(gx, leaf.grad)

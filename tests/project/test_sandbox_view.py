@@ -9,8 +9,8 @@ sandbox's own /box, /tmp, /dev and /proc. Only the path leading to an allowed pl
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import resource
 import subprocess
 import sys

@@ -8,7 +8,6 @@ EPERM, which none of them returns unfiltered with the harmless arguments used he
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

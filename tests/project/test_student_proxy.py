@@ -13,8 +13,7 @@ from grader.protocol.values import HandleRef
 from grader.sandbox import replies
 from grader.sandbox.channel import ChannelError
 from grader.sandbox.history import History
-from grader.student import (BannedAPIError, StudentAPIError, StudentError, StudentNotFound,
-                            StudentNotImplemented, StudentProxy)
+from grader.student import BannedAPIError, StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented, StudentProxy
 from grader.student.inprocess import InProcessBackend
 
 MODULE = '''
@@ -124,9 +123,9 @@ def test_student_errors_carry_type_message_and_only_student_frames(student):
 
 
 def test_not_found_and_not_implemented_are_clear(student):
-    with pytest.raises(StudentNotFound, match="nothere.py not found"):
+    with pytest.raises(StudentNotFound, match=r"nothere\.py not found"):
         student.nothere.f()
-    with pytest.raises(StudentNotFound, match="`missing` not found in mod.py"):
+    with pytest.raises(StudentNotFound, match=r"`missing` not found in mod\.py"):
         student.mod.missing()
     with pytest.raises(StudentNotImplemented, match="not implemented yet"):
         student.mod.todo()

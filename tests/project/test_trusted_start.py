@@ -65,7 +65,7 @@ def test_batch_from_inside_the_class_folder_imports_no_student_file(class_folder
     other planted module is still never imported, since ``grader.__main__`` drops the folder first."""
     folder, marks, names = class_folder
     out = tmp_path / "out"
-    head = {"grader": [str(Path(sys.executable).parent / "grader")], "python -I -m grader": [sys.executable, "-I", "-m", "grader"],
+    head = {"grader": [str(Path(sys.executable).parent / "grader")],
             "python -m grader": [sys.executable, "-m", "grader"]}[entry]
     if entry == "python -m grader":
         (folder / "grader.py").unlink(missing_ok=True)
