@@ -81,6 +81,16 @@ def _read_int(path: Path) -> int:
     return int(path.read_text().split()[0])
 
 
+def usage(group: str | Path | None) -> int | None:
+    """Bytes charged to the group now (v1 ``memory.usage_in_bytes``, v2 ``memory.current``); None if unknown."""
+    for name in ("memory.usage_in_bytes", "memory.current") if group else ():
+        try:
+            return _read_int(Path(group) / name)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
 def source(cgroup_paths: list[str]) -> str:
     """What ``measure()``'s memory figure comes from for a sandbox with these groups (for the scorecard)."""
     memory = [p for p in cgroup_paths if "/memory/" in p or Path(p, "memory.peak").exists()]

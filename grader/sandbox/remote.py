@@ -39,6 +39,7 @@ __all__ = ["GraderFault", "SandboxBackend", "WarmChannel"]
 START_ATTEMPTS = 3
 START_BACKOFF_S = 2.0
 MAX_TIMEOUTS = 2
+FRESH_AFTER_BYTES = 256 << 20  # memory an exercise may leave behind before the next one gets a fresh worker
 WALL_FACTOR, WALL_SLACK_S = 3.0, 5.0
 
 
@@ -69,12 +70,15 @@ class SandboxBackend:
         self.timeouts: dict[str, int] = {}
         self.poisoned: set[str] = set()  # exercises whose worker broke the protocol
         self.current_exercise = ""
+        self.loaded_bytes: int | None = None  # the worker's memory right after it loaded the submission
         self.grader_fault: GraderFault | None = None
         self.history = History()
         self._groups: list[str] = []  # the cgroups of the last sandbox killed
 
     # -- the plugin tells us which test runs, so its exercise's time limit applies -------------
     def begin_test(self, nodeid: str, exercise: str | None) -> None:
+        if (exercise or "") != self.current_exercise and self._left_memory():
+            self.close()  # what one exercise's module hoarded must not starve the next one: a fresh worker
         self.current_test, self.current_exercise = nodeid, exercise or ""
         self.test_limit = self.time_limits.get(exercise or "", 30.0)
         self.retried = False
@@ -140,6 +144,11 @@ class SandboxBackend:
             self.channel = None
 
     # -- internals ----------------------------------------------------------------------------
+    def _left_memory(self) -> bool:
+        """The live worker holds more memory than after loading the submission, by over FRESH_AFTER_BYTES."""
+        now = memwatch.usage(self.channel.memory_cgroup()) if self.channel is not None else None
+        return now is not None and self.loaded_bytes is not None and now - self.loaded_bytes > FRESH_AFTER_BYTES
+
     def _request(self, request: dict, where: str) -> Any:
         self._refuse(where)
         try:
@@ -229,6 +238,7 @@ class SandboxBackend:
                 setup["files"] = files
             channel.send(setup)
             expect_message(channel.receive(STARTUP_TIMEOUT), "loaded")
+            self.loaded_bytes = memwatch.usage(channel.memory_cgroup())
         except (ChannelError, wire.WireError) as exc:
             said = safetext.text(bytes(channel.output["stderr"][-300:]), 300).strip()
             self._collect_output(channel)
