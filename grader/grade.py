@@ -48,7 +48,7 @@ def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNME
         raise GradeRefused(str(exc)) from None
     seed = secrets.randbelow(2**31) if seed is None else seed
     spec = launch_spec(spec_assignment, backend, slot=slot, threads=threads)
-    card = _skeleton(spec_assignment, submission, seed, spec, backend, started, student_id)
+    card = _skeleton(spec_assignment, submission, seed, spec, backend, started, student_id, exercises)
     try:
         sub = intake.take(submission, modules={e.module for e in spec_assignment.exercises})
     except intake.IntakeError as exc:
@@ -127,10 +127,12 @@ def _limits(assignment: manifest.Assignment) -> iso.Limits:
 
 
 def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int, spec: iso.LaunchSpec,
-              backend: str, started: str, student_id: str | None) -> dict[str, Any]:
+              backend: str, started: str, student_id: str | None, exercises: list[str] | None) -> dict[str, Any]:
     isolation = spec.describe() if backend != "inprocess" else {
         **spec.describe(), "backend": "inprocess", "cgroup": "none"}
-    return scorecard.new(assignment=assignment.id, max_score=assignment.max_points, path=submission,
+    chosen = set(exercises or assignment.ids())  # an intake error's card is out of what was to be graded
+    max_score = sum(e.points for e in assignment.exercises if e.id in chosen)
+    return scorecard.new(assignment=assignment.id, max_score=max_score, path=submission,
                          isolation=isolation, seed=seed, student=student_id, started=started)
 
 
