@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from grader.inside import bans, ops
+from grader.inside import bans, ops, standins
 from grader.protocol.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
 from grader.protocol.values import HandleRef, ValueRejected, to_plain
 
@@ -41,12 +41,12 @@ class Executor:
         self.handles: dict[int, tuple[nn.Module, str]] = {}
         self._modules: dict[str, types.ModuleType | StudentError] = {}
         self._ids = itertools.count(1)
-        self._install_package()
+        _install_package(self.package, self.root)
 
     # -- operations ---------------------------------------------------------------------------
     def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
         target = self._lookup(module, name)
-        where = f"{module}.{name}"
+        where = _where(module, name)
         if isinstance(target, type) and issubclass(target, nn.Module):
             instance = self._guarded(where, lambda: target(*args, **kwargs))
             return self._register(instance, where)
@@ -69,20 +69,20 @@ class Executor:
         """Call a function and report the largest tensor storage any torch op produced meanwhile."""
         from grader.inside.peak import PeakStorage
 
-        target = self._lookup(module, name)
+        target, where = self._lookup(module, name), _where(module, name)
         if isinstance(target, type) or not callable(target):
-            raise StudentAPIError(f"{module}.{name} is not a function")
+            raise StudentAPIError(f"{where} is not a function")
         start = time.perf_counter()
         with PeakStorage() as peak:
-            value = self._guarded(f"{module}.{name}", lambda: _no_grad(target, args, kwargs))
+            value = self._guarded(where, lambda: _no_grad(target, args, kwargs))
         stats = {"max_tensor_bytes": float(peak.max_bytes), "seconds": time.perf_counter() - start}
-        return _plain(value, f"{module}.{name} returned"), stats
+        return _plain(value, f"{where} returned"), stats
 
     def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
         """One forward and backward of a function: ``(output, input_grads)`` for ``grad_output`` (a tensor, or a
         tuple with a tensor or None per output); the floating-point positional tensors are the inputs."""
         target = self._lookup(module, name)
-        where = f"{module}.{name}"
+        where = _where(module, name)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
         value = self._guarded(where, lambda: ops.unchanged(where, args, kwargs,
@@ -93,7 +93,7 @@ class Executor:
         """Call a function with every tensor argument moved to the ``meta`` device; describe what it returned
         (meta tensors have no data, so only their device, shape and dtype can cross)."""
         target = self._lookup(module, name)
-        where = f"{module}.{name}"
+        where = _where(module, name)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
         margs, mkwargs = ops.to_meta(args), ops.to_meta(kwargs)
@@ -165,7 +165,8 @@ class Executor:
             raise StudentAPIError(f"private name {name!r} cannot be reached through the student proxy")
         mod = self._import(module)
         if not hasattr(mod, name):
-            raise StudentNotFound(f"`{name}` not found in {module}.py: define it there (check the spelling)")
+            shown = standins.split_isolated(module)[0]
+            raise StudentNotFound(f"`{name}` not found in {shown}.py: define it there (check the spelling)")
         return getattr(mod, name)
 
     def _import(self, module: str) -> types.ModuleType:
@@ -180,25 +181,37 @@ class Executor:
         return found
 
     def _load(self, module: str) -> types.ModuleType:
+        module, isolated = standins.split_isolated(module)
         source = self.single_module or module
         if not module.isidentifier() or not (self.root / f"{source}.py").is_file():
             raise StudentNotFound(f"module {source}.py not found in the submission: create it (is it in the "
                                   "right folder?)")
+        package = self._isolated_package(module) if isolated else self.package
         scoped = tuple(n for scope, names in self.bans.items() if scope.startswith(f"{module}.") for n in names)
-        return self._guarded(module, lambda: importlib.import_module(f"{self.package}.{source}"),
-                             where=f"importing {source}.py", install=scoped)
+        loaded = self._guarded(module, lambda: importlib.import_module(f"{package}.{source}"),
+                               where=f"importing {source}.py", install=scoped)
+        if isolated:  # a module that defines the class itself (one-file submissions) gets the stand-in too
+            for classes in standins.STAND_INS.get(module, {}).values():
+                for name in classes.keys() & vars(loaded).keys():
+                    setattr(loaded, name, classes[name])
+        return loaded
 
-    def _install_package(self) -> None:
-        # A synthetic package over the submission folder, so `from .causal_attention import ...` works
-        # and two submissions in one process never share module objects.
-        pkg = types.ModuleType(self.package)
-        pkg.__path__ = [str(self.root)]
-        pkg.__package__ = self.package
-        sys.modules[self.package] = pkg
+    def _isolated_package(self, module: str) -> str:
+        """A second package over the submission in which the modules ``module`` builds on are stand-ins,
+        so a bug (even an import error) in those exercises is not charged again to this one."""
+        package = f"{self.package}_{module}_isolated"
+        if package not in sys.modules:
+            _install_package(package, self.root)
+            for sibling, classes in standins.STAND_INS.get(module, {}).items():
+                stand_in = types.ModuleType(f"{package}.{sibling}", "the grader's stand-ins")
+                vars(stand_in).update(classes)
+                sys.modules[stand_in.__name__] = stand_in
+        return package
 
     def _guarded(self, scope: str, fn: Callable[[], Any], where: str | None = None,
                  install: tuple[str, ...] = ()) -> Any:
         """Run student code with the bans of ``scope`` (``module`` or ``module.Name``) active."""
+        scope = scope.replace(standins.ISOLATED_SUFFIX, "")  # the same bans and names as the module itself
         module = scope.split(".")[0]
         names = (*self.bans.get(module, ()), *(self.bans.get(scope, ()) if scope != module else ()))
         where = where or scope
@@ -221,6 +234,20 @@ class Executor:
         if isinstance(exc, SyntaxError):
             message = f"{exc.msg} ({Path(exc.filename or '?').name}, line {exc.lineno})"
         return StudentError(f"{where}: {message}", exc_type=exc_type, frames=frames)
+
+
+def _where(module: str, name: str) -> str:
+    """``module.name`` as the student wrote it (an isolated copy is the same module to them)."""
+    return f"{standins.split_isolated(module)[0]}.{name}"
+
+
+def _install_package(package: str, root: Path) -> None:
+    # A synthetic package over the submission folder, so `from .causal_attention import ...` works
+    # and two submissions in one process never share module objects.
+    pkg = types.ModuleType(package)
+    pkg.__path__ = [str(root)]
+    pkg.__package__ = package
+    sys.modules[package] = pkg
 
 
 def _plain(value: Any, where: str) -> Any:

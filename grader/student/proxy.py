@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import torch
 
+from grader.inside.standins import ISOLATED_SUFFIX
 from grader.protocol.errors import StudentAPIError
 from grader.protocol.values import HandleRef, ValueRejected, to_plain
 
@@ -58,6 +59,12 @@ class StudentProxy(_Refusing):
             raise StudentAPIError(f"no access to {module!r}: {self._offer}")
         return StudentModule(self, module)
 
+    @property
+    def isolated(self) -> _Isolated:
+        """``student.isolated.<module>``: a fresh copy of the module in which the exercise classes it builds on
+        are the grader's stand-ins (``grader/inside/standins.py``), so that it is graded on its own."""
+        return _Isolated(self)
+
     def _wrap(self, value: Any) -> Any:
         if isinstance(value, HandleRef):
             handle = Handle(self._backend, value)
@@ -69,6 +76,19 @@ class StudentProxy(_Refusing):
         for handle in self._handles:
             self._backend.release(handle._ref.id)
         self._handles.clear()
+
+
+class _Isolated(_Refusing):
+    __slots__ = ("_proxy",)
+    _offer = "use student.isolated.<module>.<function or class>(...)"
+
+    def __init__(self, proxy: StudentProxy) -> None:
+        object.__setattr__(self, "_proxy", proxy)
+
+    def __getattr__(self, module: str) -> StudentModule:
+        if module.startswith("_"):
+            raise StudentAPIError(f"no access to {module!r}: {self._offer}")
+        return StudentModule(self._proxy, module + ISOLATED_SUFFIX)
 
 
 class StudentModule(_Refusing):

@@ -1,4 +1,4 @@
-"""Hidden tests for `multihead_attention`: the wrapper against reference CausalAttention heads, the fused module
+"""Hidden tests for `multihead_attention`: the wrapper with the grader's stand-in heads, the fused module
 against nn.MultiheadAttention and per-head SDPA, causality, dropout, float64 gradients, the divisibility check and
 the GPT-2-size parameter count."""
 
@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from grader.inside.standins import stand_in_head
 from grader.protocol.errors import StudentError
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
 from grader.testing.devices import DEVICE_HINT, expect_on_input_device
@@ -40,12 +41,11 @@ def load(h, params: dict[str, torch.Tensor], hint: str) -> None:
 
 
 FUSED_NAMES = "name the layers W_query, W_key, W_value (nn.Linear) and out_proj (nn.Linear with bias)"
-HEADS_NAMES = "keep the heads in self.heads = nn.ModuleList([CausalAttention(d_in, d_out, ...) for _ in range(num_heads)])"
 
 
 def build_fused(student, reference, d_in, d_out, ctx, dropout, num_heads, qkv_bias=False):
     ref = reference.multihead_attention.MultiHeadAttention(d_in, d_out, ctx, dropout, num_heads, qkv_bias)
-    h = student.multihead_attention.MultiHeadAttention(d_in, d_out, ctx, dropout, num_heads, qkv_bias)
+    h = student.isolated.multihead_attention.MultiHeadAttention(d_in, d_out, ctx, dropout, num_heads, qkv_bias)
     load(h, params_of(ref), FUSED_NAMES)
     ref.eval()
     h.eval()
@@ -80,21 +80,6 @@ def sdpa_heads_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: in
     return F.linear(o, p["out_proj.weight"], p["out_proj.bias"])
 
 
-def heads_oracle(x: torch.Tensor, heads: list[nn.Module]) -> torch.Tensor:
-    with torch.no_grad():
-        return torch.cat([head(x) for head in heads], dim=-1)
-
-
-def wrapper_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: int) -> torch.Tensor:
-    """Causal SDPA (math backend) per head from the wrapper's parameters `heads.<i>.W_*`, concatenated."""
-    outs = []
-    for i in range(num_heads):
-        q, k, v = (F.linear(x, p[f"heads.{i}.{n}.weight"], p.get(f"heads.{i}.{n}.bias")) for n in PROJECTIONS)
-        with sdpa_kernel(SDPBackend.MATH):
-            outs.append(F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    return torch.cat(outs, dim=-1)
-
-
 def own_params(params: dict[str, torch.Tensor], names: list[str], hint: str) -> dict[str, torch.Tensor]:
     """A student module's own parameters, after checking that the expected names are there."""
     missing = [n for n in names if n not in params]
@@ -103,28 +88,58 @@ def own_params(params: dict[str, torch.Tensor], names: list[str], hint: str) -> 
     return params
 
 
-def wrapper_expected(h, x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """What the wrapper ``h`` must return for ``x`` with the parameters it reports (no bias)."""
-    names = [f"heads.{i}.{n}.weight" for i in range(num_heads) for n in PROJECTIONS]
-    return wrapper_oracle(x, own_params(h.named_parameters(), names, HEADS_NAMES), num_heads)
-
-
 FUSED_PARAMS = [f"{n}.weight" for n in PROJECTIONS] + ["out_proj.weight", "out_proj.bias"]
 
 
 # ----------------------------------------------------------------------------------------------- the wrapper
+# The exercise is graded on its own: `student.isolated` imports multihead_attention.py with the grader's
+# stand-in heads (grader/inside/standins.py) instead of the student's CausalAttention, so a bug there (even
+# one that breaks the import) is charged once, in causal_attention. The stand-in keeps CausalAttention's arguments and parameter names.
+
+STAND_IN_HINT = ("build every head as CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) from "
+                 "causal_attention.py, in self.heads = nn.ModuleList([...]) (to grade the wrapper on its own, the "
+                 "grader swaps each head for a stand-in with CausalAttention's arguments and parameters)")
+
+
+def stand_in_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: int) -> torch.Tensor:
+    """The stand-in heads' outputs from the wrapper's parameters `heads.<i>.W_*`, concatenated (float64)."""
+    x64 = x.double()
+    outs = []
+    for i in range(num_heads):
+        q, k, v = (F.linear(x64, p[f"heads.{i}.{n}.weight"].double(),
+                            None if p.get(f"heads.{i}.{n}.bias") is None else p[f"heads.{i}.{n}.bias"].double())
+                   for n in PROJECTIONS)  # (B, T, d_out) each
+        outs.append(stand_in_head(q, k, v))
+    return torch.cat(outs, dim=-1).to(x.dtype)  # (B, T, H * d_out)
+
+
+def stand_in_params(d_in: int, d_out: int, H: int, bias: bool, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    names = [f"heads.{i}.{n}.{kind}" for i in range(H) for n in PROJECTIONS for kind in ("weight", "bias")[: 1 + bias]]
+    return {name: torch.randn((d_out, d_in) if name.endswith("weight") else (d_out,), generator=gen) / d_in ** 0.5
+            for name in names}
+
+
+def wrapper(student, d_in, d_out, ctx, dropout, H, bias=False):
+    return student.isolated.multihead_attention.MultiHeadAttentionWrapper(d_in, d_out, ctx, dropout, num_heads=H,
+                                                                          qkv_bias=bias)
+
+
+def wrapper_expected(h, x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """What the wrapper ``h`` must return for ``x`` with the parameters it reports (no bias)."""
+    names = [f"heads.{i}.{n}.weight" for i in range(num_heads) for n in PROJECTIONS]
+    return stand_in_oracle(x, own_params(h.named_parameters(), names, STAND_IN_HINT), num_heads)
+
 
 @pytest.mark.points(0.5)
 def test_wrapper_output_has_num_heads_times_d_out_features(student, gen):
-    h = student.multihead_attention.MultiHeadAttentionWrapper(6, 4, 7, 0.0, num_heads=3)
-    h.eval()
+    h = wrapper(student, 6, 4, 7, 0.0, 3).eval()
     x = torch.randn(2, 5, 6, generator=gen)
     out = h(x)
     what = "MultiHeadAttentionWrapper(d_in=6, d_out=4, num_heads=3)(x of shape (2, 5, 6))"
     expect_shape(out, (2, 5, 12), what=what,
                  hint="every head is CausalAttention(d_in, d_out, ...) (not d_out // num_heads); concatenating 3 "
                       "heads on the last dim gives 3 * d_out features")
-    expect_tensor(out, wrapper_expected(h, x, 3), what=what)
+    expect_tensor(out, wrapper_expected(h, x, 3), what=what, hint=STAND_IN_HINT)
 
 
 WRAPPER_SHAPES = [  # (B, T, ctx, d_in, d_out, H, bias)
@@ -135,77 +150,84 @@ WRAPPER_SHAPES = [  # (B, T, ctx, d_in, d_out, H, bias)
 
 @pytest.mark.points(0.75)
 @pytest.mark.parametrize("B,T,ctx,d_in,d_out,H,bias", WRAPPER_SHAPES)
-def test_wrapper_matches_concatenated_reference_heads(student, reference, gen, B, T, ctx, d_in, d_out, H, bias):
-    heads = [reference.causal_attention.CausalAttention(d_in, d_out, ctx, 0.0, bias).eval() for _ in range(H)]
-    params = {f"heads.{i}.{k}": v for i, head in enumerate(heads) for k, v in params_of(head).items()}
-    h = student.multihead_attention.MultiHeadAttentionWrapper(d_in, d_out, ctx, 0.0, num_heads=H, qkv_bias=bias)
-    h.eval()
-    load(h, params, HEADS_NAMES)
+def test_wrapper_concatenates_its_heads_in_order(student, gen, B, T, ctx, d_in, d_out, H, bias):
+    params = stand_in_params(d_in, d_out, H, bias, gen)
+    h = wrapper(student, d_in, d_out, ctx, 0.0, H, bias).eval()
+    load(h, params, STAND_IN_HINT)
     x = torch.randn(B, T, d_in, generator=gen)
-    expect_tensor(h(x), heads_oracle(x, heads), what=f"wrapper output ({H} heads, d_in={d_in}, d_out={d_out}, T={T})",
-                  hint="features [h * d_out, (h + 1) * d_out) must come from self.heads[h]: torch.cat(..., dim=-1)")
+    expect_tensor(h(x), stand_in_oracle(x, params, H),
+                  what=f"wrapper output ({H} heads, d_in={d_in}, d_out={d_out}, T={T})",
+                  hint="features [h * d_out, (h + 1) * d_out) must come from self.heads[h], each run on the whole x: "
+                       "torch.cat([head(x) for head in self.heads], dim=-1)")
 
 
 @pytest.mark.points(0.5)
 def test_wrapper_parameters_are_per_head(student, gen):
-    h = student.multihead_attention.MultiHeadAttentionWrapper(5, 3, 6, 0.0, num_heads=4, qkv_bias=True)
+    h = wrapper(student, 5, 3, 6, 0.0, 4, True)
     names = sorted(h.named_parameters())
     expected = sorted(f"heads.{i}.{n}.{kind}" for i in range(4) for n in PROJECTIONS for kind in ("weight", "bias"))
     expect(names == expected, f"named_parameters(): got {names[:8]}{' …' if len(names) > 8 else ''}, "
-                              f"expected {expected[:8]} … ({len(expected)} in all)", HEADS_NAMES)
+                              f"expected {expected[:8]} … ({len(expected)} in all)", STAND_IN_HINT)
     x = torch.randn(2, 5, 5, generator=gen)  # the parameters it reports must be the ones it computes with
     h.eval()
-    expect_tensor(h(x), wrapper_oracle(x, h.named_parameters(), 4), what="wrapper output with its own parameters")
+    expect_tensor(h(x), stand_in_oracle(x, h.named_parameters(), 4), what="wrapper output with its own parameters",
+                  hint=STAND_IN_HINT)
 
 
 @pytest.mark.points(0.5)
-def test_wrapper_is_causal(student, gen):
-    h = student.multihead_attention.MultiHeadAttentionWrapper(4, 3, 8, 0.0, num_heads=2)
-    h.eval()
+def test_wrapper_keeps_token_order_and_causality(student, gen):
+    h = wrapper(student, 4, 3, 8, 0.0, 2).eval()
     x = torch.randn(2, 7, 4, generator=gen)
     t = int(torch.randint(1, 7, (1,), generator=gen))
     changed = x.clone()
     changed[:, t:] += 10.0 * torch.randn(2, 7 - t, 4, generator=gen)
     before, after = h(x), h(changed)
     expect_shape(before, (2, 7, 6), what="wrapper output")
-    expect_tensor(before, wrapper_expected(h, x, 2), what="wrapper output")
+    expect_tensor(before, wrapper_expected(h, x, 2), what="wrapper output", hint=STAND_IN_HINT)
     expect_tensor(after[:, :t], before[:, :t], what=f"wrapper outputs of tokens 0..{t - 1} after changing tokens {t}..6",
-                  hint="every head must be causal: use your CausalAttention for the heads")
+                  hint="give every head the whole x as it is: reordering or mixing tokens breaks causality")
 
 
 @pytest.mark.points(0.5)
-def test_wrapper_eval_mode_ignores_dropout(student, gen):
-    h = student.multihead_attention.MultiHeadAttentionWrapper(4, 4, 6, 0.5, num_heads=2)
-    h.eval()
-    x = torch.randn(2, 6, 4, generator=gen)
-    first = h(x)
-    expect_shape(first, (2, 6, 8), what="wrapper output")
-    expect_tensor(h(x), first, what="second eval-mode call vs the first (dropout=0.5)",
+def test_wrapper_passes_dropout_to_its_heads(student, gen):
+    """Training mode: each stand-in head drops its gate with probability p and rescales by 1 / (1 - p)."""
+    p = 0.3
+    h = wrapper(student, 4, 4, 6, p, 2)
+    x = torch.randn(4, 6, 4, generator=gen)
+    clean = h.eval()(x)
+    expect_tensor(h(x), clean, what="second eval-mode call vs the first (dropout=0.3)",
                   hint="dropout must be off in eval(): the heads' nn.Dropout handles that")
-    expect_tensor(first, wrapper_expected(h, x, 2),
-                  what="eval-mode wrapper output with dropout=0.5 vs no dropout")
+    expect_tensor(clean, wrapper_expected(h, x, 2), what="eval-mode wrapper output with dropout=0.3 vs no dropout",
+                  hint=STAND_IN_HINT)
+    noisy = h.train()(x)
+    kept = (noisy - clean / (1 - p)).abs() <= 1e-5 + 1e-4 * (clean / (1 - p)).abs()
+    dropped = noisy == 0
+    expect(bool((kept | dropped).all()), "training-mode wrapper output: some values are neither dropped nor the "
+           "eval value / (1 - p)", "pass `dropout` to every CausalAttention head; the wrapper adds no dropout itself")
+    rate = float(dropped.double().mean())
+    expect(abs(rate - p) < 0.12, f"training-mode wrapper output: got {rate:.0%} dropped, expected about {p:.0%} "
+           f"(dropout={p})", "pass the wrapper's `dropout` to every CausalAttention head, unchanged")
 
 
 @pytest.mark.points(0.5)
-def test_wrapper_float64_gradients_match_the_reference(student, reference, gen):
-    heads = [reference.causal_attention.CausalAttention(4, 3, 6, 0.0, True).double().eval() for _ in range(2)]
-    params = {f"heads.{i}.{k}": v for i, head in enumerate(heads) for k, v in params_of(head).items()}
-    h = student.multihead_attention.MultiHeadAttentionWrapper(4, 3, 6, 0.0, num_heads=2, qkv_bias=True)
+def test_wrapper_float64_gradients_match_the_stand_in_heads(student, gen):
+    params = {k: v.double() for k, v in stand_in_params(4, 3, 2, True, gen).items()}
+    h = wrapper(student, 4, 3, 6, 0.0, 2, True)
     h.to(dtype=torch.float64)
-    load(h, params, HEADS_NAMES)
+    load(h, params, STAND_IN_HINT)
     h.eval()
     x = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)
     g = torch.randn(2, 5, 6, generator=gen, dtype=torch.float64)
     out, (gx,), pgrads = h.grads(x, grad_output=g)
     leaf = x.clone().requires_grad_(True)
-    expected = torch.cat([head(leaf) for head in heads], dim=-1)
+    leaves = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+    expected = stand_in_oracle(leaf, leaves, 2)
     expected.backward(g)
-    expect_tensor(out, expected.detach(), what="float64 wrapper output")
+    expect_tensor(out, expected.detach(), what="float64 wrapper output", hint=STAND_IN_HINT)
     expect_tensor(gx, leaf.grad, what="gradient of the input x", hint="keep forward differentiable: no torch.no_grad() "
                   "or .detach() inside it (use no_grad only around inference calls)")
-    for i, head in enumerate(heads):
-        for name, param in head.named_parameters():
-            expect_tensor(pgrads.get(f"heads.{i}.{name}"), param.grad, what=f"gradient of heads.{i}.{name}")
+    for name, leaf_param in leaves.items():
+        expect_tensor(pgrads.get(name), leaf_param.grad, what=f"gradient of {name}")
 
 
 # ----------------------------------------------------------------------------------------------- the fused module
@@ -326,14 +348,14 @@ def test_fused_float64_values_and_gradients_match_the_reference(student, referen
 
 @pytest.mark.points(0.75)
 def test_fused_rejects_d_out_not_divisible_by_num_heads(student, gen):
-    ok = student.multihead_attention.MultiHeadAttention(4, 12, 5, 0.0, num_heads=3)
+    ok = student.isolated.multihead_attention.MultiHeadAttention(4, 12, 5, 0.0, num_heads=3)
     ok.eval()
     x = torch.randn(2, 3, 4, generator=gen)
     own = own_params(ok.named_parameters(), FUSED_PARAMS, FUSED_NAMES)
     expect_tensor(ok(x), sdpa_heads_oracle(x, own, 3), what="MultiHeadAttention(4, 12, num_heads=3) with its own parameters")
     for d_out, heads in ((10, 4), (6, 4)):
         with pytest.raises(StudentError) as info:
-            student.multihead_attention.MultiHeadAttention(4, d_out, 5, 0.0, num_heads=heads)
+            student.isolated.multihead_attention.MultiHeadAttention(4, d_out, 5, 0.0, num_heads=heads)
             fail(f"MultiHeadAttention(d_out={d_out}, num_heads={heads}) was built without an error, expected one",
                  "assert d_out % num_heads == 0, 'd_out must be divisible by num_heads' in __init__")
         expect(info.value.kind != "not_implemented", f"got {info.value.message}, expected an error about d_out % num_heads")
@@ -342,7 +364,7 @@ def test_fused_rejects_d_out_not_divisible_by_num_heads(student, gen):
 @pytest.mark.points(0.5)
 def test_gpt2_size_parameter_count_and_mask_buffer(student, gen):
     # rasbt Exercise 3.3: d_in = d_out = 768, 12 heads, context 1024 -> 2,360,064 trainable parameters.
-    h = student.multihead_attention.MultiHeadAttention(768, 768, 1024, 0.0, num_heads=12)
+    h = student.isolated.multihead_attention.MultiHeadAttention(768, 768, 1024, 0.0, num_heads=12)
     params = h.named_parameters()
     count = sum(t.numel() for t in params.values())
     expect(count == 2_360_064, f"parameter count: got {count:,}, expected 2,360,064",

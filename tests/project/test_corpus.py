@@ -40,3 +40,25 @@ def test_each_corpus_bug_loses_points_on_its_exercise(tmp_path, assignment, bug:
 def test_corpus_covers_every_exercise(assignment):
     covered = {p.parent.name for p in BUGS}
     assert covered == set(assignment.ids()), f"exercises without buggy implementations: {set(assignment.ids()) - covered}"
+
+
+CAUSAL_BUGS = sorted(CORPUS.glob("buggy/causal_attention/*.py"))
+
+
+@pytest.mark.parametrize("bug", CAUSAL_BUGS, ids=[p.stem for p in CAUSAL_BUGS])
+def test_a_causal_attention_bug_is_charged_once(tmp_path, assignment, bug: Path):
+    """The multi-head wrapper builds on CausalAttention; it is graded with stand-in heads, so a bug in the
+    student's CausalAttention (even one that breaks the import) costs no multi-head points."""
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(bug, sub / "causal_attention.py")
+    scores = grade_inprocess(sub, assignment, exercises=["causal_attention", "multihead_attention"])
+    assert scores["causal_attention"][0] < scores["causal_attention"][1], f"{bug.name} kept its causal points"
+    assert scores["multihead_attention"][0] == scores["multihead_attention"][1], f"{bug.name} cost multi-head points"
+
+
+def test_an_unimportable_causal_attention_costs_no_multihead_points(tmp_path, assignment):
+    sub = solutions_copy(tmp_path / "sub")
+    (sub / "causal_attention.py").write_text("class CausalAttention(:\n")
+    scores = grade_inprocess(sub, assignment, exercises=["causal_attention", "multihead_attention"])
+    assert scores["causal_attention"][0] == 0
+    assert scores["multihead_attention"][0] == scores["multihead_attention"][1]
