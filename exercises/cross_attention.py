@@ -52,4 +52,6 @@ class CrossAttention(nn.Module):
         Returns:
             (B, L, d_model): out_proj of the concatenated heads' context vectors.
         """
+        # queries from x: (B, L, d_model) -> (B, L, H, hd) -> (B, H, L, hd); keys, values from context: (B, H, S, hd)
+        # scores, weights: (B, H, L, S); key_padding_mask: (B, S) -> (B, 1, 1, S); context: (B, H, L, hd) -> (B, L, d_model)
         raise NotImplementedError("TODO: implement CrossAttention.forward in cross_attention.py")

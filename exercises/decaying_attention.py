@@ -47,6 +47,8 @@ class DecayingAttention(nn.Module):
             (B, L, embed_dim): the heads' context vectors concatenated (head 0 first). The qkv output
             is laid out as [q | k | v], each split into heads: reshape it to (B, L, 3, H, head_dim).
         """
+        # qkv(x): (B, L, 3 * embed_dim) -> (B, L, 3, H, hd) -> (3, B, H, L, hd); q, k, v: each (B, H, L, hd)
+        # scores, weights: (B, H, L, L); gamma: (H, 1, 1); |i - j|: (L, L); context: (B, H, L, hd) -> (B, L, embed_dim)
         raise NotImplementedError("TODO: implement DecayingAttention.forward in decaying_attention.py")
 
 

@@ -40,6 +40,7 @@ def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     dtype must be torch.bool; the result lives on the device of `lengths`.
     """
     assert lengths.dim() == 1, "lengths must be a 1-D tensor of sequence lengths"
+    # lengths: (B,), positions: (max_len,) -> mask: (B, max_len)
     raise NotImplementedError("TODO: implement padding_mask in masks.py")
 
 

@@ -36,6 +36,7 @@ class SelfAttentionV1(nn.Module):
         weights = softmax(queries @ keys^T / sqrt(d_out)) over the keys (the last dim);
         return weights @ values. Transpose only the last two dims of `keys` (it may be 3-D).
         """
+        # x: (..., T, d_in) -> queries, keys, values: (..., T, d_out); scores, weights: (..., T, T) -> (..., T, d_out)
         raise NotImplementedError("TODO: implement SelfAttentionV1.forward in self_attention.py")
 
 
@@ -52,4 +53,5 @@ class SelfAttentionV2(nn.Module):
 
         Same computation as `SelfAttentionV1.forward`, with queries = W_query(x) and so on.
         """
+        # x: (..., T, d_in) -> queries, keys, values: (..., T, d_out); scores, weights: (..., T, T) -> (..., T, d_out)
         raise NotImplementedError("TODO: implement SelfAttentionV2.forward in self_attention.py")

@@ -24,6 +24,7 @@ def attention_scores(inputs: torch.Tensor) -> torch.Tensor:
     inputs: (T, d) or (B, T, d). Returns (T, T) or (B, T, T), same dtype, with
     scores[..., i, j] = inputs[..., i, :] . inputs[..., j, :] (row i = query i, column j = key j).
     """
+    # inputs: (..., T, d) -> scores: (..., T, T)
     raise NotImplementedError("TODO: implement attention_scores in simple_attention.py")
 
 

@@ -70,8 +70,6 @@ def build(*, solutions: Path | None = None, out: Path | None = None) -> list[Pat
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted(solutions.glob("*.py")):
-        if path.name == "selfcheck.py":  # the instructor's CUDA check is not an exercise
-            continue
         target = out / path.name
         target.write_text(PACKAGE_DOC if path.name == "__init__.py" else build_file(path), "utf-8")
         written.append(target)

@@ -38,12 +38,9 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_selfcheck(args: argparse.Namespace) -> int:
-    import importlib
+    from grader import selfcheck
 
-    from grader import manifest, references
-
-    references.solutions_package(manifest.REPO_ROOT)
-    return int(importlib.import_module("solutions.selfcheck").main(cuda=args.cuda))
+    return selfcheck.main(cuda=args.cuda)
 
 
 def build_parser() -> argparse.ArgumentParser:

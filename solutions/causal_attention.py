@@ -70,6 +70,7 @@ class CausalAttention(nn.Module):
             positions 0..t, with weights softmax(q_t . k_j / sqrt(d_out)) over j <= t (dropout on the
             weights in training mode only).
         """
+        # x: (B, T, d_in) -> queries, keys, values: (B, T, d_out); scores, weights: (B, T, T); context: (B, T, d_out)
         ### BEGIN SOLUTION
         B, T, _ = x.shape
         assert T <= self.context_length, f"sequence length {T} exceeds context_length {self.context_length}"

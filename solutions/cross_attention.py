@@ -59,6 +59,8 @@ class CrossAttention(nn.Module):
         Returns:
             (B, L, d_model): out_proj of the concatenated heads' context vectors.
         """
+        # queries from x: (B, L, d_model) -> (B, L, H, hd) -> (B, H, L, hd); keys, values from context: (B, H, S, hd)
+        # scores, weights: (B, H, L, S); key_padding_mask: (B, S) -> (B, 1, 1, S); context: (B, H, L, hd) -> (B, L, d_model)
         ### BEGIN SOLUTION
         B, L, _ = x.shape
         S = context.shape[1]  # the key length comes from the context, never from x

@@ -74,6 +74,8 @@ def flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     assert block_size >= 1, "block_size must be a positive integer"
     assert query.shape[-1] == key.shape[-1], "query and key must have the same last dim E"
     assert key.shape[-2] == value.shape[-2], "key and value must have the same length S"
+    # query: (B, H, L, E); a tile of bs keys: key (B, H, bs, E), value (B, H, bs, Ev) -> scores (B, H, L, bs)
+    # running max m and denominator: (B, H, L, 1); accumulator and output: (B, H, L, Ev)
     ### BEGIN SOLUTION
     L, S = query.shape[-2], key.shape[-2]
     # Half precision inputs: accumulate in float32, cast back at the end.

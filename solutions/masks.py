@@ -41,6 +41,7 @@ def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     dtype must be torch.bool; the result lives on the device of `lengths`.
     """
     assert lengths.dim() == 1, "lengths must be a 1-D tensor of sequence lengths"
+    # lengths: (B,), positions: (max_len,) -> mask: (B, max_len)
     ### BEGIN SOLUTION
     positions = torch.arange(max_len, device=lengths.device)  # (S,)
     return positions[None, :] < lengths[:, None]  # (1, S) < (B, 1) -> (B, S)

@@ -62,6 +62,7 @@ class MultiHeadAttentionWrapper(nn.Module):
 
         Features [h * d_out, (h + 1) * d_out) of the output come from head h.
         """
+        # num_heads outputs, each (B, T, d_out) -> concatenated on the last dim: (B, T, num_heads * d_out)
         ### BEGIN SOLUTION
         return torch.cat([head(x) for head in self.heads], dim=-1)  # num_heads x (B, T, d_out) -> (B, T, H * d_out)
         ### END SOLUTION
@@ -116,6 +117,8 @@ class MultiHeadAttention(nn.Module):
             is causal attention with queries/keys/values = features [h * head_dim, (h + 1) * head_dim) of
             W_query(x)/W_key(x)/W_value(x), scaled by 1/sqrt(head_dim).
         """
+        # queries, keys, values: (B, T, d_out) -> (B, T, H, hd) -> (B, H, T, hd), with H = num_heads, hd = head_dim
+        # scores, weights: (B, H, T, T); context: (B, H, T, hd) -> (B, T, H, hd) -> (B, T, d_out) -> out_proj
         ### BEGIN SOLUTION
         B, T, _ = x.shape
         assert T <= self.context_length, f"sequence length {T} exceeds context_length {self.context_length}"

@@ -45,6 +45,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     assert query.shape[-1] == key.shape[-1], "query and key must have the same last dim E"
     assert key.shape[-2] == value.shape[-2], "key and value must have the same length S"
     assert 0.0 <= dropout_p < 1.0, "dropout_p must be in [0, 1)"
+    # query (..., L, E) and key (..., S, E) -> scores, weights: (..., L, S); output: (..., L, Ev)
     ### BEGIN SOLUTION
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])

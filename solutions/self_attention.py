@@ -38,6 +38,7 @@ class SelfAttentionV1(nn.Module):
         weights = softmax(queries @ keys^T / sqrt(d_out)) over the keys (the last dim);
         return weights @ values. Transpose only the last two dims of `keys` (it may be 3-D).
         """
+        # x: (..., T, d_in) -> queries, keys, values: (..., T, d_out); scores, weights: (..., T, T) -> (..., T, d_out)
         ### BEGIN SOLUTION
         queries = x @ self.W_query  # (..., T, d_out)
         keys = x @ self.W_key  # (..., T, d_out)
@@ -65,6 +66,7 @@ class SelfAttentionV2(nn.Module):
 
         Same computation as `SelfAttentionV1.forward`, with queries = W_query(x) and so on.
         """
+        # x: (..., T, d_in) -> queries, keys, values: (..., T, d_out); scores, weights: (..., T, T) -> (..., T, d_out)
         ### BEGIN SOLUTION
         queries = self.W_query(x)  # (..., T, d_out)
         keys = self.W_key(x)  # (..., T, d_out)

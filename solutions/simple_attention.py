@@ -22,6 +22,7 @@ def attention_scores(inputs: torch.Tensor) -> torch.Tensor:
     inputs: (T, d) or (B, T, d). Returns (T, T) or (B, T, T), same dtype, with
     scores[..., i, j] = inputs[..., i, :] . inputs[..., j, :] (row i = query i, column j = key j).
     """
+    # inputs: (..., T, d) -> scores: (..., T, T)
     ### BEGIN SOLUTION
     return inputs @ inputs.transpose(-2, -1)  # (..., T, d) @ (..., d, T) -> (..., T, T)
     ### END SOLUTION

@@ -43,10 +43,10 @@ def assignment() -> manifest.Assignment:
 
 
 def solutions_copy(dest: Path) -> Path:
-    """A submission folder holding every reference module (the `selfcheck` script excluded)."""
+    """A submission folder holding every reference module."""
     dest.mkdir(parents=True, exist_ok=True)
     for path in (ROOT / "solutions").glob("*.py"):
-        if path.name not in ("__init__.py", "selfcheck.py"):
+        if path.name != "__init__.py":
             shutil.copy(path, dest / path.name)
     return dest
 

@@ -76,8 +76,7 @@ def grade_repo(released: Path, repo: Path, exercises: Path, *, tamper: bool = Fa
         for path in (repo / "tests" / "public").glob("test_*.py"):
             path.write_text("def test_nothing():\n    assert True\n")
     for path in exercises.glob("*.py"):
-        if path.name != "selfcheck.py":
-            shutil.copy(path, repo / "exercises" / path.name)
+        shutil.copy(path, repo / "exercises" / path.name)
     bundle = bundle_of(released)
     done = subprocess.run([sys.executable, str(bundle / "autograder.py")], cwd=repo, capture_output=True, text=True,
                           env={**os.environ, "CLASSROOM50_BUNDLE_DIR": str(bundle), **RUNNER_ENV}, timeout=900)

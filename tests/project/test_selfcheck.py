@@ -1,14 +1,19 @@
-"""`grader selfcheck`: the CPU checks of the reference pass; the CUDA check says so when it verified nothing."""
+"""`grader selfcheck`: the CPU checks of the reference pass; the CUDA check says so when it verified nothing.
+
+The self-check lives on the trusted side (`grader/selfcheck.py`) and loads the reference by path; no grader
+module imports anything from `solutions/`.
+"""
 
 from __future__ import annotations
+
+import ast
 
 import pytest
 import torch
 
-from grader import manifest, references
-
-references.solutions_package(manifest.REPO_ROOT)
-from solutions import selfcheck  # noqa: E402 - loaded from beside the manifest, never from sys.path
+from grader import cli, references, selfcheck
+from grader.errors import ExitCode
+from tests.project.conftest import ROOT
 
 
 def test_cpu_selfcheck_passes_and_prints_a_table(capsys):
@@ -31,3 +36,35 @@ def test_cuda_selfcheck_passes_on_a_device(capsys):
     assert selfcheck.main(cuda=True) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "float16" in out and "bfloat16" in out and "1024" in out
+
+
+def test_the_cli_runs_the_same_check_and_exits_0(capsys):
+    assert selfcheck.main(cuda=False) == 0
+    direct = capsys.readouterr().out
+    assert cli.main(["selfcheck"]) == ExitCode.OK
+    assert capsys.readouterr().out == direct and "9/9 checks passed" in direct
+
+
+def test_no_reference_beside_the_manifest_is_the_callers_mistake(tmp_path, capsys):
+    with pytest.raises(references.ReferencesMissing, match="no reference solutions"):
+        selfcheck.main(cuda=False, root=tmp_path)
+    with pytest.raises(references.ReferencesMissing):
+        selfcheck.main(cuda=True, root=tmp_path)  # checked before the device, as before the move
+    assert capsys.readouterr().out == ""
+
+
+def test_the_reference_is_loaded_by_path_from_beside_the_manifest():
+    ref = selfcheck.reference()
+    assert ref.__name__ == "solutions.efficient_attention"
+    assert ref.__file__ == str((ROOT / "solutions" / "efficient_attention.py").resolve())
+
+
+def test_no_grader_module_imports_solutions():
+    """The grader reaches the references only through `grader.references` (by path), never by an import."""
+    found = []
+    for path in sorted((ROOT / "grader").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "solutions"]
+    assert found == []

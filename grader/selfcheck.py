@@ -1,25 +1,39 @@
-"""Instructor's self-check of the `efficient_attention` reference (`grader selfcheck [--cuda]`); not an exercise.
+"""``grader selfcheck [--cuda]``: the instructor's check of the reference ``efficient_attention``.
 
-Without `--cuda`: quick CPU checks of the reference `flash_attention` and `sdpa_attention` against independent
-oracles (SDPA's math backend, a float64 hand computation). With `--cuda`: the reference functions in fp16 and
-bf16 against `F.scaled_dot_product_attention` forced onto the FLASH_ATTENTION kernel (head dim 64, L in
-{128, 1024}, causal and not, B=2, H=4). Exit status: 0 all checks pass, 1 some check failed, 2 nothing was
-verified (no CUDA device).
+Trusted side, not an exercise: the reference is loaded by path from ``solutions/`` beside the manifest
+(:mod:`grader.references`), never imported from ``sys.path``. Without ``--cuda``: quick CPU checks of the
+reference ``flash_attention`` and ``sdpa_attention`` against independent oracles (SDPA's math backend, a
+float64 hand computation). With ``--cuda``: the reference functions in fp16 and bf16 against
+``F.scaled_dot_product_attention`` forced onto the FLASH_ATTENTION kernel (head dim 64, L in {128, 1024},
+causal and not, B=2, H=4). Exit status: 0 all checks pass, 1 some check failed, 2 nothing was verified
+(no CUDA device).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .efficient_attention import flash_attention, sdpa_attention
+from grader import manifest, references
 
 CUDA_TOL = {torch.float16: 1e-2, torch.bfloat16: 2e-2}  # atol = rtol (research notes §3.7)
 NO_CUDA = "CUDA check skipped: no CUDA device (torch.cuda.is_available() is False); nothing was verified"
+MODULE = "efficient_attention"
+CpuRow = tuple[str, float, float, bool]  # check, max abs error, tolerance, ok
+CudaRow = tuple[str, str, int, bool, float, float, bool]  # function, dtype, L, causal, max abs error, tolerance, ok
+
+
+def reference(root: Path | None = None) -> ModuleType:
+    """The reference ``efficient_attention`` from ``root/solutions`` (default: beside the default manifest)."""
+    references.solutions_package(root or manifest.REPO_ROOT)
+    return importlib.import_module(f"{references.PACKAGE}.{MODULE}")
 
 
 def _hand(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
@@ -30,19 +44,20 @@ def _hand(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor 
     return torch.softmax(scores, dim=-1) @ v.double()  # (B, H, L, Ev)
 
 
-def _math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -> torch.Tensor:
+def _math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = False) -> torch.Tensor:
     with sdpa_kernel(SDPBackend.MATH):
-        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
 
 
-def _row(name: str, got: torch.Tensor, expected: torch.Tensor, atol: float,
-         rtol: float) -> tuple[str, float, float, bool]:
+def _row(name: str, got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> CpuRow:
     err = float((got.double() - expected.double()).abs().max())
     ok = bool(torch.isfinite(got).all()) and torch.allclose(got.double(), expected.double(), atol=atol, rtol=rtol)
     return name, err, atol, ok
 
 
-def cpu_checks() -> list[tuple[str, float, float, bool]]:
+def cpu_checks(ref: ModuleType) -> list[CpuRow]:
+    """The CPU rows for the reference module ``ref``."""
+    flash_attention, sdpa_attention = ref.flash_attention, ref.sdpa_attention
     g = torch.Generator().manual_seed(0)
 
     def rand(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -70,13 +85,13 @@ def cpu_checks() -> list[tuple[str, float, float, bool]]:
     return rows
 
 
-def cuda_checks() -> list[tuple[str, str, int, bool, float, float, bool]]:
-    """(function, dtype, L, causal, max abs error, tolerance, ok) per case."""
+def cuda_checks(ref: ModuleType) -> list[CudaRow]:
+    """(function, dtype, L, causal, max abs error, tolerance, ok) per case, for the reference module ``ref``."""
     g = torch.Generator().manual_seed(0)
     rows = []
     fns: dict[str, Callable[..., torch.Tensor]] = {
-        "flash_attention": lambda q, k, v, c: flash_attention(q, k, v, is_causal=c, block_size=64),
-        "sdpa_attention": lambda q, k, v, c: sdpa_attention(q, k, v, is_causal=c),
+        "flash_attention": lambda q, k, v, c: ref.flash_attention(q, k, v, is_causal=c, block_size=64),
+        "sdpa_attention": lambda q, k, v, c: ref.sdpa_attention(q, k, v, is_causal=c),
     }
     for dtype, tol in CUDA_TOL.items():
         for L in (128, 1024):
@@ -90,7 +105,7 @@ def cuda_checks() -> list[tuple[str, str, int, bool, float, float, bool]]:
     return rows
 
 
-def _print_cpu_table(rows: list[tuple[str, float, float, bool]]) -> None:
+def _print_cpu_table(rows: list[CpuRow]) -> None:
     width = max(len(r[0]) for r in rows)
     print("reference efficient_attention vs CPU oracles")
     print(f"  {'check':<{width}}  {'max abs err':>11}  {'tolerance':>9}  ok")
@@ -98,26 +113,28 @@ def _print_cpu_table(rows: list[tuple[str, float, float, bool]]) -> None:
         print(f"  {name:<{width}}  {err:>11.3e}  {tol:>9.0e}  {'yes' if ok else 'NO'}")
 
 
-def _print_cuda_table(rows: list[tuple[str, str, int, bool, float, float, bool]]) -> None:
+def _print_cuda_table(rows: list[CudaRow]) -> None:
     print(f"reference vs F.scaled_dot_product_attention (FLASH_ATTENTION kernel) on {torch.cuda.get_device_name()}")
     print(f"  {'function':<15}  {'dtype':<8}  {'L':>5}  {'causal':<6}  {'max abs err':>11}  {'tolerance':>9}  ok")
     for name, dtype, L, causal, err, tol, ok in rows:
-        print(f"  {name:<15}  {dtype:<8}  {L:>5}  {str(causal):<6}  {err:>11.3e}  {tol:>9.0e}  "
+        print(f"  {name:<15}  {dtype:<8}  {L:>5}  {causal!s:<6}  {err:>11.3e}  {tol:>9.0e}  "
               f"{'yes' if ok else 'NO'}")
 
 
-def main(*, cuda: bool = False) -> int:
+def main(*, cuda: bool = False, root: Path | None = None) -> int:
     """Run the checks, print a table; 0 if all pass, 1 if one fails, 2 if CUDA was asked for but is absent."""
+    ref = reference(root)  # first, as before the move: no reference beside the manifest is the caller's mistake
     if cuda and not torch.cuda.is_available():
         print(NO_CUDA)
         return 2
-    rows: list[tuple] = []
     if cuda:
-        rows = cuda_checks()
-        _print_cuda_table(rows)
+        cuda_rows = cuda_checks(ref)
+        _print_cuda_table(cuda_rows)
+        oks = [row[-1] for row in cuda_rows]
     else:
-        rows = cpu_checks()
-        _print_cpu_table(rows)
-    failed = sum(not row[-1] for row in rows)
-    print(f"{len(rows) - failed}/{len(rows)} checks passed")
+        cpu_rows = cpu_checks(ref)
+        _print_cpu_table(cpu_rows)
+        oks = [row[-1] for row in cpu_rows]
+    failed = oks.count(False)
+    print(f"{len(oks) - failed}/{len(oks)} checks passed")
     return 0 if failed == 0 else 1
