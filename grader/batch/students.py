@@ -56,6 +56,7 @@ def _flags(card: dict[str, Any], group: int | None) -> list[str]:
     flags += sorted({f"{i['kind']}" for i in card["incidents"] if i["kind"] != "timeout"})
     flags += [f"integrity: {len(card.get('integrity', []))} finding(s)"] if card.get("integrity") else []
     flags += [f"withheld: {ex['id']}" for ex in card["exercises"] if ex.get("withheld")]
+    flags += [f"capped: {ex['id']}" for ex in card["exercises"] if ex.get("capped")]
     flags += [f"identical #{group}"] if group is not None else []
     return flags
 

@@ -26,6 +26,7 @@ class TestResult:
     message: str = ""
     duration: float = 0.0
     cuda: bool = False
+    severe: str | None = None  # what a failure breaks, for a test that caps its exercise when it fails
 
     @property
     def points(self) -> float:
@@ -48,7 +49,7 @@ class ResultCollector:
             self.results[item.nodeid] = TestResult(
                 id=item.nodeid, name=item.name, exercise=ex.args[0] if ex else None,
                 max_points=float(pts.args[0]) if pts else 0.0, outcome="error",
-                message="not run", cuda=item.get_closest_marker("cuda") is not None)
+                message="not run", cuda=item.get_closest_marker("cuda") is not None, severe=_severe(item))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -86,6 +87,11 @@ def _message(report: pytest.TestReport, outcome: str) -> str:
         reason = longrepr[2] if isinstance(longrepr, tuple) else str(getattr(report, "wasxfail", ""))
         return reason.removeprefix("Skipped: ")[:MAX_MESSAGE]
     return _short(report)
+
+
+def _severe(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("severe")
+    return str(marker.args[0]) if marker and marker.args else None
 
 
 def _short(report: Any) -> str:

@@ -20,11 +20,26 @@ class ExerciseScore:
     max_score: float = 0.0
     tests: list[TestResult] = field(default_factory=list)
     withheld: str | None = None  # why the points were withheld (an integrity finding), if they were
+    capped: str | None = None  # why the score was capped (a failed ``severe`` test), if it was
 
 
 def counts_toward_max(result: TestResult, *, require_cuda: bool) -> bool:
     """A CUDA test skipped for want of a device is listed but not counted, unless CUDA is required."""
     return not (result.cuda and result.outcome == "skipped" and not require_cuda)
+
+
+SEVERE_CAP = 0.5  # an exercise whose output is unusable for some ordinary inputs keeps at most half its points
+
+
+def cap(score: ExerciseScore) -> None:
+    """A failed ``severe`` test (e.g. NaN for inputs of size 30) caps the exercise: such a bug ruins training
+    however many other tests pass, so it must cost more than its one test's share."""
+    failed = [t for t in score.tests if t.severe and t.outcome in ("failed", "error")]
+    if failed and score.score > score.max_score * SEVERE_CAP:
+        score.score = round(score.max_score * SEVERE_CAP, 6)
+        score.capped = f"capped at {SEVERE_CAP:.0%} of its points: {failed[0].severe} ({failed[0].name} failed)"
+        for test in failed:  # the student sees why in the test's own feedback too
+            test.message = f"{test.message}\n(severe: this failure caps the exercise at {SEVERE_CAP:.0%} of its points)"
 
 
 def withhold(score: ExerciseScore, reason: str) -> None:
@@ -43,4 +58,6 @@ def exercise_scores(results: Iterable[TestResult], assignment: Assignment, *,
         if counts_toward_max(result, require_cuda=require_cuda):
             entry.max_score += result.max_points
             entry.score += result.points
+    for entry in scores.values():
+        cap(entry)
     return list(scores.values())

@@ -86,7 +86,8 @@ def test_entry(result: TestResult, *, require_cuda: bool) -> dict[str, Any]:
 
 def exercise_entries(scores: list[ExerciseScore], *, require_cuda: bool) -> list[dict[str, Any]]:
     return [{"id": s.id, "title": s.title, "score": s.score, "max_score": s.max_score,
-             "tests": [test_entry(t, require_cuda=require_cuda) for t in s.tests]} for s in scores]
+             "tests": [test_entry(t, require_cuda=require_cuda) for t in s.tests],
+             **({"capped": clean(s.capped)} if s.capped else {})} for s in scores]
 
 
 def write(card: dict[str, Any], out: Path) -> None:

@@ -40,6 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "exercise(id): the exercise (manifest id) a test grades")
     config.addinivalue_line("markers", "points(n): points the test is worth when it passes")
     config.addinivalue_line("markers", "hint(text): the hint shown when the student's code raises in this test")
+    config.addinivalue_line("markers", "severe(why): failing it caps the exercise at half its points (why: what breaks)")
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped (and worth nothing) without one")
 
 

@@ -17,6 +17,8 @@ from grader.testing.oracles import expect_dropout_on_weights
 
 pytestmark = pytest.mark.exercise("efficient_attention")
 
+OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
+
 
 def hand_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """float64 softmax(q k^T / sqrt(E) [+ mask]) v, cast to q's dtype. Bool mask: True = may attend.
@@ -191,6 +193,7 @@ def test_flash_causal_rows_without_any_key_are_zero_not_nan(student, gen):
                   hint=hint)
 
 
+@pytest.mark.severe(OVERFLOW)
 @pytest.mark.points(0.5)
 @pytest.mark.parametrize("case", ["randn_x30", "all_scores_negative"])
 def test_flash_is_stable_for_large_scores(student, gen, case):

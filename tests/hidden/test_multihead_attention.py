@@ -18,6 +18,8 @@ from grader.testing.oracles import expect_dropout_on_weights
 
 pytestmark = pytest.mark.exercise("multihead_attention")
 
+OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
+
 NAIVE_HINT = "subtract the row max before exp (or call torch.softmax): exp overflows to inf above 88.7 in float32"
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
@@ -94,7 +96,8 @@ FUSED_PARAMS = [f"{n}.weight" for n in PROJECTIONS] + ["out_proj.weight", "out_p
 # ----------------------------------------------------------------------------------------------- the wrapper
 # The exercise is graded on its own: `student.isolated` imports multihead_attention.py with the grader's
 # stand-in heads (grader/inside/standins.py) instead of the student's CausalAttention, so a bug there (even
-# one that breaks the import) is charged once, in causal_attention. The stand-in keeps CausalAttention's arguments and parameter names.
+# one that breaks the import) is charged once, in causal_attention. The stand-in keeps CausalAttention's
+# arguments and parameter names.
 
 STAND_IN_HINT = ("build every head as CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) from "
                  "causal_attention.py, in self.heads = nn.ModuleList([...]) (to grade the wrapper on its own, the "
@@ -379,6 +382,7 @@ def test_gpt2_size_parameter_count_and_mask_buffer(student, gen):
                   what="the GPT-2-size module on x of shape (1, 5, 768)", atol=1e-4)
 
 
+@pytest.mark.severe(OVERFLOW)
 @pytest.mark.points(0.5)
 def test_fused_large_inputs_do_not_overflow(student, reference, gen):
     h, ref = build_fused(student, reference, 6, 8, 8, 0.0, 2, True)

@@ -10,6 +10,8 @@ from grader.testing.gradients import GRAD_HINT, expect_grads
 
 pytestmark = pytest.mark.exercise("simple_attention")
 
+OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
+
 NAIVE_HINT = "subtract the row max before exp (or call torch.softmax): exp overflows to inf above 88.7 in float32"
 
 T, D, B = 5, 3, 3  # T != d and B >= 2, so that `.T` on a 3-D tensor cannot give a matching shape
@@ -101,6 +103,7 @@ def test_float64_inputs_stay_float64(student, gen):
                   hint="do not create float32 tensors (e.g. torch.zeros(...) without dtype) inside your functions")
 
 
+@pytest.mark.severe(OVERFLOW)
 @pytest.mark.points(0.5)
 def test_large_scores_do_not_overflow(student, gen):
     scores = torch.randn(2, T, T, generator=gen) * 300  # exp(300) is inf in float32

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.testing.checks import expect, expect_finite, expect_tensor
+from grader.testing.checks import expect_finite, expect_tensor
 from grader.testing.gradients import GRAD_HINT, expect_grads
 
 pytestmark = pytest.mark.exercise("softmax")
+
+OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
 
 
 def oracle(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -41,6 +43,7 @@ def test_stable_matches_float64_oracle_along_any_dim(student, gen, dim):
                   hint="each slice along `dim` must sum to 1")
 
 
+@pytest.mark.severe(OVERFLOW)
 @pytest.mark.points(1)
 def test_stable_has_no_overflow_at_plus_minus_1000(student, gen):
     x = (torch.rand(4, 9, generator=gen) * 2 - 1) * 1000  # uniform in [-1000, 1000]

@@ -1,0 +1,75 @@
+"""Penalties follow severity: a failed `severe` test caps its exercise at half its points, and says why."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from grader import schema
+from grader.scoring import scorecard
+from grader.scoring.collect import TestResult
+from grader.scoring.points import SEVERE_CAP, exercise_scores
+from tests.project.conftest import ROOT, grade_inprocess, solutions_copy
+
+NAIVE = "import torch as _t\ndef _naive(x, dim=-1, **kw):\n    e = _t.exp(x)\n    return e / e.sum(dim, keepdim=True)\n"
+
+
+def _results(severe_outcome: str, other_failed: int = 0) -> list[TestResult]:
+    tests = [TestResult(id=f"t{i}", name=f"t{i}", exercise="softmax", max_points=1.0,
+                        outcome="failed" if i < other_failed else "passed") for i in range(5)]
+    tests.append(TestResult(id="big", name="test_big", exercise="softmax", max_points=1.0, outcome=severe_outcome,
+                            severe="NaN for inputs of size 30"))
+    return tests
+
+
+def test_a_failed_severe_test_caps_the_exercise_at_half(assignment):
+    (score,) = [s for s in exercise_scores(_results("failed"), assignment) if s.id == "softmax"]
+    assert (score.score, score.max_score) == (3.0, 6.0)  # 5 of 6 passed, capped to half
+    assert "NaN for inputs of size 30" in score.capped and "test_big" in score.capped
+
+
+@pytest.mark.parametrize("outcome", ["passed", "skipped"])
+def test_a_severe_test_that_did_not_fail_caps_nothing(assignment, outcome):
+    (score,) = [s for s in exercise_scores(_results(outcome), assignment) if s.id == "softmax"]
+    assert score.capped is None
+    assert score.score == 6.0 if outcome == "passed" else score.score == 5.0
+
+
+def test_a_score_already_below_the_cap_is_kept(assignment):
+    (score,) = [s for s in exercise_scores(_results("failed", other_failed=4), assignment) if s.id == "softmax"]
+    assert score.score == 1.0 and score.capped is None
+
+
+def test_the_cap_is_written_to_a_valid_scorecard(assignment):
+    scores = [s for s in exercise_scores(_results("error"), assignment) if s.id == "softmax"]
+    isolation = {"backend": "inprocess", "uid": 0, "limits": {}, "cgroup": "none", "seccomp": False, "threads": 1}
+    card = scorecard.new(assignment=assignment.id, max_score=6.0, path="x", isolation=isolation, seed=1)
+    card = scorecard.finished(scorecard.scored(card, scores, require_cuda=False), seconds=0.1)
+    assert card["exercises"][0]["capped"].startswith(f"capped at {SEVERE_CAP:.0%}")
+    schema.validate("scorecard", card)
+
+
+@pytest.mark.parametrize("module", ["scaled_dot_product", "causal_attention", "cross_attention", "self_attention"])
+def test_a_naive_exp_softmax_costs_half_the_exercise(tmp_path, assignment, module):
+    """Every hidden suite that computes a softmax marks its large-input test severe: an overflow costs 50%."""
+    sub = solutions_copy(tmp_path / "sub")
+    source = (ROOT / "solutions" / f"{module}.py").read_text().replace("torch.softmax(", "_naive(")
+    head, sep, tail = source.partition("\nimport ")
+    (sub / f"{module}.py").write_text(head + "\n" + NAIVE + sep + tail)
+    score, max_score = grade_inprocess(sub, assignment, exercises=[module])[module]
+    assert score == pytest.approx(max_score * SEVERE_CAP)
+
+
+def test_every_hidden_suite_with_a_softmax_has_a_severe_test():
+    for suite in sorted((ROOT / "tests" / "hidden").glob("test_*.py")):
+        if suite.stem != "test_masks":  # masks build masks; they compute no softmax of their own
+            assert "@pytest.mark.severe(" in suite.read_text(), suite.name
+
+
+
+
+def test_the_student_sees_the_cap_in_the_failed_tests_feedback(assignment):
+    results = _results("failed")
+    exercise_scores(results, assignment)
+    assert "caps the exercise at 50%" in results[-1].message
+    assert all("caps" not in r.message for r in results[:-1])
