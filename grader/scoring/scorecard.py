@@ -86,8 +86,18 @@ def test_entry(result: TestResult, *, require_cuda: bool) -> dict[str, Any]:
 
 def exercise_entries(scores: list[ExerciseScore], *, require_cuda: bool) -> list[dict[str, Any]]:
     return [{"id": s.id, "title": s.title, "score": s.score, "max_score": s.max_score,
-             "tests": [test_entry(t, require_cuda=require_cuda) for t in s.tests],
+             "tests": _capped([test_entry(t, require_cuda=require_cuda) for t in s.tests], s),
              **({"capped": clean(s.capped)} if s.capped else {})} for s in scores]
+
+
+def _capped(tests: list[dict[str, Any]], score: ExerciseScore) -> list[dict[str, Any]]:
+    """A capped exercise's passed tests keep their share of the capped score, so that the tests' points still
+    add up to the exercise's (GitHub Classroom and Gradescope sum them)."""
+    earned = sum(t["points"] for t in tests if t["counted"])
+    if score.capped and earned > 0:
+        for test in tests:
+            test["points"] = round(test["points"] * score.score / earned, 6)
+    return tests
 
 
 def write(card: dict[str, Any], out: Path) -> None:

@@ -73,3 +73,9 @@ def test_the_student_sees_the_cap_in_the_failed_tests_feedback(assignment):
     exercise_scores(results, assignment)
     assert "caps the exercise at 50%" in results[-1].message
     assert all("caps" not in r.message for r in results[:-1])
+
+
+def test_a_capped_exercise_s_test_points_add_up_to_its_score(assignment):
+    scores = [s for s in exercise_scores(_results("failed"), assignment) if s.id == "softmax"]
+    (entry,) = scorecard.exercise_entries(scores, require_cuda=False)
+    assert sum(t["points"] for t in entry["tests"]) == pytest.approx(entry["score"]) == 3.0
