@@ -1,4 +1,4 @@
-"""Public tests for `decaying_attention`: the seed's shapes, a float64 hand computation, gamma's gradient,
+"""Public tests for `decaying_attention`: the seed's shapes, known float64 values, gamma's gradient,
 and the ALiBi slopes for 8 and 12 heads."""
 
 from __future__ import annotations
@@ -20,21 +20,24 @@ def student_params(h) -> dict[str, torch.Tensor]:
     return params
 
 
-def hand_oracle(w: torch.Tensor, b: torch.Tensor, gamma: torch.Tensor, x: torch.Tensor, H: int) -> torch.Tensor:
-    """The formula written out, one head at a time, in the dtype of the inputs."""
-    B, L, C = x.shape
-    hd = C // H
-    qkv = x @ w.T + b  # (B, L, 3C): [q | k | v], each split into H heads of hd
-    i = torch.arange(L)
-    dist = (i[:, None] - i[None, :]).abs().to(x.dtype)  # (L, L)
-    heads = []
-    for h in range(H):
-        q = qkv[..., h * hd:(h + 1) * hd]  # (B, L, hd)
-        k = qkv[..., C + h * hd:C + (h + 1) * hd]
-        v = qkv[..., 2 * C + h * hd:2 * C + (h + 1) * hd]
-        scores = q @ k.transpose(1, 2) / hd**0.5 - gamma.reshape(-1)[h] * dist  # (B, L, L)
-        heads.append(torch.softmax(scores, dim=-1) @ v)
-    return torch.cat(heads, dim=-1)  # (B, L, C)
+def golden_case() -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+    """Deterministic float64 inputs for DecayingAttention(4, 2) on 3 tokens: parameters, x and an upstream
+    gradient. The expected numbers below were computed from them once, in float64, by two independent
+    implementations (the public tests hand out numbers, not an implementation)."""
+    C, H, L = 4, 2, 3
+    n = torch.arange(3 * C * C, dtype=torch.float64)
+    params = {"qkv.weight": (0.5 * torch.cos(1.7 * n)).reshape(3 * C, C),
+              "qkv.bias": 0.1 * torch.sin(torch.arange(3 * C, dtype=torch.float64)),
+              "gamma": torch.tensor([0.1, 1.5], dtype=torch.float64).view(H, 1, 1)}  # distinct per head
+    x = 2 * torch.sin(0.9 * torch.arange(L * C, dtype=torch.float64) + 0.3).reshape(1, L, C)
+    g = torch.cos(0.4 * torch.arange(L * C, dtype=torch.float64)).reshape(1, L, C)
+    return params, x, g
+
+
+GOLDEN_OUTPUT = torch.tensor([[[0.8283102161, 1.0059610912, -0.1271466883, -0.3162057206],
+                               [0.0509139389, -0.0729230004, -0.1421445534, -0.2581320634],
+                               [0.1915551186, 0.1504683729, 0.7349742531, 0.5780159901]]], dtype=torch.float64)
+GOLDEN_GAMMA_GRAD = torch.tensor([-0.5705155230, 0.0135039260], dtype=torch.float64).view(2, 1, 1)
 
 
 @pytest.mark.points(1.5)
@@ -47,35 +50,31 @@ def test_seed_example_keeps_the_input_shape(student, gen):
 
 
 @pytest.mark.points(3)
-def test_matches_float64_hand_computation_with_one_gamma_per_head(student, gen):
-    B, L, C, H = 2, 6, 12, 3
-    h = student.decaying_attention.DecayingAttention(C, H)
-    gamma = torch.tensor([0.1, 0.5, 1.5]).view(H, 1, 1)  # distinct per head: a wrong broadcast shows up
-    p = student_params(h)
-    h.load_state_dict({"gamma": gamma}, strict=False)
-    x = torch.randn(B, L, C, generator=gen)
-    expected = hand_oracle(p["qkv.weight"].double(), p["qkv.bias"].double(), gamma.double(), x.double(), H).float()
-    expect_tensor(h(x), expected, what="DecayingAttention(12, 3) with gamma = [0.1, 0.5, 1.5]",
+def test_matches_known_float64_values_with_one_gamma_per_head(student):
+    params, x, _ = golden_case()
+    h = student.decaying_attention.DecayingAttention(4, 2)
+    student_params(h)
+    h.to(dtype=torch.float64)
+    h.load_state_dict(params, strict=False)
+    expect_tensor(h(x), GOLDEN_OUTPUT, what="DecayingAttention(4, 2) with gamma = [0.1, 1.5] on the golden input",
+                  atol=1e-8, rtol=1e-7,
                   hint="scores = q @ k^T / sqrt(head_dim) - gamma[h] * |i - j|: subtract AFTER scaling, "
                        "gamma of shape (H, 1, 1) broadcast over (B, H, L, L), absolute distance")
 
 
 @pytest.mark.points(1.5)
-def test_gamma_is_a_parameter_and_gets_the_right_gradient(student, gen):
-    B, L, C, H = 2, 5, 8, 2
-    h = student.decaying_attention.DecayingAttention(C, H)
+def test_gamma_is_a_parameter_and_gets_the_right_gradient(student):
+    h = student.decaying_attention.DecayingAttention(4, 2)
     p = student_params(h)
-    expect_tensor(p["gamma"], torch.ones(H, 1, 1), what="gamma of a fresh DecayingAttention(8, 2)",
+    expect_tensor(p["gamma"], torch.ones(2, 1, 1), what="gamma of a fresh DecayingAttention(4, 2)",
                   hint="nn.Parameter(torch.ones(num_heads, 1, 1))")
+    params, x, g = golden_case()
     h.to(dtype=torch.float64)
-    x = torch.randn(B, L, C, generator=gen, dtype=torch.float64)
-    g = torch.randn(B, L, C, generator=gen, dtype=torch.float64)
+    h.load_state_dict(params, strict=False)
     _, _, grads = h.grads(x, grad_output=g)
-    w, b, gamma = (p[n].double().requires_grad_(True) for n in ("qkv.weight", "qkv.bias", "gamma"))
-    hand_oracle(w, b, gamma, x, H).backward(g)
     got = grads.get("gamma")
     expect(got is not None, "gamma received no gradient", "use self.gamma in forward (not a copy or a constant)")
-    expect_tensor(got, gamma.grad, what="gradient of gamma (float64)")
+    expect_tensor(got, GOLDEN_GAMMA_GRAD, what="gradient of gamma (float64, golden input)", atol=1e-8, rtol=1e-7)
 
 
 @pytest.mark.points(2)
