@@ -13,6 +13,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
+from grader.testing.params import compared_grads, params_of, transplant
 
 pytestmark = pytest.mark.exercise("causal_attention")
 
@@ -23,32 +24,15 @@ NAIVE_HINT = "subtract the row max before exp (or call torch.softmax): exp overf
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
 
-def params_of(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Parameters only (never buffers: how a student stores the mask is their business)."""
-    return {k: v.detach().clone() for k, v in module.named_parameters()}
-
-
 NAMES_HINT = ("name the projections self.W_query, self.W_key and self.W_value, each an "
               "nn.Linear(d_in, d_out, bias=qkv_bias)")
-
-
-def load(h, params: dict[str, torch.Tensor]) -> None:
-    """Copy parameters into the student module, after checking their names and shapes."""
-    own = h.named_parameters()
-    unknown = [k for k in params if k not in own]
-    if unknown:
-        fail(f"named_parameters(): your module has no {unknown[:6]} (it has {sorted(own)[:6]})", NAMES_HINT)
-    for name, value in params.items():
-        if tuple(own[name].shape) != tuple(value.shape):
-            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}", NAMES_HINT)
-    h.load_state_dict(params, strict=False)
 
 
 def build(student, reference, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):
     """(student handle, reference module) with the reference's parameters copied into the student's module."""
     ref = reference.causal_attention.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
     h = student.causal_attention.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
-    load(h, params_of(ref))
+    transplant(h, ref, hint=NAMES_HINT)
     ref.eval()
     h.eval()
     return h, ref
@@ -96,7 +80,21 @@ def test_matches_sdpa_math_backend(student, reference, gen, B, T, ctx, d_in, d_o
                        "divide the scores by sqrt(d_out) (not d_out, not d_out**2); use the mask's [:T, :T] corner")
 
 
-@pytest.mark.points(0.75)
+@pytest.mark.points(0.25)
+@pytest.mark.parametrize("bias", [False, True])
+def test_parameters_are_the_three_projections(student, gen, bias):
+    # the structure is checked here once; value tests transplant the reference's weights (grader/testing/params.py)
+    h = student.causal_attention.CausalAttention(5, 3, 6, 0.0, qkv_bias=bias)
+    params = h.named_parameters()
+    got = {k: tuple(v.shape) for k, v in params.items()}
+    expected = {f"{n}.{kind}": shape for n in PROJECTIONS for kind, shape in (("weight", (3, 5)), ("bias", (3,)))[: 1 + bias]}
+    expect(got == expected, f"named_parameters() of CausalAttention(5, 3, 6, 0.0, qkv_bias={bias}): got {got}, "
+                            f"expected {expected}", NAMES_HINT)
+    x = torch.randn(2, 4, 5, generator=gen)  # the parameters it reports must be the ones it computes with
+    expect_tensor(h.eval()(x), sdpa_oracle(x, params), what="CausalAttention with its own parameters")
+
+
+@pytest.mark.points(0.25)
 def test_matches_float64_hand_computation(student, reference, gen):
     h, ref = build(student, reference, 6, 4, 6, 0.0, True)
     ref.double()
@@ -124,7 +122,7 @@ def test_gives_seed_003s_context_vectors(student):
         params = {f"{n}.weight": torch.nn.Linear(4, 4, bias=False).weight.detach().clone() for n in PROJECTIONS}
     h = student.causal_attention.CausalAttention(4, 4, 5, 0.0)
     h.eval()
-    load(h, params)
+    params = transplant(h, params, hint=NAMES_HINT)
     expect_tensor(h(batch), expected, what="seed 003's example (d_in = d_out = 4, T = 5)", atol=1e-4, rtol=0,
                   hint="with d_out = 4, sqrt(d_out) = 2 and d_out = 4 give different numbers: scale by sqrt(d_out)")
 
@@ -178,7 +176,7 @@ def one_hot_setup(student, reference, T, ctx, p_drop):
     params = params_of(ref)
     params["W_value.weight"] = torch.eye(T)
     h = student.causal_attention.CausalAttention(T, T, ctx, p_drop)
-    load(h, params)
+    params = transplant(h, params, hint=NAMES_HINT)
     return h, params
 
 
@@ -207,11 +205,12 @@ def test_attention_weights_are_causal_and_rows_sum_to_one(student, reference, ge
 @pytest.mark.parametrize("p", [0.1, 0.3])  # not 0.5 alone: there 1/p == 1/(1-p) and keep == drop probability
 def test_dropout_acts_on_the_attention_weights(student, reference, gen, p):
     T, B = 6, 48
-    h, ref = build(student, reference, 5, 16, 8, p, True)  # d_out = 16 >> T: well-conditioned value rows
+    # d_in = 8 >= T and d_out = 16 >> T: the value rows are independent, with or without a bias
+    h, ref = build(student, reference, 8, 16, 8, p, True)
     ref.double()
     h.to(dtype=torch.float64)
     params = params_of(ref)
-    x = torch.randn(B, T, 5, generator=gen, dtype=torch.float64)
+    x = torch.randn(B, T, 8, generator=gen, dtype=torch.float64)
     expect_tensor(h(x), attention64(x, params), what=f"eval-mode output with dropout={p}",
                   hint="in eval mode, dropout is the identity")
     h.train()
@@ -249,8 +248,8 @@ def test_float64_gradients_match_the_reference(student, reference, gen):
     expect_tensor(out, expected_out.detach(), what="float64 output")
     expect_tensor(gx, leaf.grad, what="gradient of the input x",
                   hint="build the output from differentiable ops only (no .detach(), no .data, no in-place on leaves)")
-    for name, param in ref.named_parameters():
-        expect_tensor(pgrads.get(name), param.grad, what=f"gradient of {name}")
+    for name, got, want in compared_grads(ref, pgrads):
+        expect_tensor(got, want, what=f"gradient of {name}")
 
 
 @pytest.mark.severe(OVERFLOW)

@@ -9,14 +9,17 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
+from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor
 from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
+from grader.testing.params import compared_grads, params_of, transplant
 
 pytestmark = pytest.mark.exercise("cross_attention")
 
 OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
 
+NAMES_HINT = ("use W_query, W_key, W_value (nn.Linear(d_model, d_model, bias=qkv_bias)) and out_proj "
+             "(nn.Linear(d_model, d_model)) as attribute names")
 NAIVE_HINT = "subtract the row max before exp (or call torch.softmax): exp overflows to inf above 88.7 in float32"
 
 
@@ -24,22 +27,12 @@ def pair(student, reference, d_model: int, num_heads: int, **kwargs):
     """A reference module and a student module holding the same parameters (parameters only, never buffers)."""
     ref = reference.cross_attention.CrossAttention(d_model, num_heads, **kwargs)
     h = student.cross_attention.CrossAttention(d_model, num_heads, **kwargs)
-    load(h, {k: v.detach() for k, v in ref.named_parameters()})
+    transplant(h, ref, hint=NAMES_HINT)
     h.eval()
     ref.eval()
     return ref, h
 
 
-def load(h, params: dict[str, torch.Tensor]) -> None:
-    result = h.load_state_dict(params, strict=False)
-    if result["unexpected_keys"]:
-        fail(f"CrossAttention parameters: your module has no {result['unexpected_keys']}",
-             "use W_query, W_key, W_value (nn.Linear(d_model, d_model, bias=qkv_bias)) and out_proj "
-             "(nn.Linear(d_model, d_model)) as attribute names")
-
-
-def params_of(ref: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach() for k, v in ref.named_parameters()}
 
 
 def mha_oracle(p: dict[str, torch.Tensor], d_model: int, num_heads: int, x: torch.Tensor, context: torch.Tensor,
@@ -90,7 +83,7 @@ def weights_probe(student, reference, B: int, L: int, S: int, H: int, dropout: f
     p["out_proj.weight"] = torch.eye(d)
     p["out_proj.bias"] = torch.zeros(d)
     h = student.cross_attention.CrossAttention(d, H, dropout=dropout)
-    load(h, p)
+    p = transplant(h, p, hint=NAMES_HINT)
     x = torch.randn(B, L, d, generator=gen)
     context = eye.expand(B, S, d).clone()
     q = (x.double() @ p["W_query.weight"].double().T).view(B, L, H, S).transpose(1, 2)  # (B, H, L, hd = S)
@@ -129,7 +122,24 @@ def test_key_padding_mask_matches_sdpa(student, reference, gen, B, L, S, d, H, l
                        "and queries (a (B, S) or (B, 1, S) mask lines the batch up with the wrong axis)")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.25)
+@pytest.mark.parametrize("bias", [False, True])
+def test_parameters_are_the_four_projections(student, gen, bias):
+    # the structure is checked here once; value tests transplant the reference's weights (grader/testing/params.py)
+    h = student.cross_attention.CrossAttention(8, 2, qkv_bias=bias)
+    params = h.named_parameters()
+    got = {k: tuple(v.shape) for k, v in params.items()}
+    expected = {f"{n}.{kind}": shape for n in ("W_query", "W_key", "W_value")
+                for kind, shape in (("weight", (8, 8)), ("bias", (8,)))[: 1 + bias]}
+    expected.update({"out_proj.weight": (8, 8), "out_proj.bias": (8,)})
+    expect(got == expected, f"named_parameters() of CrossAttention(8, 2, qkv_bias={bias}): got {got}, "
+                            f"expected {expected}", NAMES_HINT)
+    x, context = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen)
+    expect_tensor(h.eval()(x, context), sdpa_oracle(params, 2, x, context),
+                  what="CrossAttention with its own parameters")
+
+
+@pytest.mark.points(0.5)
 def test_qkv_bias_matches_multihead_attention(student, reference, gen):
     ref, h = pair(student, reference, 8, 2, qkv_bias=True)
     p = params_of(ref)
@@ -235,7 +245,7 @@ def test_float64_gradients_match_reference(student, reference, gen):
     ref = reference.cross_attention.CrossAttention(d, H, qkv_bias=True).double()
     h = student.cross_attention.CrossAttention(d, H, qkv_bias=True)
     h.to(dtype=torch.float64)
-    load(h, params_of(ref))
+    transplant(h, ref, hint=NAMES_HINT)
     h.eval()
     ref.eval()
     x = torch.randn(B, L, d, generator=gen, dtype=torch.float64)
@@ -251,8 +261,8 @@ def test_float64_gradients_match_reference(student, reference, gen):
     expect_tensor(input_grads[0], xr.grad, what="gradient w.r.t. x")
     expect_tensor(input_grads[1], cr.grad, what="gradient w.r.t. context",
                   hint="padded context tokens must receive zero gradient")
-    for name, param in ref.named_parameters():
-        expect_tensor(param_grads.get(name), param.grad, what=f"gradient of {name}")
+    for name, got, want in compared_grads(ref, param_grads):
+        expect_tensor(got, want, what=f"gradient of {name}")
 
 
 @pytest.mark.severe(OVERFLOW)

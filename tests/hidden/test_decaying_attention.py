@@ -10,13 +10,15 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from grader.testing.checks import expect, expect_shape, expect_tensor, fail
+from grader.testing.checks import expect, expect_shape, expect_tensor
 from grader.testing.devices import expect_on_input_device
+from grader.testing.params import compared_grads, params_of, transplant
 
 pytestmark = pytest.mark.exercise("decaying_attention")
 
 OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
 
+NAMES_HINT = "self.qkv = nn.Linear(embed_dim, 3 * embed_dim); self.gamma = nn.Parameter(torch.ones(num_heads, 1, 1))"
 NAIVE_HINT = "subtract the row max before exp (or call torch.softmax): exp overflows to inf above 88.7 in float32"
 
 
@@ -26,7 +28,7 @@ def pair(student, reference, C: int, H: int, gamma: torch.Tensor | None = None):
     with torch.no_grad():
         ref.gamma.copy_(gamma.view(H, 1, 1) if gamma is not None else distinct_gammas(H))
     h = student.decaying_attention.DecayingAttention(C, H)
-    load(h, params_of(ref))
+    transplant(h, ref, hint=NAMES_HINT, defaults={"gamma": torch.ones(1)})
     return ref, h
 
 
@@ -35,15 +37,6 @@ def distinct_gammas(H: int) -> torch.Tensor:
     return torch.linspace(0.1, 1.5, H)[perm].view(H, 1, 1)
 
 
-def params_of(ref) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in ref.named_parameters()}
-
-
-def load(h, params: dict[str, torch.Tensor]) -> None:
-    result = h.load_state_dict(params, strict=False)
-    if result["unexpected_keys"]:
-        fail(f"DecayingAttention parameters: your module has no {result['unexpected_keys']}",
-             "self.qkv = nn.Linear(embed_dim, 3 * embed_dim); self.gamma = nn.Parameter(torch.ones(num_heads, 1, 1))")
 
 
 def split(p: dict[str, torch.Tensor], x: torch.Tensor, H: int):
@@ -149,7 +142,7 @@ def test_float64_gradients_match_reference_including_gamma(student, reference, g
     ref, h = pair(student, reference, C, H)
     ref.double()
     h.to(dtype=torch.float64)
-    load(h, params_of(ref))
+    transplant(h, ref, hint=NAMES_HINT, defaults={"gamma": torch.ones(1)})
     x = torch.randn(B, L, C, generator=gen, dtype=torch.float64)
     g = torch.randn(B, L, C, generator=gen, dtype=torch.float64)
     out, input_grads, param_grads = h.grads(x, grad_output=g)
@@ -161,8 +154,8 @@ def test_float64_gradients_match_reference_including_gamma(student, reference, g
     expect(param_grads.get("gamma") is not None, "gamma received no gradient",
            "gamma must be an nn.Parameter used in forward")
     expect(bool(param_grads["gamma"].abs().sum() > 0), "gamma's gradient is all zeros", "subtract gamma * |i - j|")
-    for name, param in ref.named_parameters():
-        expect_tensor(param_grads.get(name), param.grad, what=f"gradient of {name}")
+    for name, got, want in compared_grads(ref, param_grads):
+        expect_tensor(got, want, what=f"gradient of {name}")
 
 
 def slopes_formula(n: int) -> torch.Tensor:

@@ -15,6 +15,7 @@ from grader.protocol.errors import StudentError
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
 from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
+from grader.testing.params import compared_grads, params_of, transplant
 
 pytestmark = pytest.mark.exercise("multihead_attention")
 
@@ -25,30 +26,13 @@ NAIVE_HINT = "subtract the row max before exp (or call torch.softmax): exp overf
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
 
-def params_of(module: nn.Module) -> dict[str, torch.Tensor]:
-    """Parameters only (never buffers: how a student stores the mask is their business)."""
-    return {k: v.detach().clone() for k, v in module.named_parameters()}
-
-
-def load(h, params: dict[str, torch.Tensor], hint: str) -> None:
-    """Copy parameters into the student module, after checking their names and shapes."""
-    own = h.named_parameters()
-    unknown = [k for k in params if k not in own]
-    if unknown:
-        fail(f"named_parameters(): your module has no {unknown[:6]} (it has {sorted(own)[:6]})", hint)
-    for name, value in params.items():
-        if tuple(own[name].shape) != tuple(value.shape):
-            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}", hint)
-    h.load_state_dict(params, strict=False)
-
-
 FUSED_NAMES = "name the layers W_query, W_key, W_value (nn.Linear) and out_proj (nn.Linear with bias)"
 
 
 def build_fused(student, reference, d_in, d_out, ctx, dropout, num_heads, qkv_bias=False):
     ref = reference.multihead_attention.MultiHeadAttention(d_in, d_out, ctx, dropout, num_heads, qkv_bias)
     h = student.isolated.multihead_attention.MultiHeadAttention(d_in, d_out, ctx, dropout, num_heads, qkv_bias)
-    load(h, params_of(ref), FUSED_NAMES)
+    transplant(h, ref, hint=FUSED_NAMES)
     ref.eval()
     h.eval()
     return h, ref
@@ -84,10 +68,13 @@ def sdpa_heads_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: in
 
 def own_params(params: dict[str, torch.Tensor], names: list[str], hint: str) -> dict[str, torch.Tensor]:
     """A student module's own parameters, after checking that the expected names are there."""
-    missing = [n for n in names if n not in params]
+    # a missing bias counts as zero here: the structure tests charge its absence, once
+    missing = [n for n in names if n not in params and not n.endswith("bias")]
     if missing:
         fail(f"named_parameters(): your module has no {missing[:6]} (it has {sorted(params)[:6]})", hint)
-    return params
+    zeros = {n: torch.zeros(params[n.replace("bias", "weight")].shape[0]) for n in names
+             if n not in params and n.replace("bias", "weight") in params}
+    return {**params, **zeros}
 
 
 FUSED_PARAMS = [f"{n}.weight" for n in PROJECTIONS] + ["out_proj.weight", "out_proj.bias"]
@@ -156,7 +143,7 @@ WRAPPER_SHAPES = [  # (B, T, ctx, d_in, d_out, H, bias)
 def test_wrapper_concatenates_its_heads_in_order(student, gen, B, T, ctx, d_in, d_out, H, bias):
     params = stand_in_params(d_in, d_out, H, bias, gen)
     h = wrapper(student, d_in, d_out, ctx, 0.0, H, bias).eval()
-    load(h, params, STAND_IN_HINT)
+    params = transplant(h, params, hint=STAND_IN_HINT)
     x = torch.randn(B, T, d_in, generator=gen)
     expect_tensor(h(x), stand_in_oracle(x, params, H),
                   what=f"wrapper output ({H} heads, d_in={d_in}, d_out={d_out}, T={T})",
@@ -217,7 +204,7 @@ def test_wrapper_float64_gradients_match_the_stand_in_heads(student, gen):
     params = {k: v.double() for k, v in stand_in_params(4, 3, 2, True, gen).items()}
     h = wrapper(student, 4, 3, 6, 0.0, 2, True)
     h.to(dtype=torch.float64)
-    load(h, params, STAND_IN_HINT)
+    params = transplant(h, params, hint=STAND_IN_HINT)
     h.eval()
     x = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)
     g = torch.randn(2, 5, 6, generator=gen, dtype=torch.float64)
@@ -258,7 +245,22 @@ SDPA_SHAPES = [  # (B, T, ctx, d_in, d_out, H, bias): d_in != d_out
 ]
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.25)
+@pytest.mark.parametrize("bias", [False, True])
+def test_fused_parameters_are_the_projections_and_out_proj(student, gen, bias):
+    # the structure is checked here once; value tests transplant the reference's weights (grader/testing/params.py)
+    h = student.isolated.multihead_attention.MultiHeadAttention(6, 8, 7, 0.0, num_heads=2, qkv_bias=bias)
+    params = h.named_parameters()
+    got = {k: tuple(v.shape) for k, v in params.items()}
+    expected = {f"{n}.{kind}": shape for n in PROJECTIONS for kind, shape in (("weight", (8, 6)), ("bias", (8,)))[: 1 + bias]}
+    expected.update({"out_proj.weight": (8, 8), "out_proj.bias": (8,)})
+    expect(got == expected, f"named_parameters() of MultiHeadAttention(6, 8, 7, 0.0, 2, qkv_bias={bias}): got {got}, "
+                            f"expected {expected}", FUSED_NAMES)
+    x = torch.randn(2, 5, 6, generator=gen)
+    expect_tensor(h.eval()(x), sdpa_heads_oracle(x, params, 2), what="MultiHeadAttention with its own parameters")
+
+
+@pytest.mark.points(0.75)
 @pytest.mark.parametrize("B,T,ctx,d_in,d_out,H,bias", SDPA_SHAPES)
 def test_fused_matches_per_head_sdpa(student, reference, gen, B, T, ctx, d_in, d_out, H, bias):
     h, ref = build_fused(student, reference, d_in, d_out, ctx, 0.0, H, bias)
@@ -345,8 +347,8 @@ def test_fused_float64_values_and_gradients_match_the_reference(student, referen
     expect_tensor(out, expected.detach(), what="float64 output")
     expect_tensor(gx, leaf.grad, what="gradient of the input x",
                   hint="build the output from differentiable ops only (no .detach(), no .data)")
-    for name, param in ref.named_parameters():
-        expect_tensor(pgrads.get(name), param.grad, what=f"gradient of {name}")
+    for name, got, want in compared_grads(ref, pgrads):
+        expect_tensor(got, want, what=f"gradient of {name}")
 
 
 @pytest.mark.points(0.75)

@@ -1,0 +1,69 @@
+"""Parameters for value tests: the reference's weights transplanted into the student's module.
+
+A value test checks what a module computes, not how its parameters are named: that is the structure tests'
+job, and one slip must be charged there once, not again by every value test of the exercise. So a value
+test copies the reference's parameters into the student's module where the module has them, and makes the
+oracle follow the module where it lacks one it can do without: a missing bias counts as zero, and a parameter
+with a specified initial value (``defaults``) keeps that value. Any other missing name, or a wrong shape,
+fails with a message that names it: then nothing can be compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from grader.testing.checks import fail
+
+__all__ = ["compared_grads", "params_of", "transplant"]
+
+
+def params_of(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters only (never buffers: how a student stores a mask is their business), detached copies."""
+    return {k: v.detach().clone() for k, v in module.named_parameters()}
+
+
+def transplant(h: Any, source: nn.Module | Mapping[str, torch.Tensor], *, hint: str,
+               defaults: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    """Load ``source``'s parameters into the student handle ``h``; return the parameters the oracle must use.
+
+    With a reference module as ``source``, the module itself is adjusted in place too, so that an oracle that
+    runs it (``ref(x)``) follows the student's structure."""
+    params = params_of(source) if isinstance(source, nn.Module) else {k: v.detach().clone() for k, v in source.items()}
+    own = h.state_dict()  # parameters and buffers: a value kept as a buffer still loads
+    used = {name: _stand_in(name, value, own, hint, defaults or {}) for name, value in params.items()}
+    # a bias the reference does not have (qkv_bias=False) but the module keeps anyway: zero, as if absent
+    extra = {k: torch.zeros_like(v) for k, v in own.items() if k.endswith("bias") and k not in params}
+    h.load_state_dict({**{k: v for k, v in params.items() if k in own}, **extra}, strict=False)
+    if isinstance(source, nn.Module):
+        with torch.no_grad():
+            for name, param in source.named_parameters():
+                param.copy_(used[name])
+    return used
+
+
+def compared_grads(ref: nn.Module, got: Mapping[str, torch.Tensor | None]
+                   ) -> Iterator[tuple[str, torch.Tensor | None, torch.Tensor | None]]:
+    """``(name, student's gradient, reference's)`` for each of the reference's parameters, leaving out a bias
+    the student's module does not have (the structure test charges that, once)."""
+    for name, param in ref.named_parameters():
+        if name in got or not name.endswith("bias"):
+            yield name, got.get(name), param.grad
+
+
+def _stand_in(name: str, value: torch.Tensor, own: Mapping[str, torch.Tensor], hint: str,
+              defaults: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The value the oracle uses for ``name``: the reference's, or what the student's module has instead."""
+    __tracebackhide__ = True
+    if name in own:
+        if tuple(own[name].shape) != tuple(value.shape):
+            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}", hint)
+        return value
+    if name.endswith("bias"):
+        return torch.zeros_like(value)  # a layer without its bias (the structure test charges the omission)
+    if name in defaults:
+        return defaults[name].to(value.dtype).expand_as(value).clone()
+    fail(f"named_parameters(): your module has no {name!r} (it has {sorted(own)[:6]})", hint)
