@@ -16,6 +16,7 @@ from pathlib import Path
 from grader import schema
 from tests.project.conftest import ROOT
 
+N = 24
 ARGS = ["--exercise", "softmax", "--per-test-time-limit", "8", "-j", "1", "--quiet"]
 
 
@@ -33,7 +34,9 @@ def _tagged_processes(tag: str) -> list[int]:
 
 def test_sigint_keeps_finished_scorecards_and_a_rerun_resumes(tmp_path):
     klass, out = tmp_path / "class", tmp_path / "out"
-    for n in range(8):
+    # 24 submissions: the interrupt must land while work is left, even when a loaded machine wakes this
+    # test's polling loop late (with 8 the batch once finished before the signal was sent)
+    for n in range(N):
         (klass / f"s{n}").mkdir(parents=True)
         shutil.copy(ROOT / "solutions" / "softmax.py", klass / f"s{n}" / "softmax.py")
     tag = uuid.uuid4().hex
@@ -49,7 +52,7 @@ def test_sigint_keeps_finished_scorecards_and_a_rerun_resumes(tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted" in err and "rerun the same command to resume" in err
     finished = sorted(cards.glob("*.json"))
-    assert 2 <= len(finished) < 8
+    assert 2 <= len(finished) < N
     for path in finished:
         schema.validate("scorecard", json.loads(path.read_text()))
     assert [p.name for p in cards.iterdir() if p.name.startswith(".")] == []  # no half-written temp files
@@ -59,4 +62,4 @@ def test_sigint_keeps_finished_scorecards_and_a_rerun_resumes(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("unchanged, kept") == len(finished)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["counts"]["graded"] == 8 and summary["counts"]["skipped"] == len(finished)
+    assert summary["counts"]["graded"] == N and summary["counts"]["skipped"] == len(finished)
