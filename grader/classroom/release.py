@@ -27,7 +27,8 @@ RUNTIME = (
     "student/__init__.py", "student/inprocess.py", "student/proxy.py",
     "inside/__init__.py", "inside/bans.py", "inside/executor.py", "inside/ops.py", "inside/peak.py", "inside/standins.py",
     "protocol/__init__.py", "protocol/errors.py", "protocol/values.py",
-    "testing/__init__.py", "testing/checks.py", "testing/hints.py", "testing/plugin.py",
+    "testing/__init__.py", "testing/attention.py", "testing/checks.py", "testing/hints.py", "testing/params.py",
+    "testing/plugin.py",
     "classroom/__init__.py", "classroom/check.py", "classroom/ci.py", "classroom/cli.py", "classroom/nbruntime.py",
 )
 PACKAGE = Path(__file__).resolve().parents[1]

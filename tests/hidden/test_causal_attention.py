@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from grader.testing.attention import sdpa_math
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
@@ -40,8 +40,7 @@ def build(student, reference, d_in, d_out, context_length, dropout=0.0, qkv_bias
 
 def sdpa_oracle(x: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
     q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in PROJECTIONS)
-    with sdpa_kernel(SDPBackend.MATH):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return sdpa_math(q, k, v, is_causal=True)
 
 
 def weights64(x: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:

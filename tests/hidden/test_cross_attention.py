@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from grader.testing.attention import mha_oracle
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor
 from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
@@ -33,22 +33,6 @@ def pair(student, reference, d_model: int, num_heads: int, **kwargs):
     return ref, h
 
 
-
-
-def mha_oracle(p: dict[str, torch.Tensor], d_model: int, num_heads: int, x: torch.Tensor, context: torch.Tensor,
-               keep: torch.Tensor | None = None) -> torch.Tensor:
-    """nn.MultiheadAttention with copied weights; its key_padding_mask means True = IGNORE, hence ~keep."""
-    mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True).to(x.dtype)
-    zeros = torch.zeros(d_model, dtype=x.dtype)
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([p["W_query.weight"], p["W_key.weight"], p["W_value.weight"]]))
-        mha.in_proj_bias.copy_(torch.cat([p.get(f"{n}.bias", zeros) for n in ("W_query", "W_key", "W_value")]))
-        mha.out_proj.weight.copy_(p["out_proj.weight"])
-        mha.out_proj.bias.copy_(p["out_proj.bias"])
-    mha.eval()
-    with torch.no_grad():
-        out, _ = mha(x, context, context, key_padding_mask=None if keep is None else ~keep, need_weights=False)
-    return out
 
 
 def sdpa_oracle(p: dict[str, torch.Tensor], num_heads: int, x: torch.Tensor, context: torch.Tensor,
@@ -102,7 +86,7 @@ def as_weights(out, B: int, L: int, S: int, H: int) -> torch.Tensor:
 def test_matches_multihead_attention_oracle(student, reference, gen, B, L, S, d, H):
     ref, h = pair(student, reference, d, H)
     x, context = torch.randn(B, L, d, generator=gen), torch.randn(B, S, d, generator=gen)
-    expect_tensor(h(x, context), mha_oracle(params_of(ref), d, H, x, context),
+    expect_tensor(h(x, context), mha_oracle(params_of(ref), H, x, context),
                   what=f"CrossAttention({d}, {H}) on x (B={B}, L={L}) and context (S={S}) vs nn.MultiheadAttention",
                   hint="keys and values have the context's length S (not L); split heads with "
                        "view(B, T, H, head_dim).transpose(1, 2); scale by 1/sqrt(head_dim); no causal mask")
@@ -147,7 +131,7 @@ def test_qkv_bias_matches_multihead_attention(student, reference, gen):
            "pass bias=qkv_bias to the three nn.Linear projections")
     x, context = torch.randn(2, 4, 8, generator=gen), torch.randn(2, 3, 8, generator=gen)
     keep = lengths_mask([2, 3], 3)
-    expect_tensor(h(x, context, keep), mha_oracle(p, 8, 2, x, context, keep),
+    expect_tensor(h(x, context, keep), mha_oracle(p, 2, x, context, keep=keep),
                   what="CrossAttention(8, 2, qkv_bias=True) with a padding mask vs nn.MultiheadAttention")
 
 
@@ -210,7 +194,7 @@ def test_dropout_is_off_in_eval_mode(student, reference, gen):
     a, b = h(x, context), h(x, context)
     expect_tensor(b, a, what="two eval-mode calls of CrossAttention(dropout=0.5)",
                   hint="use an nn.Dropout module: it is the identity after .eval()")
-    expect_tensor(a, mha_oracle(params_of(ref), 8, 2, x, context), what="eval-mode output with dropout=0.5")
+    expect_tensor(a, mha_oracle(params_of(ref), 2, x, context), what="eval-mode output with dropout=0.5")
 
 
 @pytest.mark.points(0.5)

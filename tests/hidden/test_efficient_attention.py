@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
+from grader.testing.attention import sdpa_math
 from grader.testing.checks import expect, expect_finite, expect_tensor
 from grader.testing.devices import expect_on_input_device
 from grader.testing.gradients import GRAD_HINT, expect_grads
@@ -32,11 +33,6 @@ def hand_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
         scores = scores + mask.double()
     weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # an all -inf row: NaN -> 0
     return (weights @ v.double()).to(q.dtype)
-
-
-def sdpa_math(q, k, v, **kwargs) -> torch.Tensor:
-    with sdpa_kernel(SDPBackend.MATH):
-        return F.scaled_dot_product_attention(q, k, v, **kwargs)
 
 
 def qkv(gen: torch.Generator, B: int, H: int, L: int, S: int, E: int, Ev: int, dtype=torch.float32):

@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.inside.standins import stand_in_head
 from grader.protocol.errors import StudentError
+from grader.testing.attention import mha_oracle, sdpa_math
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
 from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
@@ -38,30 +37,13 @@ def build_fused(student, reference, d_in, d_out, ctx, dropout, num_heads, qkv_bi
     return h, ref
 
 
-def mha_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: int) -> torch.Tensor:
-    """nn.MultiheadAttention with the same weights (needs d_in == d_out); its bool attn_mask means BLOCKED."""
-    d = p["W_query.weight"].shape[0]
-    m = nn.MultiheadAttention(d, num_heads, batch_first=True, bias=True)
-    with torch.no_grad():
-        m.in_proj_weight.copy_(torch.cat([p[f"{n}.weight"] for n in PROJECTIONS]))
-        m.in_proj_bias.copy_(torch.cat([p.get(f"{n}.bias", torch.zeros(d)) for n in PROJECTIONS]))
-        m.out_proj.weight.copy_(p["out_proj.weight"])
-        m.out_proj.bias.copy_(p["out_proj.bias"])
-    m.eval()
-    T = x.shape[1]
-    with torch.no_grad():
-        out, _ = m(x, x, x, attn_mask=torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), need_weights=False)
-    return out
-
-
 def sdpa_heads_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: int) -> torch.Tensor:
     """Per-head causal SDPA (math backend), heads concatenated, then out_proj; works for d_in != d_out."""
     B, T, _ = x.shape
     q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in PROJECTIONS)  # (B, T, d_out) each
     d_out = q.shape[-1]
     q, k, v = (t.view(B, T, num_heads, d_out // num_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd)
-    with sdpa_kernel(SDPBackend.MATH):
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, hd)
+    o = sdpa_math(q, k, v, is_causal=True)  # (B, H, T, hd)
     o = o.transpose(1, 2).reshape(B, T, d_out)  # (B, T, d_out)
     return F.linear(o, p["out_proj.weight"], p["out_proj.bias"])
 
@@ -233,7 +215,7 @@ MHA_SHAPES = [  # (B, T, ctx, d, H, bias): d_in == d_out, so nn.MultiheadAttenti
 def test_fused_matches_nn_multiheadattention(student, reference, gen, B, T, ctx, d, H, bias):
     h, ref = build_fused(student, reference, d, d, ctx, 0.0, H, bias)
     x = torch.randn(B, T, d, generator=gen)
-    expect_tensor(h(x), mha_oracle(x, params_of(ref), H),
+    expect_tensor(h(x), mha_oracle(params_of(ref), H, x, causal=True),
                   what=f"output vs nn.MultiheadAttention (d={d}, {H} heads, T={T}, context_length={ctx})",
                   hint="view(B, T, H, hd).transpose(1, 2) (not view(B, H, T, hd)); scale by 1/sqrt(head_dim); "
                        "softmax over the keys (dim=-1); mask[:T, :T]; finish with out_proj")
@@ -296,7 +278,7 @@ def test_fused_eval_mode_is_deterministic_and_ignores_dropout(student, reference
     expect_shape(first, (2, 6, 8), what="output")
     expect_tensor(second, first, what="second eval-mode call vs the first (dropout=0.5)",
                   hint="dropout must be off in eval(): use self.dropout (nn.Dropout), not F.dropout(training=True)")
-    expect_tensor(first, mha_oracle(x, params_of(ref), 2), what="eval-mode output with dropout=0.5 vs no dropout")
+    expect_tensor(first, mha_oracle(params_of(ref), 2, x, causal=True), what="eval-mode output with dropout=0.5 vs no dropout")
 
 
 def fused_weights64(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: int) -> torch.Tensor:

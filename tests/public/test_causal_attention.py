@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from grader.testing.checks import expect, expect_shape, expect_tensor, fail
+from grader.testing.attention import expect_params, sdpa_math
+from grader.testing.checks import expect, expect_shape, expect_tensor
+from grader.testing.params import transplant
 
 pytestmark = pytest.mark.exercise("causal_attention")
 
@@ -32,27 +33,11 @@ NAMES_HINT = ("name the projections self.W_query, self.W_key and self.W_value, e
               "nn.Linear(d_in, d_out, bias=qkv_bias)")
 
 
-def load(h, params: dict[str, torch.Tensor]) -> None:
-    """Copy parameters into the student module, after checking their names and shapes."""
-    own = h.named_parameters()
-    unknown = [k for k in params if k not in own]
-    if unknown:
-        fail(f"named_parameters(): your module has no {unknown[:6]} (it has {sorted(own)[:6]})", NAMES_HINT)
-    for name, value in params.items():
-        if tuple(own[name].shape) != tuple(value.shape):
-            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}", NAMES_HINT)
-    h.load_state_dict(params, strict=False)
-
-
 def sdpa_oracle(x: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
     """PyTorch's own causal attention (math backend) on the projections the parameters `p` define."""
-    missing = [f"{n}.weight" for n in PROJECTIONS if f"{n}.weight" not in p]
-    if missing:
-        fail(f"named_parameters(): got {sorted(p)}, missing {missing}",
-             "name the projections self.W_query, self.W_key and self.W_value (nn.Linear each)")
+    expect_params(p, [f"{n}.weight" for n in PROJECTIONS], NAMES_HINT)
     q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in PROJECTIONS)
-    with sdpa_kernel(SDPBackend.MATH):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return sdpa_math(q, k, v, is_causal=True)
 
 
 @pytest.mark.points(2)
@@ -68,7 +53,7 @@ def test_output_shape_for_a_sequence_shorter_than_the_context(student, gen):
 def test_gives_the_books_context_vectors(student):
     h = student.causal_attention.CausalAttention(3, 2, 6, 0.0)
     h.eval()
-    load(h, book_weights())
+    transplant(h, book_weights(), hint=NAMES_HINT)
     batch = torch.stack((INPUTS, INPUTS), dim=0)  # (2, 6, 3)
     got = h(batch)
     expect_tensor(got, torch.stack((CONTEXT_VECS, CONTEXT_VECS)), what="ca(batch) with the book's weights",

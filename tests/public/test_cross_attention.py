@@ -4,38 +4,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
 
-from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
+from grader.testing.attention import expect_params, mha_oracle
+from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor
 
 pytestmark = pytest.mark.exercise("cross_attention")
 
 NAMES = ("W_query.weight", "W_key.weight", "W_value.weight", "out_proj.weight", "out_proj.bias")
+NAMES_HINT = "name the layers W_query, W_key, W_value (nn.Linear(d_model, d_model, bias=qkv_bias)) and out_proj"
 
 
 def student_params(h) -> dict[str, torch.Tensor]:
-    params = h.named_parameters()
-    missing = [n for n in NAMES if n not in params]
-    if missing:
-        fail(f"CrossAttention parameters: got {sorted(params)}, expected to find {missing}",
-             "name the layers W_query, W_key, W_value (nn.Linear(d_model, d_model, bias=qkv_bias)) and out_proj")
-    return params
-
-
-def mha_oracle(params: dict[str, torch.Tensor], d_model: int, num_heads: int, x: torch.Tensor,
-               context: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-    """nn.MultiheadAttention with the student's weights; its key_padding_mask means True = IGNORE."""
-    mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True)
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([params["W_query.weight"], params["W_key.weight"],
-                                            params["W_value.weight"]]))
-        mha.in_proj_bias.zero_()
-        mha.out_proj.weight.copy_(params["out_proj.weight"])
-        mha.out_proj.bias.copy_(params["out_proj.bias"])
-    mha.eval()
-    with torch.no_grad():
-        out, _ = mha(x, context, context, key_padding_mask=None if keep is None else ~keep, need_weights=False)
-    return out
+    return expect_params(h.named_parameters(), NAMES, NAMES_HINT, what="CrossAttention parameters")
 
 
 @pytest.mark.points(2)
@@ -54,7 +34,7 @@ def test_matches_nn_multihead_attention(student, gen):
     x, context = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen)
     h = student.cross_attention.CrossAttention(8, 2)
     h.eval()
-    expected = mha_oracle(student_params(h), 8, 2, x, context)
+    expected = mha_oracle(student_params(h), 2, x, context)
     expect_tensor(h(x, context), expected, what="CrossAttention(8, 2) vs nn.MultiheadAttention(8, 2) with your weights",
                   hint="queries from x, keys and values from context; split into heads with "
                        "view(B, T, H, head_dim).transpose(1, 2); scale by 1/sqrt(head_dim); end with out_proj")
@@ -69,7 +49,7 @@ def test_padded_context_tokens_are_ignored(student, gen):
     out = h(x, context, keep)
     expect_finite(out, what="CrossAttention with a key_padding_mask",
                   hint="True means 'real token, attend'; a row with every key masked turns into NaN")
-    expect_tensor(out, mha_oracle(student_params(h), 8, 2, x, context, keep),
+    expect_tensor(out, mha_oracle(student_params(h), 2, x, context, keep=keep),
                   what="CrossAttention with key_padding_mask vs nn.MultiheadAttention(key_padding_mask=~mask)",
                   hint="mask the scores where key_padding_mask is False, broadcast as (B, 1, 1, S)")
     noisy = context.clone()

@@ -8,7 +8,9 @@ import torch
 from torch import nn
 
 from grader.protocol.errors import StudentError
+from grader.testing.attention import expect_params, mha_oracle
 from grader.testing.checks import expect, expect_shape, expect_tensor, fail
+from grader.testing.params import transplant
 
 pytestmark = pytest.mark.exercise("multihead_attention")
 
@@ -26,40 +28,7 @@ WRAPPER_OUT = torch.tensor([
     [-0.5299, -0.1081, 0.5077, 0.3493, 0.5337, 0.2499]])
 PROJECTIONS = ("W_query", "W_key", "W_value")
 MHA_NAMES = ("W_query.weight", "W_key.weight", "W_value.weight", "out_proj.weight", "out_proj.bias")
-
-
-def load(h, params: dict[str, torch.Tensor], hint: str) -> None:
-    """Copy parameters into the student module, after checking their names and shapes."""
-    own = h.named_parameters()
-    unknown = [k for k in params if k not in own]
-    if unknown:
-        fail(f"named_parameters(): your module has no {unknown[:6]} (it has {sorted(own)[:6]})", hint)
-    for name, value in params.items():
-        if tuple(own[name].shape) != tuple(value.shape):
-            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}", hint)
-    h.load_state_dict(params, strict=False)
-
-
-def mha_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], num_heads: int) -> torch.Tensor:
-    """nn.MultiheadAttention with the same weights and a causal mask (its bool mask means BLOCKED)."""
-    missing = [n for n in MHA_NAMES if n not in p]
-    if missing:
-        fail(f"named_parameters(): got {sorted(p)}, missing {missing}",
-             "name the layers W_query, W_key, W_value (nn.Linear) and out_proj (nn.Linear with bias)")
-    d = p["W_query.weight"].shape[0]
-    ref = nn.MultiheadAttention(d, num_heads, batch_first=True, bias=True)
-    biases = [p.get(f"{n}.bias", torch.zeros(d)) for n in PROJECTIONS]
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([p[f"{n}.weight"] for n in PROJECTIONS]))
-        ref.in_proj_bias.copy_(torch.cat(biases))
-        ref.out_proj.weight.copy_(p["out_proj.weight"])
-        ref.out_proj.bias.copy_(p["out_proj.bias"])
-    ref.eval()
-    T = x.shape[1]
-    with torch.no_grad():
-        out, _ = ref(x, x, x, attn_mask=torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1),
-                     need_weights=False)
-    return out
+MHA_HINT = "name the layers W_query, W_key, W_value (nn.Linear) and out_proj (nn.Linear with bias)"
 
 
 @pytest.mark.points(2)
@@ -79,7 +48,7 @@ def test_wrapper_gives_the_books_context_vectors(student):
                   for i in range(3) for n in PROJECTIONS}
     h = student.multihead_attention.MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3)
     h.eval()
-    load(h, params, "keep the heads in self.heads = nn.ModuleList([CausalAttention(...) for _ in range(num_heads)])")
+    transplant(h, params, hint="keep the heads in self.heads = nn.ModuleList([CausalAttention(...) for _ in range(H)])")
     got = h(torch.stack((INPUTS, INPUTS)))
     expect_tensor(got, torch.stack((WRAPPER_OUT, WRAPPER_OUT)), what="mha(batch) with the book's weights",
                   atol=1e-4, rtol=0, hint="torch.cat([head(x) for head in self.heads], dim=-1)")
@@ -100,7 +69,7 @@ def test_fused_matches_nn_multiheadattention_with_its_own_weights(student, gen):
     h.eval()
     x = torch.randn(2, 5, 8, generator=gen)
     got = h(x)
-    expect_tensor(got, mha_oracle(x, h.named_parameters(), 2),
+    expect_tensor(got, mha_oracle(expect_params(h.named_parameters(), MHA_NAMES, MHA_HINT), 2, x, causal=True),
                   what="output vs nn.MultiheadAttention with the same weights and a causal mask",
                   hint="scale each head's scores by 1/sqrt(head_dim) (not d_out), split heads with "
                        "view(B, T, H, hd).transpose(1, 2), and finish with out_proj")

@@ -1,0 +1,60 @@
+"""Oracles shared by the public and hidden suites: PyTorch's own attention with the student's weights.
+
+``nn.MultiheadAttention`` and SDPA's math backend are independent of every exercise's code, so they are
+the oracles of choice wherever the exercise's module has the same weights (W_query, W_key, W_value,
+out_proj). Shipped to students with the public tests: nothing here is an exercise's solution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from grader.testing.checks import fail
+
+__all__ = ["PROJECTIONS", "expect_params", "mha_oracle", "sdpa_math"]
+
+PROJECTIONS = ("W_query", "W_key", "W_value")
+
+
+def sdpa_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` on its math backend (the plain formula, in the inputs' dtype)."""
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)  # type: ignore[arg-type]
+
+
+def mha_oracle(p: Mapping[str, torch.Tensor], num_heads: int, x: torch.Tensor, context: torch.Tensor | None = None,
+               *, keep: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+    """``nn.MultiheadAttention`` holding the weights ``p`` (a missing projection bias counts as zero), in x's
+    dtype: self-attention when ``context`` is None, else cross-attention over it. ``keep`` (B, S) is True for
+    real keys; ``causal`` blocks the future. (Its own masks mean BLOCKED, hence the inversions.)"""
+    d = p["W_query.weight"].shape[0]
+    mha = nn.MultiheadAttention(d, num_heads, batch_first=True, bias=True).to(x.dtype)
+    zeros = torch.zeros(d, dtype=x.dtype)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([p[f"{n}.weight"] for n in PROJECTIONS]))
+        mha.in_proj_bias.copy_(torch.cat([p.get(f"{n}.bias", zeros) for n in PROJECTIONS]))
+        mha.out_proj.weight.copy_(p["out_proj.weight"])
+        mha.out_proj.bias.copy_(p.get("out_proj.bias", zeros))
+    mha.eval()
+    kv = x if context is None else context
+    T = x.shape[1]
+    blocked = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) if causal else None
+    with torch.no_grad():
+        out, _ = mha(x, kv, kv, attn_mask=blocked, key_padding_mask=None if keep is None else ~keep,
+                     need_weights=False)
+    return out
+
+
+def expect_params(params: Mapping[str, torch.Tensor], names: Iterable[str], hint: str,
+                  what: str = "named_parameters()") -> dict[str, torch.Tensor]:
+    """A student module's own parameters, after checking that the ``names`` an oracle needs are there."""
+    __tracebackhide__ = True
+    missing = [n for n in names if n not in params]
+    if missing:
+        fail(f"{what}: got {sorted(params)[:8]}, expected to find {missing[:6]}", hint)
+    return dict(params)
