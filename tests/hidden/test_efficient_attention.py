@@ -15,6 +15,7 @@ from grader.testing.checks import expect, expect_finite, expect_tensor
 from grader.testing.devices import expect_on_input_device
 from grader.testing.gradients import GRAD_HINT, expect_grads
 from grader.testing.oracles import expect_dropout_on_weights
+from grader.testing.precision import expect_no_worse_than
 
 pytestmark = pytest.mark.exercise("efficient_attention")
 
@@ -247,7 +248,7 @@ def test_flash_never_materialises_the_score_matrix(student, gen):
 
 
 # ---------------------------------------------------------------------------------------------- CUDA (extra)
-CUDA_TOL = {torch.float16: 1e-2, torch.bfloat16: 2e-2}
+# half precision: the error against float64 is bounded by the flash kernel's own (grader/testing/precision.py)
 
 
 def cuda_qkv(gen: torch.Generator, L: int, dtype: torch.dtype):
@@ -267,11 +268,10 @@ def flash_kernel(q, k, v, is_causal: bool) -> torch.Tensor:
 def test_cuda_flash_attention_matches_the_flash_kernel(student, gen, dtype, L, is_causal):
     q, k, v = cuda_qkv(gen, L, dtype)
     got = student.efficient_attention.flash_attention(q, k, v, is_causal=is_causal, block_size=64)
-    tol = CUDA_TOL[dtype]
-    expect_finite(got, what=f"flash_attention on CUDA ({dtype}, L={L}, causal={is_causal})")
-    expect_tensor(got, flash_kernel(q, k, v, is_causal), what=f"flash_attention on CUDA ({dtype}, L={L}, "
-                  f"causal={is_causal}) vs the FLASH_ATTENTION kernel", atol=tol, rtol=tol,
-                  hint="accumulate in float32 for half-precision inputs and cast back at the end")
+    expect_no_worse_than(got, flash_kernel(q, k, v, is_causal), _attention64(q.double(), k.double(), v.double(),
+                                                                             is_causal),
+                         what=f"flash_attention on CUDA ({dtype}, L={L}, causal={is_causal})",
+                         hint="accumulate in float32 for half-precision inputs and cast back at the end")
 
 
 @pytest.mark.cuda
@@ -282,9 +282,9 @@ def test_cuda_flash_attention_matches_the_flash_kernel(student, gen, dtype, L, i
 def test_cuda_sdpa_attention_matches_the_flash_kernel(student, gen, dtype, L, is_causal):
     q, k, v = cuda_qkv(gen, L, dtype)
     got = student.efficient_attention.sdpa_attention(q, k, v, is_causal=is_causal)
-    tol = CUDA_TOL[dtype]
-    expect_tensor(got, flash_kernel(q, k, v, is_causal), what=f"sdpa_attention on CUDA ({dtype}, L={L}, "
-                  f"causal={is_causal}) vs the FLASH_ATTENTION kernel", atol=tol, rtol=tol)
+    expect_no_worse_than(got, flash_kernel(q, k, v, is_causal), _attention64(q.double(), k.double(), v.double(),
+                                                                             is_causal),
+                         what=f"sdpa_attention on CUDA ({dtype}, L={L}, causal={is_causal})")
 
 
 def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
