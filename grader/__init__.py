@@ -15,3 +15,17 @@ Where things live (the layout tells the architecture):
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+# The library functions the commands are thin shells over (keyword options after at most one positional),
+# and the one error tree, by module. Reached through their modules, not re-exported here: `grader.grade`
+# and `grader.batch` are modules of this package (a function of the same name would shadow them), and
+# this package is imported inside the sandbox too (`process`/`none`), which must never load the trusted side.
+LIBRARY: dict[str, tuple[str, ...]] = {
+    "grader.grade": ("grade", "GradeRefused", "launch_spec"),
+    "grader.batch.job": ("batch",),
+    "grader.classroom.check": ("check",),
+    "grader.canary": ("prove",),
+    "grader.errors": ("ExitCode", "GraderError", "UsageError", "GraderFault"),
+}
+
+__all__ = ["LIBRARY", "__version__"]

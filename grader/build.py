@@ -29,7 +29,8 @@ def clear_solutions(source: str) -> str:
     nb.cells.append(nbformat.v4.new_code_cell(source))
     stub = f'raise NotImplementedError("{PLACEHOLDER}")'
     cleared, _ = ClearSolutions(enforce_metadata=False, code_stub={"python": stub}).preprocess(nb, {})
-    return cleared.cells[0].source
+    source_out: str = cleared.cells[0].source  # nbgrader is untyped
+    return source_out
 
 
 def _name_tasks(source: str, module: str) -> str:
@@ -46,8 +47,8 @@ def _name_tasks(source: str, module: str) -> str:
     return out
 
 
-def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[ast.AST, str]]:
-    found: list[tuple[ast.AST, str]] = []
+def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    found: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]] = []
     for node in getattr(tree, "body", []):
         if isinstance(node, ast.ClassDef):
             found += _functions(node, f"{prefix}{node.name}.")

@@ -62,8 +62,10 @@ def prove(assignment: manifest.Assignment, *, backend: str, exercises: list[str]
     if cached is not None:
         return cached
     if grade_fn is None:
-        from grader.grade import grade as grade_fn
-    common = {"assignment": assignment.id, "manifest_path": _manifest_path(assignment), "isolation": backend,
+        from grader.grade import grade
+
+        grade_fn = grade
+    common: dict[str, Any] = {"assignment": assignment.id, "manifest_path": _manifest_path(assignment), "isolation": backend,
               "exercises": exercises, "per_test_time_limit": per_test_time_limit}
     solutions = grade_fn(assignment.root / "solutions", **common)
     _check(solutions, "reference solutions", want_full=True)

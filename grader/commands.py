@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from grader.errors import ExitCode, GraderFault, UsageError
 from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
@@ -42,7 +43,7 @@ def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:
     return out
 
 
-def _canary(args: argparse.Namespace) -> dict | None:
+def _canary(args: argparse.Namespace) -> dict[str, Any] | None:
     """The proof that this machine grades correctly (see :mod:`grader.canary`); None with --no-canary."""
     from grader import canary, manifest
     from grader.sandbox import isolation as iso
@@ -53,7 +54,7 @@ def _canary(args: argparse.Namespace) -> dict | None:
     return canary.prove(assignment, backend=iso.choose(args.isolation, args.require_isolation)).record()
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("grade", help="grade one submission against the hidden suites, in a sandbox")
     p.add_argument("submission", help="folder (modules at the top or in exercises/), .py, .zip or .tar.gz")
     p.add_argument("--assignment", default="attention-basics")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -21,6 +21,12 @@ from grader.scoring import scorecard, withhold
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
 
+if TYPE_CHECKING:  # imported where used: the in-process path never loads the sandbox client
+    from grader.sandbox.remote import SandboxBackend, WarmChannel
+    from grader.sandbox.zygote_client import Zygote
+    from grader.student.inprocess import InProcessBackend
+    from grader.student.proxy import Backend
+
 
 class GradeRefused(UsageError):
     """The grade cannot start (bad assignment, isolation below the required level)."""
@@ -30,7 +36,8 @@ def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNME
           manifest_path: Path | None = None, isolation: str = "auto", require_isolation: str | None = None,
           seed: int | None = None, require_cuda: bool = False, slot: int = 0, threads: int = 1,
           student_id: str | None = None, exercises: list[str] | None = None,
-          per_test_time_limit: float | None = None, warm: Any = None, zygote: Any = None) -> dict[str, Any]:
+          per_test_time_limit: float | None = None, warm: WarmChannel | None = None,
+          zygote: Zygote | None = None) -> dict[str, Any]:
     """Return a schema-valid scorecard for ``submission``.
 
     ``exercises`` restricts grading to some exercise ids; ``per_test_time_limit`` overrides the
@@ -67,14 +74,14 @@ def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNME
     return _finish(card, t0)
 
 
-def _run(card: dict, sub: intake.Submission, assignment: manifest.Assignment, spec: iso.LaunchSpec,
+def _run(card: dict[str, Any], sub: intake.Submission, assignment: manifest.Assignment, spec: iso.LaunchSpec,
          backend: str, seed: int, require_cuda: bool, *, exercises: list[str] | None,
-         per_test_time_limit: float | None, warm: Any = None, zygote: Any = None) -> None:
-    made: list[Any] = []
+         per_test_time_limit: float | None, warm: WarmChannel | None = None, zygote: Zygote | None = None) -> None:
+    made: list[InProcessBackend | SandboxBackend] = []
     chosen = [assignment.exercise(e) for e in exercises] if exercises else list(assignment.exercises)
     limits = {e.id: per_test_time_limit or e.time_limit_s for e in assignment.exercises}
 
-    def factory() -> Any:
+    def factory() -> Backend:
         if backend == "inprocess":
             from grader.student.inprocess import InProcessBackend
 
@@ -108,10 +115,11 @@ def _run(card: dict, sub: intake.Submission, assignment: manifest.Assignment, sp
     card["isolation"]["memory_figure"] = "cgroup" if card["isolation"]["cgroup"] != "none" else "in-process"
     worker = made[0] if made else None
     if worker is not None and hasattr(worker, "incidents"):
-        card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in worker.incidents]
-        card["student_output"] = {"stdout_bytes": worker.output["stdout"], "stderr_bytes": worker.output["stderr"]}
-        card["isolation"]["worker_starts"] = worker.starts
-        card["isolation"]["worker_forks"] = worker.forked
+        sandbox = cast("SandboxBackend", worker)  # only the sandbox backend keeps incidents
+        card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in sandbox.incidents]
+        card["student_output"] = {"stdout_bytes": sandbox.output["stdout"], "stderr_bytes": sandbox.output["stderr"]}
+        card["isolation"]["worker_starts"] = sandbox.starts
+        card["isolation"]["worker_forks"] = sandbox.forked
 
 
 def launch_spec(assignment: manifest.Assignment, backend: str, *, slot: int = 0, threads: int = 1) -> iso.LaunchSpec:

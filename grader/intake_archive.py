@@ -19,7 +19,7 @@ import lzma
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from grader import safetext
 from grader.intake_fs import MAX_MEMBERS, MAX_NAME_CHARS, MAX_RATIO, MAX_TOTAL_BYTES, IntakeError, label, open_regular
@@ -73,7 +73,7 @@ def _target(dest: Path, pure: PurePosixPath) -> Path | None:
     return dest.joinpath(*parts) if parts else None
 
 
-def _write(src: BinaryIO, dest: Path, pure: PurePosixPath, declared: int) -> None:
+def _write(src: IO[bytes], dest: Path, pure: PurePosixPath, declared: int) -> None:
     """Copy one member in chunks; more or fewer bytes than declared is refused."""
     target = _target(dest, pure)
     if target is None:
@@ -120,12 +120,14 @@ def _unzip(fh: BinaryIO, dest: Path) -> None:
 
 def _check_directory(fh: BinaryIO) -> None:
     """Member count and central directory size from the end record, before anything parses the directory."""
-    end = zipfile._EndRecData(fh)
+    # zipfile's private end-record reader and field indexes: typeshed has no stubs for them
+    end = zipfile._EndRecData(fh)  # type: ignore[attr-defined]
     if end is None:
         raise zipfile.BadZipFile("no end of central directory record")
-    if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS:
-        raise IntakeError(f"archive has {end[zipfile._ECD_ENTRIES_TOTAL]} members, more than {MAX_MEMBERS}")
-    if end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:
+    members = end[zipfile._ECD_ENTRIES_TOTAL]  # type: ignore[attr-defined]
+    if members > MAX_MEMBERS:
+        raise IntakeError(f"archive has {members} members, more than {MAX_MEMBERS}")
+    if end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:  # type: ignore[attr-defined]
         raise IntakeError(f"archive's central directory is larger than {MAX_DIRECTORY_BYTES >> 20} MiB")
     fh.seek(0)
 
@@ -139,7 +141,8 @@ class _CappedInfo(tarfile.TarInfo):
         if self.type in _EXTENDED and self.size > MAX_HEADER_BYTES:
             raise IntakeError(f"archive has an extended header (long name or pax) of {self.size} bytes, "
                               f"more than {MAX_HEADER_BYTES >> 10} KiB")
-        return super()._proc_member(tarfile_)
+        info: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]  # private: not in typeshed
+        return info
 
 
 class _Bounded(io.RawIOBase):
@@ -185,4 +188,4 @@ def _untar(fh: BinaryIO, dest: Path) -> None:
                 _write(tf.extractfile(member) or io.BytesIO(), dest, pure, member.size)
             else:
                 raise _link_or_device(member.name)
-            tf.members.clear()  # a stream needs no index of what has gone by
+            tf.members.clear()  # type: ignore[attr-defined]  # a stream needs no index of what has gone by (not in typeshed)

@@ -148,6 +148,7 @@ def _is_public_test(node: ast.stmt) -> bool:
 
 def _is_constant(node: ast.stmt, imported: set[str]) -> bool:
     """``NAME = <simple expression>`` (or ``A, B = ...``, or annotated) at the top level."""
+    targets: list[ast.expr]
     if isinstance(node, ast.AnnAssign):
         targets, value = [node.target], node.value
     elif isinstance(node, ast.Assign):
@@ -163,7 +164,7 @@ def _is_constant(node: ast.stmt, imported: set[str]) -> bool:
 def _is_literal(node: ast.stmt) -> bool:
     """A value ``ast.literal_eval`` accepts: kept as written, whatever its size."""
     try:
-        ast.literal_eval(node.value)  # type: ignore[attr-defined, arg-type]
+        ast.literal_eval(node.value)  # type: ignore[attr-defined]  # only called on an Assign/AnnAssign (_is_constant)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False
     return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from grader import schema
 from grader.errors import UsageError
@@ -99,7 +100,7 @@ def load(path: Path | None = None, assignment: str = DEFAULT_ASSIGNMENT) -> Assi
     raise ManifestError(f"no assignment {assignment!r} in {path}; known: {known}")
 
 
-def _assignment(raw: dict, root: Path) -> Assignment:
+def _assignment(raw: dict[str, Any], root: Path) -> Assignment:
     exercises = tuple(
         Exercise(**{**e, "names": tuple(e["names"]), "banned": tuple(e["banned"]),
                     "banned_in": {k: tuple(v) for k, v in e.get("banned_in", {}).items()}})

@@ -10,6 +10,7 @@ import functools
 import json
 import sys
 from importlib import resources
+from types import ModuleType
 from typing import Any
 
 SCHEMAS = {
@@ -41,11 +42,12 @@ class SchemaVersionError(SchemaError):
         super().__init__(f"{kind} schema_version {actual!r} is not {expected}: {hint}")
 
 
-def _jsonschema() -> Any:
+def _jsonschema() -> ModuleType:
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # see module docstring
     import jsonschema
 
-    return jsonschema
+    module: ModuleType = jsonschema  # untyped (no py.typed, no stubs installed): typed here as what it is
+    return module
 
 
 def load_schema(kind: str) -> dict[str, Any]:
@@ -53,7 +55,8 @@ def load_schema(kind: str) -> dict[str, Any]:
     if kind not in SCHEMAS:
         raise KeyError(f"unknown schema {kind!r}; known: {', '.join(sorted(SCHEMAS))}")
     text = resources.files("grader.schemas").joinpath(f"{kind}.schema.json").read_text("utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)  # our own packaged file: an object by construction
+    return schema
 
 
 @functools.cache
@@ -64,7 +67,7 @@ def _validator(kind: str) -> Any:
     return js.Draft202012Validator(schema, format_checker=js.Draft202012Validator.FORMAT_CHECKER)
 
 
-def validate(kind: str, document: Any) -> None:
+def validate(kind: str, document: object) -> None:
     """Raise :class:`SchemaVersionError` or :class:`SchemaError` unless ``document`` is valid."""
     expected = SCHEMAS[kind]
     if expected is not None and isinstance(document, dict) and document.get("schema_version") != expected:

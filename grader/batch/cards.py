@@ -28,7 +28,7 @@ def load(path: Path) -> dict[str, Any] | None:
     from grader import schema
 
     try:
-        card = json.loads(path.read_text("utf-8"))
+        card: dict[str, Any] = json.loads(path.read_text("utf-8"))
         schema.validate("scorecard", card)
     except (OSError, ValueError):
         return None

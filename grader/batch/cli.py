@@ -105,8 +105,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    from grader.commands import ISOLATION_CHOICES, LEVELS
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
+    from grader.sandbox.levels import LEVELS
 
     p = sub.add_parser("batch", help="grade a whole class in parallel: scorecards, gradebook, summary, report")
     p.add_argument("submissions", help="folder of per-student folders/archives/.py files, nbgrader's submitted/, "

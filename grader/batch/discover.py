@@ -67,6 +67,7 @@ def discover(root: Path | str, *, assignment: str | None = None) -> Discovery:
     if not root.is_dir():
         raise DiscoveryError(f"{root}: not a folder (give the folder that holds the class's submissions)")
     nb = _nbgrader_root(root)
+    ignored: list[str]
     if nb is not None:
         found, ignored, layout = _nbgrader(nb, assignment), [], "nbgrader"
     elif classroom50.is_download(root):  # `gh teacher download` (Classroom 50)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from grader.batch.roster import Student
 FORMATS = ("canvas", "moodle")
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_COLUMNS = ["Username", "Full name", "Email address", "ID number"]
+Cell = Callable[[object], object]  # escapes one CSV cell (outputs.csv_cell)
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,9 @@ def join(named: list[tuple[str, dict[str, Any]]], students: list[Student] | None
     return lines + [Line(key, card, None) for key, card in sorted(named) if key not in listed]
 
 
-def canvas(lines: list[Line], title: str, points: float, cell: Any) -> str:
+def canvas(lines: list[Line], title: str, points: float, cell: Cell) -> str:
     """Canvas's import CSV: one assignment column named ``title``; ``cell`` escapes formulas."""
-    rows = [[*CANVAS_STUDENT_COLUMNS, title], ["    Points Possible", "", "", "", "", f"{points:g}"]]
+    rows: list[list[object]] = [[*CANVAS_STUDENT_COLUMNS, title], ["    Points Possible", "", "", "", "", f"{points:g}"]]
     for line in lines:
         s = line.student or Student(login=line.key)
         sis_login = s.sis_login_id or ("" if line.student and s.lms_id else s.login)
@@ -71,16 +73,16 @@ def canvas(lines: list[Line], title: str, points: float, cell: Any) -> str:
     return _csv(rows, cell)
 
 
-def moodle(lines: list[Line], title: str, cell: Any) -> str:
+def moodle(lines: list[Line], title: str, cell: Cell) -> str:
     """Moodle's grade-import CSV: identity columns, the grade, its feedback."""
-    rows = [[*MOODLE_COLUMNS, title, f"{title} (feedback)"]]
+    rows: list[list[object]] = [[*MOODLE_COLUMNS, title, f"{title} (feedback)"]]
     for line in lines:
         s = line.student or Student(login=line.key)
         rows.append([s.login, s.name, s.email, s.lms_id, line.grade(), line.feedback()])
     return _csv(rows, cell)
 
 
-def _csv(rows: list[list[Any]], cell: Any) -> str:
+def _csv(rows: list[list[object]], cell: Cell) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     for r in rows:

@@ -51,7 +51,7 @@ def _cleaned(named: Named) -> Named:
     return [(safetext.name(key), clean_tree(card)) for key, card in named]
 
 
-def csv_cell(value: Any) -> Any:
+def csv_cell(value: object) -> object:
     """A text cell starting with ``= + - @``, tab or CR gets a leading ``'``; numbers stay numbers."""
     if isinstance(value, str) and value.startswith(_FORMULA):
         return "'" + value
@@ -230,14 +230,15 @@ def _last_graded_run(count: int, wall_s: float, slots: int, previous: dict[str, 
         return fresh
     kept = previous.get("last_graded_run")
     if not isinstance(kept, dict):  # a summary written before the field: its own top-level figures
-        counts = previous.get("counts") if isinstance(previous.get("counts"), dict) else {}
+        raw_counts = previous.get("counts")
+        counts: dict[str, Any] = raw_counts if isinstance(raw_counts, dict) else {}
         kept = {"generated": previous.get("generated"), "wall_s": previous.get("wall_s"),
                 "submissions_per_minute": previous.get("submissions_per_minute"), "slots": previous.get("slots"),
                 "graded": _int(counts.get("submissions")) - _int(counts.get("skipped"))}
     return kept if _is_run(kept) else fresh
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,7 @@ class Pool:
                                 kind=kind, message=message, seconds=seconds, exercises=self.options.exercises)
         return Result(entry, card, wall_s=seconds)
 
-    def grade(self, todo: list[Entry], jobs: int):
+    def grade(self, todo: list[Entry], jobs: int) -> Iterator[Result]:
         pending = deque(todo)
         for n in range(jobs if pending else 0):
             self._start(n)
@@ -156,7 +157,7 @@ class Pool:
         else:
             pending.appendleft(entry)  # never started: the death is seen on the next read
 
-    def _died(self, slot: SlotProcess, pending: deque[Entry], how: str):
+    def _died(self, slot: SlotProcess, pending: deque[Entry], how: str) -> Iterator[Result]:
         entry, n, ready = slot.job, slot.n, slot.ready
         self._retire(slot)
         self.deaths += 1

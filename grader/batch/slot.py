@@ -20,12 +20,16 @@ import signal
 import sys
 import time
 import traceback
-from typing import IO, Any
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: a slot loads the sandbox client only when it pre-starts a worker
+    from grader.sandbox.remote import WarmChannel
 
 FAULT_ENV = "GRADER_BATCH_SLOT_FAULT"  # tests only: a key whose job makes this slot die (os._exit)
 
 
-def _stop(signum: int, frame: Any) -> None:
+def _stop(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
@@ -140,7 +144,7 @@ class _Starts:
         self.zygote = Zygote() if self.restarts <= self.ZYGOTE_RESTARTS + 1 else None
         return self.zygote is not None and self.zygote.wait_ready()
 
-    def _prestart(self) -> Any:
+    def _prestart(self) -> WarmChannel:
         from grader.sandbox.remote import WarmChannel
 
         return WarmChannel(self.lanes[self.lane])

@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from grader import exports, manifest, schema
 from grader.classroom import check as check_mod
@@ -49,7 +49,8 @@ def run_card(*, exercises: Sequence[str] = (), root: Path | None = None,
             return _error_card(root, started, t0, f"the public tests did not finish within {timeout_s:g} s "
                                "(an endless loop?); run `grader check` locally to find the slow test")
         if proc.returncode == 0 and out.is_file():
-            return json.loads(out.read_text("utf-8"))
+            card: dict[str, Any] = json.loads(out.read_text("utf-8"))  # the plugin's own scorecard
+            return card
         tail = output.decode("utf-8", "replace").strip().splitlines()[-5:]
         return _error_card(root, started, t0, f"the public tests crashed (exit {proc.returncode}): "
                            + " | ".join(tail))
@@ -89,7 +90,7 @@ def encode(result: dict[str, Any]) -> str:
     return base64.b64encode(json.dumps(result, separators=(",", ":")).encode("utf-8")).decode("ascii")
 
 
-def emit(result: dict[str, Any], *, github_output: str | None = None, stream: Any = None) -> str:
+def emit(result: dict[str, Any], *, github_output: str | None = None, stream: TextIO | None = None) -> str:
     """Append ``result=<base64>`` to ``$GITHUB_OUTPUT`` when set, else print the JSON; say where it went."""
     github_output = github_output if github_output is not None else os.environ.get("GITHUB_OUTPUT")
     if github_output:

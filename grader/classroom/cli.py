@@ -81,7 +81,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_student_commands(sub: argparse._SubParsersAction) -> None:
+def _add_student_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("check", help="run the public tests against ./exercises and say what to fix next")
     p.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
     p.add_argument("--json", action="store_true", help="print a scorecard-shaped JSON document instead")
@@ -95,7 +95,7 @@ def _add_student_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_ci)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_student_commands(sub)
     p = sub.add_parser("release", help="build the student repository (and/or an nbgrader course)")
     p.add_argument("out", nargs="?", help="folder for the student template repository (must be new or empty)")

@@ -14,10 +14,14 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from grader import manifest
 from grader.classroom import release, texts
+
+if TYPE_CHECKING:  # nbformat is imported where used (only `grader release --nbgrader` needs it)
+    from nbformat import NotebookNode
 
 ASSIGNMENT = manifest.DEFAULT_ASSIGNMENT
 COURSE_ID = "attention"
@@ -42,7 +46,7 @@ def write_course(course: Path, *, force: bool = False, root: Path | None = None)
     return written
 
 
-def notebook(exercise: manifest.Exercise, root: Path) -> Any:
+def notebook(exercise: manifest.Exercise, root: Path) -> NotebookNode:
     """The source notebook of one exercise (an ``nbformat`` v4 node)."""
     import nbformat.v4 as v4
 
@@ -61,19 +65,20 @@ def notebook(exercise: manifest.Exercise, root: Path) -> Any:
     for name, points, body in tests(test_file):
         cells.append(_cell(v4, f"@public_test\n{body}", f"{exercise.id}-{name}".replace("_", "-"),
                            locked=True, points=points))
-    nb = v4.new_notebook(cells=cells)
+    nb: NotebookNode = v4.new_notebook(cells=cells)  # nbformat leaves its constructors unannotated
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
     return nb
 
 
-def _cell(v4: Any, source: str, grade_id: str, *, solution: bool = False, locked: bool = False,
-          points: float | None = None) -> Any:
+def _cell(v4: ModuleType, source: str, grade_id: str, *, solution: bool = False, locked: bool = False,
+          points: float | None = None) -> NotebookNode:
     meta: dict[str, Any] = {"grade": points is not None, "grade_id": grade_id, "locked": locked,
                             "schema_version": 3, "solution": solution, "task": False}
     if points is not None:
         meta["points"] = points
-    return v4.new_code_cell(source, metadata={"nbgrader": meta})
+    cell: NotebookNode = v4.new_code_cell(source, metadata={"nbgrader": meta})
+    return cell
 
 
 def docstring(source: str) -> str:

@@ -29,7 +29,7 @@ from grader.delivery import gradescope_results as gs
 from grader.errors import GraderFault
 
 ROOT_ENV = "GRADER_AUTOGRADER_ROOT"
-DEFAULTS = {"assignment": "attention-basics", "hidden_visibility": "after_published", "isolation": "auto",
+DEFAULTS: dict[str, Any] = {"assignment": "attention-basics", "hidden_visibility": "after_published", "isolation": "auto",
             "canary": True}
 
 

@@ -20,7 +20,8 @@ def policy(manifest_path: Path, assignment: str) -> dict[str, Any] | None:
     document = json.loads(manifest_path.read_text("utf-8"))
     for raw in document["assignments"]:
         if raw["id"] == assignment:
-            return raw.get("late_policy")
+            late: dict[str, Any] | None = raw.get("late_policy")
+            return late
     return None
 
 
@@ -33,7 +34,7 @@ def metadata(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _when(text: Any) -> datetime | None:
+def _when(text: object) -> datetime | None:
     try:
         return datetime.fromisoformat(str(text)) if text else None
     except ValueError:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from grader.protocol.errors import BannedAPIError
@@ -39,8 +39,8 @@ def _resolve(dotted: str) -> tuple[Any, str, Any]:
 
 
 @functools.cache
-def _stub(dotted: str) -> Any:
-    def banned(*args: Any, **kwargs: Any) -> Any:
+def _stub(dotted: str) -> Callable[..., Any]:
+    def banned(*args: object, **kwargs: object) -> Any:
         if dotted in _ACTIVE:
             raise BannedAPIError(
                 f"{dotted} is not allowed in this exercise: the point is to write it yourself",

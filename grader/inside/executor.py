@@ -22,7 +22,7 @@ from torch import nn
 
 from grader.inside import bans, ops, standins
 from grader.protocol.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
-from grader.protocol.values import HandleRef, ValueRejected, to_plain
+from grader.protocol.values import Args, HandleRef, Kwargs, ValueRejected, to_plain
 
 METHODS = frozenset({"forward", "state_dict", "load_state_dict", "named_parameters", "named_buffers",
                      "train", "eval", "to", "grads", "meta_forward"})
@@ -44,7 +44,7 @@ class Executor:
         _install_package(self.package, self.root)
 
     # -- operations ---------------------------------------------------------------------------
-    def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+    def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
         target = self._lookup(module, name)
         where = _where(module, name)
         if isinstance(target, type) and issubclass(target, nn.Module):
@@ -55,7 +55,7 @@ class Executor:
         return _plain(self._guarded(where, lambda: ops.unchanged(where, args, kwargs, lambda: _no_grad(target, args, kwargs))),
                       f"{where} returned")
 
-    def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any:
+    def method(self, handle: int, method: str, args: Args, kwargs: Kwargs) -> Any:
         if method not in METHODS:
             raise StudentAPIError(f"handles offer only {', '.join(sorted(METHODS))}; not {method!r}")
         if handle not in self.handles:
@@ -65,7 +65,7 @@ class Executor:
         result = self._guarded(scope, lambda: getattr(self, f"_m_{method}")(obj, *args, **kwargs), where=where)
         return _plain(result, f"{where} returned")
 
-    def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict[str, float]]:
+    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs) -> tuple[Any, dict[str, float]]:
         """Call a function and report the largest tensor storage any torch op produced meanwhile."""
         from grader.inside.peak import PeakStorage
 
@@ -78,7 +78,8 @@ class Executor:
         stats = {"max_tensor_bytes": float(peak.max_bytes), "seconds": time.perf_counter() - start}
         return _plain(value, f"{where} returned"), stats
 
-    def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
+    def grads(self, module: str, name: str, args: Args, kwargs: Kwargs,
+              grad_output: object) -> tuple[Any, tuple[Any, ...]]:
         """One forward and backward of a function: ``(output, input_grads)`` for ``grad_output`` (a tensor, or a
         tuple with a tensor or None per output); the floating-point positional tensors are the inputs."""
         target = self._lookup(module, name)
@@ -87,9 +88,10 @@ class Executor:
             raise StudentAPIError(f"{where} is not a function")
         value = self._guarded(where, lambda: ops.unchanged(where, args, kwargs,
                                                          lambda: ops.vjp(target, args, kwargs, grad_output)))
-        return _plain(value, f"{where} returned")
+        plain: tuple[Any, tuple[Any, ...]] = _plain(value, f"{where} returned")  # ops.vjp's (output, grads)
+        return plain
 
-    def meta(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+    def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
         """Call a function with every tensor argument moved to the ``meta`` device; describe what it returned
         (meta tensors have no data, so only their device, shape and dtype can cross)."""
         target = self._lookup(module, name)
@@ -103,21 +105,21 @@ class Executor:
         self.handles.pop(handle, None)
 
     # -- handle methods (run inside the guard) -------------------------------------------------
-    def _m_forward(self, m: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    def _m_forward(self, m: nn.Module, *args: object, **kwargs: object) -> Any:
         with torch.no_grad():
             return ops.unchanged(f"{type(m).__name__}.forward", args, kwargs, lambda: m(*args, **kwargs))
 
-    def _m_state_dict(self, m: nn.Module) -> dict:
+    def _m_state_dict(self, m: nn.Module) -> dict[str, Any]:
         return dict(m.state_dict())
 
-    def _m_load_state_dict(self, m: nn.Module, state: dict, strict: bool = True) -> dict:
+    def _m_load_state_dict(self, m: nn.Module, state: dict[str, Any], strict: bool = True) -> dict[str, list[str]]:
         result = m.load_state_dict(state, strict=strict)
         return {"missing_keys": list(result.missing_keys), "unexpected_keys": list(result.unexpected_keys)}
 
-    def _m_named_parameters(self, m: nn.Module) -> dict:
+    def _m_named_parameters(self, m: nn.Module) -> dict[str, nn.Parameter]:
         return dict(m.named_parameters())
 
-    def _m_named_buffers(self, m: nn.Module) -> dict:
+    def _m_named_buffers(self, m: nn.Module) -> dict[str, torch.Tensor]:
         return dict(m.named_buffers())
 
     def _m_train(self, m: nn.Module) -> None:
@@ -126,10 +128,11 @@ class Executor:
     def _m_eval(self, m: nn.Module) -> None:
         m.eval()
 
-    def _m_to(self, m: nn.Module, dtype: torch.dtype | None = None, device: Any = None) -> None:
+    def _m_to(self, m: nn.Module, dtype: torch.dtype | None = None, device: str | torch.device | None = None) -> None:
         m.to(device=device, dtype=dtype)
 
-    def _m_grads(self, m: nn.Module, *inputs: Any, grad_output: torch.Tensor, **kwargs: Any) -> tuple:
+    def _m_grads(self, m: nn.Module, *inputs: object, grad_output: torch.Tensor,
+                 **kwargs: object) -> tuple[torch.Tensor, tuple[torch.Tensor | None, ...], dict[str, torch.Tensor | None]]:
         m.zero_grad(set_to_none=True)
         leaves = [x.detach().clone().requires_grad_(True)
                   if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
@@ -146,7 +149,7 @@ class Executor:
         param_grads = {n: p.grad for n, p in m.named_parameters()}
         return out.detach(), input_grads, param_grads
 
-    def _m_meta_forward(self, m: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    def _m_meta_forward(self, m: nn.Module, *args: object, **kwargs: object) -> object:
         """``forward`` of a copy moved to ``meta`` (parameters and registered buffers follow ``.to``), on meta
         inputs; the handle's own module keeps its weights."""
         import copy
@@ -188,7 +191,7 @@ class Executor:
                                   "right folder?)")
         package = self._isolated_package(module) if isolated else self.package
         scoped = tuple(n for scope, names in self.bans.items() if scope.startswith(f"{module}.") for n in names)
-        loaded = self._guarded(module, lambda: importlib.import_module(f"{package}.{source}"),
+        loaded: types.ModuleType = self._guarded(module, lambda: importlib.import_module(f"{package}.{source}"),
                                where=f"importing {source}.py", install=scoped)
         if isolated:  # a module that defines the class itself (one-file submissions) gets the stand-in too
             for classes in standins.STAND_INS.get(module, {}).values():
@@ -250,7 +253,7 @@ def _install_package(package: str, root: Path) -> None:
     sys.modules[package] = pkg
 
 
-def _plain(value: Any, where: str) -> Any:
+def _plain(value: object, where: str) -> Any:
     """Convert a student result; a value that may not cross is the student's error, not the test's."""
     try:
         return to_plain(value, where)
@@ -258,7 +261,7 @@ def _plain(value: Any, where: str) -> Any:
         raise StudentError(str(exc), exc_type="ValueRejected") from None
 
 
-def _no_grad(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _no_grad(fn: Callable[..., Any], args: Args, kwargs: Kwargs) -> Any:
     with torch.no_grad():
         return fn(*args, **kwargs)
 

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from grader.protocol.errors import StudentError
+from grader.protocol.values import Args, Kwargs
 
 
 def _safe(exc: BaseException) -> str:
@@ -23,7 +24,7 @@ def _safe(exc: BaseException) -> str:
         return "<exception message could not be read>"
 
 
-def unchanged(where: str, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
+def unchanged(where: str, args: Args, kwargs: Kwargs, run: Callable[[], Any]) -> Any:
     """Run ``run`` and make sure it left the caller's tensors as they were (inputs are the caller's)."""
     given = [*((f"argument {i + 1}", a) for i, a in enumerate(args)), *((f"argument {k!r}", v) for k, v in kwargs.items())]
     before = [(label, t, t.detach().clone()) for label, t in given if isinstance(t, torch.Tensor)]
@@ -43,7 +44,7 @@ def same(now: torch.Tensor, before: torch.Tensor) -> bool:
     return bool(torch.equal(now, before))
 
 
-def vjp(fn: Callable[..., Any], args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
+def vjp(fn: Callable[..., Any], args: Args, kwargs: Kwargs, grad_output: object) -> tuple[Any, tuple[Any, ...]]:
     """``fn``'s output and the vector-Jacobian product of ``grad_output`` with it, per positional input."""
     leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
               else a for a in args]
@@ -61,7 +62,7 @@ def vjp(fn: Callable[..., Any], args: tuple, kwargs: dict, grad_output: Any) -> 
     return (detached if isinstance(out, tuple) else detached[0]), grads
 
 
-def vjp_term(out: Any, grad: torch.Tensor, i: int) -> torch.Tensor:
+def vjp_term(out: object, grad: torch.Tensor, i: int) -> torch.Tensor:
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"output {i} is a {type(out).__name__}, expected a tensor")
     if out.shape != grad.shape:
@@ -79,7 +80,7 @@ def on_meta(run: Callable[[], Any]) -> Any:
         raise RuntimeError(f"on the meta device: {_safe(exc)}").with_traceback(exc.__traceback__) from None
 
 
-def to_meta(value: Any) -> Any:
+def to_meta(value: object) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to("meta")
     if isinstance(value, (tuple, list)):
@@ -89,7 +90,7 @@ def to_meta(value: Any) -> Any:
     return value
 
 
-def describe(value: Any) -> Any:
+def describe(value: object) -> object:
     """What a (meta) result is without its data: ``{"device", "shape", "dtype"}`` per tensor."""
     if isinstance(value, torch.Tensor):
         return {"device": str(value.device), "shape": tuple(int(n) for n in value.shape), "dtype": str(value.dtype)}

@@ -7,7 +7,7 @@ is the physical backstop; the figure itself guides the in-process (student) runs
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -22,10 +22,11 @@ class PeakStorage(TorchDispatchMode):
         return False
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch leaves TorchDispatchMode.__init__ unannotated
         self.max_bytes = 0
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_dispatch__(self, func: Callable[..., object], types: object, args: tuple[object, ...] = (),
+                           kwargs: dict[str, object] | None = None) -> object:
         out = func(*args, **(kwargs or {}))
         for leaf in tree_leaves(out):
             if isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided:

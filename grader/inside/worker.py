@@ -13,8 +13,14 @@ import json
 import os
 import sys
 
+TYPE_CHECKING = False  # no `typing` import at start-up for annotations alone
+if TYPE_CHECKING:
+    from typing import Any
 
-def _setup_path(config: dict) -> None:
+    from grader.inside.executor import Executor
+
+
+def _setup_path(config: dict[str, Any]) -> None:
     # -S skips site (and .pth finders such as an editable install pointing at the host checkout)
     sys.path[:0] = [config["lib"], *config.get("site_dirs", [])]
 
@@ -55,7 +61,7 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
         wire.write_frame(responses, serve(executor, request))
 
 
-def _executor(setup: dict) -> object:
+def _executor(setup: dict[str, Any]) -> Executor:
     from pathlib import Path
 
     from grader.inside.executor import Executor
@@ -67,7 +73,7 @@ def _executor(setup: dict) -> object:
     return Executor(root, bans=bans, single_module=setup.get("single_module"))
 
 
-def serve(executor: object, request: dict) -> dict:
+def serve(executor: Executor, request: dict[str, Any]) -> dict[str, object]:
     """Run one request; every outcome becomes a plain response (never an exception here)."""
     from grader.protocol import wire
     from grader.protocol.errors import StudentAPIError, StudentError
@@ -86,7 +92,8 @@ def serve(executor: object, request: dict) -> dict:
         elif op == "meta":
             value = executor.meta(request["module"], request["name"], request["args"], request["kwargs"])
         elif op == "release":
-            value = executor.release(request["handle"])
+            executor.release(request["handle"])
+            value = None
         else:
             return {"api_error": f"unknown op {op!r}"}
         wire.encode(value)  # make sure it can be sent before claiming success

@@ -7,7 +7,7 @@ with a hostile ``__eq__`` or a student ``nn.Module`` can never reach the code th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -15,6 +15,8 @@ MAX_DEPTH = 16
 MAX_ITEMS = 10_000
 MAX_STR = 1 << 20
 MAX_TENSOR_BYTES = 1 << 30
+Args = tuple[object, ...]  # a call's positional arguments on their way through the door
+Kwargs = dict[str, object]  # its keyword arguments
 
 
 class ValueRejected(TypeError):
@@ -36,12 +38,12 @@ def plain_tensor(t: torch.Tensor) -> torch.Tensor:
         return torch.Tensor.contiguous(torch.Tensor.clone(torch.Tensor.detach(base)))
 
 
-def to_plain(value: Any, where: str = "value") -> Any:
+def to_plain(value: object, where: str = "value") -> Any:
     """Return a plain copy of ``value`` or raise :class:`ValueRejected`."""
     return _convert(value, where, 0, [0])
 
 
-def _convert(value: Any, where: str, depth: int, count: list[int]) -> Any:
+def _convert(value: object, where: str, depth: int, count: list[int]) -> Any:
     count[0] += 1
     if depth > MAX_DEPTH or count[0] > MAX_ITEMS:
         raise ValueRejected(f"{where}: nested too deep or too many items (limits {MAX_DEPTH} / {MAX_ITEMS})")
@@ -69,12 +71,12 @@ def _convert(value: Any, where: str, depth: int, count: list[int]) -> Any:
                         "None and tuples/lists/dicts of these can cross")
 
 
-def _dict(value: dict, where: str, depth: int, count: list[int]) -> dict:
-    out = {}
+def _dict(value: dict[object, object], where: str, depth: int, count: list[int]) -> dict[str | int, Any]:
+    out: dict[str | int, Any] = {}
     for k, v in dict.items(value):
         if type(k) not in (str, int):
             raise ValueRejected(f"{where}: dict key of type {_typename(k)}; keys must be str or int")
-        out[k] = _convert(v, f"{where}[{k!r}]", depth + 1, count)
+        out[cast("str | int", k)] = _convert(v, f"{where}[{k!r}]", depth + 1, count)  # exactly str or int: checked above
     return out
 
 
@@ -87,6 +89,6 @@ def _tensor(t: torch.Tensor, where: str) -> torch.Tensor:
     return out
 
 
-def _typename(value: Any) -> str:
+def _typename(value: object) -> str:
     cls = type(value)
     return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"

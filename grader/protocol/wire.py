@@ -12,7 +12,7 @@ import ctypes
 import json
 import math
 import struct
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import torch
 
@@ -36,7 +36,7 @@ class WireError(ValueError):
 
 
 # -- encoding ---------------------------------------------------------------------------------
-def encode(value: Any) -> bytes:
+def encode(value: object) -> bytes:
     """One frame holding ``value`` (plain values only: see :mod:`grader.protocol.values`)."""
     table: list[dict[str, Any]] = []
     chunks: list[bytes] = []
@@ -49,7 +49,7 @@ def encode(value: Any) -> bytes:
     return MAGIC + struct.pack("<I", len(header)) + header + struct.pack("<Q", len(payload)) + payload
 
 
-def _enc(value: Any, table: list, chunks: list, offset: list[int], depth: int) -> Any:
+def _enc(value: object, table: list[dict[str, Any]], chunks: list[bytes], offset: list[int], depth: int) -> object:
     if depth > MAX_DEPTH:
         raise WireError("value nested too deep")
     if value is None or type(value) in (bool, int, str):
@@ -73,7 +73,7 @@ def _enc(value: Any, table: list, chunks: list, offset: list[int], depth: int) -
     raise WireError(f"cannot encode a value of type {type(value).__name__}")
 
 
-def _enc_tensor(t: torch.Tensor, table: list, chunks: list, offset: list[int]) -> int:
+def _enc_tensor(t: torch.Tensor, table: list[dict[str, Any]], chunks: list[bytes], offset: list[int]) -> int:
     if t.dtype not in _NAMES:
         raise WireError(f"tensor dtype {t.dtype} cannot cross")
     device = str(t.device)
@@ -87,7 +87,7 @@ def _enc_tensor(t: torch.Tensor, table: list, chunks: list, offset: list[int]) -
     return len(table) - 1
 
 
-def _fail(message: str) -> Any:
+def _fail(message: str) -> NoReturn:
     raise WireError(message)
 
 
@@ -139,7 +139,7 @@ class _Tensors:
         self.table, self.payload, self.allow_cuda = table, payload, allow_cuda
         self.used: set[int] = set()
 
-    def get(self, index: Any) -> torch.Tensor:
+    def get(self, index: object) -> torch.Tensor:
         if type(index) is not int or not 0 <= index < len(self.table):
             raise WireError(f"tensor reference {index!r} outside the table")
         if index in self.used:
@@ -156,11 +156,12 @@ class _Tensors:
         return tensor.to(device) if self.allow_cuda and device != "cpu" else tensor
 
 
-def _check_table(entries: list, payload_len: int) -> list[tuple[torch.dtype, list[int], int, int, str]]:
+def _check_table(entries: list[object], payload_len: int) -> list[tuple[torch.dtype, list[int], int, int, str]]:
     """Validate every entry (nothing materialised): they must tile the payload exactly, in order."""
     if len(entries) > MAX_TENSORS:
         raise WireError(f"{len(entries)} tensors in one frame (at most {MAX_TENSORS})")
-    table, end = [], 0
+    table: list[tuple[torch.dtype, list[int], int, int, str]] = []
+    end = 0
     for entry in entries:
         dtype, shape, offset, nbytes, device = _check_entry(entry)
         if offset != end:  # sorted by offset, no gap, no overlap
@@ -172,7 +173,7 @@ def _check_table(entries: list, payload_len: int) -> list[tuple[torch.dtype, lis
     return table
 
 
-def _check_entry(entry: Any) -> tuple[torch.dtype, list[int], int, int, str]:
+def _check_entry(entry: object) -> tuple[torch.dtype, list[int], int, int, str]:
     if type(entry) is not dict or set(entry) != {"dtype", "shape", "offset", "nbytes", "device"}:
         raise WireError("malformed tensor entry")
     dtype = DTYPES.get(entry["dtype"]) if type(entry["dtype"]) is str else None
@@ -189,7 +190,7 @@ def _check_entry(entry: Any) -> tuple[torch.dtype, list[int], int, int, str]:
     return dtype, shape, offset, nbytes, str(_device(entry["device"], allow_cuda=True))
 
 
-def _dec(node: Any, tensors: _Tensors, depth: int) -> Any:
+def _dec(node: object, tensors: _Tensors, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise WireError("value nested too deep")
     if node is None or type(node) in (bool, int, float, str):
@@ -204,7 +205,7 @@ def _dec(node: Any, tensors: _Tensors, depth: int) -> Any:
     return _dec_tagged(tag, body, tensors, depth)
 
 
-def _dec_tagged(tag: str, body: Any, tensors: _Tensors, depth: int) -> Any:
+def _dec_tagged(tag: str, body: object, tensors: _Tensors, depth: int) -> Any:
     if tag == "$t":
         return tensors.get(body)
     if tag == "$f" and body in _SPECIAL_FLOATS:
@@ -222,8 +223,8 @@ def _dec_tagged(tag: str, body: Any, tensors: _Tensors, depth: int) -> Any:
     raise WireError(f"unknown or malformed tag {str(tag)[:40]!r}")
 
 
-def _dec_map(body: list, tensors: _Tensors, depth: int) -> dict:
-    out: dict = {}
+def _dec_map(body: list[object], tensors: _Tensors, depth: int) -> dict[str | int, Any]:
+    out: dict[str | int, Any] = {}
     for pair in body:
         if type(pair) is not list or len(pair) != 2 or type(pair[0]) not in (str, int):
             raise WireError("malformed map entry")
@@ -231,7 +232,7 @@ def _dec_map(body: list, tensors: _Tensors, depth: int) -> dict:
     return out
 
 
-def _device(text: Any, allow_cuda: bool) -> torch.device:
+def _device(text: object, allow_cuda: bool) -> torch.device:
     if text == "cpu" or (type(text) is str and text.startswith("cuda") and text[4:] in ("",) + tuple(
             f":{i}" for i in range(16))):
         device = torch.device(text)
@@ -242,12 +243,12 @@ def _device(text: Any, allow_cuda: bool) -> torch.device:
 
 
 # -- framing on a stream ----------------------------------------------------------------------
-def write_frame(stream: BinaryIO, value: Any) -> None:
+def write_frame(stream: BinaryIO, value: object) -> None:
     stream.write(encode(value))
     stream.flush()
 
 
-def read_frame(stream: BinaryIO, **kwargs: Any) -> Any:
+def read_frame(stream: BinaryIO, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = False) -> Any:
     """Read exactly one frame from a blocking stream (the worker's side; EOF → WireError)."""
     head = _read_exact(stream, 8)
     (hlen,) = struct.unpack_from("<I", head, 4)
@@ -255,9 +256,9 @@ def read_frame(stream: BinaryIO, **kwargs: Any) -> Any:
         raise WireError("bad frame start")
     rest = _read_exact(stream, hlen + 8)
     (plen,) = struct.unpack_from("<Q", rest, hlen)
-    if plen > kwargs.get("max_payload", MAX_PAYLOAD):
+    if plen > max_payload:
         raise WireError("payload over the cap")
-    return decode(head + rest + _read_exact(stream, plen), **kwargs)
+    return decode(head + rest + _read_exact(stream, plen), max_payload=max_payload, allow_cuda=allow_cuda)
 
 
 def _read_exact(stream: BinaryIO, n: int) -> bytes:

@@ -54,18 +54,18 @@ class Channel:
     def _start(self, zygote: Zygote | None) -> None:
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
-        self.proc = self._fork(zygote, req_r, resp_w) if zygote is not None else None
-        if self.proc is None:
-            self.proc = self._popen(req_r, resp_w)
+        forked = self._fork(zygote, req_r, resp_w) if zygote is not None else None
+        self.proc: subprocess.Popen[bytes] | ForkedWorker = forked if forked is not None else self._popen(req_r, resp_w)
         os.close(req_r)
         os.close(resp_w)
         self._selector = selectors.DefaultSelector()
+        assert self.proc.stdout is not None and self.proc.stderr is not None  # both pipes, cold or forked
         for fileobj, name in ((self._resp_r, "reply"), (self.proc.stdout, "stdout"), (self.proc.stderr, "stderr")):
             os.set_blocking(fileobj if isinstance(fileobj, int) else fileobj.fileno(), False)
             self._selector.register(fileobj, selectors.EVENT_READ, name)
         self.meter = CpuMeter(self.proc.pid, self._cpuacct)
 
-    def _config(self, resp_w: int, status_w: int | None) -> dict:
+    def _config(self, resp_w: int, status_w: int | None) -> dict[str, Any]:
         cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir)
         # a cpuacct group beside the slot's others, joined the same way: the per-test CPU clock
         self._cpuacct = cpuacct_group(self.spec.slot) if cfg.get("cgroups") else None
@@ -81,7 +81,7 @@ class Channel:
         """CPU seconds the sandbox has used so far (all its processes; compare two readings)."""
         return self.meter.seconds()
 
-    def _popen(self, req_r: int, resp_w: int) -> subprocess.Popen:
+    def _popen(self, req_r: int, resp_w: int) -> subprocess.Popen[bytes]:
         """A cold start: a fresh launcher interpreter that isolates itself and execs the worker."""
         status_r, status_w = os.pipe() if self.spec.backend == "namespace" else (None, None)
         proc = subprocess.Popen(
@@ -121,7 +121,7 @@ class Channel:
         return next((g for g in groups if "/memory/" in g or Path(g, "memory.peak").exists()), None)
 
     # -- requests -----------------------------------------------------------------------------
-    def send(self, value: Any) -> None:
+    def send(self, value: object) -> None:
         """Send one request (a WireError here is the trusted side's own encoding fault)."""
         data = wire.encode(value)
         self._expect_silence()
@@ -293,7 +293,9 @@ class Channel:
                     pass
 
 
-def _status(code: int) -> str:
+def _status(code: int | None) -> str:
+    if code is None:  # only a wait(0) on a forked worker returns None; kept total for the type checker
+        return "exit status unknown"
     if code < 0:
         return f"killed by signal {signal.Signals(-code).name}"
     if code > 128 and code - 128 in signal.Signals._value2member_map_:

@@ -63,7 +63,8 @@ def descendants(root: int) -> list[int]:
             fields = _stat_fields(int(entry))
             if fields:
                 children.setdefault(int(fields[1]), []).append(int(entry))
-    found, stack = [], [root]
+    found: list[int] = []
+    stack = [root]
     while stack and len(found) < MAX_PROCS:
         pid = stack.pop()
         found.append(pid)

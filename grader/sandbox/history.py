@@ -21,7 +21,7 @@ NO_HANDLE = -1  # no worker ever issues it: the worker answers "no module handle
 class History:
     def __init__(self) -> None:
         self._ids = itertools.count(1)
-        self.log: list[tuple[dict, int | None]] = []
+        self.log: list[tuple[dict[str, Any], int | None]] = []
         self.real: dict[int, int] = {}
 
     def reset(self) -> None:
@@ -33,12 +33,12 @@ class History:
         """The worker died: its handles are gone."""
         self.reset()
 
-    def to_worker(self, request: dict) -> dict:
+    def to_worker(self, request: dict[str, Any]) -> dict[str, Any]:
         if "handle" not in request:
             return request
         return {**request, "handle": self.real.get(request["handle"], NO_HANDLE)}
 
-    def record(self, request: dict, key: str, body: Any) -> Any:
+    def record(self, request: dict[str, Any], key: str, body: object) -> object:
         """Log ``request`` (as the test made it); a new handle in the reply is given a virtual id."""
         created = None
         if key == "ok" and type(body) is HandleRef:
@@ -46,11 +46,11 @@ class History:
             self.real[created] = body.id
             body = HandleRef(created, safetext.name(body.class_name))
         if request.get("op") == "release":
-            self.real.pop(request.get("handle"), None)
+            self.real.pop(request.get("handle", NO_HANDLE), None)  # virtual ids start at 1: NO_HANDLE is never one
         self.log.append((request, created))
         return body
 
-    def replay(self, exchange: Callable[[dict], tuple[str, Any]]) -> None:
+    def replay(self, exchange: Callable[[dict[str, Any]], tuple[str, Any]]) -> None:
         """Send the test's earlier requests to a fresh worker (``exchange`` sends one, returns its reply)."""
         log, self.log, old = self.log, [], dict(self.real)
         self.real.clear()

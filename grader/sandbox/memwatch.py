@@ -83,7 +83,9 @@ def _read_int(path: Path) -> int:
 
 def usage(group: str | Path | None) -> int | None:
     """Bytes charged to the group now (v1 ``memory.usage_in_bytes``, v2 ``memory.current``); None if unknown."""
-    for name in ("memory.usage_in_bytes", "memory.current") if group else ():
+    if not group:
+        return None
+    for name in ("memory.usage_in_bytes", "memory.current"):
         try:
             return _read_int(Path(group) / name)
         except (OSError, ValueError, IndexError):

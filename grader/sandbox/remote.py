@@ -27,6 +27,7 @@ from typing import Any
 from grader import errors as errors_tree
 from grader import safetext
 from grader.protocol import errors, wire
+from grader.protocol.values import Args, Kwargs
 from grader.sandbox import memwatch, replies
 from grader.sandbox.channel import Channel, ChannelError
 from grader.sandbox.drain import wait_drained
@@ -90,23 +91,25 @@ class SandboxBackend:
         self.test_end = min(self.budget_end, time.monotonic() + WALL_FACTOR * self.test_limit + WALL_SLACK_S)
 
     # -- Backend protocol ---------------------------------------------------------------------
-    def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+    def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
         return self._request({"op": "call", "module": module, "name": name, "args": args, "kwargs": kwargs},
                              f"{module}.{name}")
 
-    def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any:
+    def method(self, handle: int, method: str, args: Args, kwargs: Kwargs) -> Any:
         return self._request({"op": "method", "handle": handle, "method": method, "args": args, "kwargs": kwargs},
                              method)
 
-    def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
-        return self._request({"op": "grads", "module": module, "name": name, "args": args, "kwargs": kwargs,
-                              "grad_output": grad_output}, f"{module}.{name}")
+    def grads(self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object) -> tuple[Any, tuple[Any, ...]]:
+        result: tuple[Any, tuple[Any, ...]] = self._request(
+            {"op": "grads", "module": module, "name": name, "args": args, "kwargs": kwargs, "grad_output": grad_output},
+            f"{module}.{name}")
+        return result
 
-    def meta(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+    def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
         return self._request({"op": "meta", "module": module, "name": name, "args": args, "kwargs": kwargs},
                              f"{module}.{name}")
 
-    def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]:
+    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs) -> tuple[Any, dict[str, float]]:
         """The call's value and figures: the worker's own (advisory) and ``max_memory_bytes``, read from
         the sandbox's memory cgroup on this side, where the student cannot switch it off (absent without one)."""
         watch = self._memory_watch()
@@ -149,7 +152,7 @@ class SandboxBackend:
         now = memwatch.usage(self.channel.memory_cgroup()) if self.channel is not None else None
         return now is not None and self.loaded_bytes is not None and now - self.loaded_bytes > FRESH_AFTER_BYTES
 
-    def _request(self, request: dict, where: str) -> Any:
+    def _request(self, request: dict[str, Any], where: str) -> Any:
         self._refuse(where)
         try:
             key, body = self._exchange(self.history.to_worker(request))
@@ -171,7 +174,7 @@ class SandboxBackend:
         if self.test_end - time.monotonic() <= 0 or self.cpu_used >= self.test_limit:
             raise errors.StudentTimeout(f"{where}: not run (test limit or submission budget used up)")
 
-    def _exchange(self, request: dict) -> tuple[str, Any]:
+    def _exchange(self, request: dict[str, Any]) -> tuple[str, Any]:
         """Send one request, wait for its reply under the test's CPU and wall limits, check its shape."""
         channel = self._ensure()
         cpu0 = channel.cpu_seconds()
@@ -187,7 +190,7 @@ class SandboxBackend:
         """One retry per test, and only while this exercise has no counted timeout (a real hang is known)."""
         return not self.retried and not self.timeouts.get(self.current_exercise) and self.budget_end > time.monotonic()
 
-    def _retry(self, request: dict, where: str, first: ChannelError) -> tuple[str, Any]:
+    def _retry(self, request: dict[str, Any], where: str, first: ChannelError) -> tuple[str, Any]:
         """Run the timed-out request again on a fresh worker, after replaying the test's earlier ones."""
         self.retried = True
         self._drop(first, where, " (retried once on a fresh worker)")

@@ -12,7 +12,7 @@ named WorkerCrash"). All text goes through :mod:`grader.safetext`.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from grader import safetext
 from grader.protocol import errors
@@ -27,7 +27,7 @@ _RESERVED = re.compile(r"(?<![a-z0-9])(worker|student|grader|channel|wire|sandbo
 MAX_MESSAGE, MAX_FRAMES, MAX_FRAME = 2000, 20, 300
 
 
-def check(reply: Any, op: Any = None) -> tuple[str, Any]:
+def check(reply: object, op: object = None) -> tuple[str, Any]:
     """``(key, body)`` of a well-formed reply to ``op``; ``ChannelError("protocol")`` for any other shape."""
     if type(reply) is not dict or len(reply) != 1:
         raise ChannelError("protocol", "the reply is not a one-key object")
@@ -39,7 +39,7 @@ def check(reply: Any, op: Any = None) -> tuple[str, Any]:
     raise ChannelError("protocol", f"unexpected reply {safetext.name(key, 40)!r}")
 
 
-def _fits(op: Any, body: Any) -> bool:
+def _fits(op: object, body: object) -> bool:
     """What an ``ok`` body must look like for the operations whose answer has a fixed shape."""
     if op == "measure":
         return type(body) is tuple and len(body) == 2 and type(body[1]) is dict
@@ -50,16 +50,16 @@ def _fits(op: Any, body: Any) -> bool:
     return True
 
 
-def unwrap(key: str, body: Any) -> Any:
+def unwrap(key: str, body: object) -> Any:
     """The value of an ``ok`` reply; raise what an ``error``/``api_error`` reply reports."""
     if key == "ok":
         return body
     if key == "api_error":
         raise errors.StudentAPIError(safetext.text(body, MAX_MESSAGE))
-    raise student_error(body)
+    raise student_error(cast("dict[str, object]", body))  # check() lets an error through only as a dict
 
 
-def student_error(body: dict) -> errors.StudentError:
+def student_error(body: dict[str, object]) -> errors.StudentError:
     """The exception a worker reported, as the grader may show it (never a grader label)."""
     kind = body.get("kind")
     cls = WORKER_KINDS.get(kind) if type(kind) is str else None

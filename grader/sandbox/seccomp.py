@@ -71,25 +71,28 @@ def supported() -> bool:
     return platform.system() == "Linux" and machine() in ARCHES
 
 
+_Insn = tuple[int, int | str, int | str, int]  # (code, jt, jf, k) where a jump may still name a label
+
+
 def program(arch: str | None = None) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k) instructions; jumps are relative to the next instruction."""
     audit_arch, nr = ARCHES[arch or machine()]
     denied = [nr[name] for name in DENIED]
-    body: list[tuple] = [(LD_ABS_W, 0, 0, OFF_NR)]
+    body: list[_Insn] = [(LD_ABS_W, 0, 0, OFF_NR)]
     if audit_arch == ARCHES["x86_64"][0]:
         body.append((JGE, "kill", 0, X32_BIT))  # x32 calls reuse x86_64's arch field with this bit set
     body += [(JEQ, "eperm", 0, n) for n in denied]
     body += [(JEQ, "enosys", 0, nr["clone3"]), (JEQ, "sock", 0, nr["socket"]), (JEQ, "sock", 0, nr["socketpair"]),
              (JEQ, "clone", 0, nr["clone"]), (RET, 0, 0, RET_ALLOW)]
-    labels = {"sock": [(LD_ABS_W, 0, 0, OFF_ARG0), (JEQ, "allow", "eperm", AF_UNIX)],
+    labels: dict[str, list[_Insn]] = {"sock": [(LD_ABS_W, 0, 0, OFF_ARG0), (JEQ, "allow", "eperm", AF_UNIX)],
               "clone": [(LD_ABS_W, 0, 0, OFF_ARG0), (JSET, "eperm", "allow", CLONE_NAMESPACES)],
               "allow": [(RET, 0, 0, RET_ALLOW)], "eperm": [(RET, 0, 0, RET_ERRNO | EPERM)],
               "enosys": [(RET, 0, 0, RET_ERRNO | ENOSYS)], "kill": [(RET, 0, 0, RET_KILL_PROCESS)]}
-    head = [(LD_ABS_W, 0, 0, OFF_ARCH), (JEQ, 0, "kill", audit_arch)]
+    head: list[_Insn] = [(LD_ABS_W, 0, 0, OFF_ARCH), (JEQ, 0, "kill", audit_arch)]
     return _link(head + body, labels)
 
 
-def _link(code: list[tuple], labels: dict[str, list[tuple]]) -> list[tuple[int, int, int, int]]:
+def _link(code: list[_Insn], labels: dict[str, list[_Insn]]) -> list[tuple[int, int, int, int]]:
     """Append the labelled blocks and turn label jumps into relative offsets (each must fit in a byte)."""
     where: dict[str, int] = {}
     for name, block in labels.items():

@@ -91,7 +91,7 @@ def _under_any(path: str, tops: list[str]) -> bool:
 @functools.cache
 def site_dirs() -> tuple[str, ...]:
     """The folders holding the closure's distributions: the worker's ``sys.path`` after its own lib."""
-    found = {str(Path(d.locate_file("")).resolve()) for d in closure()}
+    found = {str(Path(str(d.locate_file(""))).resolve()) for d in closure()}
     torch_dir = _torch_dir()
     if torch_dir:  # torch without metadata (a vendored or unusual install) still goes in
         found.add(os.path.dirname(torch_dir))
@@ -144,7 +144,7 @@ def packages() -> tuple[str, ...]:
     """Absolute paths of the closure's top-level entries (import packages, modules, .libs, .dist-info)."""
     found: set[str] = set()
     for dist in closure():
-        base = Path(dist.locate_file("")).resolve()
+        base = Path(str(dist.locate_file(""))).resolve()
         for entry in _top_level(dist):
             path = base / entry
             if path.exists() and path.resolve().is_relative_to(base):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from typing import Any
 
 from grader import sweep
 from grader.sandbox.channel import Channel, ChannelError
@@ -53,6 +52,6 @@ class WarmChannel:
         shutil.rmtree(self.box, ignore_errors=True)
 
 
-def expect_message(reply: Any, key: str) -> None:
+def expect_message(reply: object, key: str) -> None:
     if type(reply) is not dict or reply.get(key) is not True:
         raise ChannelError("protocol", f"expected a {key!r} message from the worker")

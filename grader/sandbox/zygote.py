@@ -30,6 +30,10 @@ import signal
 import socket
 import sys
 
+TYPE_CHECKING = False  # as in launcher.py: no `typing` import for an annotation
+if TYPE_CHECKING:
+    from grader.sandbox.launcher import Config
+
 FDS = ("requests", "responses", "stdout", "stderr", "status")
 PR_SET_CHILD_SUBREAPER = 36
 REAP_EVERY_S = 0.2
@@ -92,7 +96,7 @@ def _warm_up() -> None:
     wire.decode(wire.encode({"t": x.detach().float(), "n": [1, 2.0, "s", None]}))
 
 
-def _proxy(control: socket.socket, cfg: dict, fds: list[int], zygote: int) -> None:
+def _proxy(control: socket.socket, cfg: Config, fds: list[int], zygote: int) -> None:
     """The forked child: take the worker's fds, then isolate exactly as the launcher would, never returning."""
     try:
         from grader.sandbox import launcher
@@ -128,7 +132,7 @@ def _say(fd: int, text: str) -> None:
 _TARGET = {"requests": 0, "stdout": 1, "stderr": 2, "responses": 3, "status": 4}
 
 
-def _run_plain(cfg: dict, status_fd: int) -> None:
+def _run_plain(cfg: Config, status_fd: int) -> None:
     """``none``/``process``: the worker is a child of this proxy in its own folder (and cgroups, rlimits)."""
     from grader.sandbox import launcher
 
@@ -151,7 +155,7 @@ def _run_plain(cfg: dict, status_fd: int) -> None:
     os._exit(code)
 
 
-def _become_worker(cfg: dict, lib: str, home: str) -> None:
+def _become_worker(cfg: Config, lib: str, home: str) -> None:
     """Turn this (already isolated) forked child into the worker: fresh environment, then serve."""
     from grader.inside import worker
     from grader.sandbox import launcher

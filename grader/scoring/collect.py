@@ -94,7 +94,7 @@ def _severe(item: pytest.Item) -> str | None:
     return str(marker.args[0]) if marker and marker.args else None
 
 
-def _short(report: Any) -> str:
+def _short(report: pytest.TestReport | pytest.CollectReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, str):
         text = longrepr

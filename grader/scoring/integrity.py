@@ -142,7 +142,7 @@ def _aliases(nodes: list[ast.AST]) -> dict[str, str]:
     assigns = [n for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value is not None]
     for _ in range(4):  # x = torch; y = x._C: a few rounds reach the fixpoint of ordinary code
         for node in assigns:
-            path = _dotted(node.value, aliases)
+            path = _dotted(node.value, aliases) if node.value is not None else None  # filtered above; for the checker
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 if path and isinstance(target, ast.Name):

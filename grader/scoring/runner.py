@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Literal, cast
 
 import pytest
 
 from grader.errors import GraderFault
 from grader.scoring.collect import ResultCollector, TestResult
+from grader.student.proxy import Backend
 from grader.testing.plugin import backend_factory_key
 
 SUITES_ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,7 @@ AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 class _Inject:
     """Hands the sandbox backend factory to the plugin before the session starts."""
 
-    def __init__(self, factory: Callable[[], Any]) -> None:
+    def __init__(self, factory: Callable[[], Backend]) -> None:
         self.factory = factory
 
     @pytest.hookimpl(tryfirst=True)
@@ -45,12 +46,17 @@ class _QuickReports:
         if excinfo is None or isinstance(excinfo.value, (pytest.skip.Exception, BaseExceptionGroup)):
             return None  # passes and skips: pytest's report is cheap and right
         return pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, "failed",
-                                 excinfo.exconly(tryshort=True), call.when, duration=call.duration,
+                                 excinfo.exconly(tryshort=True), _phase(call.when), duration=call.duration,
                                  start=call.start, stop=call.stop, user_properties=item.user_properties)
 
 
+def _phase(when: str) -> Literal["setup", "call", "teardown"]:
+    """A test's phase: runtest_makereport is called for setup, call and teardown, never for collection."""
+    return cast('Literal["setup", "call", "teardown"]', when)
+
+
 def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int = 0,
-               backend_factory: Callable[[], Any] | None = None, select: str | None = None,
+               backend_factory: Callable[[], Backend] | None = None, select: str | None = None,
                quiet: bool = True, extra_args: Sequence[str] = (),
                manifest_path: Path | None = None) -> tuple[list[TestResult], int]:
     """Run ``files`` against one submission; return (results in collection order, pytest exit code).
@@ -59,7 +65,7 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
     ``reference`` fixture finds ``solutions/`` (default: this checkout's).
     """
     collector = ResultCollector()
-    plugins: list[Any] = [collector, _QuickReports()]
+    plugins: list[object] = [collector, _QuickReports()]
     if backend_factory is not None:
         plugins.append(_Inject(backend_factory))
     args = [*(str(f) for f in files), "-p", "grader.testing.plugin", "-p", "no:cacheprovider",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.inside.executor import Executor
+from grader.protocol.values import Args, Kwargs
 
 
 class InProcessBackend:
@@ -22,19 +23,19 @@ class InProcessBackend:
             executor = Executor(root, bans=bans, single_module=single_module)
         self.executor = executor
 
-    def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+    def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
         return self.executor.call(module, name, args, kwargs)
 
-    def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any:
+    def method(self, handle: int, method: str, args: Args, kwargs: Kwargs) -> Any:
         return self.executor.method(handle, method, args, kwargs)
 
-    def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]:
+    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs) -> tuple[Any, dict[str, float]]:
         return self.executor.measure(module, name, args, kwargs)
 
-    def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]:
+    def grads(self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object) -> tuple[Any, tuple[Any, ...]]:
         return self.executor.grads(module, name, args, kwargs, grad_output)
 
-    def meta(self, module: str, name: str, args: tuple, kwargs: dict) -> Any:
+    def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
         return self.executor.meta(module, name, args, kwargs)
 
     def release(self, handle: int) -> None:

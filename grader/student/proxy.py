@@ -7,25 +7,26 @@ a sandboxed worker.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 
 from grader.inside.standins import ISOLATED_SUFFIX
 from grader.protocol.errors import StudentAPIError
-from grader.protocol.values import HandleRef, ValueRejected, to_plain
+from grader.protocol.values import Args, HandleRef, Kwargs, ValueRejected, to_plain
 
 
 class Backend(Protocol):
-    def call(self, module: str, name: str, args: tuple, kwargs: dict) -> Any: ...
-    def method(self, handle: int, method: str, args: tuple, kwargs: dict) -> Any: ...
-    def measure(self, module: str, name: str, args: tuple, kwargs: dict) -> tuple[Any, dict]: ...
-    def grads(self, module: str, name: str, args: tuple, kwargs: dict, grad_output: Any) -> tuple[Any, tuple]: ...
-    def meta(self, module: str, name: str, args: tuple, kwargs: dict) -> Any: ...
+    def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any: ...
+    def method(self, handle: int, method: str, args: Args, kwargs: Kwargs) -> Any: ...
+    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs) -> tuple[Any, dict[str, float]]: ...
+    def grads(self, module: str, name: str, args: Args, kwargs: Kwargs,
+              grad_output: object) -> tuple[Any, tuple[Any, ...]]: ...
+    def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any: ...
     def release(self, handle: int) -> None: ...
 
 
-def _outgoing(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+def _outgoing(args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs]:
     try:  # copies: student code can never mutate a tensor the test still holds
         return to_plain(args, "argument"), to_plain(kwargs, "keyword argument")
     except ValueRejected as exc:
@@ -38,7 +39,7 @@ class _Refusing:
     def __getattr__(self, name: str) -> Any:
         raise StudentAPIError(f"{type(self).__name__} has no attribute {name!r}: {self._offer}")
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise StudentAPIError(f"cannot set {name!r} through the student proxy")
 
     _offer = ""
@@ -48,6 +49,8 @@ class StudentProxy(_Refusing):
     """``student.<module>`` → :class:`StudentModule`. Keeps the handles made in one test."""
 
     __slots__ = ("_backend", "_handles")
+    _backend: Backend  # the slots' types (set with object.__setattr__): declared, or mypy reads them via __getattr__
+    _handles: list[Handle]
     _offer = "use student.<module>.<function or class>(...)"
 
     def __init__(self, backend: Backend) -> None:
@@ -65,7 +68,7 @@ class StudentProxy(_Refusing):
         are the grader's stand-ins (``grader/inside/standins.py``), so that it is graded on its own."""
         return _Isolated(self)
 
-    def _wrap(self, value: Any) -> Any:
+    def _wrap(self, value: object) -> Any:
         if isinstance(value, HandleRef):
             handle = Handle(self._backend, value)
             self._handles.append(handle)
@@ -80,6 +83,7 @@ class StudentProxy(_Refusing):
 
 class _Isolated(_Refusing):
     __slots__ = ("_proxy",)
+    _proxy: StudentProxy
     _offer = "use student.isolated.<module>.<function or class>(...)"
 
     def __init__(self, proxy: StudentProxy) -> None:
@@ -93,6 +97,8 @@ class _Isolated(_Refusing):
 
 class StudentModule(_Refusing):
     __slots__ = ("_module", "_proxy")
+    _module: str
+    _proxy: StudentProxy
     _offer = "use student.<module>.<function or class>(...)"
 
     def __init__(self, proxy: StudentProxy, module: str) -> None:
@@ -109,22 +115,25 @@ class StudentCallable(_Refusing):
     """A student function or class: call it, ``measure(...)`` a function call, or take its ``grads(...)``."""
 
     __slots__ = ("_module", "_name", "_proxy")
+    _module: str
+    _name: str
+    _proxy: StudentProxy
     _offer = "call it, or use .measure(*args, **kwargs) or .grads(*args, grad_output=g, **kwargs)"
 
     def __init__(self, proxy: StudentProxy, module: str, name: str) -> None:
         for slot, value in (("_proxy", proxy), ("_module", module), ("_name", name)):
             object.__setattr__(self, slot, value)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         args, kwargs = _outgoing(args, kwargs)
         return self._proxy._wrap(self._proxy._backend.call(self._module, self._name, args, kwargs))
 
-    def measure(self, *args: Any, **kwargs: Any) -> tuple[Any, dict]:
+    def measure(self, *args: object, **kwargs: object) -> tuple[Any, dict[str, float]]:
         """``(value, stats)``; ``stats["max_tensor_bytes"]`` is the largest tensor made during the call."""
         args, kwargs = _outgoing(args, kwargs)
         return self._proxy._backend.measure(self._module, self._name, args, kwargs)
 
-    def grads(self, *args: Any, grad_output: Any, **kwargs: Any) -> tuple[Any, tuple]:
+    def grads(self, *args: object, grad_output: object, **kwargs: object) -> tuple[Any, tuple[Any, ...]]:
         """``(output, input_grads)``: one float64-capable forward and backward of a function, with
         ``grad_output`` (a tensor, or a tuple with a tensor or None per returned value) as the upstream gradient;
         ``input_grads[i]`` is the gradient of positional argument ``i`` (None for non-float arguments)."""
@@ -132,7 +141,7 @@ class StudentCallable(_Refusing):
         (grad_output,), _ = _outgoing((grad_output,), {})
         return self._proxy._backend.grads(self._module, self._name, args, kwargs, grad_output)
 
-    def on_meta(self, *args: Any, **kwargs: Any) -> Any:
+    def on_meta(self, *args: object, **kwargs: object) -> Any:
         """Call with every tensor argument on the ``meta`` device: ``{"device", "shape", "dtype"}`` per returned
         tensor (a tensor the function makes on another device than its inputs' raises in the student's code)."""
         args, kwargs = _outgoing(args, kwargs)
@@ -146,6 +155,8 @@ class Handle(_Refusing):
     """A student ``nn.Module`` instance, reachable only through these methods."""
 
     __slots__ = ("_backend", "_ref")
+    _backend: Backend
+    _ref: HandleRef
     _offer = ("a module handle offers only calling it, state_dict, load_state_dict, named_parameters, "
               "named_buffers, train, eval, to, grads and on_meta")
 
@@ -153,24 +164,24 @@ class Handle(_Refusing):
         object.__setattr__(self, "_backend", backend)
         object.__setattr__(self, "_ref", ref)
 
-    def _do(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    def _do(self, method: str, *args: object, **kwargs: object) -> Any:
         args, kwargs = _outgoing(args, kwargs)
         return self._backend.method(self._ref.id, method, args, kwargs)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         return self._do("forward", *args, **kwargs)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        return self._do("state_dict")
+        return cast("dict[str, torch.Tensor]", self._do("state_dict"))
 
     def load_state_dict(self, state: dict[str, torch.Tensor], strict: bool = True) -> dict[str, list[str]]:
-        return self._do("load_state_dict", state, strict=strict)
+        return cast("dict[str, list[str]]", self._do("load_state_dict", state, strict=strict))
 
     def named_parameters(self) -> dict[str, torch.Tensor]:
-        return self._do("named_parameters")
+        return cast("dict[str, torch.Tensor]", self._do("named_parameters"))
 
     def named_buffers(self) -> dict[str, torch.Tensor]:
-        return self._do("named_buffers")
+        return cast("dict[str, torch.Tensor]", self._do("named_buffers"))
 
     def train(self) -> Handle:
         self._do("train")
@@ -184,11 +195,13 @@ class Handle(_Refusing):
         self._do("to", dtype=dtype, device=str(device) if device is not None else None)
         return self
 
-    def grads(self, *inputs: Any, grad_output: torch.Tensor, **kwargs: Any) -> tuple[Any, tuple, dict]:
+    def grads(self, *inputs: object, grad_output: torch.Tensor,
+              **kwargs: object) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
         """One forward and backward: ``(output, input_grads, param_grads)``."""
-        return self._do("grads", *inputs, grad_output=grad_output, **kwargs)
+        return cast("tuple[Any, tuple[Any, ...], dict[str, Any]]",
+                    self._do("grads", *inputs, grad_output=grad_output, **kwargs))
 
-    def on_meta(self, *args: Any, **kwargs: Any) -> Any:
+    def on_meta(self, *args: object, **kwargs: object) -> Any:
         """``forward`` of a copy of the module moved to ``meta``, on meta inputs: descriptions, as for functions."""
         return self._do("meta_forward", *args, **kwargs)
 

@@ -44,6 +44,7 @@ def mha_oracle(p: Mapping[str, torch.Tensor], num_heads: int, x: torch.Tensor, c
     kv = x if context is None else context
     T = x.shape[1]
     blocked = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) if causal else None
+    out: torch.Tensor  # nn.Module.__call__ is typed Any
     with torch.no_grad():
         out, _ = mha(x, kv, kv, attn_mask=blocked, key_padding_mask=None if keep is None else ~keep,
                      need_weights=False)

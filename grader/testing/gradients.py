@@ -13,13 +13,18 @@ from typing import Any
 
 import torch
 
+from grader.student.proxy import StudentCallable
 from grader.testing.checks import expect_tensor, fail, hinted
 
 GRAD_HINT = ("keep the computation differentiable: no .detach(), .data, .item(), torch.no_grad() or new tensors "
              "built from values; never modify in place (x /= s, x.masked_fill_) a tensor autograd still needs")
 
 
-def oracle_grads(oracle: Callable[..., Any], inputs: Sequence[torch.Tensor], grad_output: Any) -> tuple[Any, tuple]:
+GradOutput = torch.Tensor | tuple[torch.Tensor | None, ...]  # one upstream gradient per output (None: that output unused)
+
+
+def oracle_grads(oracle: Callable[..., Any], inputs: Sequence[torch.Tensor],
+                 grad_output: GradOutput) -> tuple[Any, tuple[Any, ...]]:
     """``(outputs, input_grads)`` of ``oracle(*inputs)`` for the upstream gradient ``grad_output``."""
     leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
     out = oracle(*leaves)
@@ -30,7 +35,8 @@ def oracle_grads(oracle: Callable[..., Any], inputs: Sequence[torch.Tensor], gra
     return (detached if isinstance(out, tuple) else detached[0]), tuple(x.grad for x in leaves)
 
 
-def expect_grads(student_fn: Any, inputs: Sequence[torch.Tensor], oracle: Callable[..., Any], grad_output: Any, *,
+def expect_grads(student_fn: StudentCallable, inputs: Sequence[torch.Tensor], oracle: Callable[..., Any],
+                 grad_output: GradOutput, *,
                  what: str, names: Sequence[str], hint: str = GRAD_HINT, **kwargs: Any) -> None:
     """Fail unless the student function's float64 output and input gradients match the oracle's."""
     __tracebackhide__ = True

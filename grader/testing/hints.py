@@ -13,7 +13,7 @@ import ast
 import functools
 import inspect
 import textwrap
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
@@ -28,7 +28,7 @@ def hint_of(item: pytest.Item) -> str | None:
 
 
 @functools.lru_cache(maxsize=512)
-def _first_hint(function: Any) -> str | None:
+def _first_hint(function: Callable[..., object]) -> str | None:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError, SyntaxError):

@@ -19,7 +19,8 @@ def value_coefficients(out: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """``c`` with ``out == c @ values``: (..., L, Ev) and (..., S, Ev) -> (..., L, S), in float64."""
     v = values.double()
     # least squares through the normal equations: (c V)(V^T) = out V^T, with V V^T (S x S) invertible
-    return torch.linalg.solve(v @ v.transpose(-2, -1), v @ out.double().transpose(-2, -1)).transpose(-2, -1)
+    solved: torch.Tensor = torch.linalg.solve(v @ v.transpose(-2, -1), v @ out.double().transpose(-2, -1))
+    return solved.transpose(-2, -1)
 
 
 def expect_dropout_on_weights(out: torch.Tensor, weights: torch.Tensor, values: torch.Tensor, p: float, *,

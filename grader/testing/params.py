@@ -11,11 +11,11 @@ fails with a message that names it: then nothing can be compared.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 import torch
 from torch import nn
 
+from grader.student.proxy import Handle
 from grader.testing.checks import fail
 
 __all__ = ["compared_grads", "params_of", "transplant"]
@@ -26,7 +26,7 @@ def params_of(module: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in module.named_parameters()}
 
 
-def transplant(h: Any, source: nn.Module | Mapping[str, torch.Tensor], *, hint: str,
+def transplant(h: Handle, source: nn.Module | Mapping[str, torch.Tensor], *, hint: str,
                defaults: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """Load ``source``'s parameters into the student handle ``h``; return the parameters the oracle must use.
 

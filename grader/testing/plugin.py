@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from types import ModuleType, SimpleNamespace
 
 import pytest
 import torch
@@ -50,7 +49,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     excinfo = call.excinfo
     if excinfo is not None and isinstance(excinfo.value, StudentError):
@@ -94,7 +94,7 @@ def _student_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     if factory is None:
         from grader.student.inprocess import InProcessBackend
 
-        backend: Any = InProcessBackend(_student_root(request.config), bans=_bans(request.config))
+        backend: Backend = InProcessBackend(_student_root(request.config), bans=_bans(request.config))
     else:
         backend = factory()
     yield backend
@@ -116,7 +116,7 @@ def student(_student_backend: Backend, request: pytest.FixtureRequest) -> Iterat
 
 
 @pytest.fixture(scope="session")
-def reference(pytestconfig: pytest.Config) -> Any:
+def reference(pytestconfig: pytest.Config) -> _Reference:
     """The trusted reference solutions: ``reference.<module>.<name>``, from ``solutions/`` beside the manifest."""
     from grader import manifest, references
 
@@ -126,7 +126,7 @@ def reference(pytestconfig: pytest.Config) -> Any:
 
 
 class _Reference(SimpleNamespace):
-    def __getattr__(self, module: str) -> Any:
+    def __getattr__(self, module: str) -> ModuleType:
         return importlib.import_module(f"solutions.{module}")
 
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TORCH, INDEX = "@TORCH@", "@INDEX@"
@@ -49,7 +50,7 @@ def child(out: Path) -> int:
     return 0
 
 
-def public_card() -> tuple[dict | None, str]:
+def public_card() -> tuple[dict[str, Any] | None, str]:
     """(scorecard, "") or (None, why): a hang or a crash of the student's code is a failing result."""
     with tempfile.TemporaryDirectory(prefix="classroom50-") as tmp:
         out = Path(tmp) / "card.json"
@@ -60,14 +61,15 @@ def public_card() -> tuple[dict | None, str]:
         except subprocess.TimeoutExpired:
             return None, f"the public tests did not finish within {TESTS_TIMEOUT_S} s (an endless loop?)"
         if done.returncode == 0 and out.is_file():
-            return json.loads(out.read_text("utf-8")), ""
+            card: dict[str, Any] = json.loads(out.read_text("utf-8"))  # written by child() above
+            return card, ""
         tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-5:])
         return None, f"the public tests crashed (exit {done.returncode}): {tail[-1500:]}"
 
 
-def tests_of(card: dict | None, why: str, max_points: float, k: int) -> list[dict]:
+def tests_of(card: dict[str, Any] | None, why: str, max_points: float, k: int) -> list[dict[str, Any]]:
     if card is None or card["status"] == "error":
-        message = why or card["error"]["message"]
+        message = why if card is None else why or card["error"]["message"]  # no card: public_card said why
         return [{"test-name": "public tests", "passed": False, "score": 0, "max-score": round(max_points * k),
                  "message": message[:2000]}]
     return [{"test-name": f"{e['id']}: {t['name']}", "passed": t["outcome"] == "passed",
@@ -76,7 +78,7 @@ def tests_of(card: dict | None, why: str, max_points: float, k: int) -> list[dic
             for e in card["exercises"] for t in e["tests"] if t["counted"]]
 
 
-def result(card: dict | None, why: str) -> dict:
+def result(card: dict[str, Any] | None, why: str) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     from grader import manifest
 
