@@ -21,8 +21,12 @@ CORPUS = ROOT / "tests" / "corpus"
 @pytest.fixture(scope="session", autouse=True)
 def _canary_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """One canary proof per configuration per test session (the CLI tests run it, as a user's run would);
-    subprocesses inherit the variable, so they share it."""
-    os.environ[canary.CACHE_ENV] = str(tmp_path_factory.mktemp("canary-cache"))
+    subprocesses inherit the variable, so they share it. Under xdist every worker's temporary root sits
+    in the session's one, and the workers share the cache there (a proof is written atomically)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "canary-cache"
+    folder.mkdir(exist_ok=True)
+    os.environ[canary.CACHE_ENV] = str(folder)
 
 
 @pytest.fixture(scope="module", params=["cold", "fork"])

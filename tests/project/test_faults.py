@@ -211,26 +211,35 @@ def _busy_loops(n: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
+BOMB_RUNS = 2  # grades per attack and kind of worker: 8 in all, each one a bomb on a loaded machine
+
+
 @needs_namespace
 @pytest.mark.slow
-def test_bombs_never_cost_the_next_correct_exercise_a_point_on_a_loaded_machine(tmp_path):
-    """20 grades: fork bomb or memory bomb in `softmax`, then the correct `masks`, two busy loops beside."""
-    zygote = Zygote()
-    assert zygote.wait_ready()
+@pytest.mark.parametrize("forked", [False, True], ids=["cold", "forked"])
+@pytest.mark.parametrize("attack", ["fork_bomb", "memory_bomb_touched"])
+def test_bombs_never_cost_the_next_correct_exercise_a_point_on_a_loaded_machine(tmp_path, attack, forked):
+    """Fork bomb or memory bomb in `softmax`, then the correct `masks`, two busy loops beside; each attack
+    graded twice in a freshly exec'd worker and twice in one forked from a zygote (separate tests, so
+    that xdist can spread them over its workers)."""
+    zygote = Zygote() if forked else None
+    assert zygote is None or zygote.wait_ready()
     busy = _busy_loops(2)
     try:
-        for run in range(20):
-            attack = ("fork_bomb", "memory_bomb_touched")[run % 2]
+        for run in range(BOMB_RUNS):
             sub = solutions_copy(tmp_path / f"sub{run}")
             shutil.copy(CORPUS / "hostile" / f"{attack}.py", sub / "softmax.py")
             card = grade(sub, isolation="namespace", seed=run, exercises=["softmax", "masks"],
-                         per_test_time_limit=2, zygote=zygote if run % 4 >= 2 else None)
+                         per_test_time_limit=2, zygote=zygote)
             scores = {e["id"]: (e["score"], e["max_score"]) for e in card["exercises"]}
             assert card["status"] == "graded", (run, attack, card["error"])
             assert scores["masks"] == (8.0, 8.0), (run, attack, card["exercises"][-1]["tests"])
             assert scores["softmax"][0] == 0, (run, attack)
+            if zygote is not None:  # the grade really used the zygote, restarts after a kill included
+                assert card["isolation"]["worker_forks"] == card["isolation"]["worker_starts"] >= 1, card["isolation"]
     finally:
         for proc in busy:
             proc.kill()
             proc.wait()
-        zygote.close()
+        if zygote is not None:
+            zygote.close()

@@ -3,6 +3,11 @@
 Every case replaces `softmax.py` in an otherwise correct submission. The attack must not earn a
 point on `softmax`, the correct `masks` module must keep all its points, and the grader (this
 process) must survive. Runs under the namespace backend (root on Linux, as in CI).
+
+Each attack is graded once per kind of worker (the ``graded`` fixture) and every test about it asserts
+on that one scorecard. The per-test limit is 2 s of CPU (the manifest's are 10-30 s): the correct
+`masks` tests use a small fraction of it, and each attempt at a sleeping call is stopped by the
+wall-clock backstop (3 × the limit + 5 s) after 11 s instead of 20.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,12 +33,34 @@ needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
                                      reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")
 
 
+LIMIT_S = 2.0  # per-test CPU seconds, through grade()'s own option
+
+
 def _grade(sub: Path, zygote: Zygote | None) -> dict:
-    card = grade(sub, isolation="namespace", seed=7, exercises=["softmax", "masks"], per_test_time_limit=5,
+    card = grade(sub, isolation="namespace", seed=7, exercises=["softmax", "masks"], per_test_time_limit=LIMIT_S,
                  zygote=zygote)
     schema.validate("scorecard", card)  # an invalid scorecard is a grader bug
     if zygote is not None:  # every worker, restarts after a kill included, came from the zygote
         assert card["isolation"]["worker_forks"] == card["isolation"]["worker_starts"] >= 1
+    return card
+
+
+@pytest.fixture(scope="module")
+def graded(zygote: Zygote | None, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict]:
+    """``graded(attack)``: the scorecard of a correct submission whose `softmax.py` is that hostile module
+    ('' for none at all), graded once per kind of worker and shared by every test that asserts on it."""
+    cards: dict[str, dict] = {}
+
+    def card(attack: str) -> dict:
+        if attack not in cards:
+            sub = solutions_copy(tmp_path_factory.mktemp(f"sub-{attack or 'missing'}"))
+            if attack:
+                shutil.copy(CORPUS / "hostile" / f"{attack}.py", sub / "softmax.py")
+            else:
+                (sub / "softmax.py").unlink()
+            cards[attack] = _grade(sub, zygote)
+        return cards[attack]
+
     return card
 
 
@@ -47,10 +75,8 @@ def _messages(card: dict, exercise: str) -> str:
 @needs_namespace
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", HOSTILE, ids=[p.stem for p in HOSTILE])
-def test_hostile_module_earns_nothing_and_others_keep_their_points(tmp_path, attack, zygote):
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(attack, sub / "softmax.py")
-    card = _grade(sub, zygote)
+def test_hostile_module_earns_nothing_and_others_keep_their_points(attack, graded):
+    card = graded(attack.stem)
     scores = _scores(card)
     assert card["status"] == "graded", card["error"]
     assert card["isolation"]["backend"] == "namespace"
@@ -61,37 +87,29 @@ def test_hostile_module_earns_nothing_and_others_keep_their_points(tmp_path, att
 
 
 @needs_namespace
-def test_secrets_are_absent_inside_the_sandbox(tmp_path, zygote):
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(CORPUS / "hostile" / "reads_secrets.py", sub / "softmax.py")
-    text = _messages(_grade(sub, zygote), "softmax")
+def test_secrets_are_absent_inside_the_sandbox(graded):
+    text = _messages(graded("reads_secrets"), "softmax")
     assert "STOLEN files=0 refs=0 frames=0 shadow=FileNotFoundError" in text, text
 
 
 @needs_namespace
-def test_a_worker_sees_the_same_bare_process_whether_forked_or_exec_d(tmp_path, zygote):
+def test_a_worker_sees_the_same_bare_process_whether_forked_or_exec_d(graded):
     """Nothing of the zygote leaks into a forked worker: fds, environment, uid, trusted modules, threads."""
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(CORPUS / "hostile" / "inspects_its_process.py", sub / "softmax.py")
-    text = _messages(_grade(sub, zygote), "softmax")
+    text = _messages(graded("inspects_its_process"), "softmax")
     # fds: stdin (requests), stdout, stderr and the reply pipe (fd 3 when forked, its runner-side number when exec'd)
     assert re.search(r"PROBE uid=6\d{4} fds=\[0, 1, 2, \d+\] env=\['HOME', 'LANG', 'MALLOC_ARENA_MAX', 'MKL_NUM_THREADS', "
                      r"'OMP_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE'\] trusted=\[\] threads=1", text), text
 
 
 @needs_namespace
-def test_network_is_unreachable_inside_the_sandbox(tmp_path, zygote):
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(CORPUS / "hostile" / "network_access.py", sub / "softmax.py")
-    text = _messages(_grade(sub, zygote), "softmax")
+def test_network_is_unreachable_inside_the_sandbox(graded):
+    text = _messages(graded("network_access"), "softmax")
     assert "NETWORK" in text and "connected" not in text, text
 
 
 @needs_namespace
-def test_timeouts_and_crashes_are_recorded_as_incidents(tmp_path, zygote):
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(CORPUS / "hostile" / "sleep_forever.py", sub / "softmax.py")
-    card = _grade(sub, zygote)
+def test_timeouts_and_crashes_are_recorded_as_incidents(graded):
+    card = graded("sleep_forever")
     outcomes = {t["outcome"] for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]}
     assert outcomes == {"timeout"}
     assert any(i["kind"] == "timeout" for i in card["incidents"])
@@ -100,21 +118,17 @@ def test_timeouts_and_crashes_are_recorded_as_incidents(tmp_path, zygote):
 
 @needs_namespace
 @pytest.mark.parametrize("attack", ["forged_frame", "extra_reply"])
-def test_a_protocol_violation_fails_the_rest_of_the_exercise_and_is_reported(tmp_path, zygote, attack):
+def test_a_protocol_violation_fails_the_rest_of_the_exercise_and_is_reported(graded, attack):
     """Both modules have a correct `softmax_stable`: it must not keep its points after the violation."""
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(CORPUS / "hostile" / f"{attack}.py", sub / "softmax.py")
-    card = _grade(sub, zygote)
+    card = graded(attack)
     assert _scores(card)["softmax"][0] == 0 and _scores(card)["masks"] == (8.0, 8.0)
     assert [i["kind"] for i in card["incidents"]] == ["protocol"]
     assert "broke the protocol earlier in this exercise" in _messages(card, "softmax")
 
 
 @needs_namespace
-def test_forged_grader_labels_are_shown_as_the_students_own_exceptions(tmp_path, zygote):
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(CORPUS / "hostile" / "forged_labels.py", sub / "softmax.py")
-    card = _grade(sub, zygote)
+def test_forged_grader_labels_are_shown_as_the_students_own_exceptions(graded):
+    card = graded("forged_labels")
     tests = [t for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]]
     assert {t["outcome"] for t in tests} == {"failed"} and card["incidents"] == []
     assert all(t["message"].startswith("your code raised an exception named ") for t in tests)
@@ -122,19 +136,15 @@ def test_forged_grader_labels_are_shown_as_the_students_own_exceptions(tmp_path,
 
 
 @needs_namespace
-def test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard(tmp_path, zygote):
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(CORPUS / "hostile" / "stdout_flood.py", sub / "softmax.py")
-    card = _grade(sub, zygote)
+def test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard(graded):
+    card = graded("stdout_flood")
     assert any(i["kind"] == "output" for i in card["incidents"])
     assert "AAAA" not in str(card)
 
 
 @needs_namespace
-def test_missing_module_is_a_clear_not_found(tmp_path, zygote):
-    sub = solutions_copy(tmp_path / "sub")
-    (sub / "softmax.py").unlink()
-    card = _grade(sub, zygote)
+def test_missing_module_is_a_clear_not_found(graded):
+    card = graded("")
     assert _scores(card)["softmax"][0] == 0 and _scores(card)["masks"][0] > 0
     assert "softmax.py not found" in _messages(card, "softmax")
 
@@ -158,7 +168,7 @@ def test_fork_bomb_under_the_process_backend_is_held_by_the_pids_cgroup(tmp_path
     """Root ignores RLIMIT_NPROC; the slot's pids cgroup is what holds a root `process` sandbox."""
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(CORPUS / "hostile" / "fork_bomb.py", sub / "softmax.py")
-    card = grade(sub, isolation="process", seed=7, exercises=["softmax", "masks"], per_test_time_limit=5)
+    card = grade(sub, isolation="process", seed=7, exercises=["softmax", "masks"], per_test_time_limit=LIMIT_S)
     schema.validate("scorecard", card)
     assert card["isolation"]["cgroup"] == "v1"
     assert _scores(card)["softmax"][0] == 0 and _scores(card)["masks"] == (8.0, 8.0)

@@ -32,7 +32,7 @@ def test_float32_accumulation_passes_and_half_accumulation_fails(dtype, L):
     expect_no_worse_than(tiled, kernel, t, what="float32-accumulating attention")
     half = torch.softmax((q @ k.transpose(-2, -1)) / 8, dim=-1) @ v  # every step in half precision
     assert errors(half, t)[0] > 2 * errors(kernel, t)[0]  # the premise: half accumulation is far worse
-    with pytest.raises(pytest.fail.Exception, match="expected at most 1.75x the reference kernel's mean error"):
+    with pytest.raises(pytest.fail.Exception, match=r"expected at most 1\.75x the reference kernel's mean error"):
         expect_no_worse_than(half, kernel, t, what="half-accumulating attention")
 
 
@@ -44,5 +44,5 @@ def test_a_wrong_dtype_or_a_nan_fails_first():
         expect_no_worse_than(t.float(), kernel, t, what="out")
     bad = kernel.clone()
     bad[0, 0, 0, 0] = float("nan")
-    with pytest.raises(pytest.fail.Exception, match="NaN|nan|finite"):
+    with pytest.raises(pytest.fail.Exception, match=r"NaN|nan|finite"):
         expect_no_worse_than(bad, kernel, t, what="out")

@@ -3,6 +3,13 @@ top-level module the trusted side imports, graded from inside that folder (``cd 
 
 Each planted module writes a marker file when imported. Under the namespace sandbox a student module
 cannot reach the test's folder, so any marker means trusted code imported it.
+
+Every name sits at the top of the class folder, where ``python -m grader`` finds it first on ``sys.path``
+and so would any subprocess started there. A few are plain single-file submissions, graded as any
+student's file; the rest are links there (Python imports through a link; discovery never opens one, so
+each is an intake-error card, not a grading); and every name is also a plain file of an ``all-names-N/``
+folder submission (at most ``PER_FOLDER`` a folder, under intake's cap), so the trusted side's intake
+meets every name while a batch grades a handful of submissions, not one per name (~170).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from math import ceil
 from pathlib import Path
 
 import pytest
@@ -20,6 +28,8 @@ from grader import procs
 TRUSTED_IMPORTS = ("grader.cli", "grader.grade", "grader.batch.engine", "grader.batch.slot", "grader.batch.outputs",
                    "grader.batch.report", "grader.scoring.runner", "grader.sandbox.remote", "jsonschema", "rich",
                    "jinja2", "torch", "pytest")
+GRADED_SINGLE = ("grader", "json", "torch")  # planted at the top as plain files: single-file submissions, graded
+PER_FOLDER = 100  # names in one folder submission (intake takes at most MAX_FILES = 200 modules from one)
 
 
 def _shadowable_modules() -> list[str]:
@@ -47,9 +57,26 @@ def class_folder(tmp_path_factory) -> tuple[Path, Path, list[str]]:
     folder.mkdir()
     marks.mkdir(mode=0o700)
     names = _shadowable_modules()
-    for name in names:
-        (folder / f"{name}.py").write_text(f"open({str(marks / name)!r}, 'w').write('imported by ' + __name__)\n")
+    for start in range(0, len(names), PER_FOLDER):
+        student = folder / f"all-names-{start // PER_FOLDER}"  # not an identifier: never importable itself
+        student.mkdir()
+        for name in names[start:start + PER_FOLDER]:
+            (student / f"{name}.py").write_text(_planted(marks, name))
+            top = folder / f"{name}.py"
+            if name in GRADED_SINGLE:
+                top.write_text(_planted(marks, name))
+            else:
+                top.symlink_to(Path(student.name) / f"{name}.py")
     return folder, marks, names
+
+
+def _planted(marks: Path, name: str) -> str:
+    return f"open({str(marks / name)!r}, 'w').write('imported by ' + __name__)\n"
+
+
+def _by_student(out: Path) -> dict[str, dict]:
+    cards = [json.loads(p.read_text()) for p in (out / "scorecards").glob("*.json")]
+    return {c["submission"]["student"]: c for c in cards}
 
 
 def test_the_trusted_side_imports_many_shadowable_modules(class_folder):
@@ -73,9 +100,14 @@ def test_batch_from_inside_the_class_folder_imports_no_student_file(class_folder
     done = subprocess.run([*head, "batch", ".", "--out", str(out), "--exercise", "softmax", "-j", "2", "--quiet"],
                           cwd=folder, capture_output=True, text=True, timeout=900)
     assert sorted(p.name for p in marks.iterdir()) == [], done.stderr[-3000:]
-    cards = [json.loads(p.read_text()) for p in (out / "scorecards").glob("*.json")]
-    assert len(cards) == len(names), done.stderr[-3000:]
-    assert all(c["status"] == "graded" and c["score"] == 0 for c in cards)
+    cards = _by_student(out)
+    folders = [f"all-names-{i}" for i in range(ceil(len(class_folder[2]) / PER_FOLDER))]
+    assert sorted(cards) == sorted([*names, *folders]), done.stderr[-3000:]
+    graded = [*folders, *(n for n in names if n in GRADED_SINGLE)]
+    assert all(cards[s]["status"] == "graded" and cards[s]["score"] == 0 for s in graded), done.stderr[-3000:]
+    links = [cards[n] for n in names if n not in GRADED_SINGLE]
+    assert all(c["status"] == "error" and c["error"]["kind"] == "intake" and "link" in c["error"]["message"]
+               for c in links), done.stderr[-3000:]
 
 
 def test_grade_from_inside_the_class_folder_imports_no_student_file(class_folder, tmp_path):
