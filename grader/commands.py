@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from grader import manifest
 from grader.errors import ExitCode, GraderFault, UsageError
 from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
 from grader.sandbox.levels import LEVELS
@@ -57,7 +58,7 @@ def _canary(args: argparse.Namespace) -> dict[str, Any] | None:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("grade", help="grade one submission against the hidden suites, in a sandbox")
     p.add_argument("submission", help="folder (modules at the top or in exercises/), .py, .zip or .tar.gz")
-    p.add_argument("--assignment", default="attention-basics")
+    p.add_argument("--assignment", default=manifest.DEFAULT_ASSIGNMENT)
     p.add_argument("--out", help="scorecard file (default: print to stdout)")
     p.add_argument("--isolation", choices=ISOLATION_CHOICES, default="auto",
                    help="sandbox backend (default: the strongest available)")

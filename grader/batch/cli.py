@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from grader import manifest
 from grader.errors import ExitCode, UsageError
 
 FORMATS = ("gradescope", "github-classroom", "csv", "canvas", "moodle")
@@ -69,7 +70,7 @@ _NEXT_STEP = {"grader": "see summary.json; rerun the same command to retry them 
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from grader import manifest, schema
+    from grader import schema
     from grader.batch import outputs
 
     named = []
@@ -113,7 +114,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("submissions", help="folder of per-student folders/archives/.py files, nbgrader's submitted/, "
                    "or a GitHub Classroom <assignment>-submissions/ clone")
     p.add_argument("--out", required=True, help="output folder (scorecards/, gradebook.csv, summary.json, report.html)")
-    p.add_argument("--assignment", default="attention-basics")
+    p.add_argument("--assignment", default=manifest.DEFAULT_ASSIGNMENT)
     p.add_argument("-j", "--jobs", type=int, help="parallel grading slots (default: number of cores)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per slot (default 1)")
     p.add_argument("--force", action="store_true", help="regrade submissions whose scorecard is up to date")

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader import manifest
 from grader.delivery import gradescope_results as gs
 from grader.errors import GraderFault
 
 ROOT_ENV = "GRADER_AUTOGRADER_ROOT"
-DEFAULTS: dict[str, Any] = {"assignment": "attention-basics", "hidden_visibility": "after_published", "isolation": "auto",
-            "canary": True}
+DEFAULTS: dict[str, Any] = {"assignment": manifest.DEFAULT_ASSIGNMENT, "hidden_visibility": "after_published",
+                            "isolation": "auto", "canary": True}
 
 
 @dataclass(frozen=True)

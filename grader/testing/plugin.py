@@ -18,6 +18,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 import torch
 
+from grader import manifest
 from grader.protocol.errors import StudentError
 from grader.student.proxy import Backend, StudentProxy
 from grader.testing.hints import hint_of
@@ -32,7 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--grading-seed", type=int, default=0, metavar="N",
                     help="seed from which every test draws its inputs (default 0)")
     group.addoption("--manifest", default=None, metavar="FILE", help="assignments.json to read banned APIs from")
-    group.addoption("--assignment", default="attention-basics", help="assignment id in the manifest")
+    group.addoption("--assignment", default=manifest.DEFAULT_ASSIGNMENT, help="assignment id in the manifest")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -76,8 +77,6 @@ def _student_root(config: pytest.Config) -> Path:
 
 
 def _bans(config: pytest.Config) -> dict[str, tuple[str, ...]]:
-    from grader import manifest
-
     path = config.getoption("manifest")
     if path is None and (config.rootpath / "assignments.json").is_file():
         path = config.rootpath / "assignments.json"
@@ -118,7 +117,7 @@ def student(_student_backend: Backend, request: pytest.FixtureRequest) -> Iterat
 @pytest.fixture(scope="session")
 def reference(pytestconfig: pytest.Config) -> _Reference:
     """The trusted reference solutions: ``reference.<module>.<name>``, from ``solutions/`` beside the manifest."""
-    from grader import manifest, references
+    from grader import references
 
     path = pytestconfig.getoption("manifest")
     references.solutions_package((Path(path) if path else manifest.DEFAULT_MANIFEST).parent)
