@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command in ("grade", "batch"):
-        from grader import sweep
+        from grader.sandbox import sweep
 
         sweep.sweep()  # what killed runs left: their temporary folders and cgroups
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:

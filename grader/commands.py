@@ -70,6 +70,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_cmd_grade)
     from grader.batch import cli as batch_cli
     from grader.classroom import cli as classroom_cli
+    from grader.delivery import cli as delivery_cli
 
     batch_cli.register(sub)
     classroom_cli.register(sub)
+    delivery_cli.register(sub)

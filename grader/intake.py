@@ -17,7 +17,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import safetext, sweep
+from grader import safetext
 from grader.intake_archive import unpack
 from grader.intake_fs import (
     MAX_FILE_BYTES,
@@ -37,6 +37,7 @@ from grader.intake_fs import (
     write_module,
 )
 from grader.intake_notebook import notebook_module
+from grader.sandbox import sweep
 
 __all__ = ["MAX_FILES", "MAX_FILE_BYTES", "MAX_MEMBERS", "MAX_RATIO", "MAX_TOTAL_BYTES", "IntakeError",
            "Submission", "take"]

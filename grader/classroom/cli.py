@@ -1,7 +1,8 @@
-"""CLI for the classroom feature: ``check`` and ``ci`` (students), ``release`` (instructors).
+"""CLI for the classroom feature: ``check`` and ``ci`` (students).
 
-:func:`register` adds all three to the instructor's ``grader``; :func:`student_main` is the
-``grader`` console script of a released student repository (``check`` and ``ci`` only).
+:func:`register` adds both to the instructor's ``grader`` (whose ``release`` lives in
+:mod:`grader.delivery.cli`, which builds on this package); :func:`student_main` is the
+``grader`` console script of a released student repository.
 Errors are one line that says what to do, exit status 2.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from grader.errors import ExitCode
 
@@ -56,31 +56,6 @@ def _cmd_ci(args: argparse.Namespace) -> int:
     return EXIT_OK  # the reporter step turns a failing result into a red check, not this step
 
 
-def _cmd_release(args: argparse.Namespace) -> int:
-    from grader.classroom import release
-
-    if not (args.out or args.nbgrader or args.gradescope or args.classroom50):
-        return _usage("give an output folder (grader release OUT) and/or --nbgrader COURSE_DIR, "
-                      "--gradescope ZIP, --classroom50 DIR")
-    try:
-        if args.gradescope or args.classroom50:
-            from grader.delivery.cli import release_deliveries
-
-            release_deliveries(args)
-        if args.out:
-            written = release.release(Path(args.out), force=args.force)
-            print(f"student repository: {len(written)} files in {args.out}", file=sys.stderr)
-        if args.nbgrader:
-            from grader.classroom import notebooks
-
-            written = notebooks.write_course(Path(args.nbgrader), force=args.force)
-            print(f"nbgrader course: {len(written)} files in {args.nbgrader}; next: cd {args.nbgrader} && "
-                  f"nbgrader generate_assignment {notebooks.ASSIGNMENT}", file=sys.stderr)
-    except release.ReleaseError as exc:
-        return _usage(str(exc))
-    return EXIT_OK
-
-
 def _add_student_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("check", help="run the public tests against ./exercises and say what to fix next")
     p.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
@@ -96,15 +71,8 @@ def _add_student_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``check`` and ``ci`` for the instructor's ``grader`` (``release`` is the delivery package's)."""
     _add_student_commands(sub)
-    p = sub.add_parser("release", help="build the student repository (and/or an nbgrader course)")
-    p.add_argument("out", nargs="?", help="folder for the student template repository (must be new or empty)")
-    p.add_argument("--nbgrader", metavar="COURSE_DIR", help="also write COURSE_DIR/source/<assignment>/*.ipynb")
-    p.add_argument("--gradescope", metavar="ZIP", help="also write the Gradescope autograder zip (setup.sh, run_autograder)")
-    p.add_argument("--classroom50", metavar="DIR", help="also write DIR/template (the template repository) and "
-                   "DIR/autograders/<assignment>/ (the Classroom 50 autograder bundle: public tests only)")
-    p.add_argument("--force", action="store_true", help="replace what an earlier release wrote there")
-    p.set_defaults(func=_cmd_release)
 
 
 def student_main(argv: Sequence[str] | None = None) -> int:

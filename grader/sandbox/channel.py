@@ -20,9 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grader import sweep
 from grader.protocol import wire
-from grader.sandbox import drain
+from grader.sandbox import drain, sweep
 from grader.sandbox.cputime import CpuMeter, cpuacct_group
 from grader.sandbox.isolation import LAUNCHER, LaunchSpec
 from grader.sandbox.zygote_client import ForkedWorker, Zygote

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import time
 
-from grader import sweep
+from grader.sandbox import sweep
 from grader.sandbox.channel import Channel, ChannelError
 from grader.sandbox.isolation import LaunchSpec
 

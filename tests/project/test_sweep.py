@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import sweep
+from grader.sandbox import sweep
 
 
 def _dead_pid() -> int:
