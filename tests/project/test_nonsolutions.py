@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from grader.scoring.runner import run_suites
 from tests.project import nonsolutions
 from tests.project.conftest import grade_inprocess
 
@@ -17,8 +18,23 @@ from tests.project.conftest import grade_inprocess
 def test_a_non_solution_scores_zero_on_every_exercise(tmp_path, assignment, kind):
     scores = grade_inprocess(nonsolutions.build(kind, tmp_path / kind), assignment)
     earned = {exercise: score for exercise, (score, _) in scores.items() if score > 0}
+    if kind in nonsolutions.SUBSTITUTED:  # their wrapper is the reference's, unchanged: see the test below
+        earned.pop("multihead_attention", None)
     assert not earned, f"the non-solution {kind!r} earned points: {earned}"
     assert sum(max_score for _, max_score in scores.values()) == pytest.approx(assignment.max_points)
+
+
+@pytest.mark.parametrize("kind", nonsolutions.SUBSTITUTED)
+def test_a_substituted_non_solution_earns_only_its_untouched_wrapper(tmp_path, assignment, kind):
+    """A substituted submission fakes the softmax; its MultiHeadAttentionWrapper is the reference's own code (it
+    computes no softmax: it concatenates its heads). The wrapper is graded with the grader's stand-in heads,
+    so it earns the wrapper's points, and only those: the fake softmax is charged in causal_attention."""
+    exercise = assignment.exercise("multihead_attention")
+    results, _ = run_suites([assignment.root / exercise.hidden_tests], student=nonsolutions.build(kind, tmp_path / kind),
+                            seed=1234)
+    passed = {r.name for r in results if r.outcome == "passed"}
+    wrapper = {r.name for r in results if r.name.startswith("test_wrapper_")}
+    assert wrapper and passed == wrapper, f"passed: {sorted(passed)}"
 
 
 def test_the_family_keeps_the_reference_structure(tmp_path):
