@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 # this package is imported inside the sandbox too (`process`/`none`), which must never load the trusted side.
 LIBRARY: dict[str, tuple[str, ...]] = {
     "grader.grade": ("grade", "GradeRefused", "launch_spec"),
+    "grader.options": ("GradeOptions",),
     "grader.batch.job": ("batch",),
     "grader.classroom.check": ("check",),
     "grader.canary": ("prove",),

@@ -61,15 +61,15 @@ def prove(assignment: manifest.Assignment, *, backend: str, exercises: list[str]
     cached = _read(key)
     if cached is not None:
         return cached
-    if grade_fn is None:
-        from grader.grade import grade
+    from grader.grade import grade
+    from grader.options import GradeOptions
 
-        grade_fn = grade
-    common: dict[str, Any] = {"assignment": assignment.id, "manifest_path": _manifest_path(assignment), "isolation": backend,
-              "exercises": exercises, "per_test_time_limit": per_test_time_limit}
-    solutions = grade_fn(assignment.root / "solutions", **common)
+    grade_fn = grade_fn or grade
+    options = GradeOptions(assignment=assignment.id, manifest_path=assignment.manifest, isolation=backend,
+                           exercises=exercises, per_test_time_limit=per_test_time_limit)
+    solutions = grade_fn(assignment.root / "solutions", options=options, assignment=assignment)
     _check(solutions, "reference solutions", want_full=True)
-    stubs = grade_fn(assignment.root / "exercises", **common)
+    stubs = grade_fn(assignment.root / "exercises", options=options, assignment=assignment)
     _check(stubs, "stubs (exercises/)", want_full=False)
     proof = Proof(key, solutions["score"], stubs["score"], solutions["max_score"], cached=False)
     _write(key, proof)
@@ -97,10 +97,6 @@ def _first_problem(card: dict[str, Any]) -> str:
     return "no failing test recorded"
 
 
-def _manifest_path(assignment: manifest.Assignment) -> Path:
-    return assignment.root / "assignments.json"
-
-
 # -- the cache ------------------------------------------------------------------------------------
 def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,
               per_test_time_limit: float | None) -> str:
@@ -120,7 +116,7 @@ def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[
 def _inputs(assignment: manifest.Assignment) -> list[Path]:
     grader_pkg = Path(__file__).resolve().parent
     root = assignment.root
-    files = [*grader_pkg.rglob("*.py"), *grader_pkg.rglob("*.json"), _manifest_path(assignment),
+    files = [*grader_pkg.rglob("*.py"), *grader_pkg.rglob("*.json"), assignment.manifest,
              *(root / "solutions").glob("*.py"), *(root / "exercises").glob("*.py"),
              *(root / e.hidden_tests for e in assignment.exercises)]
     return sorted({p for p in files if p.is_file()})

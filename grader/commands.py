@@ -9,6 +9,7 @@ from typing import Any
 
 from grader import manifest
 from grader.errors import ExitCode, GraderFault, UsageError
+from grader.options import DEFAULTS, GradeOptions
 from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
 from grader.sandbox.levels import LEVELS
 
@@ -19,9 +20,12 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     from grader.scoring import scorecard
 
     out = _check_grade_paths(Path(args.submission), Path(args.out) if args.out else None)
-    proof = _canary(args)
-    card = grade(args.submission, assignment=args.assignment, isolation=args.isolation,
-                 require_isolation=args.require_isolation, seed=args.seed, require_cuda=args.require_cuda)
+    options = GradeOptions(assignment=args.assignment, manifest_path=Path(args.manifest) if args.manifest else None,
+                           isolation=args.isolation, require_isolation=args.require_isolation, seed=args.seed,
+                           require_cuda=args.require_cuda, canary=not args.no_canary)
+    assignment = options.load()  # once for the whole command: the canary and the grade share it
+    proof = _canary(options, assignment)
+    card = grade(args.submission, options=options, assignment=assignment)
     if proof is not None:
         card["canary"] = proof
     try:
@@ -44,23 +48,24 @@ def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:
     return out
 
 
-def _canary(args: argparse.Namespace) -> dict[str, Any] | None:
+def _canary(options: GradeOptions, assignment: manifest.Assignment) -> dict[str, Any] | None:
     """The proof that this machine grades correctly (see :mod:`grader.canary`); None with --no-canary."""
-    from grader import canary, manifest
+    from grader import canary
     from grader.sandbox import isolation as iso
 
-    if args.no_canary:
+    if not options.canary:
         return None
-    assignment = manifest.load(None, args.assignment)
-    return canary.prove(assignment, backend=iso.choose(args.isolation, args.require_isolation)).record()
+    return canary.prove(assignment, backend=iso.choose(options.isolation, options.require_isolation)).record()
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("grade", help="grade one submission against the hidden suites, in a sandbox")
     p.add_argument("submission", help="folder (modules at the top or in exercises/), .py, .zip or .tar.gz")
-    p.add_argument("--assignment", default=manifest.DEFAULT_ASSIGNMENT)
+    p.add_argument("--assignment", default=DEFAULTS.assignment)
+    p.add_argument("--manifest", metavar="FILE", help="assignments.json (default: this checkout's); the solutions "
+                   "and suites beside it are used")
     p.add_argument("--out", help="scorecard file (default: print to stdout)")
-    p.add_argument("--isolation", choices=ISOLATION_CHOICES, default="auto",
+    p.add_argument("--isolation", choices=ISOLATION_CHOICES, default=DEFAULTS.isolation,
                    help="sandbox backend (default: the strongest available)")
     p.add_argument("--require-isolation", choices=LEVELS, metavar="LEVEL",
                    help="refuse to grade below this level (none < process < bwrap < namespace)")

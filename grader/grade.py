@@ -7,22 +7,25 @@ end in a valid scorecard (``status: error`` only when the *grader* could not gra
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import pytest
 
 from grader import intake, manifest
 from grader.errors import UsageError
+from grader.options import GradeOptions
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard, withhold
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
 
 if TYPE_CHECKING:  # imported where used: the in-process path never loads the sandbox client
-    from grader.sandbox.remote import SandboxBackend, WarmChannel
+    from grader.sandbox.remote import SandboxBackend, SandboxRecord
+    from grader.sandbox.starters import WorkerStarter
     from grader.sandbox.zygote_client import Zygote
     from grader.student.inprocess import InProcessBackend
     from grader.student.proxy import Backend
@@ -32,30 +35,40 @@ class GradeRefused(UsageError):
     """The grade cannot start (bad assignment, isolation below the required level)."""
 
 
-def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNMENT,
-          manifest_path: Path | None = None, isolation: str = "auto", require_isolation: str | None = None,
-          seed: int | None = None, require_cuda: bool = False, slot: int = 0, threads: int = 1,
-          student_id: str | None = None, exercises: list[str] | None = None,
-          per_test_time_limit: float | None = None, warm: WarmChannel | None = None,
-          zygote: Zygote | None = None) -> dict[str, Any]:
+class OptionChanges(TypedDict, total=False):
+    """``grade(sub, isolation="process", seed=1)``: short for ``options=GradeOptions(isolation=..., seed=...)``."""
+
+    isolation: str
+    require_isolation: str | None
+    seed: int | None
+    require_cuda: bool
+    threads: int
+    exercises: list[str] | None
+    per_test_time_limit: float | None
+    zygote: Zygote | None  # the older callers' ``starter=ZygoteStarter(zygote)`` (None: cold)
+
+
+def grade(submission: Path | str, *, options: GradeOptions | None = None,
+          assignment: manifest.Assignment | None = None, starter: WorkerStarter | None = None,
+          student_id: str | None = None, **changes: Unpack[OptionChanges]) -> dict[str, Any]:
     """Return a schema-valid scorecard for ``submission``.
 
-    ``exercises`` restricts grading to some exercise ids; ``per_test_time_limit`` overrides the
-    manifest's limits (both for quick checks and tests). ``warm`` is an optional pre-started
-    :class:`grader.sandbox.remote.WarmChannel` (same launch spec) used for the first worker; ``zygote``
-    a :class:`grader.sandbox.zygote_client.Zygote` that forks every worker with torch already imported.
+    ``assignment`` is the loaded assignment (default: ``options.load()``); ``starter`` starts the
+    sandboxed workers (:mod:`grader.sandbox.starters`: cold by default, a pre-started worker, or
+    forks of a zygote) and gives their launch slot; keyword ``changes`` override fields of ``options``.
     """
+    options, starter = _resolve(options or GradeOptions(), starter, changes)
     started, t0 = scorecard.now(), time.monotonic()
     try:
-        spec_assignment = manifest.load(manifest_path, assignment)
-        backend = iso.choose(isolation, require_isolation)
-        for exercise_id in exercises or ():
+        spec_assignment = assignment or options.load()
+        backend = iso.choose(options.isolation, options.require_isolation)
+        for exercise_id in options.exercises or ():
             spec_assignment.exercise(exercise_id)
     except (manifest.ManifestError, iso.IsolationError) as exc:
         raise GradeRefused(str(exc)) from None
-    seed = secrets.randbelow(2**31) if seed is None else seed
-    spec = launch_spec(spec_assignment, backend, slot=slot, threads=threads)
-    card = _skeleton(spec_assignment, submission, seed, spec, backend, started, student_id, exercises)
+    seed = secrets.randbelow(2**31) if options.seed is None else options.seed
+    spec = launch_spec(spec_assignment, backend, slot=starter.slot if starter else 0, threads=options.threads)
+    card = _skeleton(spec_assignment, submission, seed, spec, backend, started, student_id, options.exercises)
     try:
         sub = intake.take(submission, modules={e.module for e in spec_assignment.exercises})
     except intake.IntakeError as exc:
@@ -63,8 +76,8 @@ def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNME
     card["submission"].update(sha256=sub.sha256, layout=sub.layout, files=sub.files)
     card["timings"]["intake_s"] = round(time.monotonic() - t0, 4)
     try:
-        _run(card, sub, spec_assignment, spec, backend, seed, require_cuda,
-             exercises=exercises, per_test_time_limit=per_test_time_limit, warm=warm, zygote=zygote)
+        _run(card, sub, spec_assignment, _Makers(sub, spec_assignment, spec, backend, options, starter), seed,
+             options)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - a grader fault becomes an error scorecard, never a crash
@@ -74,37 +87,64 @@ def grade(submission: Path | str, *, assignment: str = manifest.DEFAULT_ASSIGNME
     return _finish(card, t0)
 
 
-def _run(card: dict[str, Any], sub: intake.Submission, assignment: manifest.Assignment, spec: iso.LaunchSpec,
-         backend: str, seed: int, require_cuda: bool, *, exercises: list[str] | None,
-         per_test_time_limit: float | None, warm: WarmChannel | None = None, zygote: Zygote | None = None) -> None:
-    made: list[InProcessBackend | SandboxBackend] = []
+def _resolve(options: GradeOptions, starter: WorkerStarter | None,
+             changes: OptionChanges) -> tuple[GradeOptions, WorkerStarter | None]:
+    """Apply ``grade()``'s keyword shorthands: option fields, and ``zygote`` for a zygote starter."""
+    zygote = changes.get("zygote")
+    if zygote is not None and starter is None:
+        from grader.sandbox.starters import ZygoteStarter
+
+        starter = ZygoteStarter(zygote)
+    fields = {name: value for name, value in changes.items() if name != "zygote"}
+    # every other key of OptionChanges is a field of GradeOptions (a test pins it); mypy sees only `object`s
+    return (dataclasses.replace(options, **fields) if fields else options), starter  # type: ignore[arg-type]
+
+
+class _Makers:
+    """The suites' backend factory: makes each backend on demand and keeps the first, whose record
+    (a grader fault, the sandbox's incidents and worker starts) the scorecard then reads."""
+
+    def __init__(self, sub: intake.Submission, assignment: manifest.Assignment, spec: iso.LaunchSpec, backend: str,
+                 options: GradeOptions, starter: WorkerStarter | None) -> None:
+        self.sub, self.assignment, self.spec, self.backend = sub, assignment, spec, backend
+        self.options, self.starter = options, starter
+        self.sandbox: SandboxBackend | None = None
+        self.made = False
+
+    def __call__(self) -> Backend:
+        made = self._inprocess() if self.backend == "inprocess" else self._sandbox()
+        self.made = True
+        return made
+
+    def _inprocess(self) -> InProcessBackend:
+        from grader.student.inprocess import InProcessBackend
+
+        return InProcessBackend(self.sub.box, bans=self.assignment.bans(), single_module=self.sub.single_module)
+
+    def _sandbox(self) -> SandboxBackend:
+        from grader.sandbox.remote import SandboxBackend
+
+        a, limit = self.assignment, self.options.per_test_time_limit
+        made = SandboxBackend(self.sub.box, self.spec, bans=a.bans(), single_module=self.sub.single_module,
+                              time_limits={e.id: limit or e.time_limit_s for e in a.exercises},
+                              budget_s=a.limits.submission_wall_s, starter=self.starter)
+        if not self.made:
+            self.sandbox = made
+        return made
+
+
+def _run(card: dict[str, Any], sub: intake.Submission, assignment: manifest.Assignment, makers: _Makers,
+         seed: int, options: GradeOptions) -> None:
+    exercises, require_cuda = options.exercises, options.require_cuda
     chosen = [assignment.exercise(e) for e in exercises] if exercises else list(assignment.exercises)
-    limits = {e.id: per_test_time_limit or e.time_limit_s for e in assignment.exercises}
-
-    def factory() -> Backend:
-        if backend == "inprocess":
-            from grader.student.inprocess import InProcessBackend
-
-            made.append(InProcessBackend(sub.box, bans=assignment.bans(), single_module=sub.single_module))
-        else:
-            from grader.sandbox.remote import SandboxBackend
-
-            made.append(SandboxBackend(sub.box, spec, bans=assignment.bans(), single_module=sub.single_module,
-                                       time_limits=limits,
-                                       budget_s=assignment.limits.submission_wall_s, warm=warm,
-                                       zygote=zygote))
-        return made[-1]
-
     verdict = withhold.review(sub.box, assignment, sub.single_module)  # static: before any of it runs
     t = time.monotonic()
     files = [assignment.root / e.hidden_tests for e in chosen]
-    results, code = run_suites(files, seed=seed, backend_factory=factory,
-                               manifest_path=assignment.root / "assignments.json")
+    results, code = run_suites(files, seed=seed, backend_factory=makers, assignment=assignment)
     if code == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt
-    fault = getattr(made[0], "grader_fault", None) if made else None
-    if fault is not None:  # pytest saw only failed tests: the fault is the grader's, not the student's
-        raise fault
+    if makers.sandbox is not None and makers.sandbox.grader_fault is not None:
+        raise makers.sandbox.grader_fault  # pytest saw only failed tests: the fault is the grader's, not the student's
     card["timings"]["tests_s"] = round(time.monotonic() - t, 4)
     ids = {e.id for e in chosen}
     scores = [s for s in exercise_scores(results, assignment, require_cuda=require_cuda) if s.id in ids]
@@ -113,13 +153,15 @@ def _run(card: dict[str, Any], sub: intake.Submission, assignment: manifest.Assi
     withhold.annotate(card, verdict)  # `integrity` findings, per-exercise `withheld`, the total without them
     # from the record made before grading: asking the spec again would re-create the groups just removed
     card["isolation"]["memory_figure"] = "cgroup" if card["isolation"]["cgroup"] != "none" else "in-process"
-    worker = made[0] if made else None
-    if worker is not None and hasattr(worker, "incidents"):
-        sandbox = cast("SandboxBackend", worker)  # only the sandbox backend keeps incidents
-        card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in sandbox.incidents]
-        card["student_output"] = {"stdout_bytes": sandbox.output["stdout"], "stderr_bytes": sandbox.output["stderr"]}
-        card["isolation"]["worker_starts"] = sandbox.starts
-        card["isolation"]["worker_forks"] = sandbox.forked
+    if makers.sandbox is not None:
+        _sandbox_record(card, makers.sandbox.record())
+
+
+def _sandbox_record(card: dict[str, Any], record: SandboxRecord) -> None:
+    card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in record.incidents]
+    card["student_output"] = {"stdout_bytes": record.stdout_bytes, "stderr_bytes": record.stderr_bytes}
+    card["isolation"]["worker_starts"] = record.worker_starts
+    card["isolation"]["worker_forks"] = record.worker_forks
 
 
 def launch_spec(assignment: manifest.Assignment, backend: str, *, slot: int = 0, threads: int = 1) -> iso.LaunchSpec:

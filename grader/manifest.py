@@ -48,7 +48,8 @@ class Assignment:
     title: str
     limits: Limits
     exercises: tuple[Exercise, ...]
-    root: Path
+    root: Path  # the folder of the manifest: solutions/, exercises/ and the suites sit beside it
+    manifest: Path  # the assignments.json it was loaded from
 
     @property
     def max_points(self) -> float:
@@ -80,6 +81,18 @@ class Assignment:
         return [self.root / getattr(e, attr) for e in self.exercises]
 
 
+def find_root(start: Path | None = None) -> Path:
+    """The repository root: the nearest of ``start`` and its parents holding ``assignments.json`` and
+    ``exercises/`` (a student's repository, found from the current folder), else this checkout's."""
+    if start is None:
+        return REPO_ROOT
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        if (folder / "assignments.json").is_file() and (folder / "exercises").is_dir():
+            return folder
+    return REPO_ROOT
+
+
 def load(path: Path | None = None, assignment: str = DEFAULT_ASSIGNMENT) -> Assignment:
     """Load, validate and return one assignment from the manifest."""
     path = Path(path) if path else DEFAULT_MANIFEST
@@ -95,15 +108,15 @@ def load(path: Path | None = None, assignment: str = DEFAULT_ASSIGNMENT) -> Assi
         raise ManifestError(f"{path}: not a valid manifest: {exc}") from None
     for raw in document["assignments"]:
         if raw["id"] == assignment:
-            return _assignment(raw, path.parent)
+            return _assignment(raw, path)
     known = ", ".join(a["id"] for a in document["assignments"])
     raise ManifestError(f"no assignment {assignment!r} in {path}; known: {known}")
 
 
-def _assignment(raw: dict[str, Any], root: Path) -> Assignment:
+def _assignment(raw: dict[str, Any], path: Path) -> Assignment:
     exercises = tuple(
         Exercise(**{**e, "names": tuple(e["names"]), "banned": tuple(e["banned"]),
                     "banned_in": {k: tuple(v) for k, v in e.get("banned_in", {}).items()}})
         for e in raw["exercises"]
     )
-    return Assignment(raw["id"], raw["title"], Limits(**raw["limits"]), exercises, root)
+    return Assignment(raw["id"], raw["title"], Limits(**raw["limits"]), exercises, path.parent, path)

@@ -17,6 +17,7 @@ SCHEMAS = {
     "assignments": 1,
     "scorecard": 1,
     "summary": 1,
+    "shard": 1,  # grader batch --shard's manifest, read by grader merge
     "gradescope": None,  # external formats: no schema_version field of ours
     "github-classroom": None,
     "gradescope-results": None,  # the whole results.json contract (grader release --gradescope)

@@ -28,11 +28,18 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise UsageError(f"--out {args.out} is a file: give a folder for the scorecards, gradebook and report")
     options = engine.Options(assignment=args.assignment, isolation=args.isolation,
+                             manifest_path=Path(args.manifest) if args.manifest else None,
                              require_isolation=args.require_isolation, jobs=args.jobs, threads=args.threads,
                              force=args.force, exercises=args.exercise or None,
                              per_test_time_limit=args.per_test_time_limit, warm="off" if args.no_warm else args.warm,
                              seed=args.seed,
                              canary=not args.no_canary)
+    if args.shard is not None or args.shards is not None:  # one shard of the class: grader merge writes the rest
+        from grader.batch import shard_cli
+
+        if args.shard is None:
+            raise UsageError("--shards N is the count for --shard auto: give --shard auto (or --shard K/N)")
+        return shard_cli.batch_shard(args, options)
     roster = _roster(args.roster)
     try:
         outcome = job.batch(args.submissions, out=args.out, options=options, export=tuple(args.export or ()),
@@ -45,7 +52,11 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     print(f"{s['counts']['submissions']} submissions: {s['counts']['graded']} graded, {s['counts']['errors']} errors, "
           f"{s['counts']['skipped']} unchanged; mean {s['score']['mean']:g}/{s['score']['max_score']:g}; "
           f"report: {outcome.out / 'report.html'}", file=sys.stderr)
-    errors = outcome.error_kinds()
+    return report_errors(outcome.error_kinds())
+
+
+def report_errors(errors: dict[str, int]) -> int:
+    """One line per error kind saying what to do next; the exit code (also for shards and merge)."""
     for kind, count in sorted(errors.items()):
         print(f"grader: {count} submission(s) ended in a{'n' if kind[0] in 'aeiou' else ''} {kind} error; "
               f"{_NEXT_STEP.get(kind, 'see summary.json')}", file=sys.stderr)
@@ -107,6 +118,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from grader.options import DEFAULTS
     from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
     from grader.sandbox.levels import LEVELS
 
@@ -114,11 +126,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("submissions", help="folder of per-student folders/archives/.py files, nbgrader's submitted/, "
                    "or a GitHub Classroom <assignment>-submissions/ clone")
     p.add_argument("--out", required=True, help="output folder (scorecards/, gradebook.csv, summary.json, report.html)")
-    p.add_argument("--assignment", default=manifest.DEFAULT_ASSIGNMENT)
+    p.add_argument("--assignment", default=DEFAULTS.assignment)
+    p.add_argument("--manifest", metavar="FILE", help="assignments.json (default: this checkout's); the solutions "
+                   "and suites beside it are used, by every slot")
     p.add_argument("-j", "--jobs", type=int, help="parallel grading slots (default: number of cores)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per slot (default 1)")
+    p.add_argument("--threads", type=int, default=DEFAULTS.threads,
+                   help=f"torch threads per slot (default {DEFAULTS.threads})")
     p.add_argument("--force", action="store_true", help="regrade submissions whose scorecard is up to date")
-    p.add_argument("--isolation", choices=ISOLATION_CHOICES, default="auto",
+    p.add_argument("--isolation", choices=ISOLATION_CHOICES, default=DEFAULTS.isolation,
                    help="sandbox backend (default: the strongest available)")
     p.add_argument("--require-isolation", choices=LEVELS, metavar="LEVEL",
                    help="refuse to grade below this level (none < process < bwrap < namespace)")
@@ -134,6 +149,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-warm", action="store_true", help="same as --warm off")
     p.add_argument("--quiet", action="store_true", help="plain one-line-per-submission progress even on a terminal")
     p.add_argument("--no-canary", action="store_true", help=argparse.SUPPRESS)  # the project's own tests only
+    from grader.batch import shard_cli
+
+    shard_cli.add_options(p)
     p.set_defaults(func=_cmd_batch)
     p = sub.add_parser("export", help="convert scorecards to Gradescope, GitHub Classroom, CSV, Canvas or Moodle")
     p.add_argument("scorecards", nargs="+", metavar="SCORECARD")
@@ -141,3 +159,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", help="folder to write into (default: stdout, one scorecard, or CSV)")
     p.add_argument("--roster", metavar="CSV", help="class list (login, name, email, lms_id) for csv, canvas, moodle")
     p.set_defaults(func=_cmd_export)
+    shard_cli.register(sub)  # grader merge

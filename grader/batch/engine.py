@@ -30,15 +30,16 @@ def card_path(out: Path, key: str) -> Path:
     return out / "scorecards" / f"{key}.json"
 
 
-def run(entries: list[Entry], *, out: Path, options: Options,
+def run(entries: list[Entry], *, out: Path, options: Options, assignment: manifest.Assignment | None = None,
         on_result: Callable[[Result], None] | None = None, on_plan: Callable[[int, int], None] | None = None) -> Run:
     """Grade ``entries`` into ``out/scorecards``; return every entry's result (skipped ones read back).
 
-    Raises ``manifest.ManifestError`` / ``iso.IsolationError`` before anything starts, :class:`BatchFault`
+    ``assignment`` is the one the command loaded (default: ``options.load()``). Raises
+    ``manifest.ManifestError`` / ``iso.IsolationError`` before anything starts, :class:`BatchFault`
     when slots cannot start, :class:`BatchInterrupted` on Ctrl-C (finished scorecards stay).
     """
     t0 = time.monotonic()
-    assignment = manifest.load(None, options.assignment)
+    assignment = assignment or options.load()
     for exercise_id in options.exercises or ():
         assignment.exercise(exercise_id)
     backend = iso.choose(options.isolation, options.require_isolation)

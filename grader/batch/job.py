@@ -28,12 +28,7 @@ class Outcome:
 
     def error_kinds(self) -> dict[str, int]:
         """How many submissions ended in an error, by kind (grader, intake, isolation, ...)."""
-        kinds: dict[str, int] = {}
-        for r in self.run.results:
-            if r.card["status"] == "error":
-                kind = (r.card.get("error") or {}).get("kind", "grader")
-                kinds[kind] = kinds.get(kind, 0) + 1
-        return kinds
+        return self.run.error_kinds()
 
 
 def batch(submissions: Path | str, *, out: Path | str, options: engine.Options | None = None,
@@ -47,10 +42,13 @@ def batch(submissions: Path | str, *, out: Path | str, options: engine.Options |
     if not entries:
         raise disc.DiscoveryError(f"{submissions}: no submissions found (expected per-student folders, archives, "
                                   ".py or .ipynb files, nbgrader's submitted/ or a Classroom clone)")
+    assignment = options.load()  # once for the whole batch: the engine, the canary and the summary share it
     progress = progress or Progress()
     with progress:
-        run = engine.run(entries, out=out, options=options, on_result=progress.update, on_plan=progress.plan)
-    return finish(run, out=out, options=options, export=export, ignored=found.ignored, roster=roster)
+        run = engine.run(entries, out=out, options=options, assignment=assignment, on_result=progress.update,
+                         on_plan=progress.plan)
+    return finish(run, out=out, options=options, export=export, ignored=found.ignored, roster=roster,
+                  assignment=assignment)
 
 
 def _is_output(path: Path, out: Path) -> bool:
@@ -59,8 +57,9 @@ def _is_output(path: Path, out: Path) -> bool:
 
 
 def finish(run: engine.Run, *, out: Path, options: engine.Options, export: tuple[str, ...] = (),
-           ignored: list[str] | None = None, roster: list[Student] | None = None) -> Outcome:
-    assignment = manifest.load(None, options.assignment)
+           ignored: list[str] | None = None, roster: list[Student] | None = None,
+           assignment: manifest.Assignment | None = None) -> Outcome:
+    assignment = assignment or options.load()
     ids = options.exercises or assignment.ids()
     named = [(r.entry.key, r.card) for r in run.results]
     outputs.write_text(out / "gradebook.csv", outputs.gradebook_csv(named, ids, roster))

@@ -22,6 +22,7 @@ from grader.batch import cards
 from grader.batch.discover import Entry
 from grader.batch.results import BatchFault, Options, Result
 from grader.grade import launch_spec
+from grader.sandbox.starters import lane_slot
 
 WATCHDOG_SLACK_S = 120.0
 MAX_STARTUP_FAILURES = 3
@@ -95,7 +96,9 @@ class Pool:
 
     def _config(self, n: int) -> dict[str, Any]:
         o = self.options
-        return {"slot": n, "threads": o.threads, "assignment": o.assignment, "isolation": self.backend,
+        # the manifest this command loaded, absolute: the slot runs in /, and must grade what the canary proved
+        return {"slot": n, "threads": o.threads, "assignment": self.assignment.id,
+                "manifest": os.path.abspath(self.assignment.manifest), "isolation": self.backend,
                 "require_isolation": o.require_isolation, "exercises": o.exercises,
                 "per_test_time_limit": o.per_test_time_limit, "warm": o.warm, "seed": o.seed}
 
@@ -117,7 +120,7 @@ class Pool:
         self.slots.remove(slot)
 
     def _error(self, entry: Entry, kind: str, message: str, slot: int, seconds: float = 0.0) -> Result:
-        spec = launch_spec(self.assignment, self.backend, slot=2 * slot, threads=self.options.threads)
+        spec = launch_spec(self.assignment, self.backend, slot=lane_slot(slot, 0), threads=self.options.threads)
         card = cards.error_card(assignment=self.assignment, spec=spec, path=entry.path, student=entry.student,
                                 kind=kind, message=message, seconds=seconds, exercises=self.options.exercises)
         return Result(entry, card, wall_s=seconds)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from grader import manifest
 from grader.batch.discover import Entry
 from grader.errors import GraderFault
+from grader.options import GradeOptions
 
 
 class BatchFault(GraderFault):
@@ -18,19 +18,14 @@ class BatchInterrupted(KeyboardInterrupt):
     """Ctrl-C: every finished scorecard is on disk; a rerun resumes."""
 
 
-@dataclass
-class Options:
-    assignment: str = manifest.DEFAULT_ASSIGNMENT
-    isolation: str = "auto"
-    require_isolation: str | None = None
-    jobs: int | None = None
-    threads: int = 1
-    force: bool = False
-    exercises: list[str] | None = None
-    per_test_time_limit: float | None = None
+@dataclass(frozen=True, kw_only=True)
+class Options(GradeOptions):
+    """A batch's options: how every submission is graded (:class:`GradeOptions`, one seed for all when
+    ``seed`` is given), and the batch's own."""
+
+    jobs: int | None = None  # parallel grading slots (None: one per core)
+    force: bool = False  # regrade submissions whose scorecard is up to date
     warm: str = "fork"  # fork (zygote) | start (pre-started workers) | off (cold, for measurements)
-    seed: int | None = None
-    canary: bool = True  # prove on the reference solutions and the stubs first (False: the project's tests only)
 
 
 @dataclass
@@ -57,3 +52,12 @@ class Run:
     @property
     def graded(self) -> list[Result]:
         return [r for r in self.results if not r.skipped]
+
+    def error_kinds(self) -> dict[str, int]:
+        """How many submissions ended in an error, by kind (grader, intake, isolation, ...)."""
+        kinds: dict[str, int] = {}
+        for r in self.results:
+            if r.card["status"] == "error":
+                kind = (r.card.get("error") or {}).get("kind", "grader")
+                kinds[kind] = kinds.get(kind, 0) + 1
+        return kinds

@@ -29,31 +29,35 @@ class CheckError(UsageError):
     """``grader check`` cannot start (no exercises folder, unknown exercise); the message says what to do."""
 
 
-def find_root(start: Path | None = None) -> Path:
-    """The repository holding ``assignments.json`` and ``exercises/``: ``start`` or a parent, else the package's."""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "assignments.json").is_file() and (folder / "exercises").is_dir():
-            return folder
-    return manifest.REPO_ROOT
+def load(*, manifest_path: Path | None = None, root: Path | None = None,
+         assignment: str = manifest.DEFAULT_ASSIGNMENT) -> manifest.Assignment:
+    """The assignment from ``manifest_path``, else from the repository found from here (or ``root``)."""
+    path = manifest_path or (root or manifest.find_root(Path.cwd())) / "assignments.json"
+    try:
+        return manifest.load(path, assignment)
+    except manifest.ManifestError as exc:
+        raise CheckError(str(exc)) from None
 
 
 def check(*, exercises: Sequence[str] = (), root: Path | None = None, student: Path | None = None,
-          assignment: str = manifest.DEFAULT_ASSIGNMENT, seed: int = 0, pdb: bool = False) -> dict[str, Any]:
-    """Run the public tests of ``exercises`` (all when empty); return a schema-valid scorecard dict."""
+          assignment: str | manifest.Assignment = manifest.DEFAULT_ASSIGNMENT, seed: int = 0,
+          pdb: bool = False) -> dict[str, Any]:
+    """Run the public tests of ``exercises`` (all when empty); return a schema-valid scorecard dict.
+
+    ``assignment`` is an id in the manifest of ``root`` (default: found from the current folder), or an
+    assignment already loaded, whose suites and ``exercises/`` sit beside its manifest.
+    """
     started, t0 = scorecard.now(), time.monotonic()
-    root = root or find_root()
+    spec = assignment if isinstance(assignment, manifest.Assignment) else load(root=root, assignment=assignment)
     try:
-        spec = manifest.load(root / "assignments.json", assignment)
         chosen = [spec.exercise(e) for e in exercises] if exercises else list(spec.exercises)
     except manifest.ManifestError as exc:
         raise CheckError(str(exc)) from None
-    student = student or root / "exercises"
+    student = student or spec.root / "exercises"
     if not student.is_dir():
         raise CheckError(f"no exercises folder at {student}: run grader check from your assignment repository")
-    extra = ["--manifest", str(root / "assignments.json"), *(["--pdb", "-s"] if pdb else [])]
-    results, _ = run_suites([root / e.public_tests for e in chosen], student=student, seed=seed,
-                            quiet=not pdb, extra_args=extra)
+    results, _ = run_suites([spec.root / e.public_tests for e in chosen], student=student, seed=seed,
+                            quiet=not pdb, extra_args=["--pdb", "-s"] if pdb else [], assignment=spec)
     ids = {e.id for e in chosen}
     scores = [s for s in exercise_scores(results, spec) if s.id in ids]
     card = scorecard.scored(skeleton(spec, student, seed, started), scores, require_cuda=False)

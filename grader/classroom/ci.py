@@ -35,7 +35,7 @@ CI_MESSAGE = ("CI points come from the public tests only ({score:g}/{max:g}). Yo
 def run_card(*, exercises: Sequence[str] = (), root: Path | None = None,
              timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     """The public-test scorecard, computed in a child process; an error scorecard on timeout or crash."""
-    root = root or check_mod.find_root()
+    root = root or manifest.find_root(Path.cwd())
     started, t0 = scorecard.now(), time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grader-ci-") as tmp:
         out = Path(tmp) / "card.json"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from grader.errors import ExitCode
 
@@ -26,8 +27,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from grader.classroom import check
     from grader.scoring import scorecard
 
-    try:
-        card = check.check(exercises=args.exercises, pdb=args.pdb)
+    try:  # the assignment is loaded once, here, and handed down
+        spec = check.load(manifest_path=Path(args.manifest) if args.manifest else None)
+        card = check.check(exercises=args.exercises, pdb=args.pdb, assignment=spec)
     except check.CheckError as exc:
         return _usage(str(exc))
     if args.json:
@@ -39,9 +41,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_ci(args: argparse.Namespace) -> int:
     from grader import manifest
-    from grader.classroom import check, ci
+    from grader.classroom import ci
 
-    root = check.find_root()
+    root = manifest.find_root(Path.cwd())
     try:
         spec = manifest.load(root / "assignments.json")
         for exercise in args.exercises:
@@ -61,6 +63,8 @@ def _add_student_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     p.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
     p.add_argument("--json", action="store_true", help="print a scorecard-shaped JSON document instead")
     p.add_argument("--pdb", action="store_true", help="stop in the debugger at the first failure")
+    p.add_argument("--manifest", metavar="FILE", help="assignments.json (default: the repository's, found from here); "
+                   "the public tests and exercises/ beside it are used")
     p.set_defaults(func=_cmd_check)
     p = sub.add_parser("ci", help="CI step: public tests as a GitHub Classroom runner result")
     p.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")

@@ -90,6 +90,7 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
     from grader import canary, manifest, schema
     from grader.delivery import late
     from grader.grade import grade as grade_one
+    from grader.options import GradeOptions
 
     manifest_path = tree.source / "assignments.json"
     spec = manifest.load(manifest_path, settings["assignment"])
@@ -100,7 +101,8 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
             extra["canary"] = canary.prove(spec, backend=backend).record()
         except canary.CanaryFailed as exc:
             raise GraderFailed(str(exc)) from None
-    card = grade_one(tree.submission, assignment=spec.id, manifest_path=manifest_path, isolation=backend)
+    card = grade_one(tree.submission, options=GradeOptions(assignment=spec.id, manifest_path=manifest_path,
+                                                           isolation=backend), assignment=spec)
     if card["status"] == "error" and card["error"]["kind"] == "intake":
         document = gs.intake_rejected(card, extra=extra)
     elif card["status"] == "error":

@@ -21,6 +21,7 @@ Every incident is recorded for the scorecard.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,10 @@ from grader.sandbox.channel import Channel, ChannelError
 from grader.sandbox.drain import wait_drained
 from grader.sandbox.history import History
 from grader.sandbox.isolation import LaunchSpec
+from grader.sandbox.starters import ColdStarter, WorkerStarter
 from grader.sandbox.warm import STARTUP_TIMEOUT, WarmChannel, expect_message
-from grader.sandbox.zygote_client import FORKABLE, Zygote
 
-__all__ = ["GraderFault", "SandboxBackend", "WarmChannel"]
+__all__ = ["GraderFault", "SandboxBackend", "SandboxRecord", "WarmChannel"]
 START_ATTEMPTS = 3
 START_BACKOFF_S = 2.0
 MAX_TIMEOUTS = 2
@@ -49,13 +50,23 @@ class GraderFault(errors_tree.GraderFault):
     scorecard becomes ``status: error`` (kind ``grader``), which a batch rerun grades again."""
 
 
+@dataclass(frozen=True)
+class SandboxRecord:
+    """What the scorecard keeps of a submission's sandbox: incidents (raw messages), output sizes, workers."""
+
+    incidents: list[dict[str, str]]
+    stdout_bytes: int
+    stderr_bytes: int
+    worker_starts: int
+    worker_forks: int
+
+
 class SandboxBackend:
     def __init__(self, box: Path, spec: LaunchSpec, *, bans: dict[str, tuple[str, ...]],
                  time_limits: dict[str, float], budget_s: float, single_module: str | None = None,
-                 warm: WarmChannel | None = None, zygote: Zygote | None = None) -> None:
+                 starter: WorkerStarter | None = None) -> None:
         self.box, self.spec, self.bans, self.single_module = box, spec, bans, single_module
-        self.warm = warm if warm is not None and warm.spec == spec else None
-        self.zygote = zygote if spec.backend in FORKABLE else None
+        self.starter: WorkerStarter = starter or ColdStarter(spec.slot)
         self.forked = 0  # workers the zygote forked (each start after a timeout or crash too)
         self.startup_wait_s: float | None = None
         self.time_limits = time_limits
@@ -75,6 +86,11 @@ class SandboxBackend:
         self.grader_fault: GraderFault | None = None
         self.history = History()
         self._groups: list[str] = []  # the cgroups of the last sandbox killed
+
+    def record(self) -> SandboxRecord:
+        """This backend's own account of the submission's sandbox, for the scorecard."""
+        return SandboxRecord(list(self.incidents), self.output["stdout"], self.output["stderr"], self.starts,
+                             self.forked)
 
     # -- the plugin tells us which test runs, so its exercise's time limit applies -------------
     def begin_test(self, nodeid: str, exercise: str | None) -> None:
@@ -219,26 +235,26 @@ class SandboxBackend:
             if not wait_drained(self._groups):
                 problems.append("the previous sandbox's processes did not go away")
                 continue
-            try:  # the last attempt is a cold start, in case the zygote is what fails
-                return self._start_once(self.zygote if attempt < START_ATTEMPTS - 1 else None)
+            try:  # the last attempt: a zygote starter starts cold, in case the zygote is what fails
+                return self._start_once(last_attempt=attempt == START_ATTEMPTS - 1)
             except (ChannelError, OSError) as exc:  # OSError: no process could be made (EAGAIN, ENOMEM)
                 problems.append(str(exc))
         raise self._fault(f"the sandboxed worker could not start ({START_ATTEMPTS} attempts): " + "; ".join(problems))
 
-    def _start_once(self, zygote: Zygote | None) -> Channel:
+    def _start_once(self, *, last_attempt: bool) -> Channel:
         self.starts += 1
         t0 = time.monotonic()
-        ready = self.warm is not None and self.warm.ready and not self.warm.taken
-        channel, box, files = self._warm_channel() or (Channel(self.spec, self.box, zygote), self.box, None)
+        worker = self.starter.start(self.spec, self.box, last_attempt=last_attempt)
+        channel = worker.channel
         self.forked += channel.forked
         try:
-            if not (ready and files is not None):
+            if not (worker.ready and worker.files is not None):
                 expect_message(channel.receive(STARTUP_TIMEOUT), "ready")
-            root = "/box" if self.spec.backend in ("namespace", "bwrap") else str(box)
+            root = "/box" if self.spec.backend in ("namespace", "bwrap") else str(worker.box)
             setup: dict[str, Any] = {"root": root, "bans": {k: list(v) for k, v in self.bans.items()},
                                      "single_module": self.single_module}
-            if files is not None:
-                setup["files"] = files
+            if worker.files is not None:
+                setup["files"] = worker.files
             channel.send(setup)
             expect_message(channel.receive(STARTUP_TIMEOUT), "loaded")
             self.loaded_bytes = memwatch.usage(channel.memory_cgroup())
@@ -251,20 +267,6 @@ class SandboxBackend:
         if self.startup_wait_s is None:
             self.startup_wait_s = round(time.monotonic() - t0, 4)
         return channel
-
-    def _warm_channel(self) -> tuple[Channel, Path, dict[str, str]] | None:
-        """The pre-started worker with this submission's files for its setup frame (first start only)."""
-        if self.warm is None or self.warm.taken:
-            return None
-        try:
-            files = {p.name: p.read_text("utf-8") for p in sorted(self.box.iterdir()) if p.is_file()}
-        except (OSError, UnicodeDecodeError):
-            return None  # not plain UTF-8 text: start a cold worker that sees the files as they are
-        if self.warm.channel.proc.poll() is not None:
-            self.warm.discard()  # it died before seeing any student code: start a cold worker instead
-            return None
-        channel = self.warm.take()
-        return (channel, self.warm.box, files) if channel is not None else None
 
     def _fault(self, message: str) -> GraderFault:
         """Record the first grader fault (``grade()`` reads ``grader_fault``) and return one to raise."""

@@ -7,30 +7,35 @@ submission ships (``conftest.py``, ``pytest.ini``, ``pyproject.toml``) is ever r
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, cast
 
 import pytest
 
+from grader import manifest
 from grader.errors import GraderFault
 from grader.scoring.collect import ResultCollector, TestResult
 from grader.student.proxy import Backend
-from grader.testing.plugin import backend_factory_key
+from grader.testing.plugin import assignment_key, backend_factory_key
 
-SUITES_ROOT = Path(__file__).resolve().parents[2]
+SUITES_ROOT = manifest.REPO_ROOT
 AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 
 
 class _Inject:
-    """Hands the sandbox backend factory to the plugin before the session starts."""
+    """Hands the backend factory and the loaded assignment to the plugin before the session starts."""
 
-    def __init__(self, factory: Callable[[], Backend]) -> None:
-        self.factory = factory
+    def __init__(self, factory: Callable[[], Backend] | None, assignment: manifest.Assignment | None) -> None:
+        self.factory, self.assignment = factory, assignment
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config: pytest.Config) -> None:
-        config.stash[backend_factory_key] = self.factory
+        if self.factory is not None:
+            config.stash[backend_factory_key] = self.factory
+        if self.assignment is not None:
+            config.stash[assignment_key] = self.assignment
 
 
 class _QuickReports:
@@ -58,28 +63,30 @@ def _phase(when: str) -> Literal["setup", "call", "teardown"]:
 def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int = 0,
                backend_factory: Callable[[], Backend] | None = None, select: str | None = None,
                quiet: bool = True, extra_args: Sequence[str] = (),
-               manifest_path: Path | None = None) -> tuple[list[TestResult], int]:
+               assignment: manifest.Assignment | None = None) -> tuple[list[TestResult], int]:
     """Run ``files`` against one submission; return (results in collection order, pytest exit code).
 
-    ``manifest_path`` is the assignments.json the suites read bans from, and beside which the
+    ``assignment`` is the loaded assignment the suites read bans from, and beside whose manifest the
     ``reference`` fixture finds ``solutions/`` (default: this checkout's).
     """
     collector = ResultCollector()
     plugins: list[object] = [collector, _QuickReports()]
-    if backend_factory is not None:
-        plugins.append(_Inject(backend_factory))
+    if backend_factory is not None or assignment is not None:
+        plugins.append(_Inject(backend_factory, assignment))
+    root = assignment.root if assignment else SUITES_ROOT  # test ids are relative to it: tests/hidden/...
     args = [*(str(f) for f in files), "-p", "grader.testing.plugin", "-p", "no:cacheprovider",
             # unraisableexception runs gc.collect() five times per session: 0.6 s of a 1 s grade with torch loaded
             "-p", "no:unraisableexception",
-            "--noconftest", "-c", os.devnull, "--rootdir", str(SUITES_ROOT), "--import-mode=importlib",
+            "--noconftest", "-c", os.devnull, "--rootdir", str(root), "--import-mode=importlib",
             "--grading-seed", str(seed), "--strict-markers", "-W", "ignore::DeprecationWarning",
-            "--manifest", str(manifest_path or SUITES_ROOT / "assignments.json"), *extra_args]
+            "--manifest", str(assignment.manifest if assignment else manifest.DEFAULT_MANIFEST), *extra_args]
     if student is not None:
         args += ["--student", str(student)]
     if select:
         args += ["-k", select]
     if quiet:
         args += ["-p", "no:terminal"]
+    _forget_other_copies(files, root)
     before = os.environ.get(AUTOLOAD)
     os.environ[AUTOLOAD] = "1"  # no installed plugin (and nothing a student pip-installed) loads here
     try:
@@ -94,6 +101,18 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
     if collector.collection_errors:
         raise SuiteError("test collection failed: " + "; ".join(collector.collection_errors))
     return list(collector.results.values()), int(code)
+
+
+def _forget_other_copies(files: Sequence[Path], root: Path) -> None:
+    """Drop suite modules imported from another course folder: pytest's importlib mode reuses
+    ``sys.modules[name]`` whatever file it came from, so a second course's ``tests/hidden/test_x.py`` (same
+    name, relative to its own root) would silently run the first course's tests instead."""
+    wanted = {Path(f).resolve() for f in files}
+    tails = tuple(p.relative_to(root.resolve()).as_posix() for p in wanted if p.is_relative_to(root.resolve()))
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path.endswith(tails) and Path(path).resolve() not in wanted:
+            del sys.modules[name]
 
 
 class SuiteError(GraderFault):

@@ -24,6 +24,7 @@ from grader.student.proxy import Backend, StudentProxy
 from grader.testing.hints import hint_of
 
 backend_factory_key = pytest.StashKey[Callable[[], Backend]]()
+assignment_key = pytest.StashKey[manifest.Assignment]()  # the runner's loaded assignment: not read again
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -77,6 +78,9 @@ def _student_root(config: pytest.Config) -> Path:
 
 
 def _bans(config: pytest.Config) -> dict[str, tuple[str, ...]]:
+    loaded = config.stash.get(assignment_key, None)
+    if loaded is not None:
+        return loaded.bans()
     path = config.getoption("manifest")
     if path is None and (config.rootpath / "assignments.json").is_file():
         path = config.rootpath / "assignments.json"

@@ -15,7 +15,7 @@ GRADER = Path(__file__).resolve().parents[2] / "grader"
 LAYERS: list[set[str]] = [
     {"grader", "errors", "protocol", "safetext", "schema", "schemas"},  # plain data, the error tree, schemas
     {"inside", "manifest", "references", "exports", "procs", "intake_fs"},
-    {"student", "sandbox", "intake_archive", "intake_notebook"},
+    {"student", "sandbox", "intake_archive", "intake_notebook", "options"},
     {"intake", "testing"},
     {"scoring"},
     {"grade", "selfcheck", "build"},

@@ -59,7 +59,7 @@ def test_library_functions_take_their_options_by_keyword(module, name):
     assert name in grader.LIBRARY[module]
     fn = getattr(importlib.import_module(module), name)
     params = list(inspect.signature(fn).parameters.values())
-    positional = [p for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    positional = [p for p in params if p.kind not in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD)]
     assert len(positional) <= 1, f"{module}.{name}: options must be keyword-only, got {[p.name for p in positional]}"
     assert len(params) > len(positional), f"{module}.{name} takes no options"
 

@@ -16,7 +16,9 @@ import pytest
 
 from grader import schema
 from grader.grade import grade
+from grader.options import GradeOptions
 from grader.sandbox import isolation
+from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 from tests.project.conftest import ROOT, solutions_copy
 
@@ -24,7 +26,8 @@ posix_only = pytest.mark.skipif(os.name != "posix", reason="the zygote forks: PO
 
 
 def _grade(sub, zygote, backend="process"):
-    card = grade(sub, isolation=backend, seed=3, exercises=["softmax"], zygote=zygote)
+    card = grade(sub, options=GradeOptions(isolation=backend, seed=3, exercises=["softmax"]),
+                 starter=ZygoteStarter(zygote))
     schema.validate("scorecard", card)
     return card
 

@@ -1,0 +1,39 @@
+"""How submissions are graded, as one frozen object: :class:`GradeOptions`.
+
+``grade()``, ``grader grade``, ``grader batch`` (whose :class:`grader.batch.results.Options` adds the
+batch's own fields) and the canary take it, and the CLIs read their argparse defaults from it. A module
+of its own, light to import: ``grader --help`` must not load pytest or torch to show a default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader import manifest
+
+__all__ = ["DEFAULTS", "GradeOptions"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GradeOptions:
+    """How submissions are graded: one object for ``grader grade``, ``grader batch`` (whose
+    :class:`grader.batch.results.Options` adds its own) and the canary; the CLIs' defaults are read from it."""
+
+    assignment: str = manifest.DEFAULT_ASSIGNMENT  # the assignment's id in the manifest
+    manifest_path: Path | None = None  # assignments.json (default: this checkout's)
+    isolation: str = "auto"
+    require_isolation: str | None = None
+    seed: int | None = None  # None: a fresh random seed for every submission
+    require_cuda: bool = False  # count CUDA tests in max_score even without a GPU
+    threads: int = 1  # torch threads of each sandboxed worker
+    exercises: list[str] | None = None  # grade only these exercise ids (quick checks, tests)
+    per_test_time_limit: float | None = None  # overrides the manifest's per-exercise limits
+    canary: bool = True  # the commands prove the machine first (False: the project's own tests only)
+
+    def load(self) -> manifest.Assignment:
+        """The assignment these options name (raises ``manifest.ManifestError``)."""
+        return manifest.load(self.manifest_path, self.assignment)
+
+
+DEFAULTS = GradeOptions()  # what the CLIs show and use when an option is not given
