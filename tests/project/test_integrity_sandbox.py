@@ -18,6 +18,7 @@ from grader import manifest, schema
 from grader.grade import grade
 from grader.sandbox import isolation, memwatch
 from grader.sandbox.remote import SandboxBackend
+from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 from tests.project.conftest import CORPUS, solutions_copy
 
@@ -80,7 +81,7 @@ def test_outside_figure_noise_full_build_and_tiles(tmp_path, zygote):
     shutil.copy(CORPUS / "buggy" / "efficient_attention" / "flash_full_score_matrix.py", sub / "full.py")
     a = manifest.load()
     backend = SandboxBackend(sub, isolation.LaunchSpec("namespace", slot=3), bans=a.bans(), time_limits={},
-                             budget_s=300, zygote=zygote)
+                             budget_s=300, starter=ZygoteStarter(zygote, 3) if zygote else None)
     try:
         backend.begin_test("noise", "efficient_attention")
         x = torch.randn(4, 8)

@@ -22,6 +22,7 @@ import pytest
 from grader import schema
 from grader.sandbox import isolation, view
 from grader.sandbox.remote import SandboxBackend
+from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 from tests.project.conftest import ROOT
 
@@ -60,7 +61,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory, zygote: Zygote | None) -> dic
     box.chmod(0o755)
     (box / "probe.py").write_text(PROBE)
     backend = SandboxBackend(box, isolation.LaunchSpec("namespace", slot=7), bans={}, time_limits={"": 120},
-                             budget_s=300, zygote=zygote)
+                             budget_s=300, starter=ZygoteStarter(zygote, 7) if zygote else None)
     backend.begin_test("view", "")
     try:
         # torch's own package folders too: a venv under /tmp (a CI clone) sits below the sandbox's own /tmp,
