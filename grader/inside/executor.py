@@ -200,16 +200,28 @@ class Executor:
         return loaded
 
     def _isolated_package(self, module: str) -> str:
-        """A second package over the submission in which the modules ``module`` builds on are stand-ins,
+        """A second package over the submission in which the classes ``module`` builds on are stand-ins,
         so a bug (even an import error) in those exercises is not charged again to this one."""
         package = f"{self.package}_{module}_isolated"
         if package not in sys.modules:
             _install_package(package, self.root)
             for sibling, classes in standins.STAND_INS.get(module, {}).items():
-                stand_in = types.ModuleType(f"{package}.{sibling}", "the grader's stand-ins")
-                vars(stand_in).update(classes)
-                sys.modules[stand_in.__name__] = stand_in
+                vars(self._sibling(package, sibling)).update(classes)
         return package
+
+    def _sibling(self, package: str, sibling: str) -> types.ModuleType:
+        """The student's own ``sibling`` module in ``package`` (its other helpers stay importable), or an
+        empty module when it cannot be imported (that failure is the sibling exercise's to charge)."""
+        name = f"{package}.{sibling}"
+        if self.single_module is None and (self.root / f"{sibling}.py").is_file():
+            try:
+                own: types.ModuleType = self._guarded(sibling, lambda: importlib.import_module(name),
+                                                      where=f"importing {sibling}.py")
+                return own
+            except StudentError:
+                sys.modules.pop(name, None)
+        sys.modules[name] = types.ModuleType(name, "the grader's stand-ins")
+        return sys.modules[name]
 
     def _guarded(self, scope: str, fn: Callable[[], Any], where: str | None = None,
                  install: tuple[str, ...] = ()) -> Any:
