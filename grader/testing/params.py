@@ -36,7 +36,9 @@ def transplant(h: Handle, source: nn.Module | Mapping[str, torch.Tensor], *, hin
     own = h.state_dict()  # parameters and buffers: a value kept as a buffer still loads
     used = {name: _stand_in(name, value, own, hint, defaults or {}) for name, value in params.items()}
     # a bias the reference does not have (qkv_bias=False) but the module keeps anyway: zero, as if absent
-    extra = {k: torch.zeros_like(v) for k, v in own.items() if k.endswith("bias") and k not in params}
+    # (parameters only: GPT-2's causal mask is a buffer named `bias`, and must stay as it is)
+    extra = {k: torch.zeros_like(v) for k, v in dict(h.named_parameters()).items()
+             if k.endswith("bias") and k not in params}
     h.load_state_dict({**{k: v for k, v in params.items() if k in own}, **extra}, strict=False)
     if isinstance(source, nn.Module):
         with torch.no_grad():

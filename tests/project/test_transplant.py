@@ -70,3 +70,15 @@ def test_compared_grads_leaves_out_only_a_bias_the_student_lacks():
     (ref.proj(torch.randn(4, 3)).sum() * ref.gamma.sum()).backward()
     names = [name for name, _, _ in compared_grads(ref, {"proj.weight": torch.zeros(2, 3)})]
     assert sorted(names) == ["gamma", "proj.weight"]  # gamma is compared (and will fail as missing); the bias is not
+
+
+def test_a_buffer_named_bias_is_left_alone():
+    """GPT-2 keeps its causal mask in a buffer named `bias`: zeroing it would break the student's causality."""
+    class MaskedAsBias(Ref):
+        def __init__(self) -> None:
+            super().__init__(bias=False)
+            self.register_buffer("bias", torch.ones(2, 2).tril())
+
+    h = MaskedAsBias()
+    transplant(h, Ref(bias=False), hint="h")
+    assert torch.equal(h.bias, torch.ones(2, 2).tril())
