@@ -32,6 +32,10 @@ def _tagged_processes(tag: str) -> list[int]:
     return found
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_keeps_finished_scorecards_and_a_rerun_resumes(tmp_path):
     klass, out = tmp_path / "class", tmp_path / "out"
     # 24 submissions: the interrupt must land while work is left, even when a loaded machine wakes this
@@ -42,7 +46,10 @@ def test_sigint_keeps_finished_scorecards_and_a_rerun_resumes(tmp_path):
     tag = uuid.uuid4().hex
     env = {**os.environ, "GRADER_TEST_TAG": tag}
     cmd = [sys.executable, "-m", "grader", "batch", str(klass), "--out", str(out), *ARGS]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # SIGINT back to its default in the child: a run started in the background by a non-interactive shell
+    # (`.ci/run &`) inherits SIGINT ignored, and Python then keeps ignoring it, as a background job should
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_default_sigint)
     cards = out / "scorecards"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list(cards.glob("*.json"))) < 2:
