@@ -20,12 +20,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from grader.inside import bans, ops, standins
+from grader.inside import bans, handles, ops, standins
 from grader.protocol.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
 from grader.protocol.values import Args, HandleRef, Kwargs, ValueRejected, to_plain
 
 METHODS = frozenset({"forward", "state_dict", "load_state_dict", "named_parameters", "named_buffers",
-                     "train", "eval", "to", "grads", "meta_forward"})
+                     "train", "eval", "to", "grads", "meta_forward", "invoke"})
 _packages = itertools.count()
 
 
@@ -45,6 +45,7 @@ class Executor:
 
     # -- operations ---------------------------------------------------------------------------
     def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
+        args, kwargs = handles.resolve(args, kwargs, self.handles)
         target = self._lookup(module, name)
         where = _where(module, name)
         if isinstance(target, type) and issubclass(target, nn.Module):
@@ -61,6 +62,7 @@ class Executor:
         if handle not in self.handles:
             raise StudentAPIError(f"no module handle {handle} (released, or the worker restarted)")
         obj, scope = self.handles[handle]
+        args, kwargs = handles.resolve(args, kwargs, self.handles)
         where = f"{type(obj).__name__}.{method}"
         result = self._guarded(scope, lambda: getattr(self, f"_m_{method}")(obj, *args, **kwargs), where=where)
         return _plain(result, f"{where} returned")
@@ -72,6 +74,7 @@ class Executor:
         target, where = self._lookup(module, name), _where(module, name)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
+        args, kwargs = handles.resolve(args, kwargs, self.handles)
         start = time.perf_counter()
         with PeakStorage() as peak:
             value = self._guarded(where, lambda: _no_grad(target, args, kwargs))
@@ -108,6 +111,11 @@ class Executor:
     def _m_forward(self, m: nn.Module, *args: object, **kwargs: object) -> Any:
         with torch.no_grad():
             return ops.unchanged(f"{type(m).__name__}.forward", args, kwargs, lambda: m(*args, **kwargs))
+
+    def _m_invoke(self, m: nn.Module, name: str, *args: object, **kwargs: object) -> Any:
+        method = handles.method_of(m, name)
+        with torch.no_grad():
+            return ops.unchanged(f"{type(m).__name__}.{name}", args, kwargs, lambda: method(*args, **kwargs))
 
     def _m_state_dict(self, m: nn.Module) -> dict[str, Any]:
         return dict(m.state_dict())

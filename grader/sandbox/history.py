@@ -34,9 +34,20 @@ class History:
         self.reset()
 
     def to_worker(self, request: dict[str, Any]) -> dict[str, Any]:
-        if "handle" not in request:
-            return request
-        return {**request, "handle": self.real.get(request["handle"], NO_HANDLE)}
+        """``request`` with the worker's ids for the test's virtual ones (the target and any handle argument)."""
+        mapped = {k: self._real_refs(v) if k in ("args", "kwargs") else v for k, v in request.items()}
+        if "handle" in request:
+            mapped["handle"] = self.real.get(request["handle"], NO_HANDLE)
+        return mapped
+
+    def _real_refs(self, value: Any) -> Any:
+        if type(value) is HandleRef:
+            return HandleRef(self.real.get(value.id, NO_HANDLE), value.class_name)
+        if type(value) in (list, tuple):
+            return type(value)(self._real_refs(v) for v in value)
+        if type(value) is dict:
+            return {k: self._real_refs(v) for k, v in value.items()}
+        return value
 
     def record(self, request: dict[str, Any], key: str, body: object) -> object:
         """Log ``request`` (as the test made it); a new handle in the reply is given a virtual id."""

@@ -28,9 +28,20 @@ class Backend(Protocol):
 
 def _outgoing(args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs]:
     try:  # copies: student code can never mutate a tensor the test still holds
-        return to_plain(args, "argument"), to_plain(kwargs, "keyword argument")
+        return to_plain(_refs(args), "argument"), to_plain(_refs(kwargs), "keyword argument")
     except ValueRejected as exc:
         raise StudentAPIError(str(exc)) from None
+
+
+def _refs(value: Any) -> Any:
+    """A handle passed as an argument (at any depth) travels as the reference it holds."""
+    if isinstance(value, Handle):
+        return value._ref
+    if type(value) in (list, tuple):
+        return type(value)(_refs(v) for v in value)
+    if type(value) is dict:
+        return {k: _refs(v) for k, v in value.items()}
+    return value
 
 
 class _Refusing:
@@ -158,7 +169,7 @@ class Handle(_Refusing):
     _backend: Backend
     _ref: HandleRef
     _offer = ("a module handle offers only calling it, state_dict, load_state_dict, named_parameters, "
-              "named_buffers, train, eval, to, grads and on_meta")
+              "named_buffers, train, eval, to, grads, on_meta and invoke")
 
     def __init__(self, backend: Backend, ref: HandleRef) -> None:
         object.__setattr__(self, "_backend", backend)
@@ -200,6 +211,10 @@ class Handle(_Refusing):
         """One forward and backward: ``(output, input_grads, param_grads)``."""
         return cast("tuple[Any, tuple[Any, ...], dict[str, Any]]",
                     self._do("grads", *inputs, grad_output=grad_output, **kwargs))
+
+    def invoke(self, method: str, *args: object, **kwargs: object) -> Any:
+        """Call a public method the student's class defines (``cache.invoke("update", k, v)``), without grad."""
+        return self._do("invoke", method, *args, **kwargs)
 
     def on_meta(self, *args: object, **kwargs: object) -> Any:
         """``forward`` of a copy of the module moved to ``meta``, on meta inputs: descriptions, as for functions."""

@@ -1,0 +1,84 @@
+"""Module handles passed back to student code, and ``invoke`` on a student's own methods, in-process and
+across the sandbox wire (the KV-cache exercises hand a model and a cache to a decoding function)."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.protocol.errors import StudentAPIError
+from grader.sandbox import isolation, remote
+from grader.student.inprocess import InProcessBackend
+from grader.student.proxy import StudentProxy
+
+SOURCE = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+    class Scale(nn.Module):
+        def __init__(self, factor):
+            super().__init__()
+            self.factor = factor
+        def forward(self, x):
+            return x * self.factor
+
+    class Store(nn.Module):
+        def __init__(self, size):
+            super().__init__()
+            self.register_buffer("seen", torch.zeros(size))
+            self.used = 0
+        def update(self, x):
+            self.seen[self.used:self.used + len(x)] = x
+            self.used += len(x)
+            return self.seen[:self.used]
+        def reset(self):
+            self.used = 0
+
+    def run(model, store, chunks):
+        return [store.update(model(c)) for c in chunks][-1]
+''')
+
+
+@pytest.fixture(params=["inprocess", "sandbox"])
+def student(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StudentProxy]:
+    (tmp_path / "mod.py").write_text(SOURCE)
+    if request.param == "inprocess":
+        yield StudentProxy(InProcessBackend(tmp_path))
+        return
+    backend = remote.SandboxBackend(tmp_path, isolation.LaunchSpec(isolation.available()[0]), bans={},
+                                    time_limits={"ex": 30}, budget_s=120)
+    backend.begin_test("t::test", "ex")
+    try:
+        yield StudentProxy(backend)
+    finally:
+        backend.close()
+
+
+def test_a_handle_passed_as_an_argument_is_the_module_again(student):
+    model, store = student.mod.Scale(2.0), student.mod.Store(6)
+    got = student.mod.run(model, store, [torch.ones(2), torch.full((3,), 5.0)])
+    torch.testing.assert_close(got, torch.tensor([2.0, 2.0, 10.0, 10.0, 10.0]))
+    assert store.invoke("update", torch.tensor([7.0])).tolist() == [2.0, 2.0, 10.0, 10.0, 10.0, 7.0]
+    store.invoke("reset")
+    torch.testing.assert_close(store.invoke("update", torch.tensor([1.0, 3.0])), torch.tensor([1.0, 3.0]))
+    assert student.mod.run(model, store, ([torch.ones(1)],)[0]).tolist() == [1.0, 3.0, 2.0]  # inside a list
+
+
+def test_invoke_reaches_only_public_methods_the_class_defines(student):
+    store = student.mod.Store(2)
+    for name in ("register_buffer", "_apply", "__init__", "apply", "not a name"):
+        with pytest.raises(StudentAPIError):
+            store.invoke(name)
+    with pytest.raises(StudentAPIError, match="defines no method"):
+        store.invoke("missing")
+
+
+def test_a_released_handle_cannot_be_passed(student):
+    model, store = student.mod.Scale(2.0), student.mod.Store(2)
+    student.release_all()
+    with pytest.raises(StudentAPIError, match="no module handle"):
+        student.mod.run(model, store, [torch.ones(1)])
