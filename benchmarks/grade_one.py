@@ -27,6 +27,7 @@ from pathlib import Path
 from grader.grade import grade
 from grader.sandbox import isolation
 from grader.sandbox.channel import Channel
+from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import FORKABLE, Zygote
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +37,8 @@ def time_grade(backend: str, repeat: int, zygote: Zygote | None = None) -> tuple
     times, score = [], 0.0
     for i in range(repeat):
         start = time.perf_counter()
-        card = grade(ROOT / "solutions", isolation=backend, seed=100 + i, zygote=zygote)
+        card = grade(ROOT / "solutions", isolation=backend, seed=100 + i,
+                     starter=ZygoteStarter(zygote) if zygote is not None else None)
         times.append(time.perf_counter() - start)
         score = card["score"]
         assert card["status"] == "graded", card["error"]

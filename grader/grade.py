@@ -26,7 +26,6 @@ from grader.scoring.runner import run_suites
 if TYPE_CHECKING:  # imported where used: the in-process path never loads the sandbox client
     from grader.sandbox.remote import SandboxBackend, SandboxRecord
     from grader.sandbox.starters import WorkerStarter
-    from grader.sandbox.zygote_client import Zygote
     from grader.student.inprocess import InProcessBackend
     from grader.student.proxy import Backend
 
@@ -45,7 +44,6 @@ class OptionChanges(TypedDict, total=False):
     threads: int
     exercises: list[str] | None
     per_test_time_limit: float | None
-    zygote: Zygote | None  # the older callers' ``starter=ZygoteStarter(zygote)`` (None: cold)
 
 
 def grade(submission: Path | str, *, options: GradeOptions | None = None,
@@ -89,15 +87,9 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
 
 def _resolve(options: GradeOptions, starter: WorkerStarter | None,
              changes: OptionChanges) -> tuple[GradeOptions, WorkerStarter | None]:
-    """Apply ``grade()``'s keyword shorthands: option fields, and ``zygote`` for a zygote starter."""
-    zygote = changes.get("zygote")
-    if zygote is not None and starter is None:
-        from grader.sandbox.starters import ZygoteStarter
-
-        starter = ZygoteStarter(zygote)
-    fields = {name: value for name, value in changes.items() if name != "zygote"}
-    # every other key of OptionChanges is a field of GradeOptions (a test pins it); mypy sees only `object`s
-    return (dataclasses.replace(options, **fields) if fields else options), starter  # type: ignore[arg-type]
+    """Apply ``grade()``'s keyword shorthands for option fields."""
+    # every key of OptionChanges is a field of GradeOptions (a test pins it)
+    return (dataclasses.replace(options, **changes) if changes else options), starter
 
 
 class _Makers:

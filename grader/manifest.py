@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from grader import schema
 from grader.errors import UsageError
@@ -93,9 +93,35 @@ def find_root(start: Path | None = None) -> Path:
     return REPO_ROOT
 
 
-def load(path: Path | None = None, assignment: str = DEFAULT_ASSIGNMENT) -> Assignment:
-    """Load, validate and return one assignment from the manifest."""
+def load(path: Path | None = None, assignment: str | None = None) -> Assignment:
+    """Load, validate and return one assignment from the manifest: ``assignment``, or by default
+    :data:`DEFAULT_ASSIGNMENT` where the manifest has it, else its first (a student repository released
+    for another assignment holds only that one)."""
     path = Path(path) if path else DEFAULT_MANIFEST
+    document = _document(path)
+    ids = [a["id"] for a in document["assignments"]]
+    wanted = assignment or (DEFAULT_ASSIGNMENT if DEFAULT_ASSIGNMENT in ids else ids[0])
+    for raw in document["assignments"]:
+        if raw["id"] == wanted:
+            return _assignment(raw, path)
+    raise ManifestError(f"no assignment {wanted!r} in {path}; known: {', '.join(ids)}")
+
+
+def load_all(path: Path | None = None) -> list[Assignment]:
+    """Every assignment of the manifest, in its order."""
+    path = Path(path) if path else DEFAULT_MANIFEST
+    return [_assignment(raw, path) for raw in _document(path)["assignments"]]
+
+
+def text_of(spec: Assignment) -> str:
+    """The manifest text holding ``spec`` alone (what a student repository for it ships)."""
+    document = _document(spec.manifest)
+    only = [raw for raw in document["assignments"] if raw["id"] == spec.id]
+    return json.dumps({**document, "assignments": only}, indent=2) + "\n"
+
+
+def _document(path: Path) -> dict[str, Any]:
+    """The manifest's JSON, schema-checked; :class:`ManifestError` with a one-line reason otherwise."""
     try:
         document = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
@@ -106,11 +132,7 @@ def load(path: Path | None = None, assignment: str = DEFAULT_ASSIGNMENT) -> Assi
         schema.validate("assignments", document)
     except schema.SchemaError as exc:  # the caller's manifest: a one-line refusal, never a traceback
         raise ManifestError(f"{path}: not a valid manifest: {exc}") from None
-    for raw in document["assignments"]:
-        if raw["id"] == assignment:
-            return _assignment(raw, path)
-    known = ", ".join(a["id"] for a in document["assignments"])
-    raise ManifestError(f"no assignment {assignment!r} in {path}; known: {known}")
+    return cast("dict[str, Any]", document)  # the schema says what it holds
 
 
 def _assignment(raw: dict[str, Any], path: Path) -> Assignment:

@@ -20,7 +20,7 @@ class GradeOptions:
     """How submissions are graded: one object for ``grader grade``, ``grader batch`` (whose
     :class:`grader.batch.results.Options` adds its own) and the canary; the CLIs' defaults are read from it."""
 
-    assignment: str = manifest.DEFAULT_ASSIGNMENT  # the assignment's id in the manifest
+    assignment: str | None = None  # the assignment's id in the manifest (None: the manifest's default one)
     manifest_path: Path | None = None  # assignments.json (default: this checkout's)
     isolation: str = "auto"
     require_isolation: str | None = None

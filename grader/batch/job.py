@@ -37,12 +37,12 @@ def batch(submissions: Path | str, *, out: Path | str, options: engine.Options |
     """Grade every submission under ``submissions`` into ``out`` (see ``grader batch --help``)."""
     options = options or engine.Options()
     out = Path(out)
-    found = disc.discover(submissions, assignment=options.assignment)
+    assignment = options.load()  # once for the whole command: discovery, the engine, the canary and the summary
+    found = disc.discover(submissions, assignment=assignment.id)
     entries = [e for e in found.entries if not _is_output(e.path, out)]  # our own --out is never a student
     if not entries:
         raise disc.DiscoveryError(f"{submissions}: no submissions found (expected per-student folders, archives, "
                                   ".py or .ipynb files, nbgrader's submitted/ or a Classroom clone)")
-    assignment = options.load()  # once for the whole batch: the engine, the canary and the summary share it
     progress = progress or Progress()
     with progress:
         run = engine.run(entries, out=out, options=options, assignment=assignment, on_result=progress.update,

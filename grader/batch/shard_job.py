@@ -45,12 +45,12 @@ def grade_shard(submissions: Path | str, *, out: Path | str, options: engine.Opt
                 progress: Progress | None = None) -> ShardOutcome:
     """Grade the part of ``submissions`` that falls in ``shard`` into ``out`` (see the module docstring)."""
     out = Path(out)
-    found = disc.discover(submissions, assignment=options.assignment)
+    assignment = options.load()  # once for the whole command: discovery, the engine, the canary and the summary
+    found = disc.discover(submissions, assignment=assignment.id)
     entries = [e for e in found.entries if os.path.abspath(e.path) != os.path.abspath(out)]  # never our --out
     if not entries:
         raise disc.DiscoveryError(f"{submissions}: no submissions found (expected per-student folders, archives, "
                                   ".py or .ipynb files, nbgrader's submitted/ or a Classroom clone)")
-    assignment = options.load()
     for exercise_id in options.exercises or ():
         assignment.exercise(exercise_id)  # an unknown id is refused before a manifest is written
     mine = shard.select(entries)

@@ -30,7 +30,7 @@ class CheckError(UsageError):
 
 
 def load(*, manifest_path: Path | None = None, root: Path | None = None,
-         assignment: str = manifest.DEFAULT_ASSIGNMENT) -> manifest.Assignment:
+         assignment: str | None = None) -> manifest.Assignment:
     """The assignment from ``manifest_path``, else from the repository found from here (or ``root``)."""
     path = manifest_path or (root or manifest.find_root(Path.cwd())) / "assignments.json"
     try:
@@ -40,7 +40,7 @@ def load(*, manifest_path: Path | None = None, root: Path | None = None,
 
 
 def check(*, exercises: Sequence[str] = (), root: Path | None = None, student: Path | None = None,
-          assignment: str | manifest.Assignment = manifest.DEFAULT_ASSIGNMENT, seed: int = 0,
+          assignment: str | manifest.Assignment | None = None, seed: int = 0,
           pdb: bool = False) -> dict[str, Any]:
     """Run the public tests of ``exercises`` (all when empty); return a schema-valid scorecard dict.
 
@@ -164,10 +164,11 @@ def render(card: dict[str, Any], stream: TextIO | None = None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m grader.classroom.check OUT [EXERCISE...]``: write the scorecard to OUT (used by ``grader ci``)."""
+    """``python -m grader.classroom.check OUT MANIFEST ASSIGNMENT [EXERCISE...]``: write the scorecard to OUT
+    (used by ``grader ci``, which has loaded the assignment and names it)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    out, exercises = Path(args[0]), args[1:]
-    card = check(exercises=exercises)
+    out, path, assignment, exercises = Path(args[0]), Path(args[1]), args[2], args[3:]
+    card = check(exercises=exercises, assignment=load(manifest_path=path, assignment=assignment))
     scorecard.write(card, out)
     return 0
 

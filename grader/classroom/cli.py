@@ -28,7 +28,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from grader.scoring import scorecard
 
     try:  # the assignment is loaded once, here, and handed down
-        spec = check.load(manifest_path=Path(args.manifest) if args.manifest else None)
+        spec = check.load(manifest_path=Path(args.manifest) if args.manifest else None, assignment=args.assignment)
         card = check.check(exercises=args.exercises, pdb=args.pdb, assignment=spec)
     except check.CheckError as exc:
         return _usage(str(exc))
@@ -41,16 +41,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_ci(args: argparse.Namespace) -> int:
     from grader import manifest
-    from grader.classroom import ci
+    from grader.classroom import check, ci
 
-    root = manifest.find_root(Path.cwd())
-    try:
-        spec = manifest.load(root / "assignments.json")
+    try:  # loaded once, here; the child that runs the tests is told which manifest and assignment
+        spec = check.load(manifest_path=Path(args.manifest) if args.manifest else None, assignment=args.assignment)
         for exercise in args.exercises:
             spec.exercise(exercise)
-    except manifest.ManifestError as exc:
+    except (check.CheckError, manifest.ManifestError) as exc:
         return _usage(str(exc))
-    result = ci.ci(fmt=args.format, exercises=args.exercises, timeout_s=args.timeout, root=root)
+    result = ci.ci(spec, fmt=args.format, exercises=args.exercises, timeout_s=args.timeout)
     where = ci.emit(result)
     score = sum(t["score"] for t in result["tests"])
     print(f"grader ci: {result['status']}: {score:g}/{result['max_score']:g} public points; {where}",
@@ -63,15 +62,22 @@ def _add_student_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     p.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
     p.add_argument("--json", action="store_true", help="print a scorecard-shaped JSON document instead")
     p.add_argument("--pdb", action="store_true", help="stop in the debugger at the first failure")
-    p.add_argument("--manifest", metavar="FILE", help="assignments.json (default: the repository's, found from here); "
-                   "the public tests and exercises/ beside it are used")
+    _add_manifest_options(p)
     p.set_defaults(func=_cmd_check)
     p = sub.add_parser("ci", help="CI step: public tests as a GitHub Classroom runner result")
     p.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercise ids (default: all)")
     p.add_argument("--format", choices=["github-classroom"], default="github-classroom")
     p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                    help="wall-clock limit for all public tests (default 600)")
+    _add_manifest_options(p)
     p.set_defaults(func=_cmd_ci)
+
+
+def _add_manifest_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--manifest", metavar="FILE", help="assignments.json (default: the repository's, found from here); "
+                   "the public tests and exercises/ beside it are used")
+    p.add_argument("--assignment", metavar="ID", help="the assignment in the manifest (default: its default one; "
+                   "a released repository holds one)")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

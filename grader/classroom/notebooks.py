@@ -23,17 +23,15 @@ from grader.classroom import release, texts
 if TYPE_CHECKING:  # nbformat is imported where used (only `grader release --nbgrader` needs it)
     from nbformat import NotebookNode
 
-ASSIGNMENT = manifest.DEFAULT_ASSIGNMENT
 COURSE_ID = "attention"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
 
-def write_course(course: Path, *, force: bool = False, root: Path | None = None) -> list[Path]:
-    """Write the nbgrader ``source/`` tree and config into ``course``; return the files written."""
+def write_course(course: Path, *, spec: manifest.Assignment, force: bool = False) -> list[Path]:
+    """Write the nbgrader ``source/<assignment>`` tree and config into ``course``; return the files written."""
     import nbformat
 
-    root = root or manifest.REPO_ROOT
-    spec = manifest.load(root / "assignments.json", ASSIGNMENT)
+    root = spec.root
     release.prepare(course, force=force, marker="nbgrader_config.py")
     folder = course / "source" / spec.id
     written = [release.write_file(course / "nbgrader_config.py",

@@ -28,7 +28,8 @@ RUNTIME = (
     "inside/__init__.py", "inside/bans.py", "inside/executor.py", "inside/handles.py", "inside/ops.py",
     "inside/peak.py", "inside/standins.py",
     "protocol/__init__.py", "protocol/errors.py", "protocol/values.py",
-    "testing/__init__.py", "testing/attention.py", "testing/checks.py", "testing/hints.py", "testing/params.py",
+    "testing/__init__.py", "testing/attention.py", "testing/checks.py", "testing/gradients.py", "testing/hints.py",
+    "testing/params.py",
     "testing/plugin.py",
     "classroom/__init__.py", "classroom/check.py", "classroom/ci.py", "classroom/cli.py", "classroom/nbruntime.py",
 )
@@ -40,10 +41,9 @@ class ReleaseError(UsageError):
     """The release cannot be built (folder in use, a leak found); the message says what to do."""
 
 
-def release(out: Path, *, force: bool = False, root: Path | None = None) -> list[Path]:
-    """Write the student repository into ``out``; return the files written."""
-    root = root or manifest.REPO_ROOT
-    spec = manifest.load(root / "assignments.json")
+def release(out: Path, *, spec: manifest.Assignment, force: bool = False) -> list[Path]:
+    """Write the student repository of ``spec`` into ``out``; return the files written."""
+    root = spec.root
     prepare(out, force=force, marker=".github/workflows/classroom.yml")
     written = [*copy_exercises(spec, out), *copy_public_tests(spec, out), *copy_runtime(out / "grader")]
     written += _write_texts(spec, out)
@@ -86,8 +86,9 @@ def copy_runtime(dest: Path) -> list[Path]:
 def _write_texts(spec: manifest.Assignment, out: Path) -> list[Path]:
     torch, index = texts.torch_version(), texts.CPU_INDEX
     table = "\n".join(f"| `{e.id}` | {e.title} | {e.points:g} |" for e in spec.exercises)
-    # The manifest names the hidden test files (the schema requires it) but nothing reads them here.
-    manifest_text = (spec.root / "assignments.json").read_text("utf-8")
+    # The manifest names the hidden test files (the schema requires it) but nothing reads them here;
+    # it holds this assignment alone, so the student's commands default to it.
+    manifest_text = manifest.text_of(spec)
     return [
         write_file(out / "README.md", texts.README.substitute(title=spec.title, table=table, torch=torch, index=index)),
         write_file(out / "pyproject.toml", texts.PYPROJECT.substitute(

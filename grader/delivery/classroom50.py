@@ -41,13 +41,10 @@ SCALES = (1, 2, 4, 5, 10, 20, 100, 1000)
 MIN_HIDDEN_LINE = 20  # a hidden test's line this long and absent from the public tests is its own
 
 
-def release(out: Path, *, force: bool = False, root: Path | None = None,
-            assignment: str = manifest.DEFAULT_ASSIGNMENT) -> list[Path]:
+def release(out: Path, *, spec: manifest.Assignment, force: bool = False) -> list[Path]:
     """Write ``out/template`` and ``out/autograders/<assignment>``; return the files written."""
-    root = root or manifest.REPO_ROOT
-    spec = manifest.load(root / "assignments.json", assignment)
     base.prepare(out, force=force, marker=MARKER)
-    written = _template(out / "template", root)
+    written = _template(out / "template", spec)
     bundle = out / "autograders" / spec.id
     written += _bundle(bundle, spec)
     problems = leaks(bundle, spec, shown=out / "template")
@@ -57,8 +54,8 @@ def release(out: Path, *, force: bool = False, root: Path | None = None,
     return [*written, base.write_file(out / MARKER, "written by grader release --classroom50\n")]
 
 
-def _template(dest: Path, root: Path) -> list[Path]:
-    written = base.release(dest, root=root)
+def _template(dest: Path, spec: manifest.Assignment) -> list[Path]:
+    written = base.release(dest, spec=spec)
     (dest / WORKFLOW).unlink()
     for folder in (dest / WORKFLOW.parent, dest / WORKFLOW.parent.parent):
         folder.rmdir()
@@ -75,7 +72,7 @@ def _bundle(dest: Path, spec: manifest.Assignment) -> list[Path]:
     written += [base._copy(p, dest / p.relative_to(spec.root)) for p in public]
     written += base.copy_runtime(dest / "grader")
     written += [base._copy(base.PACKAGE / rel, dest / "grader" / rel) for rel in BUNDLE_SCHEMAS]
-    written.append(base._copy(spec.root / "assignments.json", dest / "assignments.json"))
+    written.append(base.write_file(dest / "assignments.json", manifest.text_of(spec)))
     return written
 
 

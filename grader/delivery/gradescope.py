@@ -37,14 +37,12 @@ def fill(name: str, **values: str) -> str:
     return text
 
 
-def build_zip(out: Path, *, root: Path | None = None, assignment: str = manifest.DEFAULT_ASSIGNMENT) -> Path:
-    """Write the autograder zip to ``out`` and return it."""
-    root = root or manifest.REPO_ROOT
-    spec = manifest.load(root / "assignments.json", assignment)
+def build_zip(out: Path, *, spec: manifest.Assignment) -> Path:
+    """Write the autograder zip of ``spec`` to ``out`` and return it."""
     config = {**DEFAULT_CONFIG, "assignment": spec.id}
     generated = {
         "setup.sh": (fill("setup.sh", TORCH=texts.torch_version(), INDEX=texts.CPU_INDEX), 0o755),
         "run_autograder": (fill("run_autograder", MAX_SCORE=f"{spec.max_points:g}"), 0o755),
         CONFIG_NAME: (json.dumps(config, indent=2) + "\n", 0o644),
     }
-    return course.write_zip(out, course.course_files(root, spec), generated)
+    return course.write_zip(out, course.course_files(spec.root, spec), generated)

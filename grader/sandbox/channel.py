@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.protocol import wire
-from grader.sandbox import drain, sweep
+from grader.sandbox import drain, reaping, sweep
 from grader.sandbox.cputime import CpuMeter, cpuacct_group
 from grader.sandbox.isolation import LAUNCHER, LaunchSpec
 from grader.sandbox.zygote_client import ForkedWorker, Zygote
@@ -111,7 +111,7 @@ class Channel:
                 self.forked = True
                 return worker
         for fd in (out_r, err_r, status_r):
-            _close_quietly(fd)
+            reaping.close_quietly(fd)
         return None
 
     def memory_cgroup(self) -> str | None:
@@ -220,13 +220,13 @@ class Channel:
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.proc.wait()
-        return f"the worker process ended {when} ({_status(code)})"
+        return f"the worker process ended {when} ({reaping.status(code)})"
 
     def kill(self) -> None:
         if self._ns_pid:
-            _signal(self._ns_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills the rest
+            reaping.quiet_signal(self._ns_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills the rest
             self._let_proxy_reap()
-        _signal(-self.proc.pid, signal.SIGKILL)
+        reaping.quiet_signal(-self.proc.pid, signal.SIGKILL)
         self._kill_cgroup()
         try:
             self.proc.wait(timeout=10)
@@ -244,27 +244,11 @@ class Channel:
             pass
 
     def _kill_cgroup(self) -> None:
-        """Processes that left the process group (setsid) are still in the slot's pids cgroup."""
-        for group in self._cgroups:
-            procs = Path(group) / "cgroup.procs"
-            for _ in range(50 if self.spec.backend == "process" else 0):
-                pids = [int(p) for p in procs.read_text().split()] if procs.exists() else []
-                if not pids:
-                    break
-                for pid in pids:
-                    _signal(pid, signal.SIGKILL)
-                time.sleep(0.02)
-            try:
-                os.rmdir(group)  # empty groups go; a busy one (namespace still tearing down) is reused
-            except OSError:
-                pass
+        reaping.kill_cgroups(self._cgroups, rounds=50 if self.spec.backend == "process" else 0)
 
     def close_fds(self) -> None:
         for fd in (self._req_w, self._resp_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            reaping.close_quietly(fd)
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream:
                 stream.close()
@@ -285,32 +269,4 @@ class Channel:
         day); a later worker of the same slot simply makes them again."""
         self.kill()
         if drain.wait_drained(self._cgroups, timeout=3.0):
-            for group in self._cgroups:
-                try:
-                    os.rmdir(group)
-                except OSError:
-                    pass
-
-
-def _status(code: int | None) -> str:
-    if code is None:  # only a wait(0) on a forked worker returns None; kept total for the type checker
-        return "exit status unknown"
-    if code < 0:
-        return f"killed by signal {signal.Signals(-code).name}"
-    if code > 128 and code - 128 in signal.Signals._value2member_map_:
-        return f"killed by signal {signal.Signals(code - 128).name}"
-    return f"exit status {code}"
-
-
-def _close_quietly(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+            reaping.remove_groups(self._cgroups)

@@ -40,12 +40,12 @@ class History:
             mapped["handle"] = self.real.get(request["handle"], NO_HANDLE)
         return mapped
 
-    def _real_refs(self, value: Any) -> Any:
+    def _real_refs(self, value: object) -> object:
         if type(value) is HandleRef:
             return HandleRef(self.real.get(value.id, NO_HANDLE), value.class_name)
-        if type(value) in (list, tuple):
+        if isinstance(value, (list, tuple)):  # exactly a list or a tuple: the test's own arguments
             return type(value)(self._real_refs(v) for v in value)
-        if type(value) is dict:
+        if isinstance(value, dict):
             return {k: self._real_refs(v) for k, v in value.items()}
         return value
 

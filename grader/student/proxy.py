@@ -33,13 +33,13 @@ def _outgoing(args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs]:
         raise StudentAPIError(str(exc)) from None
 
 
-def _refs(value: Any) -> Any:
+def _refs(value: object) -> object:
     """A handle passed as an argument (at any depth) travels as the reference it holds."""
     if isinstance(value, Handle):
         return value._ref
-    if type(value) in (list, tuple):
+    if isinstance(value, (list, tuple)):  # exactly a list or a tuple: the test's own arguments
         return type(value)(_refs(v) for v in value)
-    if type(value) is dict:
+    if isinstance(value, dict):
         return {k: _refs(v) for k, v in value.items()}
     return value
 

@@ -10,15 +10,16 @@ fails with a message that names it: then nothing can be compared.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 from torch import nn
 
 from grader.student.proxy import Handle
-from grader.testing.checks import fail
+from grader.testing.checks import expect_tensor, fail
+from grader.testing.gradients import GRAD_HINT
 
-__all__ = ["compared_grads", "params_of", "transplant"]
+__all__ = ["compared_grads", "expect_module_grads", "params_of", "transplant"]
 
 
 def params_of(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -54,6 +55,28 @@ def compared_grads(ref: nn.Module, got: Mapping[str, torch.Tensor | None]
     for name, param in ref.named_parameters():
         if name in got or not name.endswith("bias"):
             yield name, got.get(name), param.grad
+
+
+def expect_module_grads(h: Handle, ref: nn.Module, *inputs: torch.Tensor, grad_output: torch.Tensor,
+                        names: Sequence[str] = ("x",), hints: Mapping[str, str] | None = None,
+                        param_hint: str | None = None) -> dict[str, torch.Tensor | None]:
+    """One forward and backward of the student's module ``h`` against ``ref`` (same weights, usually float64):
+    the output, the gradient of each floating-point input (``names``, in order) and of each parameter must
+    match. Returns the student's parameter gradients for further checks."""
+    __tracebackhide__ = True
+    out, input_grads, param_grads = h.grads(*inputs, grad_output=grad_output)
+    leaves = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    expected = ref(*leaves)
+    expected.backward(grad_output)
+    expect_tensor(out, expected.detach(), what="float64 output")
+    floating = [(leaf, got) for leaf, got in zip(leaves, input_grads, strict=True) if leaf.is_floating_point()]
+    for name, (leaf, got) in zip(names, floating, strict=True):
+        assert leaf.grad is not None, f"the oracle's output does not depend on {name}"
+        expect_tensor(got, leaf.grad, what=f"gradient of the input {name}", hint=(hints or {}).get(name, GRAD_HINT))
+    for pname, got, want in compared_grads(ref, param_grads):
+        assert want is not None, f"the oracle's output does not depend on {pname}"
+        expect_tensor(got, want, what=f"gradient of {pname}", hint=param_hint)
+    return dict(param_grads)
 
 
 def _stand_in(name: str, value: torch.Tensor, own: Mapping[str, torch.Tensor], hint: str,

@@ -34,7 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--grading-seed", type=int, default=0, metavar="N",
                     help="seed from which every test draws its inputs (default 0)")
     group.addoption("--manifest", default=None, metavar="FILE", help="assignments.json to read banned APIs from")
-    group.addoption("--assignment", default=manifest.DEFAULT_ASSIGNMENT, help="assignment id in the manifest")
+    group.addoption("--assignment", default=None, help="assignment id in the manifest (default: its default one)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

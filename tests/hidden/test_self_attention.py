@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from grader.testing.checks import expect, expect_shape, expect_tensor
+from grader.testing.params import expect_module_grads
 
 pytestmark = pytest.mark.exercise("self_attention")
 
@@ -119,14 +120,7 @@ def test_v2_float64_gradients_match_reference(student, reference, gen):
     sa.load_state_dict(ref_params(ref), strict=False)
     x = torch.randn(2, 6, 5, generator=gen, dtype=torch.float64)
     g = torch.randn(2, 6, 4, generator=gen, dtype=torch.float64)
-    out, (gx,), pgrads = sa.grads(x, grad_output=g)
-    xr = x.clone().requires_grad_(True)
-    want = ref(xr)
-    want.backward(g)
-    expect_tensor(out, want.detach(), what="float64 SelfAttentionV2 output")
-    expect_tensor(gx, xr.grad, what="gradient w.r.t. x", hint="keep everything differentiable (no .detach())")
-    for name, p in ref.named_parameters():
-        expect_tensor(pgrads.get(name), p.grad, what=f"gradient of {name}")
+    expect_module_grads(sa, ref, x, grad_output=g, hints={"x": "keep everything differentiable (no .detach())"})
 
 
 @pytest.mark.points(0.5)
@@ -140,15 +134,8 @@ def test_v1_float64_gradients_match_reference(student, reference, gen):
     sa.load_state_dict(ref_params(ref), strict=False)
     x = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)
     g = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64)
-    out, (gx,), pgrads = sa.grads(x, grad_output=g)
-    xr = x.clone().requires_grad_(True)
-    want = ref(xr)
-    want.backward(g)
-    expect_tensor(out, want.detach(), what="float64 SelfAttentionV1 output")
-    expect_tensor(gx, xr.grad, what="gradient w.r.t. x")
-    for name, p in ref.named_parameters():
-        expect_tensor(pgrads.get(name), p.grad, what=f"gradient of {name}",
-                      hint="W_query, W_key and W_value must each be an nn.Parameter used in forward")
+    expect_module_grads(sa, ref, x, grad_output=g,
+                        param_hint="W_query, W_key and W_value must each be an nn.Parameter used in forward")
 
 
 @pytest.mark.points(0.5)

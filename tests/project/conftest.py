@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from grader import canary, manifest
+from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
@@ -27,6 +28,11 @@ def _canary_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "canary-cache"
     folder.mkdir(exist_ok=True)
     os.environ[canary.CACHE_ENV] = str(folder)
+
+
+def starter_of(zygote: Zygote | None) -> ZygoteStarter | None:
+    """What ``grade(..., starter=)`` takes for the ``zygote`` fixture's value (None: cold workers)."""
+    return ZygoteStarter(zygote) if zygote is not None else None
 
 
 @pytest.fixture(scope="module", params=["cold", "fork"])

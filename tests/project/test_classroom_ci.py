@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from grader import schema
-from grader.classroom import ci
+from grader.classroom import check, ci
 from grader.cli import main
 from tests.project.conftest import ROOT
 
@@ -44,7 +44,7 @@ def test_stubs_give_a_valid_runner_json_in_github_output_with_score_0(tmp_path, 
 
 
 def test_without_github_output_the_json_is_printed(tmp_path, capsys):
-    result = ci.ci(exercises=["softmax"], root=_mini_repo(tmp_path, "raise SystemExit(0)\n"))
+    result = ci.ci(check.load(root=_mini_repo(tmp_path, "raise SystemExit(0)\n")), exercises=["softmax"])
     ci.emit(result, github_output="")
     printed = json.loads(capsys.readouterr().out)
     assert printed == result and printed["tests"]
@@ -52,7 +52,7 @@ def test_without_github_output_the_json_is_printed(tmp_path, capsys):
 
 def test_a_hanging_submission_still_yields_a_tests_array(tmp_path):
     repo = _mini_repo(tmp_path, "import time\ntime.sleep(120)\n")
-    result = ci.ci(exercises=["softmax"], root=repo, timeout_s=4)
+    result = ci.ci(check.load(root=repo), exercises=["softmax"], timeout_s=4)
     schema.validate("github-classroom", result)
     assert result["status"] == "error" and result["tests"]
     assert "did not finish within 4 s" in result["tests"][0]["message"]
@@ -60,6 +60,6 @@ def test_a_hanging_submission_still_yields_a_tests_array(tmp_path):
 
 def test_a_submission_that_kills_the_interpreter_still_yields_a_tests_array(tmp_path):
     repo = _mini_repo(tmp_path, "import os\nos._exit(7)\n")
-    result = ci.ci(exercises=["softmax"], root=repo)
+    result = ci.ci(check.load(root=repo), exercises=["softmax"])
     assert result["status"] == "error" and result["tests"][0]["status"] == "error"
     assert "crashed (exit 7)" in result["tests"][0]["message"]

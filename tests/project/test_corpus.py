@@ -1,4 +1,6 @@
-"""The hidden suites against known code: solutions score 100, stubs 0, every corpus bug loses points."""
+"""The hidden suites against known code: solutions score 100, stubs 0, every corpus bug loses points.
+
+Every assignment of the manifest is covered; a bug file's folder names its exercise, and so its assignment."""
 
 from __future__ import annotations
 
@@ -7,13 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from grader import manifest
 from tests.project.conftest import CORPUS, ROOT, grade_inprocess, solutions_copy
 
+ASSIGNMENTS = {a.id: a for a in manifest.load_all()}
+OWNER = {e.id: a for a in ASSIGNMENTS.values() for e in a.exercises}  # exercise id -> its assignment
 BUGS = sorted(CORPUS.glob("buggy/*/*.py"))
 
 
 @pytest.mark.parametrize("suite", ["hidden", "public"])
-def test_reference_solutions_score_full_marks(tmp_path, assignment, suite):
+@pytest.mark.parametrize("assignment_id", list(ASSIGNMENTS))
+def test_reference_solutions_score_full_marks(tmp_path, assignment_id, suite):
+    assignment = ASSIGNMENTS[assignment_id]
     scores = grade_inprocess(solutions_copy(tmp_path / "sub"), assignment, suite=suite)
     lost = {ex: s for ex, s in scores.items() if s[0] != s[1]}
     assert not lost, f"reference lost points on the {suite} suite: {lost}"
@@ -21,14 +28,18 @@ def test_reference_solutions_score_full_marks(tmp_path, assignment, suite):
 
 
 @pytest.mark.parametrize("suite", ["hidden", "public"])
-def test_untouched_stubs_score_zero_without_crashing(assignment, suite):
+@pytest.mark.parametrize("assignment_id", list(ASSIGNMENTS))
+def test_untouched_stubs_score_zero_without_crashing(assignment_id, suite):
+    assignment = ASSIGNMENTS[assignment_id]
     scores = grade_inprocess(ROOT / "exercises", assignment, suite=suite)
     assert sum(s[0] for s in scores.values()) == 0, scores
     assert sum(s[1] for s in scores.values()) == pytest.approx(assignment.max_points)
 
 
 @pytest.mark.parametrize("bug", BUGS, ids=[f"{p.parent.name}/{p.stem}" for p in BUGS])
-def test_each_corpus_bug_loses_points_on_its_exercise(tmp_path, assignment, bug: Path):
+def test_each_corpus_bug_loses_points_on_its_exercise(tmp_path, bug: Path):
+    assert bug.parent.name in OWNER, f"{bug.parent.name}: no exercise of that id in any assignment"
+    assignment = OWNER[bug.parent.name]
     exercise = assignment.exercise(bug.parent.name)
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(bug, sub / f"{exercise.module}.py")
@@ -37,9 +48,11 @@ def test_each_corpus_bug_loses_points_on_its_exercise(tmp_path, assignment, bug:
     assert score < max_score, f"{bug.name} ({bug.read_text().splitlines()[0]}) kept all {score} points"
 
 
-def test_corpus_covers_every_exercise(assignment):
+@pytest.mark.parametrize("assignment_id", list(ASSIGNMENTS))
+def test_corpus_covers_every_exercise(assignment_id):
     covered = {p.parent.name for p in BUGS}
-    assert covered == set(assignment.ids()), f"exercises without buggy implementations: {set(assignment.ids()) - covered}"
+    missing = set(ASSIGNMENTS[assignment_id].ids()) - covered
+    assert not missing, f"exercises without buggy implementations: {missing}"
 
 
 CAUSAL_BUGS = sorted(CORPUS.glob("buggy/causal_attention/*.py"))

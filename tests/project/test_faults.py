@@ -29,7 +29,7 @@ from grader.protocol import errors
 from grader.sandbox import channel as channel_module
 from grader.sandbox import cputime, isolation, remote
 from grader.sandbox.zygote_client import Zygote
-from tests.project.conftest import CORPUS, solutions_copy
+from tests.project.conftest import CORPUS, solutions_copy, starter_of
 
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
                                      reason="needs the namespace sandbox (root on Linux)")
@@ -230,7 +230,7 @@ def test_bombs_never_cost_the_next_correct_exercise_a_point_on_a_loaded_machine(
             sub = solutions_copy(tmp_path / f"sub{run}")
             shutil.copy(CORPUS / "hostile" / f"{attack}.py", sub / "softmax.py")
             card = grade(sub, isolation="namespace", seed=run, exercises=["softmax", "masks"],
-                         per_test_time_limit=2, zygote=zygote)
+                         per_test_time_limit=2, starter=starter_of(zygote))
             scores = {e["id"]: (e["score"], e["max_score"]) for e in card["exercises"]}
             assert card["status"] == "graded", (run, attack, card["error"])
             assert scores["masks"] == (8.0, 8.0), (run, attack, card["exercises"][-1]["tests"])

@@ -26,7 +26,7 @@ from grader import schema
 from grader.grade import grade
 from grader.sandbox import isolation
 from grader.sandbox.zygote_client import Zygote
-from tests.project.conftest import CORPUS, solutions_copy
+from tests.project.conftest import CORPUS, solutions_copy, starter_of
 
 HOSTILE = sorted((CORPUS / "hostile").glob("*.py"))
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
@@ -38,7 +38,7 @@ LIMIT_S = 2.0  # per-test CPU seconds, through grade()'s own option
 
 def _grade(sub: Path, zygote: Zygote | None) -> dict:
     card = grade(sub, isolation="namespace", seed=7, exercises=["softmax", "masks"], per_test_time_limit=LIMIT_S,
-                 zygote=zygote)
+                 starter=starter_of(zygote))
     schema.validate("scorecard", card)  # an invalid scorecard is a grader bug
     if zygote is not None:  # every worker, restarts after a kill included, came from the zygote
         assert card["isolation"]["worker_forks"] == card["isolation"]["worker_starts"] >= 1

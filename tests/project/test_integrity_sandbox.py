@@ -20,7 +20,7 @@ from grader.sandbox import isolation, memwatch
 from grader.sandbox.remote import SandboxBackend
 from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
-from tests.project.conftest import CORPUS, solutions_copy
+from tests.project.conftest import CORPUS, solutions_copy, starter_of
 
 INTEGRITY = CORPUS / "hostile" / "integrity"
 ATTACKED = {"bans_cleared_via_sys_modules": "scaled_dot_product", "ban_stub_closure": "scaled_dot_product",
@@ -34,7 +34,7 @@ needs_memory_cgroup = pytest.mark.skipif(
 
 
 def _grade(sub: Path, exercises: list[str], zygote: Zygote | None) -> dict:
-    card = grade(sub, isolation="namespace", seed=11, exercises=exercises, zygote=zygote)
+    card = grade(sub, isolation="namespace", seed=11, exercises=exercises, starter=starter_of(zygote))
     schema.validate("scorecard", card)
     assert card["status"] == "graded", card["error"]
     assert card["isolation"]["memory_figure"] == "cgroup"

@@ -11,6 +11,29 @@ from grader.scoring.runner import run_suites
 from tests.project.conftest import ROOT
 
 
+@pytest.fixture(params=[a.id for a in manifest.load_all()])
+def assignment(request: pytest.FixtureRequest) -> manifest.Assignment:
+    """Here every assignment of the manifest is checked, not only the default one."""
+    return manifest.load(assignment=request.param)
+
+
+def test_the_default_is_attention_basics_and_a_manifest_without_it_defaults_to_its_first(tmp_path):
+    assert manifest.load().id == manifest.DEFAULT_ASSIGNMENT
+    document = json.loads((ROOT / "assignments.json").read_text())
+    document["assignments"] = [a for a in document["assignments"] if a["id"] != manifest.DEFAULT_ASSIGNMENT]
+    (tmp_path / "assignments.json").write_text(json.dumps(document))
+    assert manifest.load(tmp_path / "assignments.json").id == document["assignments"][0]["id"]
+    with pytest.raises(manifest.ManifestError, match=r"no assignment 'nope'.*known: "):
+        manifest.load(assignment="nope")
+
+
+def test_text_of_holds_one_assignment_and_loads_back(tmp_path):
+    for spec in manifest.load_all():
+        (tmp_path / "assignments.json").write_text(manifest.text_of(spec))
+        again = manifest.load_all(tmp_path / "assignments.json")
+        assert [a.id for a in again] == [spec.id] and again[0].exercises == spec.exercises
+
+
 def test_manifest_matches_its_schema():
     schema.validate("assignments", json.loads((ROOT / "assignments.json").read_text()))
 
@@ -56,9 +79,10 @@ def test_every_test_belongs_to_its_exercise_and_points_add_up(assignment, suite)
         assert per_file.get(ex.id) == pytest.approx(ex.points), f"{suite}/{ex.id}: tests sum to {per_file.get(ex.id)}"
 
 
-def test_exercise_names_exist_in_the_solutions(assignment):
+def test_exercise_names_exist_in_the_solutions(assignment, monkeypatch):
     import importlib
 
+    monkeypatch.syspath_prepend(str(assignment.root))  # `solutions` is a package of the checkout, not installed
     for ex in assignment.exercises:
         module = importlib.import_module(f"solutions.{ex.module}")
         missing = [n for n in ex.names if not hasattr(module, n)]

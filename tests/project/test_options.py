@@ -106,9 +106,9 @@ def test_check_honours_manifest_and_loads_it_once(course, loads, capsys):
 
 def test_grade_shorthands_are_exactly_the_per_run_option_fields():
     """``grade(sub, isolation=...)`` overrides GradeOptions fields; which assignment is the
-    ``assignment``/``options`` arguments' business, and ``zygote`` the older callers' starter."""
+    ``assignment``/``options`` arguments' business (workers are started by ``starter=``)."""
     fields = {f.name for f in dataclasses.fields(GradeOptions)}
-    assert set(OptionChanges.__annotations__) == fields - {"assignment", "manifest_path", "canary"} | {"zygote"}
+    assert set(OptionChanges.__annotations__) == fields - {"assignment", "manifest_path", "canary"}
 
 
 def test_cli_defaults_are_read_from_the_options():

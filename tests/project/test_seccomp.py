@@ -166,12 +166,13 @@ KEYRING_RUN = textwrap.dedent("""
     assert libc.syscall(add_key, b"user", b"grader-secret", b"instructor-key", 14, ctypes.c_long(-3)) >= 0
     from grader.grade import grade
     messages = []
+    from grader.sandbox.starters import ZygoteStarter
     for zygote in (None, "fork"):
         if zygote:
             from grader.sandbox.zygote_client import Zygote
             zygote = Zygote(); assert zygote.wait_ready()
         card = grade(Path(sys.argv[1]), isolation=sys.argv[2], seed=1, exercises=["softmax"],
-                     per_test_time_limit=20, zygote=zygote)
+                     per_test_time_limit=20, starter=ZygoteStarter(zygote) if zygote else None)
         messages += [t["message"] for e in card["exercises"] for t in e["tests"]]
         if zygote:
             zygote.close()
