@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.checks import fail
 
-__all__ = ["PROJECTIONS", "expect_params", "mha_oracle", "sdpa_math"]
+__all__ = ["PROJECTIONS", "expect_params", "mha_oracle", "sdpa_float64", "sdpa_math"]
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
@@ -25,6 +25,14 @@ def sdpa_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: objec
     """``F.scaled_dot_product_attention`` on its math backend (the plain formula, in the inputs' dtype)."""
     with sdpa_kernel(SDPBackend.MATH):
         return F.scaled_dot_product_attention(q, k, v, **kwargs)  # type: ignore[arg-type]
+
+
+def sdpa_float64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+                 scale: float | None = None) -> torch.Tensor:
+    """:func:`sdpa_math` computed in float64 (a bool ``mask`` as it is, an additive one in float64), cast back to
+    ``q``'s dtype: the oracle for low-precision inputs."""
+    m = mask if mask is None or mask.dtype == torch.bool else mask.double()
+    return sdpa_math(q.double(), k.double(), v.double(), attn_mask=m, scale=scale).to(q.dtype)
 
 
 def mha_oracle(p: Mapping[str, torch.Tensor], num_heads: int, x: torch.Tensor, context: torch.Tensor | None = None,

@@ -6,9 +6,8 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from grader.testing.attention import sdpa_float64
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor
 from grader.testing.gradients import GRAD_HINT, expect_grads
 from grader.testing.oracles import expect_dropout_on_weights
@@ -16,14 +15,6 @@ from grader.testing.oracles import expect_dropout_on_weights
 pytestmark = pytest.mark.exercise("scaled_dot_product")
 
 OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
-
-
-def sdpa_math(q, k, v, mask=None, scale=None) -> torch.Tensor:
-    """PyTorch's own SDPA with the math backend, in float64, cast back to the input dtype."""
-    m = mask if mask is None or mask.dtype == torch.bool else mask.double()
-    with sdpa_kernel(SDPBackend.MATH):
-        out = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=m, scale=scale)
-    return out.to(q.dtype)
 
 
 def oracle_weights(q, k, mask=None, scale=None) -> torch.Tensor:
@@ -56,7 +47,7 @@ SHAPES = {  # name: (query, key, value) shapes
 def test_output_matches_sdpa_without_mask(student, gen, case):
     q, k, v = (torch.randn(*s, generator=gen) for s in SHAPES[case])
     out, _ = sdpa(student, q, k, v)
-    expect_tensor(out, sdpa_math(q, k, v), what=f"output ({case})",
+    expect_tensor(out, sdpa_float64(q, k, v), what=f"output ({case})",
                   hint="softmax(Q @ K^T / sqrt(E), dim=-1) @ V, with key.transpose(-2, -1)")
 
 
@@ -81,7 +72,7 @@ def test_random_bool_mask_matches_sdpa(student, gen):
     expect(bool((weights.masked_select(~mask) == 0).all()), "weights are non-zero where the bool mask is False",
            "bool masks follow SDPA: True = may attend, False = blocked (masked_fill(~mask, -inf))")
     expect_tensor(weights, oracle_weights(q, k, mask), what="weights with a random bool mask")
-    expect_tensor(out, sdpa_math(q, k, v, mask), what="output with a random bool mask vs SDPA")
+    expect_tensor(out, sdpa_float64(q, k, v, mask), what="output with a random bool mask vs SDPA")
 
 
 @pytest.mark.points(0.5)
@@ -90,7 +81,7 @@ def test_bool_mask_broadcasts_over_batch_dims(student, gen):
         torch.randn(2, 3, 5, 4, generator=gen)
     mask = torch.ones(4, 5, dtype=torch.bool).tril(diagonal=1)  # (L, S), shared by every batch and head
     out, _ = sdpa(student, q, k, v, mask=mask)
-    expect_tensor(out, sdpa_math(q, k, v, mask), what="output with an (L, S) bool mask on (2, 3, L, S) scores",
+    expect_tensor(out, sdpa_float64(q, k, v, mask), what="output with an (L, S) bool mask on (2, 3, L, S) scores",
                   hint="the mask is broadcastable to (..., L, S): masked_fill broadcasts it for you")
     q, k, v = torch.randn(3, 2, 4, 4, generator=gen), torch.randn(3, 2, 5, 4, generator=gen), \
         torch.randn(3, 2, 5, 4, generator=gen)
@@ -99,7 +90,7 @@ def test_bool_mask_broadcasts_over_batch_dims(student, gen):
     expect_tensor(weights, oracle_weights(q, k, pad), what="weights with a (B=3, 1, 1, S) padding mask",
                   hint="use the mask as it is: do not squeeze or reshape it (squeeze() lines the batch up with the "
                        "queries when B > 1)")
-    expect_tensor(out, sdpa_math(q, k, v, pad), what="output with a (B=3, 1, 1, S) padding mask vs SDPA")
+    expect_tensor(out, sdpa_float64(q, k, v, pad), what="output with a (B=3, 1, 1, S) padding mask vs SDPA")
 
 
 @pytest.mark.points(1)
@@ -111,7 +102,7 @@ def test_additive_alibi_bias_is_added_after_scaling(student, gen):
     expect_tensor(weights, oracle_weights(q, k, bias), what="weights with an additive bias -0.3*|i-j|",
                   hint="SDPA adds a float mask to the SCALED scores: softmax(Q K^T / sqrt(E) + mask); "
                        "adding it before the scaling shrinks the bias, and it is not a 0/1 keep-mask")
-    expect_tensor(out, sdpa_math(q, k, v, bias), what="output with an additive bias vs SDPA")
+    expect_tensor(out, sdpa_float64(q, k, v, bias), what="output with an additive bias vs SDPA")
 
 
 @pytest.mark.points(0.5)
@@ -123,7 +114,7 @@ def test_additive_causal_mask_blocks_the_future(student, gen):
                   hint="a float mask holds 0 (keep) and -inf (block): add it; `mask == 0` would block the kept ones")
     expect(bool((weights[..., 0, 1:] == 0).all()), "query 0 gives weight to future keys under a causal additive mask",
            "a float mask is added to the scores: -inf there means weight exactly 0")
-    expect_tensor(out, sdpa_math(q, k, v, additive), what="output with an additive causal mask vs SDPA")
+    expect_tensor(out, sdpa_float64(q, k, v, additive), what="output with an additive causal mask vs SDPA")
 
 
 @pytest.mark.points(0.5)
@@ -131,7 +122,7 @@ def test_future_keys_do_not_change_earlier_outputs(student, gen):
     q, k, v = (torch.randn(1, 7, 4, generator=gen) for _ in range(3))
     causal = torch.ones(7, 7, dtype=torch.bool).tril()
     out, _ = sdpa(student, q, k, v, mask=causal)
-    expect_tensor(out, sdpa_math(q, k, v, causal), what="output with a (7, 7) causal bool mask vs SDPA")
+    expect_tensor(out, sdpa_float64(q, k, v, causal), what="output with a (7, 7) causal bool mask vs SDPA")
     k2, v2 = k.clone(), v.clone()
     k2[:, 4:] += 10.0 * torch.randn(1, 3, 4, generator=gen)
     v2[:, 4:] += 10.0
@@ -147,11 +138,11 @@ def test_explicit_scale_is_used(student, gen):
     out, weights = sdpa(student, q, k, v, scale=0.7)
     expect_tensor(weights, oracle_weights(q, k, scale=0.7), what="weights with scale=0.7",
                   hint="scale multiplies Q K^T; only scale=None means 1/sqrt(E)")
-    expect_tensor(out, sdpa_math(q, k, v, scale=0.7), what="output with scale=0.7 vs SDPA")
+    expect_tensor(out, sdpa_float64(q, k, v, scale=0.7), what="output with scale=0.7 vs SDPA")
     out, weights = sdpa(student, q, k, v, scale=0.0)  # a real scale: every key gets the same weight
     expect_tensor(weights, oracle_weights(q, k, scale=0.0), what="weights with scale=0.0",
                   hint="scale=0.0 is a scale, not a missing one: test `scale is None`, not `scale or 1/sqrt(E)`")
-    expect_tensor(out, sdpa_math(q, k, v, scale=0.0), what="output with scale=0.0 vs SDPA")
+    expect_tensor(out, sdpa_float64(q, k, v, scale=0.0), what="output with scale=0.0 vs SDPA")
 
 
 @pytest.mark.points(0.75)
@@ -167,11 +158,11 @@ def test_fully_masked_rows_give_zero_and_no_nan(student, gen):
                   hint="softmax over a row of -inf is NaN: give rows with no visible key zero weights")
     expect_tensor(weights, oracle_weights(q, k, mask), what="weights with fully-masked rows (bool mask)",
                   hint="a query with no visible key gets all-zero weights (as SDPA), not a uniform row (-1e9 fill)")
-    expect_tensor(out, sdpa_math(q, k, v, mask), what="output with fully-masked rows vs SDPA")
+    expect_tensor(out, sdpa_float64(q, k, v, mask), what="output with fully-masked rows vs SDPA")
     additive = torch.zeros(2, 4, 5).masked_fill(~mask, float("-inf"))
     out_f, _ = sdpa(student, q, k, v, mask=additive)
     expect_finite(out_f, what="output with fully -inf rows in an additive mask")
-    expect_tensor(out_f, sdpa_math(q, k, v, mask), what="output with fully -inf rows in an additive mask")
+    expect_tensor(out_f, sdpa_float64(q, k, v, mask), what="output with fully -inf rows in an additive mask")
 
 
 @pytest.mark.points(0.5)
@@ -179,7 +170,7 @@ def test_float16_with_a_mask(student, gen):
     q, k, v = (torch.randn(2, 6, 8, generator=gen).half() for _ in range(3))
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
     out, weights = sdpa(student, q, k, v, mask=causal)
-    expect_tensor(out, sdpa_math(q, k, v, causal), what="float16 output with a causal bool mask", atol=5e-3,
+    expect_tensor(out, sdpa_float64(q, k, v, causal), what="float16 output with a causal bool mask", atol=5e-3,
                   rtol=5e-3, hint="fill with float('-inf'): -1e9 does not fit in float16 (max 65504) and raises")
     expect_shape(weights, (2, 6, 6), what="float16 weights")
     expect(weights.dtype == torch.float16, f"weights: got dtype {weights.dtype}, expected torch.float16")
@@ -192,7 +183,7 @@ def test_no_dropout_when_not_training(student, gen):
     out2, w2 = sdpa(student, q, k, v, dropout_p=0.5)  # training defaults to False
     hint = "dropout only when training=True: with training=False the weights are used as they are"
     expect_tensor(w1, oracle_weights(q, k), what="weights with dropout_p=0.5, training=False", hint=hint)
-    expect_tensor(out1, sdpa_math(q, k, v), what="output with dropout_p=0.5, training=False", hint=hint)
+    expect_tensor(out1, sdpa_float64(q, k, v), what="output with dropout_p=0.5, training=False", hint=hint)
     expect_tensor(out2, out1, what="a second call with dropout_p=0.5 at eval", hint=hint)
     expect_tensor(w2, w1, what="weights with dropout_p=0.5 and training left at its default (False)", hint=hint)
 
@@ -218,7 +209,7 @@ def test_large_scores_stay_finite(student, gen):
         torch.randn(2, 5, 8, generator=gen)
     out, weights = sdpa(student, q, k, v)
     expect_finite(weights, what="weights for scores of size ~1000", hint="use a stable softmax (subtract the row max)")
-    expect_tensor(out, sdpa_math(q, k, v), what="output for scores of size ~1000", atol=1e-4, rtol=1e-4)
+    expect_tensor(out, sdpa_float64(q, k, v), what="output for scores of size ~1000", atol=1e-4, rtol=1e-4)
 
 
 def _sdpa64(q, k, v, mask=None):
@@ -253,4 +244,4 @@ def test_float64_keeps_float64_precision(student, gen):
         out, weights = sdpa(student, q, k, v, mask=mask)
         what = "float64 " + ("with an additive float64 bias" if mask is not None else "without a mask")
         expect_tensor(weights, oracle_weights(q, k, mask), what=f"weights, {what}", hint=hint)
-        expect_tensor(out, sdpa_math(q, k, v, mask), what=f"output, {what}", hint=hint)
+        expect_tensor(out, sdpa_float64(q, k, v, mask), what=f"output, {what}", hint=hint)

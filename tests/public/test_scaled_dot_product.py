@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from grader.testing.attention import sdpa_float64
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor
 
 pytestmark = pytest.mark.exercise("scaled_dot_product")
@@ -34,14 +33,6 @@ def seed_qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return x @ w_q, x @ w_k, x @ w_v
 
 
-def sdpa_math(q, k, v, mask=None, scale=None) -> torch.Tensor:
-    """PyTorch's own SDPA (math backend, float64), cast back to the input dtype."""
-    m = mask if mask is None or mask.dtype == torch.bool else mask.double()
-    with sdpa_kernel(SDPBackend.MATH):
-        out = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=m, scale=scale)
-    return out.to(q.dtype)
-
-
 @pytest.mark.points(3)
 def test_reproduces_the_seed_example(student):
     q, k, v = seed_qkv()
@@ -64,7 +55,7 @@ def test_shapes_with_batch_dims_L_not_S_and_Ev_not_E(student, gen):
     expect_shape(weights, (2, 3, 4, 6), what="weights for query (2, 3, L=4, E=8), key (2, 3, S=6, E=8)",
                  hint="weights are (..., L, S): one row per query, one column per key")
     expect_shape(out, (2, 3, 4, 5), what="output for value (2, 3, S=6, Ev=5)", hint="output is (..., L, Ev)")
-    expect_tensor(out, sdpa_math(q, k, v), what="output vs F.scaled_dot_product_attention",
+    expect_tensor(out, sdpa_float64(q, k, v), what="output vs F.scaled_dot_product_attention",
                   hint="transpose only the last two dims of key: key.transpose(-2, -1); scale by 1/sqrt(E)")
     sums = weights.double().sum(dim=-1)
     expect_tensor(sums, torch.ones_like(sums), what="weights.sum(dim=-1)", atol=1e-5, rtol=0,
@@ -80,7 +71,7 @@ def test_bool_causal_mask_matches_sdpa(student, gen):
     future = weights.masked_select(~causal.expand(2, 5, 5))
     expect(bool((future == 0).all()), "a query gives non-zero weight to a key where the bool mask is False",
            "bool masks follow SDPA: True = may attend; fill the False positions with -inf before softmax")
-    expect_tensor(out, sdpa_math(q, k, v, causal), what="output with a causal bool mask vs SDPA")
+    expect_tensor(out, sdpa_float64(q, k, v, causal), what="output with a causal bool mask vs SDPA")
 
 
 @pytest.mark.points(2)
@@ -89,7 +80,7 @@ def test_additive_mask_is_added_to_the_scaled_scores(student, gen):
     pos = torch.arange(4)
     bias = -0.5 * (pos[:, None] - pos[None, :]).abs().float()  # (4, 4), finite: ALiBi-like distance penalty
     out, _ = student.scaled_dot_product.scaled_dot_product_attention(q, k, v, mask=bias)
-    expect_tensor(out, sdpa_math(q, k, v, bias), what="output with an additive (float) mask vs SDPA",
+    expect_tensor(out, sdpa_float64(q, k, v, bias), what="output with an additive (float) mask vs SDPA",
                   hint="a float mask is ADDED to the scores after scaling: softmax(Q K^T * scale + mask); "
                        "it is not a 0/1 keep-mask")
 
@@ -105,12 +96,12 @@ def test_fully_masked_query_gets_zero_weights_and_zero_output(student, gen):
     expect_tensor(weights[1], torch.zeros(5), what="weights of the fully-masked query 1",
                   hint="SDPA gives a query with no visible key all-zero weights (not a uniform row: no -1e9 fill)")
     expect_tensor(out[1], torch.zeros(2), what="output of the fully-masked query 1")
-    expect_tensor(out, sdpa_math(q, k, v, mask), what="output vs SDPA")
+    expect_tensor(out, sdpa_float64(q, k, v, mask), what="output vs SDPA")
 
 
 @pytest.mark.points(1.5)
 def test_no_dropout_when_not_training(student, gen):
     q, k, v = (torch.randn(2, 6, 4, generator=gen) for _ in range(3))
     out, _ = student.scaled_dot_product.scaled_dot_product_attention(q, k, v, dropout_p=0.5, training=False)
-    expect_tensor(out, sdpa_math(q, k, v), what="output with dropout_p=0.5, training=False",
+    expect_tensor(out, sdpa_float64(q, k, v), what="output with dropout_p=0.5, training=False",
                   hint="dropout acts only when training=True; at evaluation the weights are used as they are")
