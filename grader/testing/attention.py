@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.checks import fail
 
-__all__ = ["PROJECTIONS", "expect_params", "mha_oracle", "sdpa_float64", "sdpa_math"]
+__all__ = ["PROJECTIONS", "causal_oracle", "expect_params", "mha_oracle", "sdpa_float64", "sdpa_math"]
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
@@ -33,6 +33,13 @@ def sdpa_float64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.
     ``q``'s dtype: the oracle for low-precision inputs."""
     m = mask if mask is None or mask.dtype == torch.bool else mask.double()
     return sdpa_math(q.double(), k.double(), v.double(), attn_mask=m, scale=scale).to(q.dtype)
+
+
+def causal_oracle(x: torch.Tensor, p: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """One causal attention head by SDPA's math backend, on the projections (``W_query``... with optional
+    biases) that the parameters ``p`` define: (B, T, d_in) -> (B, T, d_out)."""
+    q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in PROJECTIONS)
+    return sdpa_math(q, k, v, is_causal=True)
 
 
 def mha_oracle(p: Mapping[str, torch.Tensor], num_heads: int, x: torch.Tensor, context: torch.Tensor | None = None,

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.testing.attention import sdpa_math
+from grader.testing.attention import causal_oracle
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
@@ -36,11 +36,6 @@ def build(student, reference, d_in, d_out, context_length, dropout=0.0, qkv_bias
     ref.eval()
     h.eval()
     return h, ref
-
-
-def sdpa_oracle(x: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
-    q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in PROJECTIONS)
-    return sdpa_math(q, k, v, is_causal=True)
 
 
 def weights64(x: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -73,7 +68,7 @@ def test_matches_sdpa_math_backend(student, reference, gen, B, T, ctx, d_in, d_o
     h, ref = build(student, reference, d_in, d_out, ctx, 0.0, bias)
     x = torch.randn(B, T, d_in, generator=gen)
     got = h(x)
-    expect_tensor(got, sdpa_oracle(x, params_of(ref)),
+    expect_tensor(got, causal_oracle(x, params_of(ref)),
                   what=f"CausalAttention({d_in}, {d_out}, context_length={ctx}) on x of shape {(B, T, d_in)}",
                   hint="queries from W_query, keys from W_key; mask keys j > i with -inf before the softmax; "
                        "divide the scores by sqrt(d_out) (not d_out, not d_out**2); use the mask's [:T, :T] corner")
@@ -90,7 +85,7 @@ def test_parameters_are_the_three_projections(student, gen, bias):
     expect(got == expected, f"named_parameters() of CausalAttention(5, 3, 6, 0.0, qkv_bias={bias}): got {got}, "
                             f"expected {expected}", NAMES_HINT)
     x = torch.randn(2, 4, 5, generator=gen)  # the parameters it reports must be the ones it computes with
-    expect_tensor(h.eval()(x), sdpa_oracle(x, params), what="CausalAttention with its own parameters")
+    expect_tensor(h.eval()(x), causal_oracle(x, params), what="CausalAttention with its own parameters")
 
 
 @pytest.mark.points(0.25)
@@ -138,7 +133,7 @@ def test_changing_future_tokens_leaves_earlier_outputs_unchanged(student, refere
     expect_shape(before, (3, T, 6), what="output")
     expect_finite(before, what="output", hint="a fully masked row gives NaN: is your mask the right way round?")
     # the property alone would pay a module that attends to nothing (x @ W_value, uniform weights)
-    expect_tensor(before, sdpa_oracle(x, params_of(ref)), what="output (T = 8, context_length = 9)")
+    expect_tensor(before, causal_oracle(x, params_of(ref)), what="output (T = 8, context_length = 9)")
     expect_tensor(after[:, :t], before[:, :t], what=f"outputs of tokens 0..{t - 1} after changing tokens {t}..{T - 1}",
                   hint="token i must not see tokens after i: the mask must hide keys j > i (and only those)")
     expect(not torch.allclose(after[:, t:], before[:, t:]),
@@ -153,7 +148,7 @@ def test_every_length_up_to_the_context_works(student, reference, gen):
     p = params_of(ref)
     for T in range(1, ctx + 1):
         x = torch.randn(2, T, 3, generator=gen)
-        expect_tensor(h(x), sdpa_oracle(x, p), what=f"output for T = {T} (context_length = {ctx})",
+        expect_tensor(h(x), causal_oracle(x, p), what=f"output for T = {T} (context_length = {ctx})",
                       hint="slice the (context_length, context_length) mask to [:T, :T] for shorter inputs")
 
 
@@ -165,7 +160,7 @@ def test_eval_mode_is_deterministic_and_ignores_dropout(student, reference, gen)
     expect_shape(first, (2, 6, 4), what="output")
     expect_tensor(second, first, what="second call vs first call in eval mode",
                   hint="dropout must be off in eval(): use self.dropout (nn.Dropout), not F.dropout(training=True)")
-    expect_tensor(first, sdpa_oracle(x, params_of(ref)), what="eval-mode output with dropout=0.5 vs no dropout",
+    expect_tensor(first, causal_oracle(x, params_of(ref)), what="eval-mode output with dropout=0.5 vs no dropout",
                   hint="in eval mode, dropout is the identity")
 
 
@@ -223,7 +218,7 @@ def test_mask_is_a_buffer_not_a_parameter(student, reference, gen):
     h, ref = build(student, reference, 4, 4, 7, 0.1)
     x = torch.randn(2, 5, 4, generator=gen)
     # a structure check alone would reward a module that does nothing: it must also attend correctly
-    expect_tensor(h(x), sdpa_oracle(x, params_of(ref)), what="CausalAttention(4, 4, 7, 0.1).eval()(x)")
+    expect_tensor(h(x), causal_oracle(x, params_of(ref)), what="CausalAttention(4, 4, 7, 0.1).eval()(x)")
     buffers, state, params = h.named_buffers(), h.state_dict(), h.named_parameters()
     expect("mask" in buffers, f"named_buffers(): got {sorted(buffers)}, expected a 'mask' entry",
            "store the causal mask with self.register_buffer('mask', ...), not as a plain attribute (self.mask = ...)")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from grader.testing.attention import expect_params, sdpa_math
+from grader.testing.attention import causal_oracle, expect_params
 from grader.testing.checks import expect, expect_shape, expect_tensor
 from grader.testing.params import transplant
 
@@ -36,8 +35,7 @@ NAMES_HINT = ("name the projections self.W_query, self.W_key and self.W_value, e
 def sdpa_oracle(x: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
     """PyTorch's own causal attention (math backend) on the projections the parameters `p` define."""
     expect_params(p, [f"{n}.weight" for n in PROJECTIONS], NAMES_HINT)
-    q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in PROJECTIONS)
-    return sdpa_math(q, k, v, is_causal=True)
+    return causal_oracle(x, p)
 
 
 @pytest.mark.points(2)
