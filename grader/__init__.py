@@ -21,8 +21,8 @@ __version__ = "0.1.0"
 # and `grader.batch` are modules of this package (a function of the same name would shadow them), and
 # this package is imported inside the sandbox too (`process`/`none`), which must never load the trusted side.
 LIBRARY: dict[str, tuple[str, ...]] = {
-    "grader.grade": ("grade", "GradeRefused", "launch_spec"),
-    "grader.options": ("GradeOptions",),
+    "grader.grade": ("grade", "GradeRefused"),
+    "grader.options": ("GradeOptions", "launch_spec"),
     "grader.batch.job": ("batch",),
     "grader.classroom.check": ("check",),
     "grader.canary": ("prove",),

@@ -14,6 +14,7 @@ batch pays for it once, and so does every later run on an unchanged machine.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -104,13 +105,20 @@ def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[
     digest = hashlib.sha256()
     for path in _inputs(assignment):
         digest.update(path.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    import torch
-
-    env = [__version__, sys.version, platform.platform(), str(torch.__version__), str(torch.version.cuda),
+    env = [__version__, sys.version, platform.platform(), _torch_build(),
            str(os.geteuid() if hasattr(os, "geteuid") else ""), backend, assignment.id,
            ",".join(sorted(exercises or [])), str(per_test_time_limit), str(FORMAT)]
     digest.update("\0".join(env).encode())
     return digest.hexdigest()[:32]
+
+
+def _torch_build() -> str:
+    """torch's version file (release, CUDA, git revision), read without importing torch (about a second)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return "no torch"
+    version = Path(spec.origin).with_name("version.py")
+    return hashlib.sha256(version.read_bytes()).hexdigest() if version.is_file() else "no torch/version.py"
 
 
 def _inputs(assignment: manifest.Assignment) -> list[Path]:

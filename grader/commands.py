@@ -5,29 +5,66 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader import manifest
 from grader.errors import ExitCode, GraderFault, UsageError
-from grader.options import DEFAULTS, GradeOptions
+from grader.options import DEFAULTS, GradeOptions, launch_spec
 from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
 from grader.sandbox.levels import LEVELS
 
+if TYPE_CHECKING:
+    from grader.sandbox.warm import WarmChannel
+
 
 def _cmd_grade(args: argparse.Namespace) -> int:
-    from grader.grade import grade
-    from grader.schema import SchemaError
-    from grader.scoring import scorecard
-
     out = _check_grade_paths(Path(args.submission), Path(args.out) if args.out else None)
     options = GradeOptions(assignment=args.assignment, manifest_path=Path(args.manifest) if args.manifest else None,
                            isolation=args.isolation, require_isolation=args.require_isolation, seed=args.seed,
                            require_cuda=args.require_cuda, canary=not args.no_canary)
     assignment = options.load()  # once for the whole command: the canary and the grade share it
     proof = _canary(options, assignment)
-    card = grade(args.submission, options=options, assignment=assignment)
+    warm = _prestart(options, assignment)  # imports torch while this process imports the grader's side
+    try:
+        card = _grade(args.submission, options, assignment, warm)
+    finally:
+        if warm is not None:
+            warm.discard()
     if proof is not None:
         card["canary"] = proof
+    _emit(card, out)
+    return ExitCode.OK
+
+
+def _prestart(options: GradeOptions, assignment: manifest.Assignment) -> WarmChannel | None:
+    """The submission's first worker, started before ``grader.grade`` (torch, pytest) is imported, so that the
+    two imports overlap. It is untrusted from its first instruction and holds nothing secret (see
+    :class:`grader.sandbox.warm.WarmChannel`); a worker that fails to start only means a cold one later."""
+    from grader.sandbox import isolation as iso
+    from grader.sandbox.warm import WarmChannel
+
+    backend = iso.choose(options.isolation, options.require_isolation)
+    if backend == "inprocess":
+        return None
+    try:
+        return WarmChannel(launch_spec(assignment, backend, threads=options.threads))
+    except OSError:
+        return None
+
+
+def _grade(submission: str, options: GradeOptions, assignment: manifest.Assignment,
+           warm: WarmChannel | None) -> dict[str, Any]:
+    from grader.grade import grade
+    from grader.sandbox.starters import PrestartedStarter
+
+    return grade(submission, options=options, assignment=assignment,
+                 starter=PrestartedStarter(warm) if warm is not None else None)
+
+
+def _emit(card: dict[str, Any], out: Path | None) -> None:
+    from grader.schema import SchemaError
+    from grader.scoring import scorecard
+
     try:
         if out:
             scorecard.write(card, out)
@@ -36,7 +73,6 @@ def _cmd_grade(args: argparse.Namespace) -> int:
             print(scorecard.dumps(card))
     except SchemaError as exc:
         raise GraderFault(f"internal error: the scorecard failed its schema ({exc}); please report this") from None
-    return ExitCode.OK
 
 
 def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:

@@ -17,7 +17,7 @@ import pytest
 
 from grader import intake, manifest
 from grader.errors import UsageError
-from grader.options import GradeOptions
+from grader.options import GradeOptions, launch_spec
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard, withhold
 from grader.scoring.points import exercise_scores
@@ -154,18 +154,6 @@ def _sandbox_record(card: dict[str, Any], record: SandboxRecord) -> None:
     card["student_output"] = {"stdout_bytes": record.stdout_bytes, "stderr_bytes": record.stderr_bytes}
     card["isolation"]["worker_starts"] = record.worker_starts
     card["isolation"]["worker_forks"] = record.worker_forks
-
-
-def launch_spec(assignment: manifest.Assignment, backend: str, *, slot: int = 0, threads: int = 1) -> iso.LaunchSpec:
-    """The worker launch spec ``grade()`` uses (so a caller can pre-start a matching warm worker)."""
-    return iso.LaunchSpec(backend if backend != "inprocess" else "none", slot=slot, threads=threads,
-                          limits=_limits(assignment))
-
-
-def _limits(assignment: manifest.Assignment) -> iso.Limits:
-    lim = assignment.limits
-    return iso.Limits(memory_mb=lim.memory_mb, processes=lim.processes, file_size_mb=lim.file_size_mb,
-                      cpu_s=int(lim.submission_wall_s), output_bytes=lim.output_kb << 10)
 
 
 def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int, spec: iso.LaunchSpec,

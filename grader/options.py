@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import manifest
+from grader.sandbox import isolation as iso
 
-__all__ = ["DEFAULTS", "GradeOptions"]
+__all__ = ["DEFAULTS", "GradeOptions", "launch_spec"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,3 +38,11 @@ class GradeOptions:
 
 
 DEFAULTS = GradeOptions()  # what the CLIs show and use when an option is not given
+
+
+def launch_spec(assignment: manifest.Assignment, backend: str, *, slot: int = 0, threads: int = 1) -> iso.LaunchSpec:
+    """The worker launch spec ``grade()`` uses (so a caller can pre-start a matching warm worker)."""
+    lim = assignment.limits
+    limits = iso.Limits(memory_mb=lim.memory_mb, processes=lim.processes, file_size_mb=lim.file_size_mb,
+                        cpu_s=int(lim.submission_wall_s), output_bytes=lim.output_kb << 10)
+    return iso.LaunchSpec(backend if backend != "inprocess" else "none", slot=slot, threads=threads, limits=limits)

@@ -19,7 +19,7 @@ from grader.batch import cards
 from grader.batch.discover import Entry
 from grader.batch.pool import Pool
 from grader.batch.results import BatchFault, BatchInterrupted, Options, Result, Run
-from grader.grade import launch_spec
+from grader.options import launch_spec
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
 

@@ -21,7 +21,7 @@ from grader import manifest, procs
 from grader.batch import cards
 from grader.batch.discover import Entry
 from grader.batch.results import BatchFault, Options, Result
-from grader.grade import launch_spec
+from grader.options import launch_spec
 from grader.sandbox.starters import lane_slot
 
 WATCHDOG_SLACK_S = 120.0

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
     import torch
 
-    from grader.grade import launch_spec
+    from grader.options import launch_spec
     from grader.sandbox import isolation as iso
     from grader.sandbox.starters import SlotStarters
 

@@ -18,13 +18,23 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from grader.protocol import wire
 from grader.sandbox import drain, reaping, sweep
 from grader.sandbox.cputime import CpuMeter, cpuacct_group
 from grader.sandbox.isolation import LAUNCHER, LaunchSpec
 from grader.sandbox.zygote_client import ForkedWorker, Zygote
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+def _wire() -> ModuleType:
+    """The wire format, imported at the first frame: it imports torch (about a second), and a command that
+    starts its worker first (``grader grade``) lets the worker import torch while it imports its own."""
+    from grader.protocol import wire
+
+    return wire
+
 
 KEEP_OUTPUT = 64 << 10
 MAX_REPLY = 256 << 20
@@ -122,7 +132,7 @@ class Channel:
     # -- requests -----------------------------------------------------------------------------
     def send(self, value: object) -> None:
         """Send one request (a WireError here is the trusted side's own encoding fault)."""
-        data = wire.encode(value)
+        data = _wire().encode(value)
         self._expect_silence()
         try:
             view = memoryview(data)
@@ -191,6 +201,7 @@ class Channel:
         buf = self._buffer
         if len(buf) < 8:
             return None
+        wire = _wire()
         if bytes(buf[:4]) != wire.MAGIC:
             raise ChannelError("protocol", "reply does not start with a frame")
         (hlen,) = struct.unpack_from("<I", buf, 4)

@@ -78,22 +78,9 @@ def _warm_up() -> None:
     import torch
 
     torch.set_num_threads(1)
-    import torch.nn.functional as F
+    from grader.inside import warmup, worker  # noqa: F401  (the worker module too: every fork runs it)
 
-    from grader.inside import (  # noqa: F401
-        executor,
-        gpu,
-        peak,
-        worker,
-    )
-    from grader.protocol import wire
-
-    x = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
-    with peak.PeakStorage():
-        y = F.scaled_dot_product_attention(x, x, x, attn_mask=torch.ones(4, 4, dtype=torch.bool).tril())
-    layer = torch.nn.Linear(8, 8).double()
-    (layer(F.dropout(y.softmax(-1), 0.1)) * torch.ones(1, 2, 4, 8, dtype=torch.float64)).sum().backward()
-    wire.decode(wire.encode({"t": x.detach().float(), "n": [1, 2.0, "s", None]}))
+    warmup.warm_up()
 
 
 def _proxy(control: socket.socket, cfg: Config, fds: list[int], zygote: int) -> None:

@@ -8,7 +8,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.attention.bias import causal_lower_right
 
 from grader.testing.attention import sdpa_math
 from grader.testing.checks import expect, expect_finite, expect_tensor
@@ -42,6 +41,8 @@ def qkv(gen: torch.Generator, B: int, H: int, L: int, S: int, E: int, Ev: int, d
 
 
 def bottom_right(L: int, S: int) -> torch.Tensor:
+    """torch.nn.attention.bias.causal_lower_right(L, S) as a bool mask (importing that module imports torch's
+    compiler: over a second in every grade)."""
     return torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L)  # (L, S): query i sees keys 0..S-L+i
 
 
@@ -97,8 +98,8 @@ def test_sdpa_is_causal_with_fewer_queries_is_bottom_right_aligned(student, gen)
     got = student.efficient_attention.sdpa_attention(q, k, v, is_causal=True)
     hint = ("with L < S the queries are the LAST L positions (query i at S - L + i); SDPA's is_causal is top-left "
             "aligned then: build torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L) and pass it as the mask")
-    expect_tensor(got, sdpa_math(q, k, v, attn_mask=causal_lower_right(3, 7)),
-                  what="sdpa_attention(q (L=3), k (S=7), is_causal=True) vs causal_lower_right", hint=hint)
+    expect_tensor(got, sdpa_math(q, k, v, attn_mask=bottom_right(3, 7)),
+                  what="sdpa_attention(q (L=3), k (S=7), is_causal=True) vs a bottom-right causal mask", hint=hint)
     expect_tensor(got, hand_attention(q, k, v, bottom_right(3, 7)), what="the same vs float64", hint=hint)
     k2, v2 = k.clone(), v.clone()
     k2[..., 6, :] += 9.0  # the last key is visible to the last query only
@@ -170,8 +171,8 @@ def test_flash_is_tile_size_invariant_with_a_ragged_last_tile(student, gen, bloc
 def test_flash_causal_with_fewer_queries_is_bottom_right_aligned(student, gen):
     q, k, v = qkv(gen, B=2, H=2, L=5, S=13, E=4, Ev=4)
     got = student.efficient_attention.flash_attention(q, k, v, is_causal=True, block_size=4)
-    expect_tensor(got, sdpa_math(q, k, v, attn_mask=causal_lower_right(5, 13)),
-                  what="flash_attention(L=5, S=13, is_causal=True) vs SDPA with causal_lower_right",
+    expect_tensor(got, sdpa_math(q, k, v, attn_mask=bottom_right(5, 13)),
+                  what="flash_attention(L=5, S=13, is_causal=True) vs SDPA with a bottom-right causal mask",
                   hint="query i sits at absolute position S - L + i and sees keys 0..S - L + i")
     expect_on_input_device(lambda: student.efficient_attention.flash_attention.on_meta(q, k, v, is_causal=True, block_size=4),
                            what="flash_attention(q, k, v on the meta device, is_causal=True)",

@@ -194,7 +194,7 @@ def test_wrapper_float64_gradients_match_the_stand_in_heads(student, gen):
     leaf = x.clone().requires_grad_(True)
     leaves = {k: v.clone().requires_grad_(True) for k, v in params.items()}
     expected = stand_in_oracle(leaf, leaves, 2)
-    expected.backward(g)
+    (expected * g).sum().backward()  # = expected.backward(g), which imports sympy (0.5 s) on first use
     expect_tensor(out, expected.detach(), what="float64 wrapper output", hint=STAND_IN_HINT)
     expect_tensor(gx, leaf.grad, what="gradient of the input x", hint="keep forward differentiable: no torch.no_grad() "
                   "or .detach() inside it (use no_grad only around inference calls)")

@@ -15,8 +15,8 @@ GRADER = Path(__file__).resolve().parents[2] / "grader"
 LAYERS: list[set[str]] = [
     {"grader", "errors", "protocol", "safetext", "schema", "schemas"},  # plain data, the error tree, schemas
     {"inside", "manifest", "references", "exports", "procs", "intake_fs"},
-    {"student", "sandbox", "intake_archive", "intake_notebook", "options"},
-    {"intake", "testing"},
+    {"student", "sandbox", "intake_archive", "intake_notebook"},
+    {"intake", "testing", "options"},
     {"scoring"},
     {"grade", "selfcheck", "build"},
     {"canary"},
