@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 import torch
 
-from grader.inside.executor import Executor, safe_str
+from grader.inside.executor import Executor
+from grader.inside.frames import safe_str
 from grader.protocol.errors import StudentError, StudentNotFound, StudentNotImplemented
 from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy

@@ -11,7 +11,6 @@ import importlib
 import itertools
 import sys
 import time
-import traceback
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from torch import nn
 
 from grader.inside import bans, handles, ops, standins
+from grader.inside.frames import raised_in, safe_str, student_frames
 from grader.protocol.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
 from grader.protocol.values import Args, HandleRef, Kwargs, ValueRejected, to_plain
 
@@ -251,7 +251,7 @@ class Executor:
     def _translate(self, exc: BaseException, where: str) -> StudentError:
         frames = student_frames(exc, self.root)
         exc_type, message = type(exc).__name__, safe_str(exc)
-        if isinstance(exc, NotImplementedError) and _raised_in(exc, self.root):
+        if isinstance(exc, NotImplementedError) and raised_in(exc, self.root):
             return StudentNotImplemented(f"{where} is not implemented yet ({message or 'stub'})",
                                          exc_type=exc_type, frames=frames)
         if isinstance(exc, SyntaxError):
@@ -284,32 +284,3 @@ def _plain(value: object, where: str) -> Any:
 def _no_grad(fn: Callable[..., Any], args: Args, kwargs: Kwargs) -> Any:
     with torch.no_grad():
         return fn(*args, **kwargs)
-
-
-def safe_str(exc: BaseException) -> str:
-    try:
-        return str(exc)[:2000]
-    except BaseException:  # noqa: BLE001 - a hostile __str__
-        return "<exception message could not be read>"
-
-
-def student_frames(exc: BaseException, root: Path) -> tuple[str, ...]:
-    """The traceback lines that point into the submission, oldest first (never grader frames)."""
-    frames = []
-    for fs in traceback.extract_tb(exc.__traceback__):
-        # "<frozen importlib._bootstrap>" is no path: resolved against a cwd inside the submission it would pass
-        if not fs.filename.startswith("<") and _inside(fs.filename, root):
-            frames.append(f"{Path(fs.filename).name}, line {fs.lineno}, in {fs.name}: {(fs.line or '').strip()}")
-    return tuple(frames[-8:])
-
-
-def _raised_in(exc: BaseException, root: Path) -> bool:
-    tb = traceback.extract_tb(exc.__traceback__)
-    return bool(tb) and not tb[-1].filename.startswith("<") and _inside(tb[-1].filename, root)
-
-
-def _inside(filename: str, root: Path) -> bool:
-    try:
-        return Path(filename).resolve().is_relative_to(root)
-    except (OSError, ValueError):
-        return False
