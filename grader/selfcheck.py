@@ -5,7 +5,9 @@ Trusted side, not an exercise: the reference is loaded by path from ``solutions/
 reference ``flash_attention`` and ``sdpa_attention`` against independent oracles (SDPA's math backend, a
 float64 hand computation). With ``--cuda``: the reference functions in fp16 and bf16 against
 ``F.scaled_dot_product_attention`` forced onto the FLASH_ATTENTION kernel (head dim 64, L in {128, 1024},
-causal and not, B=2, H=4). Exit status: 0 all checks pass, 1 some check failed, 2 nothing was verified
+causal and not, B=2, H=4), then every assignment's reference solutions graded through the hidden suites in the
+sandbox on the GPU, listing each CUDA test (RoPE, GQA, the KV cache, sliding windows and the flash backward of
+``attention-modern`` included). Exit status: 0 all checks pass, 1 some check failed, 2 nothing was verified
 (no CUDA device).
 """
 
@@ -28,6 +30,7 @@ NO_CUDA = "CUDA check skipped: no CUDA device (torch.cuda.is_available() is Fals
 MODULE = "efficient_attention"
 CpuRow = tuple[str, float, float, bool]  # check, max abs error, tolerance, ok
 CudaRow = tuple[str, str, int, bool, float, float, bool]  # function, dtype, L, causal, mean error, kernel's, ok
+SuiteRow = tuple[str, str, str, bool]  # assignment, test id, outcome, ok
 
 
 def reference(root: Path | None = None) -> ModuleType:
@@ -111,6 +114,28 @@ def cuda_checks(ref: ModuleType) -> list[CudaRow]:
     return rows
 
 
+def suite_rows(root: Path | None = None) -> list[SuiteRow]:
+    """Grade each assignment's reference solutions (sandboxed, CUDA tests counted): a row per assignment (ok when
+    every other test passed) and one per CUDA test (ok when it passed: a skip verifies nothing)."""
+    from grader.grade import grade  # the trusted grading path: imported only when the suites are run
+
+    path = (root or manifest.REPO_ROOT) / "assignments.json"
+    rows: list[SuiteRow] = []
+    for spec in manifest.load_all(path):
+        card = grade((root or manifest.REPO_ROOT) / "solutions", assignment=spec, seed=0, require_cuda=True)
+        tests = [t for e in card["exercises"] for t in e["tests"]]
+        cpu_ok = card["status"] == "graded" and all(t["outcome"] == "passed" for t in tests if not t["cuda"])
+        rows.append((spec.id, f"score {card['score']}/{card['max_score']}", card["status"], cpu_ok))
+        rows += [(spec.id, t["id"], t["outcome"], t["outcome"] == "passed") for t in tests if t["cuda"]]
+    return rows
+
+
+def _print_suite_table(rows: list[SuiteRow]) -> None:
+    print("reference solutions through the hidden suites, sandboxed, on the GPU")
+    for assignment, test, outcome, ok in rows:
+        print(f"  {assignment:<18}  {test:<90}  {outcome:<7}  {'yes' if ok else 'NO'}")
+
+
 def _print_cpu_table(rows: list[CpuRow]) -> None:
     width = max(len(r[0]) for r in rows)
     print("reference efficient_attention vs CPU oracles")
@@ -136,9 +161,10 @@ def main(*, cuda: bool = False, root: Path | None = None) -> int:
         print(NO_CUDA)
         return 2
     if cuda:
-        cuda_rows = cuda_checks(ref)
+        cuda_rows, suites = cuda_checks(ref), suite_rows(root)
         _print_cuda_table(cuda_rows)
-        oks = [row[-1] for row in cuda_rows]
+        _print_suite_table(suites)
+        oks = [row[-1] for row in cuda_rows] + [row[-1] for row in suites]
     else:
         cpu_rows = cpu_checks(ref)
         _print_cpu_table(cpu_rows)

@@ -20,8 +20,9 @@ MAX_FACTOR = 3.0
 
 
 def errors(got: torch.Tensor, truth: torch.Tensor) -> tuple[float, float]:
-    """(mean, max) absolute error of ``got`` against the float64 ``truth``."""
-    e = (got.double() - truth.double()).abs()
+    """(mean, max) absolute error of ``got`` against the float64 ``truth``, on the CPU (a student's reply comes
+    back from the sandbox on the CPU while the kernel and the truth may sit on a GPU)."""
+    e = (got.detach().double().cpu() - truth.detach().double().cpu()).abs()
     return float(e.mean()), float(e.max())
 
 

@@ -40,10 +40,10 @@ def qkv(gen: torch.Generator, B: int, H: int, L: int, S: int, E: int, Ev: int, d
             torch.randn(B, H, S, Ev, generator=gen, dtype=dtype))
 
 
-def bottom_right(L: int, S: int) -> torch.Tensor:
+def bottom_right(L: int, S: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """torch.nn.attention.bias.causal_lower_right(L, S) as a bool mask (importing that module imports torch's
     compiler: over a second in every grade)."""
-    return torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L)  # (L, S): query i sees keys 0..S-L+i
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(diagonal=S - L)  # (L, S): query i sees keys 0..S-L+i
 
 
 # ---------------------------------------------------------------------------------------------- sdpa_attention
@@ -293,7 +293,7 @@ def _attention64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: b
     """Differentiable float64 softmax(q k^T / sqrt(E)) v, bottom-right causal (every row sees a key here)."""
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if is_causal:
-        s = s.masked_fill(~bottom_right(q.shape[-2], k.shape[-2]), float("-inf"))
+        s = s.masked_fill(~bottom_right(q.shape[-2], k.shape[-2], s.device), float("-inf"))
     return torch.softmax(s, dim=-1) @ v
 
 

@@ -66,5 +66,5 @@ def grade_inprocess(submission: Path, assignment: manifest.Assignment, *, suite:
     """{exercise: (score, max_score)} for ``submission`` on the chosen suite, run in this process."""
     chosen = [e for e in assignment.exercises if exercises is None or e.id in exercises]
     files = [assignment.root / (e.hidden_tests if suite == "hidden" else e.public_tests) for e in chosen]
-    results, _ = run_suites(files, student=submission, seed=seed)
+    results, _ = run_suites(files, student=submission, seed=seed, assignment=assignment)
     return {s.id: (s.score, s.max_score) for s in exercise_scores(results, assignment) if s.id in {e.id for e in chosen}}

@@ -45,6 +45,9 @@ HOLDER = textwrap.dedent("""
             signal.pause()
             os._exit(0)
         parked.append(pid)
+    for pid in parked:  # wait until each child runs under the uid: it has closed the lease's lock by then
+        while str(lease.uid) not in Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split("Gid:")[0].split():
+            time.sleep(0.005)
     print(json.dumps({"uid": lease.uid, "parked": parked}), flush=True)
     time.sleep(600)
 """)

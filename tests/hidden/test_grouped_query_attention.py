@@ -1,0 +1,312 @@
+"""Hidden tests for `grouped_query_attention`, graded on its own (`student.isolated`: rope.py's functions are the
+grader's stand-ins): structure and parameter counts, SDPA with `enable_gqa=True` (GQA, MQA, MHA) on transplanted
+reference weights, nn.MultiheadAttention, float64 values and gradients by hand, RoPE on q and k only (base and
+max_len passed on), causality and the meta device, dropout on the weights, refusals, overflow, bfloat16, CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader.inside.standins import stand_in_apply_rope, stand_in_rope_frequencies
+from grader.protocol.errors import StudentError
+from grader.testing.attention import mha_oracle, sdpa_math
+from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
+from grader.testing.devices import DEVICE_HINT, expect_on_input_device
+from grader.testing.gradients import GRAD_HINT, oracle_grads
+from grader.testing.oracles import expect_dropout_on_weights
+from grader.testing.params import params_of, transplant
+from grader.testing.precision import expect_no_worse_than
+
+pytestmark = pytest.mark.exercise("grouped_query_attention")
+
+LAYERS = ("W_query", "W_key", "W_value", "out_proj")
+NAMES_HINT = ("name the layers W_query (d_model -> d_model), W_key and W_value (d_model -> num_kv_heads * head_dim) "
+              "and out_proj (d_model -> d_model), all nn.Linear(..., bias=bias)")
+GROUP_HINT = ("query head h uses kv head h // (num_heads // num_kv_heads): k.repeat_interleave(group, dim=1), "
+              "not k.repeat(1, group, 1, 1) (which pairs head h with kv head h % num_kv_heads)")
+ROPE_HINT = ("graded with the grader's stand-in rope.py (position dependent, not RoPE): in __init__ "
+             "self.rope_cos, self.rope_sin = rope_frequencies(head_dim, max_len, rope_base) as buffers; in forward, "
+             "after splitting the heads into (B, H, T, hd): apply_rope(q, ...) and apply_rope(k, ...), never v")
+OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
+
+
+def build(student, reference, d, H, Hkv, dropout=0.0, bias=False, **kw):
+    """The student's module (isolated from rope.py) holding the reference's weights, and the reference."""
+    ref = reference.grouped_query_attention.GroupedQueryAttention(d, H, Hkv, dropout, bias, **kw)
+    h = student.isolated.grouped_query_attention.GroupedQueryAttention(d, H, Hkv, dropout, bias, **kw)
+    params = transplant(h, ref, hint=NAMES_HINT)
+    ref.eval()
+    h.eval()
+    return h, params
+
+
+def project(x: torch.Tensor, p: dict[str, torch.Tensor], H: int, Hkv: int, rope: tuple[int, float] | None):
+    """q (B, H, T, hd), k and v (B, Hkv, T, hd) from the parameters, q and k turned by the stand-in rope."""
+    B, T, d = x.shape
+    hd = d // H
+    q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in LAYERS[:3])
+    q = q.view(B, T, H, hd).transpose(1, 2)
+    k, v = (t.view(B, T, Hkv, hd).transpose(1, 2) for t in (k, v))
+    if rope is not None:
+        tables = [t.to(x.dtype) for t in stand_in_rope_frequencies(hd, *rope)]  # float32 buffers, then .to()
+        q, k = stand_in_apply_rope(q, *tables), stand_in_apply_rope(k, *tables)
+    return q, k, v
+
+
+def gqa_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], H: int, Hkv: int,
+               rope: tuple[int, float] | None = None) -> torch.Tensor:
+    """Causal SDPA (math backend) with enable_gqa=True on the projections, then out_proj."""
+    q, k, v = project(x, p, H, Hkv, rope)
+    o = sdpa_math(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2).reshape(x.shape)
+    return F.linear(o, p["out_proj.weight"], p.get("out_proj.bias"))
+
+
+def hand_weights64(x: torch.Tensor, p: dict[str, torch.Tensor], H: int, Hkv: int,
+                   rope: tuple[int, float] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float64 causal attention weights (B, H, T, T) by hand, and the values each query head reads (B, H, T, hd)."""
+    q, k, v = project(x.double(), {n: t.double() for n, t in p.items()}, H, Hkv, rope)
+    owner = torch.arange(H) // (H // Hkv)  # query head h reads kv head h // group
+    k, v = k[:, owner], v[:, owner]
+    T = x.shape[1]
+    scores = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
+    scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(scores, dim=-1), v
+
+
+def hand_oracle64(x: torch.Tensor, p: dict[str, torch.Tensor], H: int, Hkv: int,
+                  rope: tuple[int, float] | None = None) -> torch.Tensor:
+    weights, v = hand_weights64(x, p, H, Hkv, rope)
+    o = (weights @ v).transpose(1, 2).reshape(x.shape)
+    return F.linear(o, p["out_proj.weight"].double(), None if p.get("out_proj.bias") is None
+                    else p["out_proj.bias"].double())
+
+
+# ----------------------------------------------------------------------------------------------- structure
+@pytest.mark.points(1)
+@pytest.mark.parametrize("bias", [False, True])
+def test_parameters_are_the_four_projections(student, gen, bias):
+    h = student.isolated.grouped_query_attention.GroupedQueryAttention(24, 6, 3, bias=bias)
+    params = h.named_parameters()
+    got = {k: tuple(v.shape) for k, v in params.items()}
+    shapes = {"W_query": (24, 24), "W_key": (12, 24), "W_value": (12, 24), "out_proj": (24, 24)}
+    expected = {f"{n}.weight": s for n, s in shapes.items()}
+    expected.update({f"{n}.bias": (s[0],) for n, s in shapes.items() if bias})
+    expect(got == expected, f"named_parameters() of GroupedQueryAttention(24, 6, 3, bias={bias}): got {got}, expected "
+           f"{expected}", NAMES_HINT + "; head_dim = 24 // 6 = 4, so W_key and W_value map 24 -> 3 * 4 = 12")
+    x = torch.randn(2, 5, 24, generator=gen)
+    expect_tensor(h.eval()(x), gqa_oracle(x, params, 6, 3), what="GroupedQueryAttention(24, 6, 3) with its own "
+                  "parameters", hint=GROUP_HINT)
+
+
+@pytest.mark.points(1.5)
+def test_parameter_counts_shrink_with_the_kv_heads(student, gen):
+    # d_model 512, 8 heads of 64: W_query and out_proj 512 x 512 each, W_key and W_value 512 x (Hkv * 64)
+    for Hkv, count in ((2, 655_360), (1, 589_824), (8, 1_048_576)):
+        h = student.isolated.grouped_query_attention.GroupedQueryAttention(512, 8, Hkv)
+        params = h.named_parameters()
+        got = sum(t.numel() for t in params.values())
+        expect(got == count, f"parameter count of GroupedQueryAttention(512, 8, num_kv_heads={Hkv}): got {got:,}, "
+               f"expected {count:,}", "W_key and W_value project to num_kv_heads * head_dim features, not d_model; "
+               "no biases by default; RoPE tables are buffers, not parameters")
+    x = torch.randn(1, 3, 512, generator=gen)  # the last (MHA) module must attend with what it reports
+    expect_tensor(h.eval()(x), gqa_oracle(x, params, 8, 8), what="GroupedQueryAttention(512, 8, 8) on (1, 3, 512)",
+                  atol=1e-4)
+
+
+# ----------------------------------------------------------------------------------------------- values
+SDPA_CASES = [  # (B, T, d_model, H, Hkv, bias, max_len)
+    (2, 6, 16, 4, 2, False, 2048),
+    (3, 5, 24, 6, 3, True, 8),
+    (2, 7, 32, 8, 1, False, 7),  # MQA, T == max_len
+    (2, 4, 16, 4, 4, True, 16),  # MHA
+    (1, 1, 12, 6, 2, False, 4),  # one token
+]
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("B,T,d,H,Hkv,bias,max_len", SDPA_CASES)
+def test_matches_sdpa_with_enable_gqa(student, reference, gen, B, T, d, H, Hkv, bias, max_len):
+    h, params = build(student, reference, d, H, Hkv, bias=bias, max_len=max_len)
+    x = torch.randn(B, T, d, generator=gen)
+    expect_tensor(h(x), gqa_oracle(x, params, H, Hkv), what=f"GroupedQueryAttention({d}, {H} heads, {Hkv} kv heads, "
+                  f"bias={bias}) on (B={B}, T={T}) vs SDPA(enable_gqa=True)",
+                  hint=GROUP_HINT + "; scale by 1/sqrt(head_dim) (not d_model); softmax over the keys; out_proj last")
+
+
+@pytest.mark.points(1)
+def test_mha_case_matches_nn_multiheadattention(student, reference, gen):
+    h, params = build(student, reference, 12, 3, 3, bias=True)
+    x = torch.randn(2, 6, 12, generator=gen)
+    expect_tensor(h(x), mha_oracle(params, 3, x, causal=True), what="GroupedQueryAttention(12, 3, 3, bias=True) vs "
+                  "nn.MultiheadAttention", hint="view(B, T, H, hd).transpose(1, 2), not view(B, H, T, hd)")
+
+
+@pytest.mark.points(1.5)
+def test_float64_values_and_gradients_by_hand(student, reference, gen):
+    h, params = build(student, reference, 16, 4, 2, bias=True)
+    h.to(dtype=torch.float64)
+    params = {n: t.double() for n, t in params.items()}
+    x = torch.randn(2, 5, 16, generator=gen, dtype=torch.float64)
+    g = torch.randn(2, 5, 16, generator=gen, dtype=torch.float64)
+    out, (gx,), pgrads = h.grads(x, grad_output=g)
+    names = list(params)
+    want, grads = oracle_grads(lambda x, *ps: hand_oracle64(x, dict(zip(names, ps)), 4, 2), [x, *params.values()], g)
+    expect_tensor(out, want, what="float64 output", hint=GROUP_HINT)
+    expect_tensor(gx, grads[0], what="gradient of the input x", hint=GRAD_HINT)
+    for name, want_grad in zip(names, grads[1:]):
+        expect_tensor(pgrads.get(name), want_grad, what=f"gradient of {name}", hint=GRAD_HINT)
+
+
+# ----------------------------------------------------------------------------------------------- RoPE
+@pytest.mark.points(1)
+@pytest.mark.parametrize("max_len,base", [(16, 500000.0), (9, 100.0)])
+def test_rope_turns_queries_and_keys_only(student, reference, gen, max_len, base):
+    h, params = build(student, reference, 16, 4, 2, rope=True, max_len=max_len, rope_base=base)
+    x = torch.randn(2, 9, 16, generator=gen)
+    expect_tensor(h(x), gqa_oracle(x, params, 4, 2, rope=(max_len, base)), what=f"GroupedQueryAttention(16, 4, 2, "
+                  f"rope=True, max_len={max_len}, rope_base={base}) with the stand-in rope.py", hint=ROPE_HINT)
+
+
+@pytest.mark.points(1)
+def test_rope_float64_gradients(student, reference, gen):
+    h, params = build(student, reference, 8, 2, 1, rope=True, max_len=6)
+    h.to(dtype=torch.float64)
+    params = {n: t.double() for n, t in params.items()}
+    x = torch.randn(2, 6, 8, generator=gen, dtype=torch.float64)
+    g = torch.randn(2, 6, 8, generator=gen, dtype=torch.float64)
+    out, (gx,), pgrads = h.grads(x, grad_output=g)
+    want, (want_gx,) = oracle_grads(lambda x: hand_oracle64(x, params, 2, 1, rope=(6, 10000.0)), [x], g)
+    expect_tensor(out, want, what="float64 output with rope=True (stand-in rope.py)", hint=ROPE_HINT)
+    expect_tensor(gx, want_gx, what="gradient of the input x with rope=True", hint=GRAD_HINT)
+    expect(all(pgrads.get(f"{n}.weight") is not None for n in LAYERS), "some projection got no gradient with "
+           "rope=True", GRAD_HINT)
+
+
+# ----------------------------------------------------------------------------------------------- causality, devices
+@pytest.mark.points(1.5)
+def test_is_causal_and_runs_on_the_inputs_device(student, reference, gen):
+    h, params = build(student, reference, 16, 4, 2)
+    T = 9
+    x = torch.randn(2, T, 16, generator=gen)
+    t = int(torch.randint(1, T, (1,), generator=gen))
+    changed = x.clone()
+    changed[:, t:] += 10.0 * torch.randn(2, T - t, 16, generator=gen)
+    before, after = h(x), h(changed)
+    expect_shape(before, (2, T, 16), what="output")
+    expect_finite(before, what="output", hint="a fully masked row gives NaN: is the mask the right way round?")
+    expect_tensor(before, gqa_oracle(x, params, 4, 2), what="output (16, 4 heads, 2 kv heads, T = 9)", hint=GROUP_HINT)
+    expect_tensor(after[:, :t], before[:, :t], what=f"outputs of tokens 0..{t - 1} after changing tokens {t}..{T - 1}",
+                  hint="mask every key j > i with -inf in every head before the softmax")
+    expect_on_input_device(lambda: h.on_meta(x), what="GroupedQueryAttention.forward on the meta device", hint=DEVICE_HINT)
+    hr, _ = build(student, reference, 16, 4, 2, rope=True, max_len=12)
+    expect_on_input_device(lambda: hr.on_meta(x), what="GroupedQueryAttention(rope=True).forward on the meta device",
+                           hint=DEVICE_HINT + "; register the RoPE tables as buffers so that .to() moves them")
+
+
+# ----------------------------------------------------------------------------------------------- dropout
+@pytest.mark.points(1)
+@pytest.mark.parametrize("p", [0.2, 0.3])  # not 0.5 alone: there p == 1 - p
+def test_dropout_acts_on_the_attention_weights(student, reference, gen, p):
+    H, Hkv, T, B, d = 4, 2, 4, 32, 32  # head_dim 8 >= T: each head's value rows are independent
+    h, params = build(student, reference, d, H, Hkv, dropout=p, bias=True)
+    h.to(dtype=torch.float64)
+    params = {n: t.double() for n, t in params.items()}
+    x = torch.randn(B, T, d, generator=gen, dtype=torch.float64)
+    expect_tensor(h(x), hand_oracle64(x, params, H, Hkv), what=f"eval-mode output with dropout={p}",
+                  hint="in eval mode, dropout is the identity")
+    out = h.train()(x)
+    expect_shape(out, (B, T, d), what="training-mode output")
+    # undo out_proj (out = z W_o^T + b_o), then split z into heads: z_h = dropout(weights_h) @ values_h
+    z = torch.linalg.solve(params["out_proj.weight"], (out - params["out_proj.bias"]).transpose(-2, -1))
+    heads = z.transpose(-2, -1).reshape(B, T, H, d // H).transpose(1, 2)
+    weights, values = hand_weights64(x, params, H, Hkv)
+    expect_dropout_on_weights(heads, weights, values, p, what="training-mode output, before out_proj, per head")
+
+
+@pytest.mark.points(1)
+def test_eval_mode_is_deterministic_and_ignores_dropout(student, reference, gen):
+    h, params = build(student, reference, 16, 4, 1, dropout=0.5)
+    x = torch.randn(2, 6, 16, generator=gen)
+    first, second = h(x), h(x)
+    expect_tensor(second, first, what="second eval-mode call vs the first (dropout=0.5)",
+                  hint="dropout must be off in eval(): use self.dropout (nn.Dropout), not F.dropout(training=True)")
+    expect_tensor(first, gqa_oracle(x, params, 4, 1), what="eval-mode output with dropout=0.5 vs no dropout")
+
+
+# ----------------------------------------------------------------------------------------------- refusals
+@pytest.mark.points(1)
+def test_indivisible_head_counts_are_refused(student, gen):
+    ok = student.isolated.grouped_query_attention.GroupedQueryAttention(12, 6, 2).eval()
+    x = torch.randn(2, 3, 12, generator=gen)
+    expect_tensor(ok(x), gqa_oracle(x, ok.named_parameters(), 6, 2), what="GroupedQueryAttention(12, 6, 2) with its own "
+                  "parameters", hint=GROUP_HINT)
+    for args in ((12, 6, 4), (12, 4, 3), (10, 4, 2)):
+        with pytest.raises(StudentError) as info:
+            student.isolated.grouped_query_attention.GroupedQueryAttention(*args)
+            fail(f"GroupedQueryAttention{args} was built without an error, expected a ValueError",
+                 "raise ValueError in __init__ unless num_heads % num_kv_heads == 0 and d_model % num_heads == 0")
+        expect(info.value.exc_type == "ValueError", f"GroupedQueryAttention{args} raised {info.value.exc_type} "
+               f"({info.value.message}), expected a ValueError", "raise ValueError(...) in __init__")
+
+
+@pytest.mark.points(0.5)
+def test_sequences_longer_than_max_len_are_refused(student, reference, gen):
+    h, params = build(student, reference, 8, 2, 1, max_len=5)
+    x = torch.randn(1, 5, 8, generator=gen)
+    expect_tensor(h(x), gqa_oracle(x, params, 2, 1), what="GroupedQueryAttention(8, 2, 1, max_len=5) on 5 tokens")
+    with pytest.raises(StudentError) as info:
+        h(torch.randn(1, 6, 8, generator=gen))
+        fail("GroupedQueryAttention(max_len=5) accepted 6 tokens, expected a ValueError",
+             "check T <= self.max_len at the start of forward and raise ValueError")
+    expect(info.value.kind != "not_implemented", f"got {info.value.message}, expected an error about max_len")
+
+
+# ----------------------------------------------------------------------------------------------- precision
+@pytest.mark.severe(OVERFLOW)
+@pytest.mark.points(1)
+def test_large_inputs_do_not_overflow(student, reference, gen):
+    h, params = build(student, reference, 16, 4, 2, bias=True)
+    x = torch.randn(2, 7, 16, generator=gen) * 30  # scores in the hundreds: exp overflows float32
+    want = hand_oracle64(x, params, 4, 2).float()
+    expect_tensor(h(x), want, what="GroupedQueryAttention on x * 30", atol=1e-3, rtol=1e-3,
+                  hint="subtract the row max before exp (or call torch.softmax)")
+
+
+@pytest.mark.points(1)
+def test_bfloat16_module_is_as_accurate_as_the_reference(student, reference, gen):
+    h = student.isolated.grouped_query_attention.GroupedQueryAttention(32, 4, 2, bias=True).eval()
+    ref = reference.grouped_query_attention.GroupedQueryAttention(32, 4, 2, bias=True)
+    transplant(h, ref, hint=NAMES_HINT)  # the same weights in both, then both in bfloat16
+    ref.eval().to(torch.bfloat16)
+    h.to(dtype=torch.bfloat16)
+    x = torch.randn(2, 16, 32, generator=gen).to(torch.bfloat16)
+    got = h(x)
+    expect(isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16, f"bfloat16 module: got "
+           f"{getattr(got, 'dtype', type(got).__name__)}, expected torch.bfloat16", "keep the input's dtype")
+    exact = hand_oracle64(x.double(), params_of(ref), 4, 2)  # the rounded weights and input, in float64
+    with torch.no_grad():
+        expect_no_worse_than(got, ref(x), exact, what="GroupedQueryAttention in bfloat16 on the CPU",
+                             hint="no float32 constants that force a round trip; keep every step in the input's dtype "
+                                  "or higher")
+
+
+# ----------------------------------------------------------------------------------------------- CUDA (extra)
+@pytest.mark.cuda
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_cuda_half_precision_matches_the_fused_kernel(student, reference, gen, dtype):
+    """(B, T, d_model) = (2, 512, 1024), 16 heads of 64, 4 kv heads, on the GPU in half precision: the error against
+    float64 must be no worse than PyTorch's fused kernel's (SDPA, enable_gqa) on the same half-precision projections."""
+    h, params = build(student, reference, 1024, 16, 4)
+    h.to(dtype=dtype, device="cuda")
+    x = (torch.randn(2, 512, 1024, generator=gen) * 0.5).to(dtype)
+    p_half = {n: t.to(device="cuda", dtype=dtype) for n, t in params.items()}
+    q, k, v = project(x.cuda(), p_half, 16, 4, None)
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2).reshape(2, 512, 1024)
+    kernel = F.linear(o, p_half["out_proj.weight"]).cpu()
+    exact = hand_oracle64(x.double(), {n: t.cpu().double() for n, t in p_half.items()}, 16, 4)
+    got = h(x.cuda())
+    expect_no_worse_than(got.cpu() if isinstance(got, torch.Tensor) else got, kernel, exact,
+                         what=f"GroupedQueryAttention on CUDA ({dtype}, T=512)")

@@ -1,0 +1,268 @@
+"""Hidden tests for `kv_cache`, graded on its own: `student.isolated.kv_cache` decodes through the grader's stand-in
+GroupedQueryAttention (its layers and stand-in rope tables; it cannot be called) and the stand-in apply_rope, so a
+bug in the student's GQA or rope.py costs nothing here. The cache: preallocated buffers, the filled prefix, exact
+fill, overflow refused without a write, reset, dtypes. Decoding: token by token and in chunks (ragged, larger than
+T) equals the full causal forward for GQA, MQA and MHA, with and without rope; continuing after a prefill; float64;
+dropout off in eval; each token projected once (counted by the stand-in's layers); bounded memory (measure())."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader.inside.standins import stand_in_apply_rope, stand_in_rope_frequencies
+from grader.protocol.errors import StudentError
+from grader.testing.attention import sdpa_math
+from grader.testing.checks import expect, expect_shape, expect_tensor, fail, hinted
+from grader.testing.precision import expect_no_worse_than
+
+pytestmark = pytest.mark.exercise("kv_cache")
+
+DECODE_HINT = ("per chunk: project only the new tokens (model.W_query/W_key/W_value), split the heads, rotate q and k "
+               "with apply_rope(..., positions=cache.length .. cache.length + t - 1) when model.use_rope, "
+               "k_all, v_all = cache.update(k, v), group the kv heads (repeat_interleave), scale by 1/sqrt(head_dim), "
+               "bottom-right causal mask, softmax, model.dropout, merge the heads, model.out_proj")
+MASK_HINT = ("a chunk of t new tokens after P cached ones: query i sits at position P + i and sees keys 0 .. P + i: "
+             "torch.ones(t, S, dtype=torch.bool).tril(diagonal=S - t), not tril() (top-left)")
+POSITIONS_HINT = ("rotate the new tokens at their absolute positions cache.length + i (read cache.length BEFORE "
+                  "update), not 0 .. t-1")
+IMPORT_HINT = ("keep `from .grouped_query_attention import GroupedQueryAttention` in kv_cache.py: the grader builds "
+               "its stand-in model through that name")
+
+
+def full_forward(x: torch.Tensor, p: dict[str, torch.Tensor], H: int, Hkv: int,
+                 rope: tuple[int, float] | None = None) -> torch.Tensor:
+    """The stand-in model's causal forward: SDPA (math, enable_gqa) on the projections, stand-in rope on q and k."""
+    B, T, d = x.shape
+    hd = d // H
+    q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in ("W_query", "W_key", "W_value"))
+    q = q.view(B, T, H, hd).transpose(1, 2)
+    k, v = (t.view(B, T, Hkv, hd).transpose(1, 2) for t in (k, v))
+    if rope is not None:
+        tables = [t.to(x.dtype) for t in stand_in_rope_frequencies(hd, *rope)]  # float32 buffers, then .to()
+        q, k = stand_in_apply_rope(q, *tables), stand_in_apply_rope(k, *tables)
+    o = sdpa_math(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2).reshape(B, T, d)
+    return F.linear(o, p["out_proj.weight"], p.get("out_proj.bias"))
+
+
+def setup(student, d=16, H=4, Hkv=2, max_len=16, B=2, rope=True, bias=False, base=10000.0, dropout=0.0,
+          dtype=torch.float32):
+    kv = student.isolated.kv_cache
+    with hinted(IMPORT_HINT):
+        model = kv.GroupedQueryAttention(d, H, Hkv, dropout, bias, rope=rope, max_len=max_len, rope_base=base)
+    model.eval()
+    if dtype != torch.float32:
+        model.to(dtype=dtype)
+    cache = kv.KVCache(B, Hkv, max_len, d // H, dtype=dtype)
+    return model, cache, ((max_len, base) if rope else None)
+
+
+# ----------------------------------------------------------------------------------------------- the cache
+@pytest.mark.points(1)
+def test_buffers_are_preallocated_at_full_size(student, gen):
+    cache = student.isolated.kv_cache.KVCache(3, 2, 7, 5, dtype=torch.float64)
+    got = {k: (tuple(v.shape), v.dtype) for k, v in cache.named_buffers().items()}
+    want = {n: ((3, 2, 7, 5), torch.float64) for n in ("k_cache", "v_cache")}
+    expect(got == want, f"named_buffers() of KVCache(3, 2, 7, 5, dtype=torch.float64): got {got}, expected {want}",
+           "allocate both buffers once, at full size, in __init__: register_buffer('k_cache', torch.zeros(batch_size, "
+           "num_kv_heads, max_len, head_dim, dtype=dtype, device=device)); do not grow them with torch.cat")
+    k = torch.randn(3, 2, 7, 5, generator=gen, dtype=torch.float64)
+    expect_tensor(cache.invoke("update", k, 2 * k)[1], 2 * k, what="values after filling all 7 positions at once")
+
+
+@pytest.mark.points(1.5)
+def test_updates_return_exactly_the_filled_prefix(student, gen):
+    cache = student.isolated.kv_cache.KVCache(2, 2, 12, 3, dtype=torch.float64)
+    keys, values = [], []
+    for t in (1, 4, 2, 5):  # 12 positions in all: the last update fills the cache exactly
+        keys.append(torch.randn(2, 2, t, 3, generator=gen, dtype=torch.float64))
+        values.append(torch.randn(2, 2, t, 3, generator=gen, dtype=torch.float64))
+        k_all, v_all = cache.invoke("update", keys[-1], values[-1])
+        n = sum(k.shape[2] for k in keys)
+        expect_tensor(k_all, torch.cat(keys, dim=2), what=f"keys returned after {len(keys)} updates ({n} positions)",
+                      hint="write after the filled positions and return self.k_cache[:, :, :self.length]: never the "
+                           "unwritten (zero) slots")
+        expect_tensor(v_all, torch.cat(values, dim=2), what=f"values returned after {len(keys)} updates",
+                      hint="values go to v_cache, keys to k_cache")
+
+
+@pytest.mark.points(1.5)
+def test_overflow_is_refused_and_writes_nothing(student, gen):
+    cache = student.isolated.kv_cache.KVCache(1, 2, 6, 2, dtype=torch.float64)
+    k = torch.randn(1, 2, 5, 2, generator=gen, dtype=torch.float64)
+    cache.invoke("update", k, k)
+    for t in (2, 7):
+        with pytest.raises(StudentError) as info:
+            cache.invoke("update", torch.ones(1, 2, t, 2, dtype=torch.float64), torch.ones(1, 2, t, 2, dtype=torch.float64))
+            fail(f"update of {t} positions into KVCache(max_len=6) holding 5 returned, expected a ValueError",
+                 "check self.length + t <= self.max_len before writing and raise ValueError otherwise")
+        expect(info.value.exc_type == "ValueError", f"overflowing update raised {info.value.exc_type} "
+               f"({info.value.message}), expected a ValueError", "raise ValueError('KV cache overflow: ...') yourself, "
+               "before writing anything")
+    last = torch.randn(1, 2, 1, 2, generator=gen, dtype=torch.float64)
+    k_all, _ = cache.invoke("update", last, last)
+    expect_tensor(k_all, torch.cat([k, last], dim=2), what="keys after two refused updates and one that fits",
+                  hint="a refused update must leave the cache as it was: check first, then write and advance length")
+
+
+@pytest.mark.points(1.5)
+def test_reset_forgets_the_sequence(student, gen):
+    model, cache, rope = setup(student, max_len=12)
+    x = torch.randn(2, 7, 16, generator=gen)
+    student.isolated.kv_cache.decode(model, cache, torch.randn(2, 9, 16, generator=gen), chunk_size=4)
+    cache.invoke("reset")
+    got = student.isolated.kv_cache.decode(model, cache, x)
+    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, rope), what="decoding 7 tokens after 9 others "
+                  "and reset()", hint="reset() sets length to 0: the next token is at position 0 and sees no old key")
+    k = torch.randn(2, 2, 5, 4, generator=gen)
+    cache.invoke("reset")
+    expect_tensor(cache.invoke("update", k, k)[0], k, what="keys of the first update after reset()")
+
+
+@pytest.mark.points(0.5)
+def test_the_cache_stores_in_its_own_dtype(student, gen):
+    cache = student.isolated.kv_cache.KVCache(1, 1, 4, 8, dtype=torch.float16)
+    k = torch.randn(1, 1, 3, 8, generator=gen)
+    k_all, v_all = cache.invoke("update", k, -k)
+    expect_tensor(k_all, k.half(), what="keys of a float16 cache written with float32 keys",
+                  hint="copy into the preallocated buffer (self.k_cache[:, :, a:b] = k): it keeps the cache's dtype")
+    expect_tensor(v_all, -k.half(), what="values of a float16 cache")
+
+
+# ----------------------------------------------------------------------------------------------- decoding
+DECODE_CASES = [  # (d, H, Hkv, rope, bias, base)
+    (16, 4, 2, True, False, 10000.0),
+    (16, 4, 1, False, True, 10000.0),  # MQA, no rope
+    (12, 3, 3, True, True, 500000.0),  # MHA
+    (24, 6, 3, True, False, 100.0),
+]
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("d,H,Hkv,rope,bias,base", DECODE_CASES)
+def test_token_by_token_decoding_gives_the_full_forward(student, gen, d, H, Hkv, rope, bias, base):
+    model, cache, tables = setup(student, d, H, Hkv, max_len=16, rope=rope, bias=bias, base=base)
+    x = torch.randn(2, 13, d, generator=gen)
+    got = student.isolated.kv_cache.decode(model, cache, x)
+    expect_tensor(got, full_forward(x, model.named_parameters(), H, Hkv, tables),
+                  what=f"decode(x of 13 tokens, one at a time) through GroupedQueryAttention({d}, {H}, {Hkv}, "
+                       f"rope={rope}, bias={bias})", hint=DECODE_HINT)
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("chunk_size", [2, 3, 5, 11, 15])
+def test_chunked_decoding_gives_the_full_forward(student, gen, chunk_size):
+    model, cache, tables = setup(student, max_len=16)
+    x = torch.randn(2, 11, 16, generator=gen)
+    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=chunk_size)
+    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, tables),
+                  what=f"decode(x of 11 tokens, chunk_size={chunk_size})",
+                  hint=MASK_HINT + "; the last chunk may be shorter, and chunk_size may exceed T")
+
+
+@pytest.mark.points(2)
+def test_decoding_continues_after_a_prefill(student, gen):
+    model, cache, tables = setup(student, max_len=20)
+    x = torch.randn(2, 17, 16, generator=gen)
+    want = full_forward(x, model.named_parameters(), 4, 2, tables)
+    P = int(torch.randint(3, 12, (1,), generator=gen))
+    prefill = student.isolated.kv_cache.decode(model, cache, x[:, :P], chunk_size=P)
+    expect_tensor(prefill, want[:, :P], what=f"prefill of {P} tokens in one chunk", hint=DECODE_HINT)
+    step = student.isolated.kv_cache.decode_step(model, cache, x[:, P:P + 2])
+    expect_tensor(step, want[:, P:P + 2], what=f"decode_step of tokens {P}, {P + 1} after a prefill of {P}",
+                  hint=POSITIONS_HINT + "; " + MASK_HINT)
+    rest = student.isolated.kv_cache.decode(model, cache, x[:, P + 2:])
+    expect_tensor(rest, want[:, P + 2:], what=f"decode of tokens {P + 2}..16, one at a time, after them",
+                  hint=POSITIONS_HINT)
+
+
+@pytest.mark.points(1)
+def test_float64_decoding_is_exact(student, gen):
+    model, cache, tables = setup(student, 16, 4, 2, max_len=12, B=3, bias=True, dtype=torch.float64)
+    x = torch.randn(3, 12, 16, generator=gen, dtype=torch.float64)
+    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=5)
+    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, tables), what="float64 decode (chunk_size=5)",
+                  hint="keep the model's dtype throughout: no float32 tensors; the cache stores float64 here")
+
+
+@pytest.mark.points(0.5)
+def test_dropout_is_off_in_eval_mode(student, gen):
+    model, cache, tables = setup(student, dropout=0.3)
+    x = torch.randn(2, 8, 16, generator=gen)
+    got = student.isolated.kv_cache.decode(model, cache, x)
+    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, tables), what="decode through an eval-mode "
+                  "model with dropout=0.3", hint="use model.dropout (an nn.Dropout that follows model.eval()), not "
+                  "F.dropout(weights, p) whose training flag defaults to True")
+
+
+@pytest.mark.points(0.5)
+def test_bad_chunks_and_overflow_are_refused(student, gen):
+    model, cache, tables = setup(student, max_len=6)
+    x = torch.randn(2, 6, 16, generator=gen)
+    expect_tensor(student.isolated.kv_cache.decode(model, cache, x, chunk_size=4),
+                  full_forward(x, model.named_parameters(), 4, 2, tables), what="decode of exactly max_len tokens")
+    for call, what in ((lambda: student.isolated.kv_cache.decode(model, cache, x[:, :1]), "a 7th token into max_len 6"),
+                       (lambda: student.isolated.kv_cache.decode(model, cache, x, chunk_size=0), "chunk_size=0")):
+        cache.invoke("reset") if "chunk" in what else None
+        with pytest.raises(StudentError) as info:
+            call()
+            fail(f"decode of {what} returned, expected a ValueError",
+                 "raise ValueError for chunk_size < 1; update refuses to write beyond max_len")
+        expect(info.value.exc_type == "ValueError", f"decode of {what} raised {info.value.exc_type} "
+               f"({info.value.message}), expected a ValueError")
+
+
+# ----------------------------------------------------------------------------------------------- no recomputation
+@pytest.mark.points(1.25)
+@pytest.mark.parametrize("chunk_size", [1, 4])
+def test_each_token_is_projected_once(student, gen, chunk_size):
+    model, cache, tables = setup(student, max_len=16)
+    x = torch.randn(2, 14, 16, generator=gen)
+    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=chunk_size)
+    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, tables), what=f"decode(chunk_size={chunk_size})",
+                  hint=DECODE_HINT)
+    counts = model.named_buffers()
+    for layer in ("W_key", "W_value"):  # the stand-in's layers count the token rows they project
+        rows = int(counts[f"{layer}.rows"])
+        expect(rows == 2 * 14, f"decoding 2 sequences of 14 tokens (chunk_size={chunk_size}) sent {rows} token rows "
+               f"through model.{layer}, expected 28: each token's key and value computed once",
+               "project only the NEW tokens of each step; earlier keys and values come from the cache "
+               "(never recompute the prefix, never cache the inputs instead of the keys)")
+
+
+@pytest.mark.points(1)
+def test_memory_stays_bounded_by_the_cache(student, gen):
+    T = 512  # one (T, T) bool mask is 256 KiB, the scores of one step over the whole prefix 4 MiB
+    model, cache, _ = setup(student, 16, 4, 2, max_len=T, B=1, rope=False)
+    x = torch.randn(1, T, 16, generator=gen)
+    got, stats = student.isolated.kv_cache.decode.measure(model, cache, x)
+    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2), what=f"decode of {T} tokens", atol=1e-4)
+    cache_bytes, out_bytes = 1 * 2 * T * 4 * 4, T * 16 * 4  # one float32 buffer (16 KiB); the output (32 KiB)
+    limit = 4 * max(cache_bytes, out_bytes)  # the grouped keys are 2x a buffer; 4x leaves room, T x T does not fit
+    expect(stats["max_tensor_bytes"] <= limit, f"the largest tensor made while decoding {T} tokens had "
+           f"{stats['max_tensor_bytes']:.0f} bytes, expected at most {limit} (4x the larger of one cache buffer and "
+           "the output)", "a step needs only (B, H, t, S) scores and a (t, S) mask: never build (T, T) or "
+           "(max_len, max_len) tensors, and never re-run attention over the whole prefix")
+
+
+# ----------------------------------------------------------------------------------------------- CUDA (extra)
+@pytest.mark.cuda
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_cuda_half_precision_decoding_matches_the_fused_kernel(student, gen, dtype):
+    """Decoding 256 tokens in chunks of 16 on the GPU in half precision: the error against float64 must be no worse
+    than that of PyTorch's fused kernel running the full forward on the same half-precision projections."""
+    model, cache, _ = setup(student, 512, 8, 2, max_len=256, B=2, rope=False, dtype=dtype)
+    model.to(device="cuda")
+    cache.to(device="cuda")
+    x = (torch.randn(2, 256, 512, generator=gen) * 0.5).to(dtype)
+    p = {n: t.to(device="cuda", dtype=dtype) for n, t in model.named_parameters().items()}
+    q, k, v = (F.linear(x.cuda(), p[f"{n}.weight"]) for n in ("W_query", "W_key", "W_value"))
+    q, k, v = (t.view(2, 256, -1, 64).transpose(1, 2) for t in (q, k, v))
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2).reshape(2, 256, 512)
+    kernel = F.linear(o, p["out_proj.weight"]).cpu()
+    exact = full_forward(x.double(), {n: t.cpu().double() for n, t in p.items()}, 8, 2)
+    got = student.isolated.kv_cache.decode(model, cache, x.cuda(), chunk_size=16)
+    expect_shape(got, (2, 256, 512), what="decode on CUDA")
+    expect_no_worse_than(got.cpu(), kernel, exact, what=f"decode on CUDA ({dtype}, 256 tokens in chunks of 16)")
