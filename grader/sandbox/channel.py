@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grader.sandbox import drain, reaping, sweep
+from grader.sandbox import cgroups, drain, reaping, sweep
 from grader.sandbox.cputime import CpuMeter, cpuacct_group
 from grader.sandbox.isolation import LAUNCHER, LaunchSpec
 from grader.sandbox.zygote_client import ForkedWorker, Zygote
@@ -80,6 +80,7 @@ class Channel:
         self._cpuacct = cpuacct_group(self.spec.slot) if cfg.get("cgroups") else None
         cfg["cgroups"] = [*cfg.get("cgroups", []), *([self._cpuacct] if self._cpuacct else [])]
         self._cgroups = list(cfg["cgroups"])
+        self._cpuacct = self._cpuacct or cgroups.cpu_group(self._cgroups)  # v2: the slot's one group
         return cfg
 
     @property

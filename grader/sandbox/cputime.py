@@ -6,7 +6,8 @@ work done, so it must not time out. A wall-clock backstop (a multiple of the lim
 code that burns no CPU (``time.sleep``).
 
 Where the kernel offers a v1 ``cpuacct`` controller, each launch slot gets a group the sandbox
-joins with its other cgroups (one read gives the whole sandbox, children included). Otherwise the
+joins with its other cgroups (one read gives the whole sandbox, children included); under cgroup v2
+the slot's one group has ``cpu.stat`` (:func:`grader.sandbox.cgroups.cpu_group`). Otherwise the
 process tree under the launcher is summed from ``/proc/<pid>/stat`` (children found by ppid; a
 dead child's time is in its parent's ``cutime`` once reaped).
 """
@@ -46,13 +47,21 @@ class CpuMeter:
     def seconds(self) -> float:
         if self.group is not None:
             try:
-                return int((Path(self.group) / "cpuacct.usage").read_text()) / 1e9
-            except (OSError, ValueError):
+                return _group_seconds(Path(self.group))
+            except (OSError, ValueError, StopIteration):
                 self.group = None  # the group went away: fall back to /proc for the rest
         if time.monotonic() - self._scanned > RESCAN_S:
             self._pids = descendants(self.root_pid)
             self._scanned = time.monotonic()
         return sum(_stat_ticks(pid) for pid in self._pids) / TICK
+
+
+def _group_seconds(group: Path) -> float:
+    """A v1 cpuacct group's ``cpuacct.usage`` (ns), or a v2 group's ``cpu.stat`` ``usage_usec``."""
+    if (group / "cpuacct.usage").exists():
+        return int((group / "cpuacct.usage").read_text()) / 1e9
+    lines = (group / "cpu.stat").read_text().splitlines()
+    return int(next(line.split()[1] for line in lines if line.startswith("usage_usec "))) / 1e6
 
 
 def descendants(root: int) -> list[int]:

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import UsageError
-from grader.sandbox import seccomp, uids, view
+from grader.sandbox import cgroups, seccomp, uids, view
 from grader.sandbox.launcher import INSIDE_PACKAGES
 from grader.sandbox.levels import LEVELS
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 LIB_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `grader` package
-CGROUP_V1 = Path("/sys/fs/cgroup")
 UID_BASE = uids.FIRST  # sandbox uids are leased machine-wide from uids.FIRST on
 # "lease": a root `process` sandbox runs as a leased uid too (containers that cannot unshare, e.g. Gradescope)
 PROCESS_UID_ENV = "GRADER_PROCESS_UID"
@@ -134,7 +133,9 @@ class LaunchSpec:
     def cgroup_paths(self) -> list[str]:
         # root ignores RLIMIT_NPROC, so a root `process` sandbox needs the pids cgroup as much as `namespace`
         wanted = self.backend == "namespace" or (self.backend == "process" and os.name == "posix" and os.geteuid() == 0)
-        return _cgroups(self.slot, self.limits) if wanted else []
+        if not wanted:
+            return []
+        return cgroups.slot_groups(self.slot, memory_mb=self.limits.memory_mb, processes=self.limits.processes)
 
     @property
     def seccomp(self) -> bool:
@@ -145,11 +146,12 @@ class LaunchSpec:
         return gpu_devices() if self.backend in ("namespace", "process") else []
 
     def describe(self) -> dict[str, Any]:
-        cgroups = self.cgroup_paths()
+        groups = self.cgroup_paths()
         record = {"backend": self.backend, "uid": self.uid, "limits": self.limits.to_dict(),
-                  "cgroup": "v1" if cgroups else "none", "seccomp": self.seccomp, "threads": self.threads}
+                  "cgroup": ("v2" if cgroups.unified() else "v1") if groups else "none", "seccomp": self.seccomp,
+                  "threads": self.threads}
         if self.gpus():
-            record["gpu"] = gpu_record(self.gpus(), self.limits, bool(cgroups))
+            record["gpu"] = gpu_record(self.gpus(), self.limits, bool(groups))
         return record
 
     def config(self, box: Path, response_fd: int, status_fd: int | None, root_dir: str) -> dict[str, Any]:
@@ -186,12 +188,13 @@ def gpu_env(gpus: list[str], limits: Limits) -> dict[str, str]:
 def gpu_record(gpus: list[str], limits: Limits, cgroup: bool) -> dict[str, Any]:
     """What the isolation record says about a GPU sandbox, honestly: which limits the kernel enforces.
 
-    CUDA initialisation fails under RLIMIT_AS (4 and 16 GiB measured on an H100), so it is dropped and
-    host memory is held by the cgroup alone (if writable). GPU memory has no kernel-enforced
+    CUDA initialisation fails under RLIMIT_AS (4 and 16 GiB measured on an H100), so host memory is held by
+    RLIMIT_DATA instead (CUDA starts under it; private anonymous memory, torch's CPU tensors, stays capped) and by
+    the cgroup where one is writable (it also holds shared and kernel memory). GPU memory has no kernel-enforced
     per-process limit without MIG/MPS: the worker sets torch's per-process memory fraction, which
     student code can raise again.
     """
-    return {"devices": gpus, "address_space_limit": False, "host_memory": "cgroup" if cgroup else "none",
+    return {"devices": gpus, "address_space_limit": False, "host_memory": "cgroup+data-rlimit" if cgroup else "data-rlimit",
             "gpu_memory_mb": limits.memory_mb, "gpu_memory_enforced": False,
             "gpu_memory_how": "torch.cuda.set_per_process_memory_fraction in the worker (advisory)"}
 
@@ -208,21 +211,3 @@ def bwrap_argv(box: Path) -> list[str]:
     argv += [a for path in view.packages() for a in ("--ro-bind", path, path)]  # ... then add torch's closure
     argv += [a for path in view.masks(gpu) for a in ("--remount-ro", path)]
     return argv
-
-
-def _cgroups(slot: int, limits: Limits) -> list[str]:
-    """Per-slot v1 memory and pids groups when writable (a backstop: tmpfs and kernel memory escape rlimits)."""
-    made = []
-    settings = {"memory": {"memory.limit_in_bytes": str((limits.memory_mb + 512) << 20)},
-                "pids": {"pids.max": str(limits.processes)}}
-    for controller, values in settings.items():
-        # per grader process: two grader runs on one machine never share (or kill) each other's groups
-        path = CGROUP_V1 / controller / "attention-grader" / f"p{os.getpid()}-slot-{slot}"
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            for name, value in values.items():
-                (path / name).write_text(value)
-        except OSError:
-            continue
-        made.append(str(path))
-    return made

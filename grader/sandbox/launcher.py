@@ -76,9 +76,12 @@ def mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str |
 
 
 def bind_ro(src: str, dst: str) -> None:
+    """Bind ``src`` read-only at ``dst``, making the mount point only where none exists: ``dst`` may already be
+    visible through an earlier bind (the interpreter /usr/bin/python3.12 under /usr), and opening that file to
+    create it fails (ETXTBSY for the running interpreter, EROFS in a read-only bind)."""
     if os.path.isdir(src):
         os.makedirs(dst, exist_ok=True)
-    else:
+    elif not os.path.lexists(dst):
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         open(dst, "a").close()
     mount(src, dst, None, BIND | REC)
@@ -86,10 +89,14 @@ def bind_ro(src: str, dst: str) -> None:
 
 
 def set_limits(limits: dict[str, Any], address_space: bool = True) -> None:
-    """The rlimits; no RLIMIT_AS where a GPU is exposed (CUDA fails to initialise under it; the cgroup holds memory)."""
+    """The rlimits. Memory: RLIMIT_AS, or RLIMIT_DATA where a GPU is exposed. CUDA's initialisation reserves far
+    more address space than any cap we would set (it failed under RLIMIT_AS of 4 and 16 GiB on an H100) but runs
+    under RLIMIT_DATA of either (measured there), which still stops the heap and every private writable mapping,
+    torch's CPU tensors included; the cgroup, where there is one, holds the rest."""
     mb = 1 << 20
+    memory = resource.RLIMIT_AS if address_space else resource.RLIMIT_DATA
     table = [(resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1),
-             *([(resource.RLIMIT_AS, limits["memory_mb"] * mb, limits["memory_mb"] * mb)] if address_space else []),
+             (memory, limits["memory_mb"] * mb, limits["memory_mb"] * mb),
              (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
              (resource.RLIMIT_NOFILE, 256, 256), (resource.RLIMIT_CORE, 0, 0),
              (resource.RLIMIT_NPROC, limits["processes"], limits["processes"])]
@@ -124,10 +131,21 @@ def worker_argv(cfg: Config, lib: str) -> list[str]:
     return [cfg["python"], "-I", "-S", "-B", worker, json.dumps(wcfg)]
 
 
+# glibc's allocator, read once at process start (a forked worker keeps its zygote's): two arenas, and a FIXED
+# mmap threshold. glibc's default threshold grows after a large block is freed, after which 1 MiB tiles come from
+# the heap and stay resident when freed; the sandbox's memory then grew by 95 MB during a tiled backward that
+# never holds more than a few tiles, and measure()'s outside figure charged the student for the allocator.
+MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
+# A sandbox uid has no passwd entry, and torch (2.11 on Python 3.12, seen on a GPU host) names its inductor cache
+# after getpass.getuser(), which then raises while the meta device's first op runs: the worker never started.
+# Name the user and the cache folder (in the sandbox's own /tmp), so no library has to ask.
+TORCH_ENV = {"USER": "student", "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor"}
+
+
 def worker_env(cfg: Config, home: str) -> dict[str, str]:
     threads = str(cfg["threads"])
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "OMP_NUM_THREADS": threads,
-           "MKL_NUM_THREADS": threads, "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1"}
+           "MKL_NUM_THREADS": threads, **MALLOC_ENV, **TORCH_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
     env.update(cfg.get("extra_env", {}))
     return env
 

@@ -16,10 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from grader.sandbox import cgroups
+
 PREFIX = "grader-"
 _NAME = re.compile(r"^grader-[a-z]+-(\d+)-")
 _CGROUP = re.compile(r"^p(\d+)-")
-CGROUP_ROOTS = tuple(Path("/sys/fs/cgroup") / c / "attention-grader" for c in ("memory", "pids", "cpuacct", "cpu,cpuacct"))
+CGROUP_ROOTS = cgroups.SWEEP_ROOTS
 MIN_AGE_S = 60.0
 LEGACY_AGE_S = 6 * 3600.0
 

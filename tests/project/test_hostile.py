@@ -97,8 +97,9 @@ def test_a_worker_sees_the_same_bare_process_whether_forked_or_exec_d(graded):
     """Nothing of the zygote leaks into a forked worker: fds, environment, uid, trusted modules, threads."""
     text = _messages(graded("inspects_its_process"), "softmax")
     # fds: stdin (requests), stdout, stderr and the reply pipe (fd 3 when forked, its runner-side number when exec'd)
-    assert re.search(r"PROBE uid=6\d{4} fds=\[0, 1, 2, \d+\] env=\['HOME', 'LANG', 'MALLOC_ARENA_MAX', 'MKL_NUM_THREADS', "
-                     r"'OMP_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE'\] trusted=\[\] threads=1", text), text
+    assert re.search(r"PROBE uid=6\d{4} fds=\[0, 1, 2, \d+\] env=\['HOME', 'LANG', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', "
+                     r"'MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'TORCHINDUCTOR_CACHE_DIR', "
+                     r"'USER'\] user=student trusted=\[\] threads=1", text), text
 
 
 @needs_namespace

@@ -143,7 +143,7 @@ def test_with_a_gpu_no_address_space_limit_and_an_honest_record(monkeypatch, bac
     record = spec.describe()["gpu"]
     assert record["devices"] == FAKE_GPUS and record["address_space_limit"] is False
     assert record["gpu_memory_enforced"] is False and "advisory" in record["gpu_memory_how"]
-    assert record["host_memory"] == ("cgroup" if spec.cgroup_paths() else "none")
+    assert record["host_memory"] == ("cgroup+data-rlimit" if spec.cgroup_paths() else "data-rlimit")
     if backend == "namespace":
         assert cfg["gpu_devices"] == FAKE_GPUS and "/usr/local/cuda" in cfg["binds"]
     card_isolation = {**spec.describe(), "worker_starts": 1}

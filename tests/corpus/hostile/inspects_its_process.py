@@ -1,4 +1,5 @@
 """Attack: look around the worker process for anything a forked worker could inherit from its zygote."""
+import getpass
 import os
 import sys
 
@@ -6,7 +7,7 @@ import sys
 def _probe():
     fds = [fd for fd in range(1024) if _open(fd)]  # fstat, not listdir: listing would open an fd itself
     trusted = sorted(m for m in sys.modules if m.split(".")[0] in ("pytest", "_pytest", "tests", "solutions"))
-    raise RuntimeError(f"PROBE uid={os.getuid()} fds={fds} env={sorted(os.environ)} trusted={trusted} "
+    raise RuntimeError(f"PROBE uid={os.getuid()} fds={fds} env={sorted(os.environ)} user={getpass.getuser()} trusted={trusted} "
                        f"threads={len(os.listdir('/proc/self/task'))}")
 
 
