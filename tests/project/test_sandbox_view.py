@@ -194,3 +194,27 @@ def _card(isolation_record: dict) -> dict:
             "environment": {"python": "3", "torch": "2", "cuda": None, "platform": "linux"},
             "timings": {"started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z", "total_s": 1},
             "incidents": [], "student_output": {"stdout_bytes": 0, "stderr_bytes": 0}}
+
+
+NESTED_BIND = textwrap.dedent("""
+    import ctypes, os, sys
+    sys.path.insert(0, sys.argv[1])
+    from grader.sandbox import launcher
+    root, system = sys.argv[2], os.path.dirname(os.path.dirname(sys.executable))  # /usr for /usr/bin/python3.11
+    launcher.mount(None, "/", None, launcher.REC | launcher.PRIVATE)
+    launcher.mount("tmpfs", root, "tmpfs", 0, "size=1m")
+    launcher.bind_ro(system, root + system)
+    launcher.bind_ro(os.path.realpath(sys.executable), root + os.path.realpath(sys.executable))  # inside that bind
+    print(os.path.exists(root + os.path.realpath(sys.executable)))
+""")
+
+
+@needs_namespace
+@pytest.mark.skipif(not os.path.realpath("/usr/bin/python3").startswith("/usr/"), reason="needs a system Python in /usr")
+def test_the_running_interpreter_inside_a_bound_system_folder_binds(tmp_path):
+    """Ubuntu's Python is /usr/bin/python3.12, inside the /usr bind: re-creating it as a mount point opened the running
+    interpreter for writing (ETXTBSY), and no sandbox ever started on such a machine (seen on a GPU host)."""
+    python = os.path.realpath("/usr/bin/python3")
+    out = subprocess.run(["unshare", "-m", python, "-I", "-c", NESTED_BIND, str(isolation.LIB_ROOT), str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]
