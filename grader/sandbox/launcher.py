@@ -60,6 +60,7 @@ def _sibling(name: str) -> ModuleType:
 
 
 seccomp = _sibling("seccomp")
+workerenv = _sibling("workerenv")
 
 
 def _check(rc: int, what: str) -> None:
@@ -131,30 +132,11 @@ def worker_argv(cfg: Config, lib: str) -> list[str]:
     return [cfg["python"], "-I", "-S", "-B", worker, json.dumps(wcfg)]
 
 
-# glibc's allocator, read once at process start (a forked worker keeps its zygote's): two arenas, and a FIXED
-# mmap threshold. glibc's default threshold grows after a large block is freed, after which 1 MiB tiles come from
-# the heap and stay resident when freed; the sandbox's memory then grew by 95 MB during a tiled backward that
-# never holds more than a few tiles, and measure()'s outside figure charged the student for the allocator.
-MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
-# A sandbox uid has no passwd entry, and torch (2.11 on Python 3.12, seen on a GPU host) names its inductor cache
-# after getpass.getuser(), which then raises while the meta device's first op runs: the worker never started.
-# Name the user and the cache folder (in the sandbox's own /tmp), so no library has to ask.
-TORCH_ENV = {"USER": "student", "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor"}
-
-
-def worker_env(cfg: Config, home: str) -> dict[str, str]:
-    threads = str(cfg["threads"])
-    env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "OMP_NUM_THREADS": threads,
-           "MKL_NUM_THREADS": threads, **MALLOC_ENV, **TORCH_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
-    env.update(cfg.get("extra_env", {}))
-    return env
-
-
 def run_plain(cfg: Config) -> None:
     os.chdir(cfg["box"])
     if cfg["mode"] == "process":
         isolate_process(cfg)
-    os.execve(cfg["python"], worker_argv(cfg, cfg["lib"]), worker_env(cfg, cfg["box"]))
+    os.execve(cfg["python"], worker_argv(cfg, cfg["lib"]), workerenv.worker_env(cfg, cfg["box"]))
 
 
 def isolate_process(cfg: Config) -> None:
@@ -235,7 +217,7 @@ def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
     if worker == 0:
         if become_worker is not None:
             become_worker()
-        os.execve(cfg["python"], worker_argv(cfg, "/sandbox-lib"), worker_env(cfg, "/box"))
+        os.execve(cfg["python"], worker_argv(cfg, "/sandbox-lib"), workerenv.worker_env(cfg, "/box"))
     _close_pipes(cfg)  # the mini-init keeps no pipe open: the worker's EOF is the runner's signal
     os._exit(_reap_until(worker))
 
@@ -303,7 +285,7 @@ def main() -> None:
     elif cfg["mode"] == "bwrap":
         limits_of(cfg)
         argv = [*cfg["bwrap_argv"], *worker_argv(cfg, "/sandbox-lib")]
-        os.execve(argv[0], argv, worker_env(cfg, "/box"))
+        os.execve(argv[0], argv, workerenv.worker_env(cfg, "/box"))
     else:
         try:
             run_plain(cfg)

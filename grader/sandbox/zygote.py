@@ -149,7 +149,7 @@ def _become_worker(cfg: Config, lib: str, home: str) -> None:
 
     try:
         os.environ.clear()
-        os.environ.update(launcher.worker_env(cfg, home))
+        os.environ.update(launcher.workerenv.worker_env(cfg, home))
         sys.path[:] = [lib, *cfg["site_dirs"], *(p for p in sys.path if p.startswith(sys.base_prefix))]
         code = worker.serve_forever(threads=int(cfg["threads"]), response_fd=3)
     except BaseException:  # noqa: BLE001 - the worker's own failure: its exit status tells the runner

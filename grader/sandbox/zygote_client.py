@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from grader.sandbox import launcher
+from grader.sandbox import workerenv
 from grader.sandbox.isolation import LIB_ROOT, site_dirs
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
@@ -36,7 +36,7 @@ class Zygote:
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-S", "-B", str(ZYGOTE), json.dumps(config)], stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True, cwd="/",
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", **launcher.MALLOC_ENV})
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", **workerenv.MALLOC_ENV})
         theirs.close()
         self.sock = ours
         self.ready = False
