@@ -30,6 +30,17 @@ def _canary_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ[canary.CACHE_ENV] = str(folder)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread() -> None:
+    """Each xdist worker (one per core) grades in-process with one torch thread: torch's default of one thread
+    per core in every worker oversubscribed the cores, and OpenMP's spinning made in-process gradings 4-5x
+    slower (flash_backward + kv_cache + efficient_attention: 4.8-5.4 s with 1 thread, 21-28 s with 2, measured
+    on this 2-core machine while it was loaded)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def starter_of(zygote: Zygote | None) -> ZygoteStarter | None:
     """What ``grade(..., starter=)`` takes for the ``zygote`` fixture's value (None: cold workers)."""
     return ZygoteStarter(zygote) if zygote is not None else None
