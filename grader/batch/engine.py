@@ -58,7 +58,7 @@ class LocalGrading:
     def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment) -> None:
         self.out, self.options, self.assignment = out, options, assignment
         self.backend = iso.choose(options.isolation, options.require_isolation)
-        self.pool = Pool(out=out, options=options, assignment=assignment, backend=self.backend)
+        self.pool: Pool | None = None
         self.slots = 1
 
     def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
@@ -66,13 +66,15 @@ class LocalGrading:
 
     def grade(self, todo: list[Entry]) -> Iterator[Result]:
         self.slots = max(1, min(self.options.jobs or os.cpu_count() or 1, len(todo) or 1))
+        self.pool = Pool(out=self.out, options=self.options, assignment=self.assignment, backend=self.backend)
         return self.pool.grade(todo, self.slots)
 
     def stop(self) -> None:
-        self.pool.stop()
+        if self.pool is not None:
+            self.pool.stop()
 
     def figures(self) -> dict[str, Any]:
-        return {"slot_starts": self.pool.starts, "slot_deaths": self.pool.deaths}
+        return {"slot_starts": self.pool.starts if self.pool else 0, "slot_deaths": self.pool.deaths if self.pool else 0}
 
 
 def card_path(out: Path, key: str) -> Path:
