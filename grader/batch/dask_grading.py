@@ -189,7 +189,8 @@ class DaskGrading:
         session, self.session = self.session, None
         try:
             session.client.cancel(list(self.sent), force=True)
-            session.client.unregister_worker_plugin(self.name)  # each worker stops its slots and their sandboxes
+            if session.cluster is None:  # a cluster that stays: each worker stops this run's slots and sandboxes
+                session.client.unregister_worker_plugin(self.name)  # (local:N's workers do as they close)
         except Exception:  # noqa: BLE001 - best effort: a cluster that is gone has nothing left to stop
             pass
         session.close()

@@ -167,15 +167,22 @@ class Host:
             readable, _, _ = select.select([stream], [], [], min(5.0, max(0.0, deadline - time.monotonic())))
             messages = slot.lines() if readable else []
             if messages is None:
-                log = self.scratch / f"slot-{slot.n}.log"
                 return self._replace(slot), {"fault": f"the grading slot process on {self.address} ended (exit status "
-                                                      f"{slot.proc.poll()}) while grading this submission; see {log}"}
+                                                      f"{slot.proc.poll()}) while grading this submission; its log "
+                                                      f"ends: {self._tail(slot)}"}
             for message in messages:
                 slot.ready = slot.ready or bool(message.get("ready"))
                 if message.get("key") == job["key"]:
                     return slot, message
         return self._replace(slot), {"fault": f"the grading slot process on {self.address} ran past the "
                                               f"{limit:.0f} s watchdog and was stopped"}
+
+    def _tail(self, slot: SlotProcess) -> str:
+        """The end of a slot's log: it lives on this host, in a folder removed with the plugin."""
+        try:
+            return (self.scratch / f"slot-{slot.n}.log").read_text("utf-8", "replace")[-600:].strip() or "(empty)"
+        except OSError:
+            return "(no log)"
 
     def _replace(self, slot: SlotProcess) -> SlotProcess:
         slot.stop()

@@ -186,8 +186,10 @@ def tls(tmp_path_factory):
     security = Security(require_encryption=True, tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key,
                         tls_scheduler_cert=cert, tls_scheduler_key=key, tls_worker_cert=cert, tls_worker_key=key)
     with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+        # the slot fault hook of the batch engine's own tests: a slot that is sent "doomed" dies on the spot
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, memory_limit=0, security=security)
+                               dashboard_address=None, memory_limit=0, security=security,
+                               env={"GRADER_BATCH_SLOT_FAULT": "doomed"})
     client = Client(cluster)
     flags = ["--dask-tls-ca", ca, "--dask-tls-cert", cert, "--dask-tls-key", key]
     yield SimpleNamespace(cluster=cluster, client=client, address=cluster.scheduler_address, flags=flags, files=files,
@@ -258,6 +260,23 @@ def test_a_worker_killed_mid_grade_loses_nothing_and_duplicates_nothing(runs, tl
     deadline = time.monotonic() + 60
     while len(tls.client.scheduler_info()["workers"]) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)  # the nanny restarts the killed worker: the next tests see 2 again
+
+
+@needs_namespace
+@pytest.mark.slow
+def test_a_slot_that_dies_on_a_worker_is_a_grader_error_never_lost_points(tls, tmp_path):
+    klass = tmp_path / "class"
+    for name in ("doomed", "carol"):
+        (klass / name).mkdir(parents=True)
+        shutil.copy(ROOT / "solutions" / "softmax.py", klass / name / "softmax.py")
+    done = _grader("batch", str(klass), "--out", str(tmp_path / "out"), "--dask", tls.address, *tls.flags, *FAST)
+    assert done.returncode == 1 and "1 submission(s) ended in a grader error" in done.stderr, done.stderr
+    cards = _cards(tmp_path / "out")
+    doomed = cards["doomed"]
+    assert (doomed["status"], doomed["error"]["kind"], doomed["score"]) == ("error", "grader", 0)
+    assert "grading slot process on tls://127.0.0.1:" in doomed["error"]["message"]
+    assert "ended (exit status 70)" in doomed["error"]["message"]
+    assert (cards["carol"]["status"], cards["carol"]["score"]) == ("graded", 6)  # the batch went on
 
 
 @needs_namespace
