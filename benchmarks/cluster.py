@@ -1,4 +1,4 @@
-"""Benchmark sharded grading (layer 1 of issue 15) against one machine, on the same class and seed.
+"""Benchmark grading beyond one machine (issue 15) against one machine, on the same class and seed.
 
 Generates N submissions (as ``benchmarks/batch.py`` does: mostly correct, some buggy, some hostile),
 warms the canary cache, then grades the class
@@ -6,11 +6,14 @@ warms the canary cache, then grades the class
 - on one machine: ``grader batch -j J``;
 - as 2 shards run concurrently with ``-j J/2`` each (two smaller machines sharing the work; each shard
   reads ``GRADER_SHARD=K/2`` through ``--shard auto``), then ``grader merge``;
-- as 2 shards run one after the other with ``-j J`` each (one machine at a time), then ``grader merge``,
+- as 2 shards run one after the other with ``-j J`` each (one machine at a time), then ``grader merge``
+  (layer 1);
+- on a local Dask cluster of J worker processes: ``grader batch --dask local:J`` (layer 2: the cluster's
+  start, each worker's self-check, one task per submission, the results sent back and checked),
 
 and prints each way's wall time, submissions per minute, its overhead against the single-machine run
-(wall ratio − 1: process start, a zygote and a canary check per shard, and the merge), and whether the
-merged gradebook equals the single run's.
+(wall ratio − 1: process start, a zygote and a canary check per shard, and the merge; for Dask, the
+cluster and its checks), and whether each gradebook equals the single run's.
 
     python benchmarks/cluster.py                 # N=24, J=2
     python benchmarks/cluster.py --n 200         # the issue's target size
@@ -68,6 +71,10 @@ def shard_run(klass: Path, work: Path, jobs: int, common: list[str], *, concurre
     return shards, merge
 
 
+def dask_run(klass: Path, out: Path, jobs: int, common: list[str]) -> float:
+    return grader("batch", str(klass), "--out", str(out), "--dask", f"local:{jobs}", *common)
+
+
 def report(name: str, walls: list[float], n: int, base: float | None, note: str = "") -> None:
     """Best of the rounds (the least disturbed by other load on the machine), every round in brackets."""
     wall = min(walls)
@@ -82,7 +89,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=24, help="submissions to generate (default 24)")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="slots of the single-machine run (default 2)")
     parser.add_argument("--seed", type=int, default=7, help="one seed for every run, so the outputs compare")
-    parser.add_argument("--repeat", type=int, default=1, help="rounds of the three ways, interleaved (best is shown)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of the four ways, interleaved (best is shown)")
+    parser.add_argument("--no-dask", action="store_true", help="leave out the Dask row (no [distributed] extra)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="grader-cluster-bench-"))
     os.environ["GRADER_CACHE_DIR"] = str(work / "cache")  # a canary proof of our own, warmed below
@@ -94,22 +102,28 @@ def main() -> None:
         generate(work / "warm", 1)
         print(f"{args.n} submissions {kinds}, {os.cpu_count()} cores, {SHARDS} shards", flush=True)
         print(f"canary warm-up (not counted): {single(work / 'warm', work / 'warm-out', 1, common):.1f} s", flush=True)
-        walls: dict[object, list[float]] = {"single": [], True: [], False: []}
+        walls: dict[object, list[float]] = {"single": [], True: [], False: [], "dask": []}
         merges, same = [], True
         for r in range(args.repeat):  # fresh output folders each round: a rerun would skip every submission
+            expected = work / f"single-{r}" / "gradebook.csv"
             walls["single"].append(single(work / "class", work / f"single-{r}", args.jobs, common))
             for concurrent in (True, False):
                 folder = work / f"{'concurrent' if concurrent else 'sequential'}-{r}"
                 shards, merge = shard_run(work / "class", folder, args.jobs, common, concurrent=concurrent)
                 walls[concurrent].append(shards + merge)
                 merges.append(merge)
-                same &= (folder / "merged" / "gradebook.csv").read_text() == (work / f"single-{r}" / "gradebook.csv").read_text()
+                same &= (folder / "merged" / "gradebook.csv").read_text() == expected.read_text()
+            if not args.no_dask:
+                walls["dask"].append(dask_run(work / "class", work / f"dask-{r}", args.jobs, common))
+                same &= (work / f"dask-{r}" / "gradebook.csv").read_text() == expected.read_text()
         base = min(walls["single"])
         report(f"one machine, -j {args.jobs}", walls["single"], args.n, None)
         for concurrent, how in ways.items():
             report(how + " + merge", walls[concurrent], args.n, base)
-        print(f"merge alone: {min(merges):.1f} s; every merged gradebook {'equals' if same else 'DIFFERS FROM'} "
-              "the single-machine one", flush=True)
+        if walls["dask"]:
+            report(f"Dask, local:{args.jobs} (TLS)", walls["dask"], args.n, base)
+        print(f"merge alone: {min(merges):.1f} s; every merged{' and Dask' if walls['dask'] else ''} gradebook "
+              f"{'equals' if same else 'DIFFERS FROM'} the single-machine one", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -16,7 +16,7 @@ from typing import Any
 SCHEMAS = {
     "assignments": 1,
     "scorecard": 1,
-    "summary": 1,
+    "summary": 2,  # 2: `cuda` (who was graded with CUDA)
     "shard": 1,  # grader batch --shard's manifest, read by grader merge
     "gradescope": None,  # external formats: no schema_version field of ours
     "github-classroom": None,

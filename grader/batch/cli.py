@@ -11,16 +11,19 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader import manifest
 from grader.errors import ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from grader.batch.job import Outcome
 
 FORMATS = ("gradescope", "github-classroom", "csv", "canvas", "moodle")
 
 
 def _cmd_batch(args: argparse.Namespace) -> int:
-    from grader.batch import engine, job
+    from grader.batch import dask_cli, engine, job
     from grader.batch.progress import Progress
 
     if args.jobs is not None and args.jobs < 1:
@@ -34,6 +37,8 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                              per_test_time_limit=args.per_test_time_limit, warm="off" if args.no_warm else args.warm,
                              seed=args.seed,
                              canary=not args.no_canary)
+    if args.dask is not None or dask_cli.dask_only(args):  # a Dask cluster grades: this process coordinates
+        return dask_cli.batch_dask(args, options)
     if args.shard is not None or args.shards is not None:  # one shard of the class: grader merge writes the rest
         from grader.batch import shard_cli
 
@@ -45,9 +50,18 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         outcome = job.batch(args.submissions, out=args.out, options=options, export=tuple(args.export or ()),
                             progress=Progress(rich=False if args.quiet else None), roster=roster)
     except engine.BatchInterrupted as exc:
-        print(f"grader: interrupted ({exc}); finished scorecards are kept in {Path(args.out) / 'scorecards'}; "
-              "rerun the same command to resume", file=sys.stderr)
-        return ExitCode.INTERRUPTED
+        return interrupted(exc, args.out)
+    return finished(outcome)
+
+
+def interrupted(exc: BaseException, out: str) -> int:
+    print(f"grader: interrupted ({exc}); finished scorecards are kept in {Path(out) / 'scorecards'}; "
+          "rerun the same command to resume", file=sys.stderr)
+    return ExitCode.INTERRUPTED
+
+
+def finished(outcome: Outcome) -> int:
+    """The closing line of ``grader batch`` (also ``--dask``); the exit code."""
     s = outcome.summary
     print(f"{s['counts']['submissions']} submissions: {s['counts']['graded']} graded, {s['counts']['errors']} errors, "
           f"{s['counts']['skipped']} unchanged; mean {s['score']['mean']:g}/{s['score']['max_score']:g}; "
@@ -152,6 +166,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from grader.batch import shard_cli
 
     shard_cli.add_options(p)
+    from grader.batch import dask_cli
+
+    dask_cli.add_options(p)
     p.set_defaults(func=_cmd_batch)
     p = sub.add_parser("export", help="convert scorecards to Gradescope, GitHub Classroom, CSV, Canvas or Moodle")
     p.add_argument("scorecards", nargs="+", metavar="SCORECARD")

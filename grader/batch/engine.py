@@ -1,18 +1,20 @@
 """The batch engine: resumable, one scorecard written atomically as soon as it is ready.
 
 It decides what to grade (a rerun skips submissions whose content, assignment and grader version
-are unchanged), hands the rest to the :class:`grader.batch.pool.Pool` of slots (each a long-lived
+are unchanged), hands the rest to a :class:`Grading` and writes what comes back. By default that is
+:class:`LocalGrading`: the :class:`grader.batch.pool.Pool` of slots on this machine (each a long-lived
 trusted process in its own session, with its own uids and cgroups under the namespace backend and
-sandboxed workers forked from a zygote that has already imported torch), and writes what comes back.
+sandboxed workers forked from a zygote that has already imported torch), proven by the canary here
+first. ``grader batch --dask`` hands the same plan to a Dask cluster (:mod:`grader.batch.dask_grading`).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from grader import canary, intake, manifest, schema
 from grader.batch import cards
@@ -23,7 +25,56 @@ from grader.options import launch_spec
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
 
-__all__ = ["BatchFault", "BatchInterrupted", "Options", "Result", "Run", "card_path", "run"]
+__all__ = ["BatchFault", "BatchInterrupted", "Grading", "GradingFactory", "LocalGrading", "Options", "Result", "Run",
+           "card_path", "run"]
+
+
+class Grading(Protocol):
+    """Where the submissions the engine could not skip are graded, and the proof that it grades correctly."""
+
+    backend: str  # the sandbox level every submission is graded under
+    slots: int  # how many submissions are graded at once (known once ``grade`` was called)
+
+    def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
+        """The canary's record, before any student is graded (``pending``: what will be graded)."""
+
+    def grade(self, todo: list[Entry]) -> Iterator[Result]:
+        """One result per entry of ``todo``, in any order, as each is ready."""
+
+    def stop(self) -> None:
+        """Stop whatever still runs (idempotent; Ctrl-C calls it mid-way)."""
+
+    def figures(self) -> dict[str, Any]:
+        """What the run measured of itself (``slot_starts``, ``slot_deaths``, ...), for ``Run.meta``."""
+
+
+class GradingFactory(Protocol):
+    def __call__(self, *, out: Path, options: Options, assignment: manifest.Assignment) -> Grading: ...
+
+
+class LocalGrading:
+    """This machine: the canary proven here, then the slots of :class:`grader.batch.pool.Pool`."""
+
+    def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment) -> None:
+        self.out, self.options, self.assignment = out, options, assignment
+        self.backend = iso.choose(options.isolation, options.require_isolation)
+        self.pool: Pool | None = None
+        self.slots = 1
+
+    def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
+        return _canary(self.assignment, self.backend, self.options)  # even when nothing is pending, as always
+
+    def grade(self, todo: list[Entry]) -> Iterator[Result]:
+        self.slots = max(1, min(self.options.jobs or os.cpu_count() or 1, len(todo) or 1))
+        self.pool = Pool(out=self.out, options=self.options, assignment=self.assignment, backend=self.backend)
+        return self.pool.grade(todo, self.slots)
+
+    def stop(self) -> None:
+        if self.pool is not None:
+            self.pool.stop()
+
+    def figures(self) -> dict[str, Any]:
+        return {"slot_starts": self.pool.starts if self.pool else 0, "slot_deaths": self.pool.deaths if self.pool else 0}
 
 
 def card_path(out: Path, key: str) -> Path:
@@ -31,57 +82,69 @@ def card_path(out: Path, key: str) -> Path:
 
 
 def run(entries: list[Entry], *, out: Path, options: Options, assignment: manifest.Assignment | None = None,
-        on_result: Callable[[Result], None] | None = None, on_plan: Callable[[int, int], None] | None = None) -> Run:
+        on_result: Callable[[Result], None] | None = None, on_plan: Callable[[int, int], None] | None = None,
+        grading: GradingFactory | None = None) -> Run:
     """Grade ``entries`` into ``out/scorecards``; return every entry's result (skipped ones read back).
 
-    ``assignment`` is the one the command loaded (default: ``options.load()``). Raises
-    ``manifest.ManifestError`` / ``iso.IsolationError`` before anything starts, :class:`BatchFault`
-    when slots cannot start, :class:`BatchInterrupted` on Ctrl-C (finished scorecards stay).
+    ``assignment`` is the one the command loaded (default: ``options.load()``); ``grading`` says where
+    (default: :class:`LocalGrading`). Raises ``manifest.ManifestError`` / ``iso.IsolationError`` before
+    anything starts, :class:`BatchFault` when slots cannot start, :class:`BatchInterrupted` on Ctrl-C
+    (finished scorecards stay).
     """
     t0 = time.monotonic()
     assignment = assignment or options.load()
     for exercise_id in options.exercises or ():
         assignment.exercise(exercise_id)
-    backend = iso.choose(options.isolation, options.require_isolation)
-    proof = _canary(assignment, backend, options) if entries else None  # before any student is graded
+    where = (grading or LocalGrading)(out=out, options=options, assignment=assignment)
+    kept, todo = _plan(entries, out, options, assignment)
+    proof = where.prove(todo) if entries else None  # before any student is graded
     (out / "scorecards").mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
-    ids = options.exercises or assignment.ids()
     done: dict[str, Result] = {}
-    todo: list[Entry] = []
-    modules = {e.module for e in assignment.exercises}
-    for entry in entries:
+    for entry in entries:  # the class's order: clashes and unchanged submissions first, as they come
         if entry.clash:
-            card = cards.error_card(assignment=assignment, spec=launch_spec(assignment, backend), path=entry.path,
+            card = cards.error_card(assignment=assignment, spec=launch_spec(assignment, where.backend), path=entry.path,
                                     student=entry.student, kind="intake", message=entry.clash,
                                     exercises=options.exercises)
-            done[entry.key] = _write(out, Result(entry, card), assignment, backend, options.exercises, proof)
+            done[entry.key] = _write(out, Result(entry, card), assignment, where.backend, options.exercises, proof)
+        elif entry.key in kept:
+            done[entry.key] = kept[entry.key]
+    if on_plan:
+        on_plan(len(entries), len(kept))
+    for result in done.values():
+        if on_result:
+            on_result(result)
+    try:
+        for result in where.grade(todo):
+            done[result.entry.key] = _write(out, result, assignment, where.backend, options.exercises, proof)
+            if on_result:
+                on_result(done[result.entry.key])
+    except KeyboardInterrupt:
+        where.stop()
+        raise BatchInterrupted(f"{sum(not r.skipped for r in done.values())} scorecards written") from None
+    finally:
+        where.stop()
+    return Run([done[e.key] for e in entries if e.key in done], where.backend, where.slots,
+               round(time.monotonic() - t0, 3), meta={**where.figures(), "canary": proof})
+
+
+def _plan(entries: list[Entry], out: Path, options: Options,
+          assignment: manifest.Assignment) -> tuple[dict[str, Result], list[Entry]]:
+    """The unchanged submissions' results (read back) and the entries to grade; clashes are in neither."""
+    ids = options.exercises or assignment.ids()
+    modules = {e.module for e in assignment.exercises}
+    kept: dict[str, Result] = {}
+    todo: list[Entry] = []
+    for entry in entries:
+        if entry.clash:
             continue
         old = None if options.force else cards.load(card_path(out, entry.key))
         if old is not None and cards.is_current(old, sha256=_fingerprint(entry.path, modules),
                                                 assignment=assignment.id, exercise_ids=list(ids)):
-            done[entry.key] = Result(entry, old, skipped=True)
+            kept[entry.key] = Result(entry, old, skipped=True)
         else:
             todo.append(entry)
-    if on_plan:
-        on_plan(len(entries), sum(r.skipped for r in done.values()))
-    for result in done.values():
-        if on_result:
-            on_result(result)
-    jobs = max(1, min(options.jobs or os.cpu_count() or 1, len(todo) or 1))
-    pool = Pool(out=out, options=options, assignment=assignment, backend=backend)
-    try:
-        for result in pool.grade(todo, jobs):
-            done[result.entry.key] = _write(out, result, assignment, backend, options.exercises, proof)
-            if on_result:
-                on_result(done[result.entry.key])
-    except KeyboardInterrupt:
-        pool.stop()
-        raise BatchInterrupted(f"{sum(not r.skipped for r in done.values())} scorecards written") from None
-    finally:
-        pool.stop()
-    return Run([done[e.key] for e in entries if e.key in done], backend, jobs, round(time.monotonic() - t0, 3),
-               meta={"slot_starts": pool.starts, "slot_deaths": pool.deaths, "canary": proof})
+    return kept, todo
 
 
 def _fingerprint(path: Path, modules: set[str]) -> str:
@@ -104,7 +167,7 @@ def _canary(assignment: manifest.Assignment, backend: str, options: Options) -> 
 def _write(out: Path, result: Result, assignment: manifest.Assignment, backend: str,
            exercises: list[str] | None, proof: dict[str, Any] | None = None) -> Result:
     if proof is not None:
-        result.card["canary"] = proof
+        result.card.setdefault("canary", proof)  # a cluster's result already names the canary of the host that graded it
     try:
         scorecard.write(result.card, card_path(out, result.entry.key))
     except schema.SchemaError as exc:

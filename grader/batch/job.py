@@ -33,8 +33,9 @@ class Outcome:
 
 def batch(submissions: Path | str, *, out: Path | str, options: engine.Options | None = None,
           export: tuple[str, ...] = (), progress: Progress | None = None,
-          roster: list[Student] | None = None) -> Outcome:
-    """Grade every submission under ``submissions`` into ``out`` (see ``grader batch --help``)."""
+          roster: list[Student] | None = None, grading: engine.GradingFactory | None = None) -> Outcome:
+    """Grade every submission under ``submissions`` into ``out`` (see ``grader batch --help``); ``grading``
+    says where (default: this machine's slots; ``grader batch --dask``: a Dask cluster)."""
     options = options or engine.Options()
     out = Path(out)
     assignment = options.load()  # once for the whole command: discovery, the engine, the canary and the summary
@@ -46,7 +47,7 @@ def batch(submissions: Path | str, *, out: Path | str, options: engine.Options |
     progress = progress or Progress()
     with progress:
         run = engine.run(entries, out=out, options=options, assignment=assignment, on_result=progress.update,
-                         on_plan=progress.plan)
+                         on_plan=progress.plan, grading=grading)
     return finish(run, out=out, options=options, export=export, ignored=found.ignored, roster=roster,
                   assignment=assignment)
 
@@ -84,4 +85,4 @@ def _timing(run: engine.Run, ignored: list[str]) -> dict[str, Any]:
     return {"mean_wall_s_warm": round(sum(warm) / len(warm), 4) if warm else None,
             "mean_wall_s_cold": round(sum(cold) / len(cold), 4) if cold else None,
             "warm_workers_used": len(warm), "slot_starts": run.meta.get("slot_starts", 0),
-            "slot_deaths": run.meta.get("slot_deaths", 0), "ignored_files": len(ignored)}
+            "slot_deaths": run.meta.get("slot_deaths", 0), "ignored_files": len(ignored), **run.meta.get("timing", {})}

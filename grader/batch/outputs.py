@@ -185,7 +185,7 @@ def summarize(named: Named, *, assignment: manifest.Assignment, backend: str, sl
     ids = exercise_ids or assignment.ids()
     missing = [s for s in roster or [] if s.key not in dict(named)]
     doc = {
-        "schema_version": 1, "assignment": assignment.id, "title": assignment.title,
+        "schema_version": 2, "assignment": assignment.id, "title": assignment.title,
         "grader": {"version": __version__}, "generated": scorecard.now(), "isolation": backend, "slots": slots,
         "wall_s": round(wall_s, 3), "submissions_per_minute": _rate(len(cards) - skipped, wall_s),
         "counts": {"submissions": len(cards), "graded": len(graded), "errors": len(cards) - len(graded),
@@ -206,6 +206,7 @@ def summarize(named: Named, *, assignment: manifest.Assignment, backend: str, sl
         "slowest": [{"student": k, "total_s": c["timings"]["total_s"]}
                     for k, c in sorted(named, key=lambda kc: -kc[1]["timings"]["total_s"])[:10]],
         "timing": timing or {},
+        "cuda": cuda(named),
         "identical_submissions": groups,
         "students": students.rows(named, ids, groups) + [students.missing_row(s.key, s.login, ids, max_score)
                                                          for s in missing],
@@ -216,6 +217,13 @@ def summarize(named: Named, *, assignment: manifest.Assignment, backend: str, sl
                          "not_on_roster": sorted(set(dict(named)) - {s.key for s in roster})}
     schema.validate("summary", doc)
     return doc
+
+
+def cuda(named: Named) -> dict[str, Any]:
+    """Who was graded where CUDA was available: each graded card whose ``environment.cuda`` names a device."""
+    found = [{"student": key, "device": card["environment"]["cuda"]} for key, card in named
+             if card["status"] == "graded" and card["environment"].get("cuda")]
+    return {"graded": len(found), "submissions": found}
 
 
 def _rate(count: int, wall_s: float) -> float:

@@ -28,6 +28,16 @@ WATCHDOG_SLACK_S = 120.0
 MAX_STARTUP_FAILURES = 3
 
 
+def slot_config(n: int, *, options: Options, assignment: manifest.Assignment, backend: str) -> dict[str, Any]:
+    """The JSON configuration of slot ``n`` (``python -m grader.batch.slot CONFIG``): plain data."""
+    o = options
+    # the manifest this command loaded, absolute: the slot runs in /, and must grade what the canary proved
+    return {"slot": n, "threads": o.threads, "assignment": assignment.id,
+            "manifest": os.path.abspath(assignment.manifest), "isolation": backend,
+            "require_isolation": o.require_isolation, "exercises": o.exercises,
+            "per_test_time_limit": o.per_test_time_limit, "warm": o.warm, "seed": o.seed}
+
+
 class SlotProcess:
     """One ``python -m grader.batch.slot`` process, seen from the engine: a job in, JSON lines out."""
 
@@ -95,12 +105,7 @@ class Pool:
         self.watchdog = assignment.limits.submission_wall_s + WATCHDOG_SLACK_S
 
     def _config(self, n: int) -> dict[str, Any]:
-        o = self.options
-        # the manifest this command loaded, absolute: the slot runs in /, and must grade what the canary proved
-        return {"slot": n, "threads": o.threads, "assignment": self.assignment.id,
-                "manifest": os.path.abspath(self.assignment.manifest), "isolation": self.backend,
-                "require_isolation": o.require_isolation, "exercises": o.exercises,
-                "per_test_time_limit": o.per_test_time_limit, "warm": o.warm, "seed": o.seed}
+        return slot_config(n, options=self.options, assignment=self.assignment, backend=self.backend)
 
     def _start(self, n: int) -> SlotProcess:
         self.starts += 1

@@ -1,7 +1,8 @@
 """One grading slot: a long-lived trusted process that grades submissions one after another.
 
-Run as ``python -m grader.batch.slot CONFIG_JSON`` by the batch pool (:mod:`grader.batch.pool`). Jobs arrive as JSON lines
-on stdin (``{"key", "path", "student"}``); one JSON line per job goes back on the protocol stream
+Run as ``python -m grader.batch.slot CONFIG_JSON`` by the batch pool (:mod:`grader.batch.pool`), or by a Dask
+worker (:mod:`grader.batch.dask_worker`). Jobs arrive as JSON lines on stdin (``{"key", "path", "student"}``;
+a Dask worker's self-check is ``{"key", "check"}``); one JSON line per job goes back on the protocol stream
 (the original stdout; fd 1 is pointed at stderr so nothing else can write there). Every grade goes
 through :func:`grader.grade.grade` (sandboxed workers), never in this process.
 
@@ -18,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -48,10 +50,23 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = sys.stderr
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _stop)
+    if config.get("watch_parent"):
+        _watch_parent(os.getppid())
     try:
         return _serve(config, protocol)
     except KeyboardInterrupt:
         return 0
+
+
+def _watch_parent(parent: int) -> None:
+    """Stop (as on SIGTERM) as soon as the process that started us is gone: a Dask worker killed mid-grade
+    must not leave its slot grading for nobody (the engine's slots learn it from stdin between jobs)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
 def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
@@ -73,7 +88,7 @@ def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
             job = json.loads(line)
             if os.environ.get(FAULT_ENV) and os.environ[FAULT_ENV] == job["key"]:
                 os._exit(70)
-            _send(protocol, _grade_one(options, assignment, job, starts))
+            _send(protocol, _check(job, starts) if "check" in job else _grade_one(options, assignment, job, starts))
     finally:
         starts.close()
     return 0
@@ -86,6 +101,21 @@ def _options(config: dict[str, Any]) -> GradeOptions:
                         isolation=config["isolation"], require_isolation=config.get("require_isolation"),
                         seed=config.get("seed"), threads=config["threads"], exercises=config.get("exercises"),
                         per_test_time_limit=config.get("per_test_time_limit"))
+
+
+def _check(job: dict[str, Any], starts: SlotStarters) -> dict[str, Any]:
+    """A Dask worker's self-check (:mod:`grader.batch.dask_probe`), its network probe forked from our zygote."""
+    from grader.batch import dask_probe
+
+    starter = starts.next()
+    try:
+        return {"key": job["key"], "check": dask_probe.check(job["check"], starter=starter)}
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - a check that cannot run refuses the worker, never passes it
+        return {"key": job["key"], "check": {"level": "unknown", "error": traceback.format_exc(limit=6)[-1500:]}}
+    finally:
+        starts.done()
 
 
 def _grade_one(options: GradeOptions, assignment: manifest.Assignment, job: dict[str, Any],

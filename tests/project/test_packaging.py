@@ -26,7 +26,8 @@ from grader.classroom import release, texts
 ROOT = Path(__file__).resolve().parents[2]
 GRADER = ROOT / "grader"
 # modules that may use an optional extra (named in pyproject), and which one
-EXTRA_USERS = {"grader/build.py": "build"}
+EXTRA_USERS = {"grader/build.py": "build",
+               **{f"grader/batch/dask_{m}.py": "distributed" for m in ("connect", "grading", "worker")}}
 
 
 def _imports(path: Path) -> set[str]:
