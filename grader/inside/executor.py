@@ -95,14 +95,16 @@ class Executor:
         return plain
 
     def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
-        """Call a function with every tensor argument moved to the ``meta`` device; describe what it returned
-        (meta tensors have no data, so only their device, shape and dtype can cross)."""
+        """Call a function with every tensor argument moved to the ``meta`` device, and every module handle as a
+        copy moved there; describe what it returned (meta tensors have no data: only device, shape and dtype)."""
         target = self._lookup(module, name)
         where = _where(module, name)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
-        margs, mkwargs = ops.to_meta(args), ops.to_meta(kwargs)
-        return ops.describe(self._guarded(where, lambda: ops.on_meta(lambda: target(*margs, **mkwargs))))
+        args, kwargs = handles.resolve(args, kwargs, self.handles)
+        # the copies inside the guard: copying a student module runs its code (__deepcopy__, an overridden _apply)
+        return ops.describe(self._guarded(where, lambda: ops.on_meta(
+            lambda: target(*ops.to_meta(args), **ops.to_meta(kwargs)))))
 
     def release(self, handle: int) -> None:
         self.handles.pop(handle, None)
@@ -160,9 +162,7 @@ class Executor:
     def _m_meta_forward(self, m: nn.Module, *args: object, **kwargs: object) -> object:
         """``forward`` of a copy moved to ``meta`` (parameters and registered buffers follow ``.to``), on meta
         inputs; the handle's own module keeps its weights."""
-        import copy
-
-        twin = copy.deepcopy(m).to("meta")
+        twin = ops.to_meta(m)
         return ops.describe(ops.on_meta(lambda: twin(*ops.to_meta(args), **ops.to_meta(kwargs))))
 
     # -- internals -----------------------------------------------------------------------------

@@ -153,8 +153,9 @@ class StudentCallable(_Refusing):
         return self._proxy._backend.grads(self._module, self._name, args, kwargs, grad_output)
 
     def on_meta(self, *args: object, **kwargs: object) -> Any:
-        """Call with every tensor argument on the ``meta`` device: ``{"device", "shape", "dtype"}`` per returned
-        tensor (a tensor the function makes on another device than its inputs' raises in the student's code)."""
+        """Call with every tensor argument on the ``meta`` device (a module handle among them as a copy moved there):
+        ``{"device", "shape", "dtype"}`` per returned tensor (a tensor the function makes on another device than its
+        inputs' raises in the student's code)."""
         args, kwargs = _outgoing(args, kwargs)
         return self._proxy._backend.meta(self._module, self._name, args, kwargs)
 

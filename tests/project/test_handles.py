@@ -82,3 +82,12 @@ def test_a_released_handle_cannot_be_passed(student):
     student.release_all()
     with pytest.raises(StudentAPIError, match="no module handle"):
         student.mod.run(model, store, [torch.ones(1)])
+
+
+def test_on_meta_takes_handles_as_meta_copies_and_leaves_the_modules_as_they_were(student):
+    model, store = student.mod.Scale(2.0), student.mod.Store(6)
+    student.mod.run(model, store, [torch.ones(2)])
+    described = student.mod.run.on_meta(model, store, [torch.ones(3)])
+    assert described == {"device": "meta", "shape": (5,), "dtype": "torch.float32"}  # the copy held 2, took 3
+    assert store.invoke("update", torch.tensor([4.0])).tolist() == [2.0, 2.0, 4.0]  # the handle's own: 2 then 1
+    assert store.named_buffers()["seen"].device.type == "cpu"
