@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.autograd.gradcheck import GradcheckError  # not torch.autograd.gradcheck.X: that name is the function
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.attention import sdpa_math
@@ -151,7 +152,7 @@ def expect_backward(student, q, k, v, do, is_causal: bool, block_size: int, what
                       **tol)
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.875)
 @pytest.mark.parametrize(("L", "S", "is_causal"), [(6, 13, False), (6, 13, True), (11, 11, True), (13, 5, False)])
 def test_backward_matches_float64_autograd(student, gen, L, S, is_causal):
     q, k, v = qkv(gen, B=2, H=2, L=L, S=S, E=5, Ev=3, dtype=torch.float64)
@@ -199,6 +200,24 @@ def test_backward_never_materialises_the_score_matrix(student, gen):
            f"flash_attention_backward, expected below {full // 2}", hint)
 
 
+@pytest.mark.points(0.5)
+def test_forward_and_backward_defaults_are_non_causal_with_tiles_of_64(student, gen):
+    q, k, v = qkv(gen, B=1, H=2, L=9, S=100, E=4, Ev=3, dtype=torch.float64)  # 100 = 64 + 36: a ragged last tile
+    do = torch.randn(1, 2, 9, 3, generator=gen, dtype=torch.float64)
+    hint = "the defaults are is_causal=False and block_size=64 in flash_forward and flash_attention_backward alike"
+    out, lse = expect_pair(student.flash_backward.flash_forward(q, k, v), "flash_forward(q, k, v)")
+    expect_tensor(out, attention64(q, k, v), what="flash_forward(q, k, v) with the defaults (L=9, S=100): out", hint=hint)
+    expect_tensor(lse, lse64(q, k, False), what="flash_forward(q, k, v) with the defaults: lse", hint=hint)
+    saved = exact_saved(q, k, v, False)
+    got = student.flash_backward.flash_attention_backward(q, k, v, *saved, do)
+    expect(isinstance(got, tuple) and len(got) == 3, f"flash_attention_backward: got {type(got).__name__}, expected "
+           "(dq, dk, dv)")
+    _, want = oracle_grads(attention64, (q, k, v), do)
+    for name, g, w in zip(NAMES, got, want):
+        expect_tensor(g, w, what=f"flash_attention_backward(q, k, v, out, lse, dO) with the defaults: gradient of {name}",
+                      hint=hint)
+
+
 # ---------------------------------------------------------------------------------------------- flash_attention (autograd)
 @pytest.mark.points(0.75)
 @pytest.mark.parametrize("is_causal", [False, True])
@@ -236,7 +255,7 @@ def test_gradcheck_of_the_students_forward_against_its_backward(student, gen, is
     try:  # finite differences of the student's forward vs the student's backward, computed here
         torch.autograd.gradcheck(lambda a, b, c: ThroughStudent.apply(a, b, c, fn, kwargs), (q, k, v),
                                  check_undefined_grad=False)
-    except torch.autograd.gradcheck.GradcheckError as exc:
+    except GradcheckError as exc:
         fail(f"gradcheck(flash_attention, float64, L=3, S=5, is_causal={is_causal}, block_size=2) failed: the "
              f"backward is not the derivative of the forward: {str(exc).splitlines()[0]}", BACKWARD_HINT)
 

@@ -11,10 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.inside.standins import stand_in_apply_rope, stand_in_rope_frequencies
+from grader.inside.standins import StandInGroupedQueryAttention, stand_in_apply_rope, stand_in_rope_frequencies
 from grader.protocol.errors import StudentError
 from grader.testing.attention import sdpa_math
 from grader.testing.checks import expect, expect_shape, expect_tensor, fail, hinted
+from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.precision import expect_no_worse_than
 
 pytestmark = pytest.mark.exercise("kv_cache")
@@ -69,6 +70,12 @@ def test_buffers_are_preallocated_at_full_size(student, gen):
            "num_kv_heads, max_len, head_dim, dtype=dtype, device=device)); do not grow them with torch.cat")
     k = torch.randn(3, 2, 7, 5, generator=gen, dtype=torch.float64)
     expect_tensor(cache.invoke("update", k, 2 * k)[1], 2 * k, what="values after filling all 7 positions at once")
+    default = student.isolated.kv_cache.KVCache(2, 1, 3, 4).named_buffers()
+    got = {k: (tuple(v.shape), v.dtype) for k, v in default.items()}
+    want = {n: ((2, 1, 3, 4), torch.float32) for n in ("k_cache", "v_cache")}
+    expect(got == want, f"named_buffers() of KVCache(2, 1, 3, 4) (default dtype): got {got}, expected {want}",
+           "the dtype argument defaults to torch.float32 (the model's default dtype): a half-precision cache "
+           "would round every key and value of a float32 model")
 
 
 @pytest.mark.points(1.5)
@@ -139,7 +146,7 @@ DECODE_CASES = [  # (d, H, Hkv, rope, bias, base)
 ]
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 @pytest.mark.parametrize("d,H,Hkv,rope,bias,base", DECODE_CASES)
 def test_token_by_token_decoding_gives_the_full_forward(student, gen, d, H, Hkv, rope, bias, base):
     model, cache, tables = setup(student, d, H, Hkv, max_len=16, rope=rope, bias=bias, base=base)
@@ -150,7 +157,7 @@ def test_token_by_token_decoding_gives_the_full_forward(student, gen, d, H, Hkv,
                        f"rope={rope}, bias={bias})", hint=DECODE_HINT)
 
 
-@pytest.mark.points(0.5)
+@pytest.mark.points(0.4)
 @pytest.mark.parametrize("chunk_size", [2, 3, 5, 11, 15])
 def test_chunked_decoding_gives_the_full_forward(student, gen, chunk_size):
     model, cache, tables = setup(student, max_len=16)
@@ -184,6 +191,37 @@ def test_float64_decoding_is_exact(student, gen):
     got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=5)
     expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, tables), what="float64 decode (chunk_size=5)",
                   hint="keep the model's dtype throughout: no float32 tensors; the cache stores float64 here")
+
+
+@pytest.mark.points(0.5)
+def test_bfloat16_decoding_keeps_the_dtype_and_the_references_accuracy(student, reference, gen):
+    model, cache, _ = setup(student, 32, 4, 2, max_len=24, rope=False, bias=True, dtype=torch.bfloat16)
+    x = torch.randn(2, 24, 32, generator=gen).to(torch.bfloat16)
+    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=5)
+    params = model.named_parameters()
+    twin = StandInGroupedQueryAttention(32, 4, 2, bias=True, max_len=24).to(torch.bfloat16).eval()
+    twin.load_state_dict(params, strict=False)  # the same bfloat16 weights, decoded by the reference
+    with torch.no_grad():
+        kernel = reference.kv_cache.decode(twin, reference.kv_cache.KVCache(2, 2, 24, 8, dtype=torch.bfloat16), x, 5)
+    exact = full_forward(x.double(), {n: w.double() for n, w in params.items()}, 4, 2)
+    expect_no_worse_than(got, kernel, exact, what="decode of a bfloat16 model and cache (24 tokens, chunks of 5)",
+                         hint="stay in the model's dtype: build the mask as a boolean (masked_fill), not as a float32 "
+                              "additive tensor that promotes the scores to float32")
+
+
+@pytest.mark.points(1)
+def test_decoding_runs_on_the_inputs_device(student, gen):
+    model, cache, tables = setup(student, max_len=12)
+    x = torch.randn(2, 7, 16, generator=gen)
+    expect_tensor(student.isolated.kv_cache.decode(model, cache, x, chunk_size=3),
+                  full_forward(x, model.named_parameters(), 4, 2, tables), what="decode(x of 7 tokens, chunk_size=3)",
+                  hint=DECODE_HINT)
+    for chunk_size in (1, 3):  # model, cache and x copied to the meta device: after the 7 tokens above
+        expect_on_input_device(lambda c=chunk_size: student.isolated.kv_cache.decode.on_meta(model, cache, x[:, :4], c),
+                               what=f"decode(model, cache, x, chunk_size={chunk_size}) with the model, the cache "
+                                    "(7 tokens held) and x on the meta device",
+                               hint=DEVICE_HINT + "; in decode_step: torch.arange(P, P + t, device=x.device) for the "
+                                    "positions, torch.ones(t, S, dtype=torch.bool, device=x.device) for the mask")
 
 
 @pytest.mark.points(0.5)
