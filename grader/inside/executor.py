@@ -67,17 +67,21 @@ class Executor:
         result = self._guarded(scope, lambda: getattr(self, f"_m_{method}")(obj, *args, **kwargs), where=where)
         return _plain(result, f"{where} returned")
 
-    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs) -> tuple[Any, dict[str, float]]:
-        """Call a function and report the largest tensor storage any torch op produced meanwhile."""
+    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs,
+                grad_output: object = None) -> tuple[Any, dict[str, float]]:
+        """Call a function and report the largest tensor storage any torch op produced meanwhile; with a
+        ``grad_output``, its forward AND backward as :meth:`grads` runs them (the value is ``grads``'s)."""
         from grader.inside.peak import PeakStorage
 
         target, where = self._lookup(module, name), _where(module, name)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
         args, kwargs = handles.resolve(args, kwargs, self.handles)
+        run = (lambda: _no_grad(target, args, kwargs)) if grad_output is None else (
+            lambda: ops.unchanged(where, args, kwargs, lambda: ops.vjp(target, args, kwargs, grad_output)))
         start = time.perf_counter()
-        with PeakStorage() as peak:
-            value = self._guarded(where, lambda: _no_grad(target, args, kwargs))
+        with PeakStorage() as peak:  # a dispatch mode: it sees the backward's tensors as well
+            value = self._guarded(where, run)
         stats = {"max_tensor_bytes": float(peak.max_bytes), "seconds": time.perf_counter() - start}
         return _plain(value, f"{where} returned"), stats
 
