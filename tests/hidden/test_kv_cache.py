@@ -2,8 +2,9 @@
 GroupedQueryAttention (its layers and stand-in rope tables; it cannot be called) and the stand-in apply_rope, so a
 bug in the student's GQA or rope.py costs nothing here. The cache: preallocated buffers, the filled prefix, exact
 fill, overflow refused without a write, reset, dtypes. Decoding: token by token and in chunks (ragged, larger than
-T) equals the full causal forward for GQA, MQA and MHA, with and without rope; continuing after a prefill; float64;
-dropout off in eval; each token projected once (counted by the stand-in's layers); bounded memory (measure())."""
+T) equals the full causal forward for GQA, MQA and MHA, with and without rope; continuing after a prefill; float64
+and bfloat16; large inputs (severe: an overflowing softmax caps the exercise); the meta device; dropout off in eval;
+each token projected once (counted by the stand-in's layers); bounded memory (measure())."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from grader.inside.standins import StandInGroupedQueryAttention, stand_in_apply_rope, stand_in_rope_frequencies
 from grader.protocol.errors import StudentError
 from grader.testing.attention import sdpa_math
-from grader.testing.checks import expect, expect_shape, expect_tensor, fail, hinted
+from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail, hinted
 from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.precision import expect_no_worse_than
 
@@ -28,6 +29,7 @@ MASK_HINT = ("a chunk of t new tokens after P cached ones: query i sits at posit
              "torch.ones(t, S, dtype=torch.bool).tril(diagonal=S - t), not tril() (top-left)")
 POSITIONS_HINT = ("rotate the new tokens at their absolute positions cache.length + i (read cache.length BEFORE "
                   "update), not 0 .. t-1")
+OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
 IMPORT_HINT = ("keep `from .grouped_query_attention import GroupedQueryAttention` in kv_cache.py: the grader builds "
                "its stand-in model through that name")
 
@@ -78,7 +80,7 @@ def test_buffers_are_preallocated_at_full_size(student, gen):
            "would round every key and value of a float32 model")
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1.25)
 def test_updates_return_exactly_the_filled_prefix(student, gen):
     cache = student.isolated.kv_cache.KVCache(2, 2, 12, 3, dtype=torch.float64)
     keys, values = [], []
@@ -94,7 +96,7 @@ def test_updates_return_exactly_the_filled_prefix(student, gen):
                       hint="values go to v_cache, keys to k_cache")
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1.25)
 def test_overflow_is_refused_and_writes_nothing(student, gen):
     cache = student.isolated.kv_cache.KVCache(1, 2, 6, 2, dtype=torch.float64)
     k = torch.randn(1, 2, 5, 2, generator=gen, dtype=torch.float64)
@@ -222,6 +224,19 @@ def test_decoding_runs_on_the_inputs_device(student, gen):
                                     "(7 tokens held) and x on the meta device",
                                hint=DEVICE_HINT + "; in decode_step: torch.arange(P, P + t, device=x.device) for the "
                                     "positions, torch.ones(t, S, dtype=torch.bool, device=x.device) for the mask")
+
+
+@pytest.mark.severe(OVERFLOW)
+@pytest.mark.points(0.5)
+def test_large_inputs_do_not_overflow(student, gen):
+    model, cache, tables = setup(student, bias=True)
+    x = torch.randn(2, 9, 16, generator=gen) * 30  # scores in the hundreds: exp overflows float32
+    params = {n: w.double() for n, w in model.named_parameters().items()}
+    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=4)
+    hint = "subtract each row's max before exp (or call torch.softmax): scores of a few hundred overflow exp"
+    expect_finite(got, what="decode(x * 30, chunk_size=4)", hint=hint)
+    expect_tensor(got, full_forward(x.double(), params, 4, 2, tables).float(), what="decode(x * 30, chunk_size=4)",
+                  atol=1e-3, rtol=1e-3, hint=hint)
 
 
 @pytest.mark.points(0.5)
