@@ -67,17 +67,21 @@ class Executor:
         result = self._guarded(scope, lambda: getattr(self, f"_m_{method}")(obj, *args, **kwargs), where=where)
         return _plain(result, f"{where} returned")
 
-    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs) -> tuple[Any, dict[str, float]]:
-        """Call a function and report the largest tensor storage any torch op produced meanwhile."""
+    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs,
+                grad_output: object = None) -> tuple[Any, dict[str, float]]:
+        """Call a function and report the largest tensor storage any torch op produced meanwhile; with a
+        ``grad_output``, its forward AND backward as :meth:`grads` runs them (the value is ``grads``'s)."""
         from grader.inside.peak import PeakStorage
 
         target, where = self._lookup(module, name), _where(module, name)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
         args, kwargs = handles.resolve(args, kwargs, self.handles)
+        run = (lambda: _no_grad(target, args, kwargs)) if grad_output is None else (
+            lambda: ops.unchanged(where, args, kwargs, lambda: ops.vjp(target, args, kwargs, grad_output)))
         start = time.perf_counter()
-        with PeakStorage() as peak:
-            value = self._guarded(where, lambda: _no_grad(target, args, kwargs))
+        with PeakStorage() as peak:  # a dispatch mode: it sees the backward's tensors as well
+            value = self._guarded(where, run)
         stats = {"max_tensor_bytes": float(peak.max_bytes), "seconds": time.perf_counter() - start}
         return _plain(value, f"{where} returned"), stats
 
@@ -95,14 +99,16 @@ class Executor:
         return plain
 
     def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
-        """Call a function with every tensor argument moved to the ``meta`` device; describe what it returned
-        (meta tensors have no data, so only their device, shape and dtype can cross)."""
+        """Call a function with every tensor argument moved to the ``meta`` device, and every module handle as a
+        copy moved there; describe what it returned (meta tensors have no data: only device, shape and dtype)."""
         target = self._lookup(module, name)
         where = _where(module, name)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
-        margs, mkwargs = ops.to_meta(args), ops.to_meta(kwargs)
-        return ops.describe(self._guarded(where, lambda: ops.on_meta(lambda: target(*margs, **mkwargs))))
+        args, kwargs = handles.resolve(args, kwargs, self.handles)
+        # the copies inside the guard: copying a student module runs its code (__deepcopy__, an overridden _apply)
+        return ops.describe(self._guarded(where, lambda: ops.on_meta(
+            lambda: target(*ops.to_meta(args), **ops.to_meta(kwargs)))))
 
     def release(self, handle: int) -> None:
         self.handles.pop(handle, None)
@@ -160,9 +166,7 @@ class Executor:
     def _m_meta_forward(self, m: nn.Module, *args: object, **kwargs: object) -> object:
         """``forward`` of a copy moved to ``meta`` (parameters and registered buffers follow ``.to``), on meta
         inputs; the handle's own module keeps its weights."""
-        import copy
-
-        twin = copy.deepcopy(m).to("meta")
+        twin = ops.to_meta(m)
         return ops.describe(ops.on_meta(lambda: twin(*ops.to_meta(args), **ops.to_meta(kwargs))))
 
     # -- internals -----------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 - :func:`unchanged`: the call must leave the caller's tensors as they were (inputs are the caller's);
 - :func:`vjp`: a function's output and its vector-Jacobian product (gradients of plain functions);
 - :func:`on_meta` / :func:`to_meta` / :func:`describe`: run on the ``meta`` device and report only
-  where, what shape and what dtype each result is (tensors made inside must follow the input's device).
+  where, what shape and what dtype each result is (tensors made inside must follow the input's device); a module
+  among the arguments (a handle: ``decode(model, cache, x)``) goes there as a copy, the handle's own keeps its data.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 from grader.protocol.errors import StudentError
 from grader.protocol.values import Args, Kwargs
@@ -81,8 +83,14 @@ def on_meta(run: Callable[[], Any]) -> Any:
 
 
 def to_meta(value: object) -> Any:
+    """``value`` with every tensor on ``meta``; a module becomes a copy whose parameters and registered buffers are
+    there (its plain attributes, a cache's ``length``, are copied as they are)."""
     if isinstance(value, torch.Tensor):
         return value.to("meta")
+    if isinstance(value, nn.Module):
+        import copy
+
+        return copy.deepcopy(value).to("meta")
     if isinstance(value, (tuple, list)):
         return type(value)(to_meta(v) for v in value)
     if isinstance(value, dict):

@@ -86,7 +86,8 @@ def serve(executor: Executor, request: dict[str, Any]) -> dict[str, object]:
         elif op == "method":
             value = executor.method(request["handle"], request["method"], request["args"], request["kwargs"])
         elif op == "measure":
-            value = executor.measure(request["module"], request["name"], request["args"], request["kwargs"])
+            value = executor.measure(request["module"], request["name"], request["args"], request["kwargs"],
+                                     request.get("grad_output"))
         elif op == "grads":
             value = executor.grads(request["module"], request["name"], request["args"], request["kwargs"],
                                    request["grad_output"])

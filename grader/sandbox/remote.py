@@ -74,11 +74,9 @@ class SandboxBackend:
         self.channel: Channel | None = None
         self.test_end = self.budget_end  # the wall-clock backstop of the current test
         self.test_limit, self.cpu_used, self.retried = 30.0, 0.0, False
-        self.current_test = ""
+        self.current_test, self.starts = "", 0
         self.incidents: list[dict[str, str]] = []
-        self.starts = 0
-        self.output = {"stdout": 0, "stderr": 0}
-        self.output_total = 0
+        self.output, self.output_total = {"stdout": 0, "stderr": 0}, 0
         self.timeouts: dict[str, int] = {}
         self.poisoned: set[str] = set()  # exercises whose worker broke the protocol
         self.current_exercise = ""
@@ -108,30 +106,27 @@ class SandboxBackend:
 
     # -- Backend protocol ---------------------------------------------------------------------
     def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
-        return self._request({"op": "call", "module": module, "name": name, "args": args, "kwargs": kwargs},
-                             f"{module}.{name}")
+        return self._about("call", module, name, args, kwargs)
 
     def method(self, handle: int, method: str, args: Args, kwargs: Kwargs) -> Any:
         return self._request({"op": "method", "handle": handle, "method": method, "args": args, "kwargs": kwargs},
                              method)
 
     def grads(self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object) -> tuple[Any, tuple[Any, ...]]:
-        result: tuple[Any, tuple[Any, ...]] = self._request(
-            {"op": "grads", "module": module, "name": name, "args": args, "kwargs": kwargs, "grad_output": grad_output},
-            f"{module}.{name}")
+        result: tuple[Any, tuple[Any, ...]] = self._about("grads", module, name, args, kwargs, grad_output=grad_output)
         return result
 
     def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
-        return self._request({"op": "meta", "module": module, "name": name, "args": args, "kwargs": kwargs},
-                             f"{module}.{name}")
+        return self._about("meta", module, name, args, kwargs)
 
-    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs) -> tuple[Any, dict[str, float]]:
-        """The call's value and figures: the worker's own (advisory) and ``max_memory_bytes``, read from
-        the sandbox's memory cgroup on this side, where the student cannot switch it off (absent without one)."""
+    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs,
+                grad_output: object = None) -> tuple[Any, dict[str, float]]:
+        """The figures of a call (with a ``grad_output``: its ``grads``): the worker's own (advisory) and ``max_memory_bytes``
+        from the sandbox's memory cgroup, read on this side where the student cannot switch it off (absent without)."""
         watch = self._memory_watch()
         try:
-            value, stats = self._request({"op": "measure", "module": module, "name": name, "args": args,
-                                          "kwargs": kwargs}, f"{module}.{name}")
+            value, stats = self._about("measure", module, name, args, kwargs,
+                                       **({} if grad_output is None else {"grad_output": grad_output}))
         except BaseException:
             if watch is not None:
                 watch.close()
@@ -142,6 +137,11 @@ class SandboxBackend:
         if outside is not None:
             figures["max_memory_bytes"] = float(outside)
         return value, figures
+
+    def _about(self, op: str, module: str, name: str, args: Args, kwargs: Kwargs, **extra: object) -> Any:
+        """A request about the function or class ``module.name``."""
+        return self._request({"op": op, "module": module, "name": name, "args": args, "kwargs": kwargs, **extra},
+                             f"{module}.{name}")
 
     def _memory_watch(self) -> memwatch.MemoryWatch | None:
         """Start the worker if needed, then reset its memory cgroup's peak (None: no cgroup to read)."""

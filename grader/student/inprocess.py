@@ -29,8 +29,9 @@ class InProcessBackend:
     def method(self, handle: int, method: str, args: Args, kwargs: Kwargs) -> Any:
         return self.executor.method(handle, method, args, kwargs)
 
-    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs) -> tuple[Any, dict[str, float]]:
-        return self.executor.measure(module, name, args, kwargs)
+    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs,
+                grad_output: object = None) -> tuple[Any, dict[str, float]]:
+        return self.executor.measure(module, name, args, kwargs, grad_output)
 
     def grads(self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object) -> tuple[Any, tuple[Any, ...]]:
         return self.executor.grads(module, name, args, kwargs, grad_output)

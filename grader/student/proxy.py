@@ -19,7 +19,8 @@ from grader.protocol.values import Args, HandleRef, Kwargs, ValueRejected, to_pl
 class Backend(Protocol):
     def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any: ...
     def method(self, handle: int, method: str, args: Args, kwargs: Kwargs) -> Any: ...
-    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs) -> tuple[Any, dict[str, float]]: ...
+    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs,
+                grad_output: object = None) -> tuple[Any, dict[str, float]]: ...
     def grads(self, module: str, name: str, args: Args, kwargs: Kwargs,
               grad_output: object) -> tuple[Any, tuple[Any, ...]]: ...
     def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any: ...
@@ -129,7 +130,8 @@ class StudentCallable(_Refusing):
     _module: str
     _name: str
     _proxy: StudentProxy
-    _offer = "call it, or use .measure(*args, **kwargs) or .grads(*args, grad_output=g, **kwargs)"
+    _offer = ("call it, or use .measure(*args, **kwargs), .grads(*args, grad_output=g, **kwargs) or "
+              ".measure_grads(*args, grad_output=g, **kwargs)")
 
     def __init__(self, proxy: StudentProxy, module: str, name: str) -> None:
         for slot, value in (("_proxy", proxy), ("_module", module), ("_name", name)):
@@ -144,6 +146,16 @@ class StudentCallable(_Refusing):
         args, kwargs = _outgoing(args, kwargs)
         return self._proxy._backend.measure(self._module, self._name, args, kwargs)
 
+    def measure_grads(self, *args: object, grad_output: object,
+                      **kwargs: object) -> tuple[tuple[Any, tuple[Any, ...]], dict[str, float]]:
+        """``((output, input_grads), stats)``: :meth:`grads`, with the figures of :meth:`measure` taken over the
+        forward and the backward (a hand-written ``autograd.Function.backward`` included)."""
+        args, kwargs = _outgoing(args, kwargs)
+        (grad_output,), _ = _outgoing((grad_output,), {})
+        measured: tuple[tuple[Any, tuple[Any, ...]], dict[str, float]] = self._proxy._backend.measure(
+            self._module, self._name, args, kwargs, grad_output)
+        return measured
+
     def grads(self, *args: object, grad_output: object, **kwargs: object) -> tuple[Any, tuple[Any, ...]]:
         """``(output, input_grads)``: one float64-capable forward and backward of a function, with
         ``grad_output`` (a tensor, or a tuple with a tensor or None per returned value) as the upstream gradient;
@@ -153,8 +165,9 @@ class StudentCallable(_Refusing):
         return self._proxy._backend.grads(self._module, self._name, args, kwargs, grad_output)
 
     def on_meta(self, *args: object, **kwargs: object) -> Any:
-        """Call with every tensor argument on the ``meta`` device: ``{"device", "shape", "dtype"}`` per returned
-        tensor (a tensor the function makes on another device than its inputs' raises in the student's code)."""
+        """Call with every tensor argument on the ``meta`` device (a module handle among them as a copy moved there):
+        ``{"device", "shape", "dtype"}`` per returned tensor (a tensor the function makes on another device than its
+        inputs' raises in the student's code)."""
         args, kwargs = _outgoing(args, kwargs)
         return self._proxy._backend.meta(self._module, self._name, args, kwargs)
 

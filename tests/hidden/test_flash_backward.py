@@ -1,5 +1,6 @@
 """Hidden tests for `flash_backward`: the forward's output and log-sum-exp, the hand-written backward (against float64
-autograd, SDPA's gradients and a gradcheck of the student's own forward), memory in both directions, dtypes, devices."""
+autograd, SDPA's gradients and a gradcheck of the student's own forward), memory in both directions (the tiled
+backward alone, and FlashAttentionFunction's forward and backward together), defaults, dtypes, devices."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.autograd.gradcheck import GradcheckError  # not torch.autograd.gradcheck.X: that name is the function
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.attention import sdpa_math
@@ -100,7 +102,7 @@ def test_forward_rows_without_keys_give_zero_and_minus_infinity(student, gen):
     expect_tensor(lse, lse64(q, k, True), what="flash_forward(L=7, S=4, causal): lse", hint=hint)
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 @pytest.mark.parametrize("name", ["flash_forward", "flash_attention"])
 def test_forward_never_materialises_the_score_matrix(student, gen, name):
     L = S = 4096  # the float32 scores are 64 MiB, one (L, 64) tile 1 MiB
@@ -151,7 +153,7 @@ def expect_backward(student, q, k, v, do, is_causal: bool, block_size: int, what
                       **tol)
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.875)
 @pytest.mark.parametrize(("L", "S", "is_causal"), [(6, 13, False), (6, 13, True), (11, 11, True), (13, 5, False)])
 def test_backward_matches_float64_autograd(student, gen, L, S, is_causal):
     q, k, v = qkv(gen, B=2, H=2, L=L, S=S, E=5, Ev=3, dtype=torch.float64)
@@ -180,7 +182,7 @@ def test_backward_rows_without_keys_have_zero_gradients(student, gen):
     expect_backward(student, q, k, v, do, True, 2, "flash_attention_backward(L=7, S=4, causal)")
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_backward_never_materialises_the_score_matrix(student, gen):
     L = S = 4096
     q, k, v = qkv(gen, B=1, H=1, L=L, S=S, E=16, Ev=16)
@@ -199,6 +201,24 @@ def test_backward_never_materialises_the_score_matrix(student, gen):
            f"flash_attention_backward, expected below {full // 2}", hint)
 
 
+@pytest.mark.points(0.5)
+def test_forward_and_backward_defaults_are_non_causal_with_tiles_of_64(student, gen):
+    q, k, v = qkv(gen, B=1, H=2, L=9, S=100, E=4, Ev=3, dtype=torch.float64)  # 100 = 64 + 36: a ragged last tile
+    do = torch.randn(1, 2, 9, 3, generator=gen, dtype=torch.float64)
+    hint = "the defaults are is_causal=False and block_size=64 in flash_forward and flash_attention_backward alike"
+    out, lse = expect_pair(student.flash_backward.flash_forward(q, k, v), "flash_forward(q, k, v)")
+    expect_tensor(out, attention64(q, k, v), what="flash_forward(q, k, v) with the defaults (L=9, S=100): out", hint=hint)
+    expect_tensor(lse, lse64(q, k, False), what="flash_forward(q, k, v) with the defaults: lse", hint=hint)
+    saved = exact_saved(q, k, v, False)
+    got = student.flash_backward.flash_attention_backward(q, k, v, *saved, do)
+    expect(isinstance(got, tuple) and len(got) == 3, f"flash_attention_backward: got {type(got).__name__}, expected "
+           "(dq, dk, dv)")
+    _, want = oracle_grads(attention64, (q, k, v), do)
+    for name, g, w in zip(NAMES, got, want):
+        expect_tensor(g, w, what=f"flash_attention_backward(q, k, v, out, lse, dO) with the defaults: gradient of {name}",
+                      hint=hint)
+
+
 # ---------------------------------------------------------------------------------------------- flash_attention (autograd)
 @pytest.mark.points(0.75)
 @pytest.mark.parametrize("is_causal", [False, True])
@@ -210,6 +230,29 @@ def test_autograd_gradients_match_float64_for_several_upstream_gradients(student
                      what=f"flash_attention(float64, L=5, S=9, is_causal={is_causal}, block_size=3) backward #{i + 1}",
                      hint="FlashAttentionFunction.backward returns (dq, dk, dv, None, None) from flash_attention_backward "
                           "on the saved q, k, v, O, lse", is_causal=is_causal, block_size=3)
+
+
+@pytest.mark.points(1)
+def test_autograd_backward_never_materialises_the_score_matrix(student, gen):
+    L = S = 2048  # the float32 scores are 16 MiB, one (L, 64) tile 512 KiB
+    q, k, v = qkv(gen, B=1, H=1, L=L, S=S, E=16, Ev=16)
+    g = torch.randn(1, 1, L, 16, generator=gen)
+    (out, grads), stats = student.flash_backward.flash_attention.measure_grads(q, k, v, grad_output=g, is_causal=True,
+                                                                               block_size=64)
+    want_out, want = oracle_grads(lambda a, b, c: sdpa_math(a, b, c, is_causal=True), (q, k, v), g)
+    expect_tensor(out, want_out, what=f"flash_attention(L=S={L}, causal)", atol=1e-5)
+    for name, got, w in zip(NAMES, grads, want):
+        expect_tensor(got, w, what=f"flash_attention(L=S={L}, causal) backward: gradient of {name}", atol=1e-4,
+                      rtol=1e-3, hint=GRAD_HINTS[name])
+    full = L * S * 4
+    expect(stats["max_tensor_bytes"] < full // 4, f"the largest tensor made during flash_attention's forward and "
+           f"backward had {stats['max_tensor_bytes']:.0f} bytes, expected below {full // 4} (the L x S scores have "
+           f"{full})", "FlashAttentionFunction.backward must call flash_attention_backward on the saved q, k, v, O and "
+           "lse: recomputing the attention and letting autograd differentiate it (or saving P in the forward) builds "
+           "the L x S matrices FlashAttention exists to avoid")
+    outside = stats.get("max_memory_bytes")
+    expect(outside is None or outside < full // 2, f"the sandbox's memory grew by {outside or 0:.0f} bytes during "
+           f"flash_attention's forward and backward, expected below {full // 2}", "never build (L, S) tensors")
 
 
 class ThroughStudent(torch.autograd.Function):
@@ -236,7 +279,7 @@ def test_gradcheck_of_the_students_forward_against_its_backward(student, gen, is
     try:  # finite differences of the student's forward vs the student's backward, computed here
         torch.autograd.gradcheck(lambda a, b, c: ThroughStudent.apply(a, b, c, fn, kwargs), (q, k, v),
                                  check_undefined_grad=False)
-    except torch.autograd.gradcheck.GradcheckError as exc:
+    except GradcheckError as exc:
         fail(f"gradcheck(flash_attention, float64, L=3, S=5, is_causal={is_causal}, block_size=2) failed: the "
              f"backward is not the derivative of the forward: {str(exc).splitlines()[0]}", BACKWARD_HINT)
 

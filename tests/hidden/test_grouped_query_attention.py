@@ -1,7 +1,8 @@
 """Hidden tests for `grouped_query_attention`, graded on its own (`student.isolated`: rope.py's functions are the
 grader's stand-ins): structure and parameter counts, SDPA with `enable_gqa=True` (GQA, MQA, MHA) on transplanted
 reference weights, nn.MultiheadAttention, float64 values and gradients by hand, RoPE on q and k only (base and
-max_len passed on), causality and the meta device, dropout on the weights, refusals, overflow, bfloat16, CUDA."""
+max_len passed on; the tables are buffers of max_len rows), causality and the meta device, dropout on the weights,
+refusals, overflow, float16 and bfloat16, CUDA."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def test_parameters_are_the_four_projections(student, gen, bias):
                   "parameters", hint=GROUP_HINT)
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_parameter_counts_shrink_with_the_kv_heads(student, gen):
     # d_model 512, 8 heads of 64: W_query and out_proj 512 x 512 each, W_key and W_value 512 x (Hkv * 64)
     for Hkv, count in ((2, 655_360), (1, 589_824), (8, 1_048_576)):
@@ -115,6 +116,25 @@ def test_parameter_counts_shrink_with_the_kv_heads(student, gen):
                   atol=1e-4)
 
 
+@pytest.mark.points(1)
+def test_rope_tables_are_buffers_of_max_len_rows(student):
+    # defaults first: max_len 2048 and base 10000; the tables come from (the stand-in) rope_frequencies(hd, max_len, base)
+    for kwargs in ({}, {"max_len": 6, "rope_base": 500000.0}):
+        h = student.isolated.grouped_query_attention.GroupedQueryAttention(16, 4, 2, rope=True, **kwargs)
+        buffers, params = h.named_buffers(), h.named_parameters()
+        what = f"GroupedQueryAttention(16, 4, 2, rope=True{''.join(f', {k}={v}' for k, v in kwargs.items())})"
+        expect(not any("rope" in n for n in params), f"{what}: the RoPE tables are parameters ({sorted(params)}), "
+               "expected buffers", "register_buffer('rope_cos', cos): fixed tables, not trained weights")
+        want = stand_in_rope_frequencies(4, kwargs.get("max_len", 2048), kwargs.get("rope_base", 10000.0))
+        for name, table in zip(("rope_cos", "rope_sin"), want):
+            expect(name in buffers, f"{what}: named_buffers() has {sorted(buffers)}, expected {name!r}",
+                   f"self.register_buffer({name!r}, table): a plain attribute is not moved by .to() and is not in "
+                   "state_dict()")
+            expect_tensor(buffers[name], table, what=f"{what}: buffer {name}",
+                          hint="rope_frequencies(head_dim, max_len, rope_base) with the module's own max_len and "
+                               "rope_base (defaults 2048 and 10000): one row per position the module accepts")
+
+
 # ----------------------------------------------------------------------------------------------- values
 SDPA_CASES = [  # (B, T, d_model, H, Hkv, bias, max_len)
     (2, 6, 16, 4, 2, False, 2048),
@@ -122,10 +142,11 @@ SDPA_CASES = [  # (B, T, d_model, H, Hkv, bias, max_len)
     (2, 7, 32, 8, 1, False, 7),  # MQA, T == max_len
     (2, 4, 16, 4, 4, True, 16),  # MHA
     (1, 1, 12, 6, 2, False, 4),  # one token
+    (2, 5, 8, 1, 1, True, 5),  # one head: head_dim = d_model
 ]
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 @pytest.mark.parametrize("B,T,d,H,Hkv,bias,max_len", SDPA_CASES)
 def test_matches_sdpa_with_enable_gqa(student, reference, gen, B, T, d, H, Hkv, bias, max_len):
     h, params = build(student, reference, d, H, Hkv, bias=bias, max_len=max_len)
@@ -274,20 +295,21 @@ def test_large_inputs_do_not_overflow(student, reference, gen):
                   hint="subtract the row max before exp (or call torch.softmax)")
 
 
-@pytest.mark.points(1)
-def test_bfloat16_module_is_as_accurate_as_the_reference(student, reference, gen):
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_half_precision_module_is_as_accurate_as_the_reference(student, reference, gen, dtype):
     h = student.isolated.grouped_query_attention.GroupedQueryAttention(32, 4, 2, bias=True).eval()
     ref = reference.grouped_query_attention.GroupedQueryAttention(32, 4, 2, bias=True)
-    transplant(h, ref, hint=NAMES_HINT)  # the same weights in both, then both in bfloat16
-    ref.eval().to(torch.bfloat16)
-    h.to(dtype=torch.bfloat16)
-    x = torch.randn(2, 16, 32, generator=gen).to(torch.bfloat16)
+    transplant(h, ref, hint=NAMES_HINT)  # the same weights in both, then both in half precision
+    ref.eval().to(dtype)
+    h.to(dtype=dtype)
+    x = torch.randn(2, 16, 32, generator=gen).to(dtype)
     got = h(x)
-    expect(isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16, f"bfloat16 module: got "
-           f"{getattr(got, 'dtype', type(got).__name__)}, expected torch.bfloat16", "keep the input's dtype")
+    expect(isinstance(got, torch.Tensor) and got.dtype == dtype, f"{dtype} module: got "
+           f"{getattr(got, 'dtype', type(got).__name__)}, expected {dtype}", "keep the input's dtype")
     exact = hand_oracle64(x.double(), params_of(ref), 4, 2)  # the rounded weights and input, in float64
     with torch.no_grad():
-        expect_no_worse_than(got, ref(x), exact, what="GroupedQueryAttention in bfloat16 on the CPU",
+        expect_no_worse_than(got, ref(x), exact, what=f"GroupedQueryAttention in {dtype} on the CPU",
                              hint="no float32 constants that force a round trip; keep every step in the input's dtype "
                                   "or higher")
 

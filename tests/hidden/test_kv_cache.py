@@ -2,8 +2,9 @@
 GroupedQueryAttention (its layers and stand-in rope tables; it cannot be called) and the stand-in apply_rope, so a
 bug in the student's GQA or rope.py costs nothing here. The cache: preallocated buffers, the filled prefix, exact
 fill, overflow refused without a write, reset, dtypes. Decoding: token by token and in chunks (ragged, larger than
-T) equals the full causal forward for GQA, MQA and MHA, with and without rope; continuing after a prefill; float64;
-dropout off in eval; each token projected once (counted by the stand-in's layers); bounded memory (measure())."""
+T) equals the full causal forward for GQA, MQA and MHA, with and without rope; continuing after a prefill; float64
+and bfloat16; large inputs (severe: an overflowing softmax caps the exercise); the meta device; dropout off in eval;
+each token projected once (counted by the stand-in's layers); bounded memory (measure())."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.inside.standins import stand_in_apply_rope, stand_in_rope_frequencies
+from grader.inside.standins import StandInGroupedQueryAttention, stand_in_apply_rope, stand_in_rope_frequencies
 from grader.protocol.errors import StudentError
 from grader.testing.attention import sdpa_math
-from grader.testing.checks import expect, expect_shape, expect_tensor, fail, hinted
+from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail, hinted
+from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.precision import expect_no_worse_than
 
 pytestmark = pytest.mark.exercise("kv_cache")
@@ -27,6 +29,7 @@ MASK_HINT = ("a chunk of t new tokens after P cached ones: query i sits at posit
              "torch.ones(t, S, dtype=torch.bool).tril(diagonal=S - t), not tril() (top-left)")
 POSITIONS_HINT = ("rotate the new tokens at their absolute positions cache.length + i (read cache.length BEFORE "
                   "update), not 0 .. t-1")
+OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
 IMPORT_HINT = ("keep `from .grouped_query_attention import GroupedQueryAttention` in kv_cache.py: the grader builds "
                "its stand-in model through that name")
 
@@ -69,9 +72,15 @@ def test_buffers_are_preallocated_at_full_size(student, gen):
            "num_kv_heads, max_len, head_dim, dtype=dtype, device=device)); do not grow them with torch.cat")
     k = torch.randn(3, 2, 7, 5, generator=gen, dtype=torch.float64)
     expect_tensor(cache.invoke("update", k, 2 * k)[1], 2 * k, what="values after filling all 7 positions at once")
+    default = student.isolated.kv_cache.KVCache(2, 1, 3, 4).named_buffers()
+    got = {k: (tuple(v.shape), v.dtype) for k, v in default.items()}
+    want = {n: ((2, 1, 3, 4), torch.float32) for n in ("k_cache", "v_cache")}
+    expect(got == want, f"named_buffers() of KVCache(2, 1, 3, 4) (default dtype): got {got}, expected {want}",
+           "the dtype argument defaults to torch.float32 (the model's default dtype): a half-precision cache "
+           "would round every key and value of a float32 model")
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1.25)
 def test_updates_return_exactly_the_filled_prefix(student, gen):
     cache = student.isolated.kv_cache.KVCache(2, 2, 12, 3, dtype=torch.float64)
     keys, values = [], []
@@ -87,7 +96,7 @@ def test_updates_return_exactly_the_filled_prefix(student, gen):
                       hint="values go to v_cache, keys to k_cache")
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1.25)
 def test_overflow_is_refused_and_writes_nothing(student, gen):
     cache = student.isolated.kv_cache.KVCache(1, 2, 6, 2, dtype=torch.float64)
     k = torch.randn(1, 2, 5, 2, generator=gen, dtype=torch.float64)
@@ -139,7 +148,7 @@ DECODE_CASES = [  # (d, H, Hkv, rope, bias, base)
 ]
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 @pytest.mark.parametrize("d,H,Hkv,rope,bias,base", DECODE_CASES)
 def test_token_by_token_decoding_gives_the_full_forward(student, gen, d, H, Hkv, rope, bias, base):
     model, cache, tables = setup(student, d, H, Hkv, max_len=16, rope=rope, bias=bias, base=base)
@@ -150,7 +159,7 @@ def test_token_by_token_decoding_gives_the_full_forward(student, gen, d, H, Hkv,
                        f"rope={rope}, bias={bias})", hint=DECODE_HINT)
 
 
-@pytest.mark.points(0.5)
+@pytest.mark.points(0.4)
 @pytest.mark.parametrize("chunk_size", [2, 3, 5, 11, 15])
 def test_chunked_decoding_gives_the_full_forward(student, gen, chunk_size):
     model, cache, tables = setup(student, max_len=16)
@@ -184,6 +193,50 @@ def test_float64_decoding_is_exact(student, gen):
     got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=5)
     expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, tables), what="float64 decode (chunk_size=5)",
                   hint="keep the model's dtype throughout: no float32 tensors; the cache stores float64 here")
+
+
+@pytest.mark.points(0.5)
+def test_bfloat16_decoding_keeps_the_dtype_and_the_references_accuracy(student, reference, gen):
+    model, cache, _ = setup(student, 32, 4, 2, max_len=24, rope=False, bias=True, dtype=torch.bfloat16)
+    x = torch.randn(2, 24, 32, generator=gen).to(torch.bfloat16)
+    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=5)
+    params = model.named_parameters()
+    twin = StandInGroupedQueryAttention(32, 4, 2, bias=True, max_len=24).to(torch.bfloat16).eval()
+    twin.load_state_dict(params, strict=False)  # the same bfloat16 weights, decoded by the reference
+    with torch.no_grad():
+        kernel = reference.kv_cache.decode(twin, reference.kv_cache.KVCache(2, 2, 24, 8, dtype=torch.bfloat16), x, 5)
+    exact = full_forward(x.double(), {n: w.double() for n, w in params.items()}, 4, 2)
+    expect_no_worse_than(got, kernel, exact, what="decode of a bfloat16 model and cache (24 tokens, chunks of 5)",
+                         hint="stay in the model's dtype: build the mask as a boolean (masked_fill), not as a float32 "
+                              "additive tensor that promotes the scores to float32")
+
+
+@pytest.mark.points(1)
+def test_decoding_runs_on_the_inputs_device(student, gen):
+    model, cache, tables = setup(student, max_len=12)
+    x = torch.randn(2, 7, 16, generator=gen)
+    expect_tensor(student.isolated.kv_cache.decode(model, cache, x, chunk_size=3),
+                  full_forward(x, model.named_parameters(), 4, 2, tables), what="decode(x of 7 tokens, chunk_size=3)",
+                  hint=DECODE_HINT)
+    for chunk_size in (1, 3):  # model, cache and x copied to the meta device: after the 7 tokens above
+        expect_on_input_device(lambda c=chunk_size: student.isolated.kv_cache.decode.on_meta(model, cache, x[:, :4], c),
+                               what=f"decode(model, cache, x, chunk_size={chunk_size}) with the model, the cache "
+                                    "(7 tokens held) and x on the meta device",
+                               hint=DEVICE_HINT + "; in decode_step: torch.arange(P, P + t, device=x.device) for the "
+                                    "positions, torch.ones(t, S, dtype=torch.bool, device=x.device) for the mask")
+
+
+@pytest.mark.severe(OVERFLOW)
+@pytest.mark.points(0.5)
+def test_large_inputs_do_not_overflow(student, gen):
+    model, cache, tables = setup(student, bias=True)
+    x = torch.randn(2, 9, 16, generator=gen) * 30  # scores in the hundreds: exp overflows float32
+    params = {n: w.double() for n, w in model.named_parameters().items()}
+    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=4)
+    hint = "subtract each row's max before exp (or call torch.softmax): scores of a few hundred overflow exp"
+    expect_finite(got, what="decode(x * 30, chunk_size=4)", hint=hint)
+    expect_tensor(got, full_forward(x.double(), params, 4, 2, tables).float(), what="decode(x * 30, chunk_size=4)",
+                  atol=1e-3, rtol=1e-3, hint=hint)
 
 
 @pytest.mark.points(0.5)

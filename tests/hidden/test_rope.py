@@ -1,6 +1,7 @@
 """Hidden tests for `rope`: the tables against float64 angles (defaults, base and max_len edges, large positions), both
 pairings against float64 hand rotations, the relative-position and norm properties, positions for decoding ((T,)
-and (B, T)), dtypes (float64, half, bfloat16), the meta device, gradients and the refusal of an odd head_dim."""
+and (B, T)), inputs of any leading dims, dtypes (float64, half, bfloat16), the meta device, gradients and the
+refusal of an odd head_dim and of empty tables."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ TABLE_CASES = [  # (head_dim, max_len, base): defaults, the smallest tables, Lla
 ]
 
 
-@pytest.mark.points(0.75)
+@pytest.mark.points(0.5)
 @pytest.mark.parametrize("head_dim,max_len,base", TABLE_CASES)
 def test_tables_hold_the_rotation_angles(student, head_dim, max_len, base):
     args = (head_dim, max_len) if base is None else (head_dim, max_len, base)
@@ -108,6 +109,21 @@ def test_odd_head_dim_is_refused_with_a_value_error(student, gen):
                  "head_dim // 2 columns")
         expect(info.value.exc_type == "ValueError", f"{what} raised {info.value.exc_type} ({info.value.message}), "
                "expected a ValueError", "check head_dim % 2 == 0 (and the tables' width) and raise ValueError")
+
+
+@pytest.mark.points(0.5)
+def test_empty_tables_are_refused_with_a_value_error(student):
+    cos, sin = student.rope.rope_frequencies(2, 1)  # the smallest tables there are: one position, one pair
+    expect_tensor(cos, tables64(2, 1)[0].float(), what="cos table of rope_frequencies(2, 1)", hint=FREQ_HINT)
+    expect_tensor(sin, tables64(2, 1)[1].float(), what="sin table of rope_frequencies(2, 1)", hint=FREQ_HINT)
+    for args in ((0, 4), (4, 0), (-2, 4)):
+        with pytest.raises(StudentError) as info:
+            student.rope.rope_frequencies(*args)
+            fail(f"rope_frequencies{args} returned, expected a ValueError",
+                 "head_dim % 2 == 0 holds for 0 too: also require head_dim >= 2 and max_len >= 1, else raise "
+                 "ValueError (empty tables only fail later, far from the cause)")
+        expect(info.value.exc_type == "ValueError", f"rope_frequencies{args} raised {info.value.exc_type} "
+               f"({info.value.message}), expected a ValueError", "check head_dim >= 2 and max_len >= 1 first")
 
 
 # ----------------------------------------------------------------------------------------------- apply_rope
@@ -218,6 +234,22 @@ def test_sequences_longer_than_the_tables_are_refused(student, gen):
         fail("apply_rope(x of 9 tokens, tables of max_len 6) returned, expected an error",
              "positions 6 .. 8 have no row in the tables: raise ValueError when T > max_len")
     expect(info.value.kind != "not_implemented", f"got {info.value.message}, expected an error about max_len")
+
+
+@pytest.mark.points(0.5)
+def test_any_leading_dims_share_the_positions(student, gen):
+    # the docstring's promise: with positions None or (T,), x may be (T, hd) or (B, T, hd) as well as (B, H, T, hd)
+    cos, sin = tables64(6, 20)
+    x2 = torch.randn(7, 6, generator=gen, dtype=torch.float64)  # (T, hd): one head of one sequence
+    x3 = torch.randn(3, 5, 6, generator=gen, dtype=torch.float64)  # (B, T, hd): before the heads are split
+    positions = torch.arange(11, 16)
+    hint = ("broadcast the (T, hd/2) rows against x's last two dims only (cos[:T], cos[positions]); do not reshape "
+            "them to (1, 1, T, hd/2), which turns a (T, hd) input into a (1, 1, T, hd) output")
+    for fn, inter in (("apply_rope", False), ("apply_rope_interleaved", True)):
+        expect_tensor(getattr(student.rope, fn)(x2, cos, sin), rotate64(x2, angles64(6, torch.arange(7)), inter),
+                      what=f"{fn}(x of shape (7, 6))", hint=hint)
+    expect_tensor(student.rope.apply_rope(x3, cos, sin, positions=positions), rotate64(x3, angles64(6, positions)),
+                  what="apply_rope(x of shape (3, 5, 6), positions=11..15)", hint=hint)
 
 
 # ----------------------------------------------------------------------------------------------- dtypes, devices

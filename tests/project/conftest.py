@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import canary, manifest
+from grader import canary, manifest, schema
 from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 from grader.scoring.points import exercise_scores
@@ -79,3 +80,14 @@ def grade_inprocess(submission: Path, assignment: manifest.Assignment, *, suite:
     files = [assignment.root / (e.hidden_tests if suite == "hidden" else e.public_tests) for e in chosen]
     results, _ = run_suites(files, student=submission, seed=seed, assignment=assignment)
     return {s.id: (s.score, s.max_score) for s in exercise_scores(results, assignment) if s.id in {e.id for e in chosen}}
+
+
+def expect_batch_exports(out: Path, cards: dict[str, dict]) -> None:
+    """A batch's ``--export gradescope/github-classroom/csv`` files in ``out``: each valid against its schema, the
+    GitHub Classroom tests summing to the scorecard's points, the CSV export the gradebook itself."""
+    for key, card in cards.items():
+        schema.validate("gradescope", json.loads((out / "exports" / "gradescope" / key / "results.json").read_text()))
+        gh = json.loads((out / "exports" / "github-classroom" / f"{key}.json").read_text())
+        schema.validate("github-classroom", gh)
+        assert sum(t["score"] for t in gh["tests"]) == pytest.approx(card["score"])
+    assert (out / "exports" / "csv" / "gradebook.csv").read_text() == (out / "gradebook.csv").read_text()

@@ -1,5 +1,6 @@
 """Module handles passed back to student code, and ``invoke`` on a student's own methods, in-process and
-across the sandbox wire (the KV-cache exercises hand a model and a cache to a decoding function)."""
+across the sandbox wire (the KV-cache exercises hand a model and a cache to a decoding function); and
+``measure_grads``, the figures of a forward AND backward (a hand-written ``autograd.Function.backward``)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,19 @@ SOURCE = textwrap.dedent('''
 
     def run(model, store, chunks):
         return [store.update(model(c)) for c in chunks][-1]
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            scratch = torch.ones(512, 512)  # 1 MiB made in the backward alone
+            return g * scratch[0, 0] * 2
+
+    def twice(x):
+        return Twice.apply(x)
 ''')
 
 
@@ -82,3 +96,22 @@ def test_a_released_handle_cannot_be_passed(student):
     student.release_all()
     with pytest.raises(StudentAPIError, match="no module handle"):
         student.mod.run(model, store, [torch.ones(1)])
+
+
+def test_on_meta_takes_handles_as_meta_copies_and_leaves_the_modules_as_they_were(student):
+    model, store = student.mod.Scale(2.0), student.mod.Store(6)
+    student.mod.run(model, store, [torch.ones(2)])
+    described = student.mod.run.on_meta(model, store, [torch.ones(3)])
+    assert described == {"device": "meta", "shape": (5,), "dtype": "torch.float32"}  # the copy held 2, took 3
+    assert store.invoke("update", torch.tensor([4.0])).tolist() == [2.0, 2.0, 4.0]  # the handle's own: 2 then 1
+    assert store.named_buffers()["seen"].device.type == "cpu"
+
+
+def test_measure_grads_sees_the_tensors_a_backward_makes(student):
+    x, g = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    (out, (gx,)), stats = student.mod.twice.measure_grads(x, grad_output=g)
+    torch.testing.assert_close(out, 2 * x)
+    torch.testing.assert_close(gx, 2 * g)
+    assert stats["max_tensor_bytes"] >= 512 * 512 * 4
+    _, forward_only = student.mod.twice.measure(x)
+    assert forward_only["max_tensor_bytes"] < 1024

@@ -1,9 +1,11 @@
 """`grader release --assignment ID|all --manifest FILE`: either assignment, or each one, from the manifest
-given; a released repository holds its assignment alone, and its `grader check` grades that one."""
+given; a released repository holds its assignment alone, and its `grader check` grades that one, with the same
+table and messages as the first assignment's: stubs 0, filled solutions every public point, one exercise alone."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import pytest
 from grader import manifest
 from grader.classroom import release
 from grader.cli import main
-from tests.project.conftest import ROOT
+from tests.project.conftest import ROOT, solutions_copy
 
 SPECS = {a.id: a for a in manifest.load_all()}
 MODERN = "attention-modern"
@@ -35,6 +37,59 @@ def test_the_second_assignment_is_released_alone(tmp_path):
     assert [a["id"] for a in shipped["assignments"]] == [MODERN]
     assert release.scan(out, release.solution_lines(ROOT / "solutions", public=ROOT / "tests" / "public")) == []
     assert spec.title in (out / "README.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def modern_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("modern") / "repo"
+    assert main(["release", str(out), "--assignment", MODERN]) == 0
+    return out
+
+
+def _check(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    """`grader check` as a student runs it in the repository (its own `grader` package), on a wide terminal."""
+    return subprocess.run([sys.executable, "-m", "grader", "check", *args], cwd=repo, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "250"})
+
+
+def test_check_of_the_modern_stubs_says_what_to_do_next(modern_repo):
+    done = _check(modern_repo)
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "grader check: public tests" in text and "0/100 public points" in text
+    assert "public tests only" in text and "hidden tests" in text and "All public tests passed" not in text
+    for exercise in SPECS[MODERN].exercises:
+        assert f"{exercise.id} │ 0 / {exercise.points:g}" in text, exercise.id
+    assert "open exercises/rope.py and replace the `raise NotImplementedError` in rope_frequencies" in text
+    assert "is not implemented yet" in text
+
+
+def test_check_of_filled_solutions_gives_every_public_point(modern_repo, tmp_path):
+    repo = shutil.copytree(modern_repo, tmp_path / "repo")
+    solutions_copy(repo / "exercises")  # a student who finished everything
+    for module in ("rope", "kv_cache"):  # the copies are the student's own: not a line of solutions/ was shipped
+        assert (repo / "exercises" / f"{module}.py").read_text() == (ROOT / "solutions" / f"{module}.py").read_text()
+    done = _check(repo)
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0 and "All public tests passed (100/100 public points)" in text, text[-3000:]
+    assert "hidden tests" in text
+    card = json.loads(_check(repo, "--json").stdout)
+    assert {e["id"]: e["score"] for e in card["exercises"]} == {e.id: e.points for e in SPECS[MODERN].exercises}
+
+
+def test_check_of_one_exercise_runs_its_public_tests_alone(modern_repo, tmp_path):
+    repo = shutil.copytree(modern_repo, tmp_path / "repo")
+    shutil.copy(ROOT / "solutions" / "rope.py", repo / "exercises" / "rope.py")
+    done = _check(repo, "rope")
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0 and "All public tests passed (16/16 public points)" in text, text[-3000:]
+    assert "grouped_query_attention" not in text
+    wrong_half = ROOT / "tests" / "corpus" / "buggy" / "rope" / "rotates_the_wrong_half.py"
+    shutil.copy(wrong_half, repo / "exercises" / "rope.py")
+    card = json.loads(_check(repo, "rope", "--json").stdout)
+    assert [e["id"] for e in card["exercises"]] == ["rope"] and 0 < card["score"] < 16
+    failure = next(t["message"] for t in card["exercises"][0]["tests"] if t["outcome"] != "passed")
+    assert "first mismatch" in failure and "hint: half-split pairing" in failure, failure  # got vs expected, the hint
 
 
 def test_grader_check_in_a_released_repository_grades_its_own_assignment(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader import schema
+from grader import manifest, schema
 from grader.scoring import scorecard
 from grader.scoring.collect import TestResult
 from grader.scoring.points import SEVERE_CAP, exercise_scores
@@ -48,9 +48,14 @@ def test_the_cap_is_written_to_a_valid_scorecard(assignment):
     schema.validate("scorecard", card)
 
 
-@pytest.mark.parametrize("module", ["scaled_dot_product", "causal_attention", "cross_attention", "self_attention"])
+MODERN = manifest.load(assignment="attention-modern")
+
+
+@pytest.mark.parametrize("module", ["scaled_dot_product", "causal_attention", "cross_attention", "self_attention",
+                                    "grouped_query_attention", "kv_cache", "sliding_window"])
 def test_a_naive_exp_softmax_costs_half_the_exercise(tmp_path, assignment, module):
     """Every hidden suite that computes a softmax marks its large-input test severe: an overflow costs 50%."""
+    assignment = MODERN if module in MODERN.ids() else assignment
     sub = solutions_copy(tmp_path / "sub")
     source = (ROOT / "solutions" / f"{module}.py").read_text().replace("torch.softmax(", "_naive(")
     head, sep, tail = source.partition("\nimport ")
@@ -61,7 +66,7 @@ def test_a_naive_exp_softmax_costs_half_the_exercise(tmp_path, assignment, modul
 
 def test_every_hidden_suite_with_a_softmax_has_a_severe_test():
     for suite in sorted((ROOT / "tests" / "hidden").glob("test_*.py")):
-        if suite.stem != "test_masks":  # masks build masks; they compute no softmax of their own
+        if suite.stem not in ("test_masks", "test_rope"):  # masks and rotations: no softmax of their own
             assert "@pytest.mark.severe(" in suite.read_text(), suite.name
 
 
