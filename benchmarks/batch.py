@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -69,15 +70,78 @@ def stubs(dest: Path, n: int) -> None:
             shutil.copy(ROOT / "exercises" / f"{module}.py", folder / f"{module}.py")
 
 
-def run_batch(submissions: Path, out: Path, jobs: int, *extra: str) -> tuple[float, dict, list[dict]]:
+class MemorySampler:
+    """Peak resident memory (VmHWM) of the batch's own process, of each slot, each zygote and each worker, read from
+    /proc every half second while the batch runs, and the batch process's resident size at each sample (so growth
+    with the number of submissions shows)."""
+
+    def __init__(self, root: int) -> None:
+        self.root, self.peaks, self.trusted_rss = root, {}, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for pid, role in self._tree().items():
+                hwm = _status_kb(pid, "VmHWM")
+                if hwm:
+                    self.peaks[pid] = (role, max(hwm, self.peaks.get(pid, (role, 0))[1]))
+            rss = _status_kb(self.root, "VmRSS")
+            if rss:
+                self.trusted_rss.append(rss)
+
+    def _tree(self) -> dict[int, str]:
+        roles, children = {self.root: "trusted"}, {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                    cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append((int(entry), cmd))
+        todo = [self.root]
+        while todo:
+            for pid, cmd in children.get(todo.pop(), []):
+                roles[pid] = ("zygote" if b"zygote.py" in cmd else "slot" if b"grader.batch.slot" in cmd
+                              else "worker" if b"worker" in cmd or b"launcher" in cmd else "other")
+                todo.append(pid)
+        return roles
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join()
+        by_role: dict[str, list[int]] = {}
+        for role, kb in self.peaks.values():
+            by_role.setdefault(role, []).append(kb)
+        return {role: max(kbs) / 1024 for role, kbs in by_role.items()}
+
+
+def _status_kb(pid: int, key: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run_batch(submissions: Path, out: Path, jobs: int, *extra: str, memory: bool = False
+              ) -> tuple[float, dict, list[dict], MemorySampler | None]:
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "grader", "batch", str(submissions), "--out", str(out), "-j", str(jobs),
-                           "--quiet", *extra], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "batch", str(submissions), "--out", str(out), "-j",
+                             str(jobs), "--quiet", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    sampler = MemorySampler(proc.pid) if memory else None
+    stdout, stderr = proc.communicate()
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     wall = time.monotonic() - t0
     if done.returncode not in (0, 1):
         sys.exit(f"grader batch failed ({done.returncode}): {done.stderr[-2000:]}")
     cards = [json.loads(p.read_text()) for p in sorted((out / "scorecards").glob("*.json"))]
-    return wall, json.loads((out / "summary.json").read_text()), cards
+    return wall, json.loads((out / "summary.json").read_text()), cards, sampler
 
 
 def naive_one(folder: Path) -> float:
@@ -99,6 +163,46 @@ def run_naive(submissions: Path, jobs: int) -> tuple[float, list[float]]:
     return time.monotonic() - t0, times
 
 
+def inprocess_floor(folder: Path, count: int) -> float:
+    """Median seconds of one ``grade()`` in-process in a warm process, over ``count`` non-hostile submissions."""
+    code = ("import json, statistics, sys, time\nfrom pathlib import Path\nfrom grader.grade import grade\n"
+            "subs = [Path(p) for p in sys.argv[1:]]\ngrade(subs[0], isolation='inprocess', seed=0)\nts = []\n"
+            "for s in subs:\n    t = time.perf_counter(); grade(s, isolation='inprocess', seed=0); "
+            "ts.append(time.perf_counter() - t)\nprint(statistics.median(ts))\n")
+    hostile = set(HOSTILE)
+    subs = [str(p) for p in sorted(folder.iterdir()) if not any((p / "softmax.py").read_bytes() ==
+                                                                   (CORPUS / "hostile" / h).read_bytes() for h in hostile)]
+    done = subprocess.run([sys.executable, "-c", code, *subs[:count]], capture_output=True, text=True, cwd=ROOT,
+                          check=True)
+    return float(done.stdout.split()[-1])
+
+
+def overheads() -> None:
+    """Per-test costs: a wire round trip to a forked worker, and pytest's own machinery for an empty test."""
+    code = ("import time, tempfile, torch\nfrom pathlib import Path\nfrom grader import manifest\n"
+            "from grader.options import launch_spec\nfrom grader.sandbox.remote import SandboxBackend\n"
+            "from grader.sandbox.starters import ZygoteStarter\nfrom grader.sandbox.zygote_client import Zygote\n"
+            "z = Zygote(); z.wait_ready(); box = Path(tempfile.mkdtemp())\n"
+            "(box / 'm.py').write_text('def f(x):\\n    return x\\n')\n"
+            "b = SandboxBackend(box, launch_spec(manifest.load(), 'namespace'), bans={}, time_limits={'e': 10}, "
+            "budget_s=60, starter=ZygoteStarter(z)); b.begin_test('t', 'e', 1); x = torch.ones(4, 4)\n"
+            "b.call('m', 'f', (x,), {}); t = time.perf_counter()\n"
+            "for _ in range(500): b.call('m', 'f', (x,), {})\n"
+            "print((time.perf_counter() - t) / 500); b.close(); z.close()\n")
+    wire = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                                check=True).stdout.split()[-1])
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "test_empty.py").write_text("import pytest\n\n\n@pytest.mark.parametrize('i', range(500))\n"
+                                                "def test_nothing(i):\n    pass\n")
+        code = ("import sys, time\nfrom pathlib import Path\nfrom grader.scoring.runner import run_suites\n"
+                "f = [Path(sys.argv[1])]\nrun_suites(f)\nt = time.perf_counter(); run_suites(f)\n"
+                "print((time.perf_counter() - t) / 500)\n")
+        machinery = float(subprocess.run([sys.executable, "-c", code, f"{tmp}/test_empty.py"], capture_output=True,
+                                         text=True, cwd=ROOT, check=True).stdout.split()[-1])
+    print(f"per test     : a wire round trip to a forked worker {wire * 1e3:.2f} ms; pytest's machinery for an "
+          f"empty test {machinery * 1e3:.2f} ms (a full grade is 160 tests with about 700 round trips)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20, help="submissions to generate (default 20)")
@@ -110,11 +214,21 @@ def main() -> None:
     try:
         kinds = generate(work / "class", args.n)
         print(f"{args.n} submissions {kinds}, {args.jobs} slots, {os.cpu_count()} cores", flush=True)
-        wall, summary, _cards = run_batch(work / "class", work / "out", args.jobs)
+        wall, summary, _cards, sampler = run_batch(work / "class", work / "out", args.jobs, memory=True)
         batch_rate = 60 * args.n / wall
-        print(f"grader batch : {wall:7.1f} s  {batch_rate:6.1f} submissions/min  (isolation {summary['isolation']}, "
-              f"errors {summary['counts']['errors']}, timeouts {summary['counts']['timeouts']}, "
-              f"mean {summary['score']['mean']:g})", flush=True)
+        print(f"grader batch : {wall:7.1f} s  {batch_rate:6.1f} submissions/min  {wall / args.n:.2f} s a submission "
+              f"amortised (isolation {summary['isolation']}, errors {summary['counts']['errors']}, timeouts "
+              f"{summary['counts']['timeouts']}, mean {summary['score']['mean']:g})", flush=True)
+        floor = inprocess_floor(work / "class", min(10, args.n))
+        print(f"floor        : {floor:.2f} s a submission graded in-process in a warm process (no sandbox, serial, "
+              f"the correct and buggy ones); / {args.jobs} slots = {floor / args.jobs:.2f} s; batch is "
+              f"{wall / args.n / (floor / args.jobs):.2f}x that", flush=True)
+        assert sampler is not None
+        peaks, rss = sampler.stop(), sampler.trusted_rss
+        print("memory       : peak RSS " + ", ".join(f"{role} {mb:.0f} MB" for role, mb in sorted(peaks.items()))
+              + (f"; the batch's own process {rss[len(rss) // 4] / 1024:.0f} MB at a quarter of the run, "
+                 f"{rss[-1] / 1024:.0f} MB at the end" if len(rss) >= 4 else ""), flush=True)
+        overheads()
         if not args.skip_naive:
             nwall, _ = run_naive(work / "class", args.jobs)
             naive_rate = 60 * args.n / nwall
@@ -123,7 +237,7 @@ def main() -> None:
         stubs(work / "stubs", args.stubs)
         fixed = {}
         for mode in ("fork", "start", "off"):
-            _, _, stub_cards = run_batch(work / "stubs", work / f"stub-out-{mode}", 1, "--force", "--warm", mode)
+            _, _, stub_cards, _ = run_batch(work / "stubs", work / f"stub-out-{mode}", 1, "--force", "--warm", mode)
             fixed[mode] = statistics.median(c["timings"]["total_s"] for c in stub_cards)
         _, naive_stub = run_naive(work / "stubs", 1)
         print(f"fixed cost   : batch {fixed['fork']:.2f} s/submission forked from the zygote, {fixed['start']:.2f} s "

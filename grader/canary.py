@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader import __version__, manifest
+from grader import __version__, manifest, procs
 from grader.errors import GraderFault
 
-CACHE_ENV = "GRADER_CACHE_DIR"
+CACHE_ENV = procs.CACHE_ENV
 FORMAT = 1
 
 
@@ -131,8 +131,7 @@ def _inputs(assignment: manifest.Assignment) -> list[Path]:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "attention-grader" / "canary"
+    return procs.cache_root() / "canary"
 
 
 def _read(key: str) -> Proof | None:

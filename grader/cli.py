@@ -12,9 +12,10 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from grader.errors import ExitCode, GraderFault, UsageError
+from grader.errors import ExitCode, GraderFault, UsageError, exit_now
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAULT = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE, ExitCode.FAULT
+QUICK = frozenset({"grade", "check", "ci"})  # commands a person (or a CI step) waits on: see run()
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -84,3 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("grader: interrupted; finished results are kept", file=sys.stderr)
         return ExitCode.INTERRUPTED
+
+
+def run() -> None:
+    """The ``grader`` console script and ``python -m grader``: :func:`main`, then :func:`grader.errors.exit_now`
+    after the quick commands (0.3 s of module teardown saved on each)."""
+    argv = sys.argv[1:]
+    code = main(argv)
+    if argv[:1] and argv[0] in QUICK:
+        exit_now(code)
+    sys.exit(code)

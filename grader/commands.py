@@ -14,7 +14,9 @@ from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
 from grader.sandbox.levels import LEVELS
 
 if TYPE_CHECKING:
+    from grader.sandbox.shared_zygote import SharedZygote
     from grader.sandbox.warm import WarmChannel
+    from grader.sandbox.zygote_client import Zygote
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:
@@ -24,22 +26,47 @@ def _cmd_grade(args: argparse.Namespace) -> int:
                            require_cuda=args.require_cuda, canary=not args.no_canary)
     assignment = options.load()  # once for the whole command: the canary and the grade share it
     proof = _canary(options, assignment)
-    warm = _prestart(options, assignment)  # imports torch while this process imports the grader's side
+    shared = _shared_zygote(options)
+    warm = _prestart(options, assignment, shared)  # starts while this process imports the grader's side
     try:
-        card = _grade(args.submission, options, assignment, warm)
+        card = _grade(args.submission, options, assignment, warm, shared)
     finally:
         if warm is not None:
             warm.discard()
+        if shared is not None:
+            shared.close()
     if proof is not None:
         card["canary"] = proof
     _emit(card, out)
+    if shared is None and warm is not None:
+        _keep_warm(warm.spec.backend)
     return ExitCode.OK
 
 
-def _prestart(options: GradeOptions, assignment: manifest.Assignment) -> WarmChannel | None:
-    """The submission's first worker, started before ``grader.grade`` (torch, pytest) is imported, so that the
-    two imports overlap. It is untrusted from its first instruction and holds nothing secret (see
-    :class:`grader.sandbox.warm.WarmChannel`); a worker that fails to start only means a cold one later."""
+def _shared_zygote(options: GradeOptions) -> SharedZygote | None:
+    """This user's long-lived zygote, when one is running for this grader (:mod:`grader.sandbox.shared_zygote`)."""
+    from grader.sandbox import isolation as iso
+    from grader.sandbox import shared_zygote
+    from grader.sandbox.zygote_client import FORKABLE
+
+    backend = iso.choose(options.isolation, options.require_isolation)
+    return shared_zygote.connect() if backend in FORKABLE else None
+
+
+def _keep_warm(backend: str) -> None:
+    """After this run's work is written: start the long-lived zygote the next run will fork its workers from."""
+    from grader.sandbox import shared_zygote
+    from grader.sandbox.zygote_client import FORKABLE
+
+    if backend in FORKABLE:
+        shared_zygote.start()
+
+
+def _prestart(options: GradeOptions, assignment: manifest.Assignment, zygote: Zygote | None) -> WarmChannel | None:
+    """The submission's first worker, started before ``grader.grade`` (torch, pytest) is imported: forked from
+    ``zygote`` in milliseconds, or a cold one whose torch import overlaps ours. It is untrusted from its first
+    instruction and holds nothing secret (see :class:`grader.sandbox.warm.WarmChannel`); a worker that fails to
+    start only means a cold one later."""
     from grader.sandbox import isolation as iso
     from grader.sandbox.warm import WarmChannel
 
@@ -47,18 +74,19 @@ def _prestart(options: GradeOptions, assignment: manifest.Assignment) -> WarmCha
     if backend == "inprocess":
         return None
     try:
-        return WarmChannel(launch_spec(assignment, backend, threads=options.threads))
+        return WarmChannel(launch_spec(assignment, backend, threads=options.threads), zygote)
     except OSError:
         return None
 
 
 def _grade(submission: str, options: GradeOptions, assignment: manifest.Assignment,
-           warm: WarmChannel | None) -> dict[str, Any]:
+           warm: WarmChannel | None, zygote: Zygote | None) -> dict[str, Any]:
     from grader.grade import grade
-    from grader.sandbox.starters import PrestartedStarter
+    from grader.sandbox.starters import PrestartedStarter, ZygoteStarter
 
+    then = ZygoteStarter(zygote) if zygote is not None else None  # restarts after a timeout or crash fork too
     return grade(submission, options=options, assignment=assignment,
-                 starter=PrestartedStarter(warm) if warm is not None else None)
+                 starter=PrestartedStarter(warm, then=then) if warm is not None else then)
 
 
 def _emit(card: dict[str, Any], out: Path | None) -> None:

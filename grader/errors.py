@@ -12,7 +12,10 @@ What student code raises is not here: it crosses the wall as plain data (:mod:`g
 
 from __future__ import annotations
 
+import os
+import sys
 from enum import IntEnum
+from typing import NoReturn
 
 
 class ExitCode(IntEnum):
@@ -23,6 +26,15 @@ class ExitCode(IntEnum):
     USAGE = 2  # the caller's mistake: nothing was graded
     FAULT = 3  # the grader could not grade (the canary refused, slots could not start)
     INTERRUPTED = 130  # Ctrl-C or SIGTERM: what was finished is kept
+
+
+def exit_now(code: int) -> NoReturn:
+    """End a quick command (``grader grade``/``check``/``ci``) without the interpreter's teardown: with torch and
+    pytest loaded it takes 0.3 s after the result is out. Callers have written their results (atomically) and
+    reaped their workers in ``finally`` blocks already; only the output buffers are left to flush."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 class GraderError(Exception):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 LIB_ROOT = Path(__file__).resolve().parents[1]  # the folder holding the `grader` package
+CACHE_ENV = "GRADER_CACHE_DIR"
 SAFE_CWD = "/"
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "SLURM_ARRAY_TASK_ID")
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import runpy; "
@@ -38,3 +39,10 @@ def env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 def popen_kwargs(extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``cwd`` and ``env`` for ``subprocess.Popen``/``run`` of any trusted process."""
     return {"cwd": SAFE_CWD, "env": env(extra_env)}
+
+
+def cache_root() -> Path:
+    """This user's cache folder for the grader (``$GRADER_CACHE_DIR``, else the XDG cache): the canary's proofs
+    and the long-lived zygote's socket live below it."""
+    base = os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "attention-grader"

@@ -1,7 +1,7 @@
 """CLI for the classroom feature: ``check`` and ``ci`` (students).
 
 :func:`register` adds both to the instructor's ``grader`` (whose ``release`` lives in
-:mod:`grader.delivery.cli`, which builds on this package); :func:`student_main` is the
+:mod:`grader.delivery.cli`, which builds on this package); :func:`student_run` is the
 ``grader`` console script of a released student repository.
 Errors are one line that says what to do, exit status 2.
 """
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.errors import ExitCode
+from grader.errors import ExitCode, exit_now
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
 
@@ -83,6 +83,12 @@ def _add_manifest_options(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``check`` and ``ci`` for the instructor's ``grader`` (``release`` is the delivery package's)."""
     _add_student_commands(sub)
+
+
+def student_run() -> None:
+    """The ``grader`` console script of a student repository: :func:`student_main`, then a quick exit (every
+    student command is a quick one: see :func:`grader.errors.exit_now`)."""
+    exit_now(student_main(sys.argv[1:]))
 
 
 def student_main(argv: Sequence[str] | None = None) -> int:

@@ -78,7 +78,7 @@ requires-python = ">=3.11"
 dependencies = ["torch>=2.2", "pytest>=8", "jsonschema>=4.18", "rich>=13"]
 
 [project.scripts]
-grader = "grader.classroom.cli:student_main"
+grader = "grader.classroom.cli:student_run"
 
 [tool.setuptools.packages.find]
 include = ["grader*"]
@@ -158,12 +158,10 @@ STUDENT_MAIN = '''\
 
 from __future__ import annotations
 
-import sys
-
-from grader.classroom.cli import student_main
+from grader.classroom.cli import student_run
 
 if __name__ == "__main__":
-    sys.exit(student_main())
+    student_run()
 '''
 
 GITIGNORE = """\

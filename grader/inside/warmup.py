@@ -37,3 +37,6 @@ def _exercise() -> None:
     with torch.no_grad():
         meta = torch.empty(2, 4, 8, device="meta")
         (meta @ meta.transpose(-2, -1)).softmax(-1).masked_fill(torch.ones(4, 4, dtype=torch.bool, device="meta"), 0)
+        # tril/triu on meta run torch._refs under a dynamo-disabling wrapper, whose first call imports
+        # torch._dynamo and sympy: 1.2 s inside the first causal-mask test of every forked worker otherwise
+        torch.ones(4, 4, dtype=torch.bool, device="meta").tril()

@@ -74,6 +74,20 @@ def _executor(setup: dict[str, Any]) -> Executor:
     return Executor(root, bans=bans, single_module=setup.get("single_module"))
 
 
+def _seed(value: object) -> None:
+    """Seed torch's global generators for the next test: a worker is forked from a zygote (or started) in the
+    same state every time, so without this every grading drew the same dropout masks whatever its seed."""
+    import torch
+
+    from grader.protocol.errors import StudentAPIError
+
+    if type(value) is not int or not 0 <= value < 1 << 63:
+        raise StudentAPIError("a seed is an integer in [0, 2**63)")
+    torch.default_generator.manual_seed(value)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(value)
+
+
 def serve(executor: Executor, request: dict[str, Any]) -> dict[str, object]:
     """Run one request; every outcome becomes a plain response (never an exception here)."""
     from grader.protocol import wire
@@ -95,6 +109,9 @@ def serve(executor: Executor, request: dict[str, Any]) -> dict[str, object]:
             value = executor.meta(request["module"], request["name"], request["args"], request["kwargs"])
         elif op == "release":
             executor.release(request["handle"])
+            value = None
+        elif op == "seed":
+            _seed(request["seed"])
             value = None
         else:
             return {"api_error": f"unknown op {op!r}"}

@@ -44,6 +44,17 @@ class MemoryWatch:
         return _read_int(self.group / "memory.max_usage_in_bytes")
 
 
+def figures(stats: object, watch: MemoryWatch | None) -> dict[str, float]:
+    """A measured call's figures: the worker's own numbers (advisory), and ``max_memory_bytes`` only as read here
+    from the cgroup through ``watch`` (a worker's own claim to it is dropped; absent without a cgroup)."""
+    numbers = dict(stats) if isinstance(stats, dict) else {}
+    kept = {str(k): float(v) for k, v in numbers.items() if type(v) in (int, float) and k != "max_memory_bytes"}
+    outside = watch.delta() if watch is not None else None
+    if outside is not None:
+        kept["max_memory_bytes"] = float(outside)
+    return kept
+
+
 def start(group: str | Path | None) -> MemoryWatch | None:
     """Reset the group's peak and remember its usage; ``None`` when the group cannot be read or reset."""
     if not group:

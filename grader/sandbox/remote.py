@@ -75,6 +75,7 @@ class SandboxBackend:
         self.test_end = self.budget_end  # the wall-clock backstop of the current test
         self.test_limit, self.cpu_used, self.retried = 30.0, 0.0, False
         self.current_test, self.starts = "", 0
+        self.pending_seed: int | None = None
         self.incidents: list[dict[str, str]] = []
         self.output, self.output_total = {"stdout": 0, "stderr": 0}, 0
         self.timeouts: dict[str, int] = {}
@@ -91,10 +92,11 @@ class SandboxBackend:
                              self.forked)
 
     # -- the plugin tells us which test runs, so its exercise's time limit applies -------------
-    def begin_test(self, nodeid: str, exercise: str | None) -> None:
+    def begin_test(self, nodeid: str, exercise: str | None, seed: int | None = None) -> None:
         if (exercise or "") != self.current_exercise and self._left_memory():
             self.close()  # what one exercise's module hoarded must not starve the next one: a fresh worker
         self.current_test, self.current_exercise = nodeid, exercise or ""
+        self.pending_seed = seed  # sent before the test's first request (and replayed with it after a restart)
         self.test_limit = self.time_limits.get(exercise or "", 30.0)
         self.retried = False
         self.history.reset()
@@ -131,12 +133,7 @@ class SandboxBackend:
             if watch is not None:
                 watch.close()
             raise
-        figures = {str(k): float(v) for k, v in dict(stats).items()
-                   if type(v) in (int, float) and k != "max_memory_bytes"}  # only this side may say that one
-        outside = watch.delta() if watch is not None else None
-        if outside is not None:
-            figures["max_memory_bytes"] = float(outside)
-        return value, figures
+        return value, memwatch.figures(stats, watch)
 
     def _about(self, op: str, module: str, name: str, args: Args, kwargs: Kwargs, **extra: object) -> Any:
         """A request about the function or class ``module.name``."""
@@ -170,6 +167,9 @@ class SandboxBackend:
 
     def _request(self, request: dict[str, Any], where: str) -> Any:
         self._refuse(where)
+        if self.pending_seed is not None:
+            seed, self.pending_seed = self.pending_seed, None
+            self._request({"op": "seed", "seed": seed}, where)
         try:
             key, body = self._exchange(self.history.to_worker(request))
         except ChannelError as exc:

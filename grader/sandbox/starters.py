@@ -76,14 +76,14 @@ class ZygoteStarter:
 class PrestartedStarter:
     """The pre-started worker ``warm`` for the first start (when its spec matches), cold ones after it."""
 
-    def __init__(self, warm: WarmChannel, slot: int = 0) -> None:
-        self.warm, self.slot = warm, slot
+    def __init__(self, warm: WarmChannel, slot: int = 0, *, then: WorkerStarter | None = None) -> None:
+        self.warm, self.slot, self.then = warm, slot, then  # ``then`` starts the later workers (default: cold)
 
     def start(self, spec: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
         ready = self.warm.ready and not self.warm.taken
         taken = self._take(box) if self.warm.spec == spec else None
         if taken is None:
-            return Worker(Channel(spec, box), box)
+            return self.then.start(spec, box, last_attempt=last_attempt) if self.then else Worker(Channel(spec, box), box)
         channel, files = taken
         return Worker(channel, self.warm.box, files, ready)
 

@@ -28,7 +28,9 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
+import time
 
 TYPE_CHECKING = False  # as in launcher.py: no `typing` import for an annotation
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ def main() -> int:
     sys.path[:0] = [config["lib"], *config["site_dirs"]]
     from grader.sandbox import launcher
 
+    if "listen" in config:
+        return _serve_listening(config["listen"], float(config["idle_s"]))
     launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the slot dies: so do we
     # a killed proxy orphans its namespace's pid 1: reap it here, not by a host init that may take seconds,
     # since a zombie still counts against its (leased) uid's processes
@@ -54,23 +58,99 @@ def main() -> int:
     while True:
         _reap()
         readable, _, _ = select.select([control], [], [], REAP_EVERY_S)
-        if not readable:
-            continue
-        message, fds, _, _ = socket.recv_fds(control, 1 << 16, len(FDS))
-        if not message:
+        if readable and _serve_one(control) is None:
             return 0  # the slot closed its end
-        try:
-            cfg = json.loads(message)
-        except ValueError:
-            cfg = None
-        if len(fds) != len(FDS) or type(cfg) is not dict:
-            _close(fds)
-            continue
-        me = os.getpid()
-        child = os.fork()
-        if child == 0:
-            _proxy(control, cfg, fds, me)  # never returns: a child must never fall back into this loop
+
+
+def _serve_one(control: socket.socket) -> int | None:
+    """Read one launch request and fork its worker: the proxy's pid, 0 for a malformed request, None on EOF."""
+    message, fds, _, _ = socket.recv_fds(control, 1 << 16, len(FDS))
+    if not message:
+        return None
+    try:
+        cfg = json.loads(message)
+    except ValueError:
+        cfg = None
+    if len(fds) != len(FDS) or type(cfg) is not dict:
         _close(fds)
+        return 0
+    me = os.getpid()
+    child = os.fork()
+    if child == 0:
+        _proxy(control, cfg, fds, me)  # never returns: a child must never fall back into this loop
+    _close(fds)
+    return child
+
+
+def _serve_listening(path: str, idle_s: float) -> int:
+    """A user's long-lived zygote (:mod:`grader.sandbox.shared_zygote`): detach, warm up, then publish a listening
+    socket at ``path`` and serve launch requests from processes of this uid until ``idle_s`` pass with no client.
+
+    The socket appears under its name only once torch is warm (bound under a temporary name, then renamed), so
+    a client that connects is served at once. A client's workers die with its connection: a grader killed
+    outright leaves no worker behind (the batch zygote gets the same from its PDEATHSIG chain)."""
+    if os.fork():
+        os._exit(0)  # the starter waits for this parent only; the zygote lives on in its own session
+    from grader.sandbox import launcher
+
+    launcher._libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    staging = f"{path}.{os.getpid()}"
+    listener.bind(staging)
+    os.chmod(staging, 0o600)
+    listener.listen(8)
+    _warm_up()
+    os.rename(staging, path)
+    published = os.stat(path).st_ino
+    clients: dict[socket.socket, list[int]] = {}
+    idle_since = time.monotonic()
+    while clients or (time.monotonic() - idle_since < idle_s and _still_published(path, published)):
+        _reap()
+        readable, _, _ = select.select([listener, *clients], [], [], REAP_EVERY_S)
+        for ready in readable:
+            if ready is listener:
+                _accept(listener, clients)
+            else:
+                _serve_client(ready, clients)
+        if clients:
+            idle_since = time.monotonic()
+    if _still_published(path, published):
+        os.unlink(path)
+    return 0
+
+
+def _accept(listener: socket.socket, clients: dict[socket.socket, list[int]]) -> None:
+    """A new client, kept only when it runs as this zygote's own user (the folder is private too)."""
+    conn, _ = listener.accept()
+    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid != os.getuid():
+        conn.close()
+        return
+    clients[conn] = []
+
+
+def _serve_client(conn: socket.socket, clients: dict[socket.socket, list[int]]) -> None:
+    try:
+        child = _serve_one(conn)
+    except OSError:
+        child = None
+    if child:
+        clients[conn].append(child)
+    elif child is None:  # the client is gone: so are the workers it asked for
+        for proxy in clients.pop(conn):
+            try:
+                os.kill(proxy, signal.SIGKILL)
+            except OSError:
+                pass
+        conn.close()
+
+
+def _still_published(path: str, inode: int) -> bool:
+    """Whether ``path`` is still this zygote's socket (a newer zygote may have replaced it)."""
+    try:
+        return os.stat(path).st_ino == inode
+    except OSError:
+        return False
 
 
 def _warm_up() -> None:

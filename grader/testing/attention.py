@@ -57,13 +57,22 @@ def mha_oracle(p: Mapping[str, torch.Tensor], num_heads: int, x: torch.Tensor, c
         mha.out_proj.bias.copy_(p.get("out_proj.bias", zeros))
     mha.eval()
     kv = x if context is None else context
-    T = x.shape[1]
-    blocked = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) if causal else None
     out: torch.Tensor  # nn.Module.__call__ is typed Any
     with torch.no_grad():
-        out, _ = mha(x, kv, kv, attn_mask=blocked, key_padding_mask=None if keep is None else ~keep,
-                     need_weights=False)
+        out, _ = mha(x, kv, kv, attn_mask=_blocked(x.shape[1], kv.shape[1], num_heads, keep, causal), need_weights=False)
     return out
+
+
+def _blocked(T: int, S: int, num_heads: int, keep: torch.Tensor | None, causal: bool) -> torch.Tensor | None:
+    """MultiheadAttention's attn_mask (True = blocked): the future when ``causal``, padded keys when ``keep`` is
+    given, then as (B * num_heads, T, S). Padding goes here rather than in key_padding_mask, whose check imports
+    torch's symbolic shapes and sympy: 0.4 s of the first grade in every grading process."""
+    blocked = torch.triu(torch.ones(T, S, dtype=torch.bool), diagonal=1) if causal else None
+    if keep is None:
+        return blocked
+    padded = (~keep)[:, None, None, :]  # (B, 1, 1, S)
+    full = padded if blocked is None else padded | blocked  # (B, 1, T, S) or (B, 1, 1, S)
+    return full.expand(-1, num_heads, T, -1).reshape(-1, T, S)  # (B * num_heads, T, S)
 
 
 def expect_params(params: Mapping[str, torch.Tensor], names: Iterable[str], hint: str,

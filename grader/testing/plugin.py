@@ -107,12 +107,12 @@ def _student_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 
 
 @pytest.fixture
-def student(_student_backend: Backend, request: pytest.FixtureRequest) -> Iterator[StudentProxy]:
+def student(_student_backend: Backend, request: pytest.FixtureRequest, seed: int) -> Iterator[StudentProxy]:
     """The submission under test: ``student.<module>.<name>(...)``; nothing else reaches it."""
     begin = getattr(_student_backend, "begin_test", None)
-    if begin is not None:  # the sandbox applies the exercise's per-test time limit
+    if begin is not None:  # the sandbox applies the exercise's per-test time limit, and seeds its torch
         marker = request.node.get_closest_marker("exercise")
-        begin(request.node.nodeid, marker.args[0] if marker else None)
+        begin(request.node.nodeid, marker.args[0] if marker else None, seed)
     proxy = StudentProxy(_student_backend)
     yield proxy
     proxy.release_all()

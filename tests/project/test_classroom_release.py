@@ -99,7 +99,7 @@ def test_readme_and_pyproject_tell_students_how_it_works(released):
                    "download.pytorch.org/whl/cpu", "anything the workflow can read the student can read"):
         assert phrase in readme, phrase
     pyproject = (released / "pyproject.toml").read_text()
-    assert 'grader = "grader.classroom.cli:student_main"' in pyproject and "grader.testing.plugin" in pyproject
+    assert 'grader = "grader.classroom.cli:student_run"' in pyproject and "grader.testing.plugin" in pyproject
 
 
 def test_release_refuses_a_non_empty_folder(tmp_path, capsys):

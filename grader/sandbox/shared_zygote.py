@@ -1,0 +1,123 @@
+"""This user's long-lived zygote, shared by ``grader grade`` runs (trusted side).
+
+A cold ``grader grade`` waited about 1.3 s for its sandboxed worker to import torch and warm up, longer than
+the trusted side takes to import everything it needs. A batch slot's zygote (:mod:`zygote_client`) solves this
+within one batch; here the same zygote program outlives one command: the first ``grader grade`` starts it
+after its own work is done, and later runs fork their workers from it in milliseconds.
+
+What keeps it as safe as a batch slot's zygote (see :mod:`grader.sandbox.zygote`):
+
+- it is exec'd fresh (``python -I -S -B``, an allowlisted environment, ``/`` as its folder), imports only
+  torch and the sandbox side's own modules, never runs student code, and holds nothing secret: no tests,
+  references or seeds ever reach it, only launch configurations;
+- its socket sits in a folder only this user can enter, and it serves only processes of this user
+  (``SO_PEERCRED``); a sandboxed worker cannot see the folder (its own mount namespace and uid);
+- its name is a digest of everything it was started from (the interpreter, torch's folders, the sandbox
+  side's source files): a changed grader or environment starts a fresh zygote, the old one goes idle;
+- it ends after ``$GRADER_KEEP_WARM`` idle seconds (default 900; ``0`` turns all of this off), and the
+  workers a client asked for die with that client's connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from grader import procs
+from grader.sandbox import workerenv
+from grader.sandbox.isolation import LIB_ROOT, site_dirs
+from grader.sandbox.zygote_client import ZYGOTE, Zygote
+
+ENV = "GRADER_KEEP_WARM"
+DEFAULT_IDLE_S = 900.0
+SOURCES = ("sandbox", "inside", "protocol")  # what a zygote runs: a change to any of them starts a new one
+MAX_PATH = 96  # sun_path holds 108 bytes, and the zygote binds "<path>.<pid>" first
+
+
+class SharedZygote(Zygote):
+    """A connection to the user's zygote: the launch protocol of :class:`Zygote`, without owning its process."""
+
+    def __init__(self, sock: socket.socket) -> None:  # no process to start: it is already running
+        self.sock, self.ready = sock, True
+
+    @property
+    def alive(self) -> bool:
+        return self.ready
+
+    def wait_ready(self, timeout: float = 0.0) -> bool:
+        return self.ready
+
+    def close(self) -> None:
+        """Hang up: the zygote kills whatever workers this connection still has, and lives on."""
+        self.ready = False
+        self.sock.close()
+
+
+def idle_seconds() -> float:
+    """How long the zygote waits for its next client; 0 when ``$GRADER_KEEP_WARM`` turns sharing off."""
+    try:
+        return max(0.0, float(os.environ.get(ENV, DEFAULT_IDLE_S)))
+    except ValueError:
+        return DEFAULT_IDLE_S
+
+
+def connect() -> SharedZygote | None:
+    """The running zygote for this grader and environment, or None (none yet, sharing off, no safe folder)."""
+    path = socket_path()
+    if path is None:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        return None
+    return SharedZygote(sock)
+
+
+def start() -> bool:
+    """Start one in the background (it publishes its socket when warm, in about a second); False if not."""
+    path = socket_path()
+    if path is None:
+        return False
+    config = {"lib": str(LIB_ROOT), "site_dirs": site_dirs(), "listen": str(path), "idle_s": idle_seconds()}
+    try:
+        subprocess.run([sys.executable, "-I", "-S", "-B", str(ZYGOTE), json.dumps(config)], check=True, timeout=30,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       start_new_session=True, cwd="/",
+                       env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", **workerenv.MALLOC_ENV})
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return True  # its first process forks the zygote and exits at once
+
+
+def socket_path() -> Path | None:
+    """``<cache>/zygotes/<digest>.sock`` in a folder private to this user; None when sharing is off or unsafe."""
+    if idle_seconds() <= 0 or not hasattr(os, "getuid"):
+        return None
+    folder = procs.cache_root() / "zygotes"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None  # a link, someone else's folder, or one others may enter: no socket of ours goes there
+    path = folder / f"{digest()}.sock"
+    return path if len(str(path)) <= MAX_PATH else None
+
+
+def digest() -> str:
+    """Names the zygote after what it runs: the interpreter, torch's folders and the sandbox side's sources."""
+    h = hashlib.sha256(json.dumps([os.path.realpath(sys.executable), str(LIB_ROOT), site_dirs()]).encode())
+    for package in SOURCES:
+        for source in sorted((LIB_ROOT / "grader" / package).glob("*.py")):
+            info = source.stat()
+            h.update(f"{source.name}:{info.st_size}:{info.st_mtime_ns};".encode())
+    return h.hexdigest()[:24]
