@@ -29,6 +29,7 @@ def _canary_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "canary-cache"
     folder.mkdir(exist_ok=True)
     os.environ[canary.CACHE_ENV] = str(folder)
+    os.environ.setdefault("GRADER_KEEP_WARM", "20")  # a zygote a CLI test leaves ends soon after the session
 
 
 @pytest.fixture(scope="session", autouse=True)
