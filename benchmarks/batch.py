@@ -34,22 +34,29 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
-MODULES = sorted(p.stem for p in (ROOT / "solutions").glob("*.py") if p.stem != "__init__")
+BASICS = json.loads((ROOT / "assignments.json").read_text())["assignments"][0]  # the default assignment
+MODULES = sorted(e["module"] for e in BASICS["exercises"])
+HIDDEN = [e["hidden_tests"] for e in BASICS["exercises"]]  # the naive baseline runs this assignment's suites only
 HOSTILE = ["infinite_loop.py", "exit_in_call.py", "sysexit_at_import.py", "stdout_flood.py"]
 NAIVE_LIMIT_S = 60.0
 
 
-def generate(dest: Path, n: int, *, seed: int = 0, hostile_share: float = 0.1, buggy_share: float = 0.2) -> dict:
-    """N student folders; returns how many of each kind were made."""
+def generate(dest: Path, n: int, *, seed: int = 0, hostile_share: float = 0.0, buggy_share: float = 1 / 3,
+             stub_share: float = 1 / 6) -> dict:
+    """N student folders of the first assignment; returns how many of each kind were made. The default mix is the
+    issue's (12 correct, 8 buggy, 4 stubs in 24); hostile ones (infinite loops and the like) each spend their
+    per-test CPU limits, so they are opt-in (``--hostile-share``) and reported apart."""
     rng = random.Random(seed)
-    buggy = sorted(p for p in (CORPUS / "buggy").rglob("*.py"))
-    kinds = {"correct": 0, "buggy": 0, "hostile": 0}
+    buggy = sorted(p for p in (CORPUS / "buggy").rglob("*.py") if p.parent.name in MODULES)
+    kinds = {"correct": 0, "buggy": 0, "stub": 0, "hostile": 0}
     for i in range(n):
         folder = dest / f"student{i:04d}"
         folder.mkdir(parents=True)
-        for module in MODULES:
-            shutil.copy(ROOT / "solutions" / f"{module}.py", folder / f"{module}.py")
         draw = rng.random()
+        source = ROOT / ("exercises" if hostile_share + buggy_share <= draw < hostile_share + buggy_share + stub_share
+                         else "solutions")
+        for module in MODULES:
+            shutil.copy(source / f"{module}.py", folder / f"{module}.py")
         if draw < hostile_share:
             shutil.copy(CORPUS / "hostile" / rng.choice(HOSTILE), folder / "softmax.py")
             kinds["hostile"] += 1
@@ -57,6 +64,8 @@ def generate(dest: Path, n: int, *, seed: int = 0, hostile_share: float = 0.1, b
             bug = rng.choice(buggy)
             shutil.copy(bug, folder / f"{bug.parent.name}.py")
             kinds["buggy"] += 1
+        elif draw < hostile_share + buggy_share + stub_share:
+            kinds["stub"] += 1
         else:
             kinds["correct"] += 1
     return kinds
@@ -147,7 +156,7 @@ def run_batch(submissions: Path, out: Path, jobs: int, *extra: str, memory: bool
 def naive_one(folder: Path) -> float:
     t0 = time.monotonic()
     try:
-        subprocess.run([sys.executable, "-m", "pytest", "tests/hidden", "-p", "grader.testing.plugin", "--student",
+        subprocess.run([sys.executable, "-m", "pytest", *HIDDEN, "-p", "grader.testing.plugin", "--student",
                         str(folder), "-q", "-p", "no:cacheprovider"], capture_output=True, cwd=ROOT,
                        timeout=NAIVE_LIMIT_S)
     except subprocess.TimeoutExpired:
@@ -155,8 +164,9 @@ def naive_one(folder: Path) -> float:
     return time.monotonic() - t0
 
 
-def run_naive(submissions: Path, jobs: int) -> tuple[float, list[float]]:
-    folders = sorted(p for p in submissions.iterdir() if p.is_dir())
+def run_naive(submissions: Path, jobs: int, limit: int | None = None) -> tuple[float, list[float]]:
+    """The naive baseline over the first ``limit`` submissions (all by default): wall time and each one's."""
+    folders = sorted(p for p in submissions.iterdir() if p.is_dir())[:limit]
     t0 = time.monotonic()
     with ThreadPoolExecutor(jobs) as pool:
         times = list(pool.map(naive_one, folders))
@@ -209,10 +219,12 @@ def main() -> None:
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--stubs", type=int, default=4, help="stub submissions for the fixed-cost measurement")
     parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--naive-n", type=int, default=40, help="submissions the naive baseline grades (default 40)")
+    parser.add_argument("--hostile-share", type=float, default=0.0, help="share of hostile submissions (default 0)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="grader-bench-"))
     try:
-        kinds = generate(work / "class", args.n)
+        kinds = generate(work / "class", args.n, hostile_share=args.hostile_share)
         print(f"{args.n} submissions {kinds}, {args.jobs} slots, {os.cpu_count()} cores", flush=True)
         wall, summary, _cards, sampler = run_batch(work / "class", work / "out", args.jobs, memory=True)
         batch_rate = 60 * args.n / wall
@@ -230,9 +242,11 @@ def main() -> None:
                  f"{rss[-1] / 1024:.0f} MB at the end" if len(rss) >= 4 else ""), flush=True)
         overheads()
         if not args.skip_naive:
-            nwall, _ = run_naive(work / "class", args.jobs)
-            naive_rate = 60 * args.n / nwall
-            print(f"naive        : {nwall:7.1f} s  {naive_rate:6.1f} submissions/min  (no sandbox, {args.jobs} at a time)")
+            sample = min(args.n, args.naive_n)
+            nwall, _ = run_naive(work / "class", args.jobs, sample)
+            naive_rate = 60 * sample / nwall
+            print(f"naive        : {nwall:7.1f} s for the first {sample}  {naive_rate:6.1f} submissions/min  (no sandbox, "
+                  f"{args.jobs} at a time)")
             print(f"ratio        : batch is {batch_rate / naive_rate:.2f}x the naive baseline's throughput")
         stubs(work / "stubs", args.stubs)
         fixed = {}

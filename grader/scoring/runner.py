@@ -77,6 +77,8 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
     args = [*(str(f) for f in files), "-p", "grader.testing.plugin", "-p", "no:cacheprovider",
             # unraisableexception runs gc.collect() five times per session: 0.6 s of a 1 s grade with torch loaded
             "-p", "no:unraisableexception",
+            # the logging plugin adds and removes its handlers around every phase of every test: 0.4 ms a test
+            "-p", "no:logging",
             "--noconftest", "-c", os.devnull, "--rootdir", str(root), "--import-mode=importlib",
             "--grading-seed", str(seed), "--strict-markers", "-W", "ignore::DeprecationWarning",
             "--manifest", str(assignment.manifest if assignment else manifest.DEFAULT_MANIFEST), *extra_args]
