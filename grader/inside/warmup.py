@@ -3,25 +3,33 @@ any student code, with nothing of the student's in reach.
 
 The zygote runs it before it forks (every forked worker inherits the result); a freshly exec'd worker runs it
 right after saying "ready", while the trusted side is still taking in the submission and collecting the
-suites, so the wait overlaps. Idempotent: a forked worker finds it done.
+suites, so the wait overlaps. Warming is only worth it while the worker would otherwise wait: a worker whose
+setup frame is already in the pipe (one restarted mid-grade after a crash or a timeout) stops between steps
+and leaves the rest to the first test that needs it. Idempotent: a forked worker finds it done.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 _done = False
 
 
-def warm_up() -> None:
-    """SDPA, the peak-storage mode, dropout, softmax, a Linear's backward, the wire, and the meta device (its
-    first op imports torch's meta registrations: about half a second)."""
+def warm_up(*, stop: Callable[[], bool] = lambda: False) -> None:
+    """SDPA, the peak-storage mode, dropout, softmax, a Linear's backward, the wire, then the meta device (its
+    first ops import torch's meta registrations and torch._dynamo: about 0.65 s of CPU); ``stop()`` is asked
+    before each step, and a step skipped is simply paid later, by the first test that takes that path."""
     global _done
     if _done:
         return
-    _exercise()  # the worker's environment names TORCHINDUCTOR_CACHE_DIR, so the meta registrations leave it as is
+    for step in (_basics, _meta):
+        if stop():
+            return
+        step()
     _done = True
 
 
-def _exercise() -> None:
+def _basics() -> None:
     import torch
     import torch.nn.functional as F
 
@@ -34,9 +42,15 @@ def _exercise() -> None:
     layer = torch.nn.Linear(8, 8).double()
     (layer(F.dropout(y.softmax(-1), 0.1)) * torch.ones(1, 2, 4, 8, dtype=torch.float64)).sum().backward()
     wire.decode(wire.encode({"t": x.detach().float(), "n": [1, 2.0, "s", None]}))
+
+
+def _meta() -> None:
+    # the worker's environment names TORCHINDUCTOR_CACHE_DIR, so the meta registrations leave it as is
+    import torch
+
     with torch.no_grad():
         meta = torch.empty(2, 4, 8, device="meta")
         (meta @ meta.transpose(-2, -1)).softmax(-1).masked_fill(torch.ones(4, 4, dtype=torch.bool, device="meta"), 0)
-        # tril/triu on meta run torch._refs under a dynamo-disabling wrapper, whose first call imports
-        # torch._dynamo and sympy: 1.2 s inside the first causal-mask test of every forked worker otherwise
+        # tril/triu on meta run torch._refs under a dynamo-disabling wrapper: without this, 1.2 s inside the
+        # first causal-mask test of every forked worker
         torch.ones(4, 4, dtype=torch.bool, device="meta").tril()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sys
 
 TYPE_CHECKING = False  # no `typing` import at start-up for annotations alone
@@ -48,7 +49,8 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
     requests = os.fdopen(0, "rb", buffering=0)
     responses = os.fdopen(response_fd, "wb", buffering=0)
     wire.write_frame(responses, {"ready": True, "torch": str(torch.__version__), "pid": os.getpid()})
-    warmup.warm_up()  # while the trusted side takes in the submission: its setup frame waits in the pipe
+    # while the trusted side takes in the submission; a setup frame already waiting means nobody is waiting on us
+    warmup.warm_up(stop=lambda: bool(select.select([requests], [], [], 0)[0]))
     setup = wire.read_frame(requests, allow_cuda=True)
     executor = _executor(setup)
     wire.write_frame(responses, {"loaded": True})

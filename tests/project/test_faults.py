@@ -219,12 +219,13 @@ BOMB_RUNS = 2  # grades per attack and kind of worker: 8 in all, each one a bomb
 @pytest.mark.parametrize("forked", [False, True], ids=["cold", "forked"])
 @pytest.mark.parametrize("attack", ["fork_bomb", "memory_bomb_touched"])
 def test_bombs_never_cost_the_next_correct_exercise_a_point_on_a_loaded_machine(tmp_path, attack, forked):
-    """Fork bomb or memory bomb in `softmax`, then the correct `masks`, two busy loops beside; each attack
-    graded twice in a freshly exec'd worker and twice in one forked from a zygote (separate tests, so
-    that xdist can spread them over its workers)."""
+    """Fork bomb or memory bomb in `softmax`, then the correct `masks`, a busy loop beside (on two cores, the
+    grade's own two processes and the loop contend for them); each attack graded twice in a freshly exec'd
+    worker and twice in one forked from a zygote (separate tests, so that xdist can spread them over its
+    workers)."""
     zygote = Zygote() if forked else None
     assert zygote is None or zygote.wait_ready()
-    busy = _busy_loops(2)
+    busy = _busy_loops(1)
     try:
         for run in range(BOMB_RUNS):
             sub = solutions_copy(tmp_path / f"sub{run}")

@@ -46,6 +46,13 @@ def _grade(sub: Path, zygote: Zygote | None) -> dict:
 
 
 @pytest.fixture(scope="module")
+def zygote() -> None:
+    """Freshly exec'd workers here; test_hostile_forked.py runs every test about an attack again against workers
+    forked from a zygote (a module of its own, so that xdist grades the two kinds side by side)."""
+    return None
+
+
+@pytest.fixture(scope="module")
 def graded(zygote: Zygote | None, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict]:
     """``graded(attack)``: the scorecard of a correct submission whose `softmax.py` is that hostile module
     ('' for none at all), graded once per kind of worker and shared by every test that asserts on it."""
