@@ -26,8 +26,11 @@ def _cmd_grade(args: argparse.Namespace) -> int:
                            require_cuda=args.require_cuda, canary=not args.no_canary)
     assignment = options.load()  # once for the whole command: the canary and the grade share it
     proof = _canary(options, assignment)
-    shared = _shared_zygote(options)
-    warm = _prestart(options, assignment, shared)  # starts while this process imports the grader's side
+    from grader.sandbox import isolation as iso
+
+    backend = iso.choose(options.isolation, options.require_isolation)  # once: the workers' and zygote's backend
+    shared = _shared_zygote(backend)
+    warm = _prestart(options, assignment, backend, shared)  # starts while this process imports the grader's side
     try:
         card = _grade(args.submission, options, assignment, warm, shared)
     finally:
@@ -39,17 +42,15 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         card["canary"] = proof
     _emit(card, out)
     if shared is None and warm is not None:
-        _keep_warm(warm.spec.backend)
+        _keep_warm(backend)
     return ExitCode.OK
 
 
-def _shared_zygote(options: GradeOptions) -> SharedZygote | None:
+def _shared_zygote(backend: str) -> SharedZygote | None:
     """This user's long-lived zygote, when one is running for this grader (:mod:`grader.sandbox.shared_zygote`)."""
-    from grader.sandbox import isolation as iso
     from grader.sandbox import shared_zygote
     from grader.sandbox.zygote_client import FORKABLE
 
-    backend = iso.choose(options.isolation, options.require_isolation)
     return shared_zygote.connect() if backend in FORKABLE else None
 
 
@@ -62,15 +63,14 @@ def _keep_warm(backend: str) -> None:
         shared_zygote.start()
 
 
-def _prestart(options: GradeOptions, assignment: manifest.Assignment, zygote: Zygote | None) -> WarmChannel | None:
+def _prestart(options: GradeOptions, assignment: manifest.Assignment, backend: str,
+              zygote: Zygote | None) -> WarmChannel | None:
     """The submission's first worker, started before ``grader.grade`` (torch, pytest) is imported: forked from
     ``zygote`` in milliseconds, or a cold one whose torch import overlaps ours. It is untrusted from its first
     instruction and holds nothing secret (see :class:`grader.sandbox.warm.WarmChannel`); a worker that fails to
     start only means a cold one later."""
-    from grader.sandbox import isolation as iso
     from grader.sandbox.warm import WarmChannel
 
-    backend = iso.choose(options.isolation, options.require_isolation)
     if backend == "inprocess":
         return None
     try:
