@@ -81,8 +81,11 @@ def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
     assignment = options.load()  # once per slot, from the manifest the batch loaded
     backend = iso.choose(options.isolation, options.require_isolation)
     starts = SlotStarters(lambda slot: launch_spec(assignment, backend, slot=slot, threads=options.threads),
-                          config["slot"], "off" if backend == "inprocess" else config.get("warm") or "off")
-    _send(protocol, {"ready": True, "slot": config["slot"], "pid": os.getpid(), "warm": starts.mode})
+                          config["slot"], "off" if backend == "inprocess" else config.get("warm") or "off",
+                          shared_wait_s=float(config.get("shared_zygote_wait_s", 0.0)))
+    print(f"slot {config['slot']}: workers {_how(starts)}", file=sys.stderr, flush=True)  # its log, for whoever asks why
+    _send(protocol, {"ready": True, "slot": config["slot"], "pid": os.getpid(), "warm": starts.mode,
+                     "shared_zygote": starts.shared})
     try:
         for line in sys.stdin:
             job = json.loads(line)
@@ -92,6 +95,12 @@ def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
     finally:
         starts.close()
     return 0
+
+
+def _how(starts: SlotStarters) -> str:
+    if starts.mode == "fork":
+        return "forked from this user's zygote" if starts.shared else "forked from this slot's own zygote"
+    return "pre-started (no zygote here)" if starts.mode == "start" else "started cold"
 
 
 def _options(config: dict[str, Any]) -> GradeOptions:

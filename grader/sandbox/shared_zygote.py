@@ -27,6 +27,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from grader import procs
@@ -79,6 +80,48 @@ def connect() -> SharedZygote | None:
         sock.close()
         return None
     return SharedZygote(sock)
+
+
+def connect_when_warm(wait_s: float) -> SharedZygote | None:
+    """:func:`connect`, waiting up to ``wait_s`` while a zygote for this grader is still warming up (its socket
+    is published under its name once torch is warm); None at once when none is running or warming."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        zygote = connect()
+        if zygote is not None or time.monotonic() >= deadline or not warming():
+            return zygote
+        time.sleep(0.05)
+
+
+def warming() -> bool:
+    """Whether a zygote for this grader is alive and warming up (bound under ``<socket>.<pid>``, not yet renamed)."""
+    path = socket_path()
+    if path is None:
+        return False
+    for staging in path.parent.glob(f"{path.name}.*"):
+        pid = staging.name.rsplit(".", 1)[1]
+        if pid.isdigit() and _alive(int(pid)):
+            return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def ensure() -> bool:
+    """This grader's zygote is running or starting (started now, in the background, if it was neither)."""
+    zygote = connect()
+    if zygote is not None:
+        zygote.close()
+        return True
+    return warming() or start()
 
 
 def start() -> bool:

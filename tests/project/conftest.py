@@ -20,6 +20,20 @@ ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The costliest modules first (their ``cost(seconds)`` marker): `.ci/run`'s ``--dist loadfile
+    --no-loadscope-reorder`` hands modules to xdist's workers in this order, so each long module starts early
+    and the run does not end with one worker alone on it (xdist's own order, most tests first, put the two
+    one-test hostile-class modules last on one worker: 105 s with the other core idle)."""
+    cost = {item.path: _cost(item) for item in items}
+    items.sort(key=lambda item: -cost[item.path])  # stable: collection order within equal costs
+
+
+def _cost(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("cost")
+    return float(marker.args[0]) if marker else 0.0
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _canary_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """One canary proof per configuration per test session (the CLI tests run it, as a user's run would);

@@ -23,6 +23,8 @@ from grader.cli import main
 from tests.project import pngpixels
 from tests.project.conftest import CORPUS, ROOT, expect_batch_exports
 
+pytestmark = pytest.mark.cost(56)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 CHROMIUM = "/usr/bin/chromium"
 FAST = ["--exercise", "softmax", "--per-test-time-limit", "8", "-j", "2", "--seed", "5"]
 

@@ -15,6 +15,8 @@ import pytest
 from grader import canary, manifest
 from grader.cli import main
 
+pytestmark = pytest.mark.cost(12)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

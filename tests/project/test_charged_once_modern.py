@@ -14,6 +14,8 @@ import pytest
 from grader import manifest
 from tests.project.conftest import CORPUS, grade_inprocess, solutions_copy
 
+pytestmark = pytest.mark.cost(15)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 MODERN = manifest.load(assignment="attention-modern")
 DOWNSTREAM = {"rope": ["grouped_query_attention", "kv_cache"], "grouped_query_attention": ["kv_cache"]}
 UPSTREAM_BUGS = [(ex, p) for ex in DOWNSTREAM for p in sorted(CORPUS.glob(f"buggy/{ex}/*.py"))]

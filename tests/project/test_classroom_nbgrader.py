@@ -22,6 +22,8 @@ from grader.cli import main
 from tests.project.conftest import ROOT
 from tests.project.test_classroom_release import leaks
 
+pytestmark = pytest.mark.cost(34)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 ASSIGNMENT = "attention-basics"
 
 

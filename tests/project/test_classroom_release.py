@@ -19,6 +19,8 @@ from grader.classroom import release
 from grader.cli import main
 from tests.project.conftest import ROOT, solutions_copy
 
+pytestmark = pytest.mark.cost(12)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 PUBLIC = ROOT / "tests" / "public"
 
 

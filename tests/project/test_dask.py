@@ -31,6 +31,8 @@ from grader.cli import main
 from grader.sandbox import isolation
 from tests.project.conftest import CORPUS, ROOT
 
+pytestmark = pytest.mark.cost(48)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 distributed = pytest.importorskip("distributed", reason="the [distributed] extra (in .[dev]) is not installed")
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
                                      reason="a Dask cluster grades only under the namespace sandbox (root on Linux)")

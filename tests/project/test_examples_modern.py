@@ -18,6 +18,8 @@ from grader import manifest, schema
 from grader.cli import main
 from tests.project.conftest import ROOT, expect_batch_exports
 
+pytestmark = pytest.mark.cost(45)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 MODERN = "attention-modern"
 SPEC = manifest.load(assignment=MODERN)
 CLASS = ROOT / "examples" / "submissions-modern"

@@ -31,6 +31,8 @@ from grader.sandbox import cputime, isolation, remote
 from grader.sandbox.zygote_client import Zygote
 from tests.project.conftest import CORPUS, solutions_copy, starter_of
 
+pytestmark = pytest.mark.cost(100)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
                                      reason="needs the namespace sandbox (root on Linux)")
 BEST = isolation.available()[0]

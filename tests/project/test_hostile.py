@@ -28,6 +28,8 @@ from grader.sandbox import isolation
 from grader.sandbox.zygote_client import Zygote
 from tests.project.conftest import CORPUS, solutions_copy, starter_of
 
+pytestmark = pytest.mark.cost(140)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 HOSTILE = sorted((CORPUS / "hostile").glob("*.py"))
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
                                      reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")

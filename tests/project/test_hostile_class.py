@@ -22,6 +22,8 @@ import pytest
 from grader.sandbox import isolation
 from tests.project.conftest import CORPUS, solutions_copy
 
+pytestmark = pytest.mark.cost(57)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 EXERCISES = ["softmax", "masks", "scaled_dot_product", "efficient_attention"]
 CONTROLS = ("honest-one", "=HONEST+2")  # the second id would be a live formula if the gradebook did not escape it
 ATTACKED = re.compile(r"Attack \((\w+)\)")

@@ -8,6 +8,8 @@ import pytest
 from tests.project.conftest import ROOT
 from tests.project.test_hostile_class import _batch, _check, hostile_class, needs_namespace
 
+pytestmark = pytest.mark.cost(52)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 __all__ = ["hostile_class"]  # the module-scoped fixture, built again for this module
 
 

@@ -21,6 +21,8 @@ from tests.project.test_hostile import (
     test_timeouts_and_crashes_are_recorded_as_incidents,
 )
 
+pytestmark = pytest.mark.cost(65)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 __all__ = ["graded", "test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard",
            "test_a_protocol_violation_fails_the_rest_of_the_exercise_and_is_reported",
            "test_a_worker_sees_the_same_bare_process_whether_forked_or_exec_d",

@@ -22,6 +22,8 @@ from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 from tests.project.conftest import CORPUS, solutions_copy, starter_of
 
+pytestmark = pytest.mark.cost(19)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 INTEGRITY = CORPUS / "hostile" / "integrity"
 ATTACKED = {"bans_cleared_via_sys_modules": "scaled_dot_product", "ban_stub_closure": "scaled_dot_product",
             "unpatched_alias_torch_c": "scaled_dot_product", "unpatched_alias_aten_op": "scaled_dot_product",

@@ -23,6 +23,8 @@ from grader.cli import main
 from grader.errors import UsageError
 from tests.project.conftest import CORPUS, ROOT
 
+pytestmark = pytest.mark.cost(14)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 FAST = ["--exercise", "softmax", "--per-test-time-limit", "8", "--seed", "5", "--quiet"]
 CORRECT = ("alice", "bob", "carol")
 BUGGY = ("stable_without_max", "naive_sums_dim0", "naive_sum_detached")

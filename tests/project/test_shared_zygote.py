@@ -19,6 +19,8 @@ import pytest
 from grader.sandbox import isolation, shared_zygote, uids
 from tests.project.conftest import solutions_copy
 
+pytestmark = pytest.mark.cost(24)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(), reason="needs the namespace sandbox")
 GRADER = str(Path(sys.executable).parent / "grader")
 
@@ -158,3 +160,43 @@ def _sleeping_workers(sub: Path) -> list[int]:
 def test_start_refuses_quietly_where_sharing_is_off(cache, monkeypatch):
     monkeypatch.setenv(shared_zygote.ENV, "0")
     assert shared_zygote.start() is False and shared_zygote.connect() is None
+
+
+def _batch(klass: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([GRADER, "batch", str(klass), "--out", str(out), "-j", "2", "--isolation", "namespace",
+                           "--exercise", "softmax", "--exercise", "masks", "--seed", "5", "--quiet", "--no-canary"],
+                          capture_output=True, text=True, timeout=600)
+
+
+@needs_namespace
+def test_a_batchs_slots_share_one_zygote_and_the_next_batch_forks_from_it_too(cache, tmp_path):
+    """`grader batch` starts this user's zygote beside its slots: both slots fork every worker from it (not from a
+    zygote each), it outlives the batch, and the next batch forks from that same process."""
+    klass = tmp_path / "class"
+    for name in ("ann", "ben", "cal"):
+        solutions_copy(klass / name)
+    (klass / "cal" / "masks.py").unlink()
+    runs = []
+    for run in ("1", "2"):
+        done = _batch(klass, tmp_path / f"out{run}")
+        assert done.returncode == 0, done.stderr[-2000:]
+        logs = [(tmp_path / f"out{run}" / "logs" / f"slot-{n}.log").read_text() for n in (0, 1)]
+        assert all(f"slot {n}: workers forked from this user's zygote" in log for n, log in enumerate(logs)), logs
+        cards = {p.stem: json.loads(p.read_text()) for p in (tmp_path / f"out{run}" / "scorecards").glob("*.json")}
+        assert {k: c["score"] for k, c in cards.items()} == {"ann": 14, "ben": 14, "cal": 6}
+        assert all(c["isolation"]["worker_forks"] == c["isolation"]["worker_starts"] >= 1 for c in cards.values())
+        path = _wait_for_socket(timeout=1.0)  # still there after the batch
+        runs.append((path.stat().st_ino, _zygote_pids(path)))
+    assert runs[0] == runs[1] and len(runs[0][1]) == 1  # one zygote, the same one for both batches
+
+
+def _zygote_pids(path: Path) -> list[int]:
+    """The zygote processes listening at ``path`` (their command line names it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(path).encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found

@@ -25,6 +25,8 @@ import pytest
 
 from grader import procs
 
+pytestmark = pytest.mark.cost(18)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 TRUSTED_IMPORTS = ("grader.cli", "grader.grade", "grader.batch.engine", "grader.batch.slot", "grader.batch.outputs",
                    "grader.batch.report", "grader.scoring.runner", "grader.sandbox.remote", "jsonschema", "rich",
                    "jinja2", "torch", "pytest")
