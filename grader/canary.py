@@ -20,13 +20,15 @@ import os
 import platform
 import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader import __version__, manifest, procs
 from grader.errors import GraderFault
+
+if TYPE_CHECKING:
+    from grader.sandbox.starters import WorkerStarter
 
 CACHE_ENV = procs.CACHE_ENV
 FORMAT = 1
@@ -52,12 +54,12 @@ class Proof:
                 "cached": self.cached}
 
 
-Grade = Callable[..., dict[str, Any]]
-
-
 def prove(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
-          per_test_time_limit: float | None = None, grade_fn: Grade | None = None) -> Proof:
-    """Grade solutions and stubs under ``backend`` (or reuse a cached proof); raise :class:`CanaryFailed`."""
+          per_test_time_limit: float | None = None, starter: WorkerStarter | None = None) -> Proof:
+    """Grade solutions and stubs under ``backend`` (or reuse a cached proof); raise :class:`CanaryFailed`.
+
+    ``starter`` starts their sandboxed workers the way the students' will be started (forks of this user's
+    zygote, where the command uses one); None: freshly exec'd workers."""
     key = cache_key(assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit)
     cached = _read(key)
     if cached is not None:
@@ -65,12 +67,11 @@ def prove(assignment: manifest.Assignment, *, backend: str, exercises: list[str]
     from grader.grade import grade
     from grader.options import GradeOptions
 
-    grade_fn = grade_fn or grade
     options = GradeOptions(assignment=assignment.id, manifest_path=assignment.manifest, isolation=backend,
                            exercises=exercises, per_test_time_limit=per_test_time_limit)
-    solutions = grade_fn(assignment.root / "solutions", options=options, assignment=assignment)
+    solutions = grade(assignment.root / "solutions", options=options, assignment=assignment, starter=starter)
     _check(solutions, "reference solutions", want_full=True)
-    stubs = grade_fn(assignment.root / "exercises", options=options, assignment=assignment)
+    stubs = grade(assignment.root / "exercises", options=options, assignment=assignment, starter=starter)
     _check(stubs, "stubs (exercises/)", want_full=False)
     proof = Proof(key, solutions["score"], stubs["score"], solutions["max_score"], cached=False)
     _write(key, proof)
@@ -99,6 +100,12 @@ def _first_problem(card: dict[str, Any]) -> str:
 
 
 # -- the cache ------------------------------------------------------------------------------------
+def cached(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
+           per_test_time_limit: float | None = None) -> Proof | None:
+    """The cached proof for this configuration, or None when :func:`prove` would have to grade."""
+    return _read(cache_key(assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit))
+
+
 def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,
               per_test_time_limit: float | None) -> str:
     """A hash of everything that could change the canary's outcome on this machine."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,11 +26,11 @@ def _cmd_grade(args: argparse.Namespace) -> int:
                            isolation=args.isolation, require_isolation=args.require_isolation, seed=args.seed,
                            require_cuda=args.require_cuda, canary=not args.no_canary)
     assignment = options.load()  # once for the whole command: the canary and the grade share it
-    proof = _canary(options, assignment)
     from grader.sandbox import isolation as iso
 
-    backend = iso.choose(options.isolation, options.require_isolation)  # once: the workers' and zygote's backend
-    shared = _shared_zygote(backend)
+    backend = iso.choose(options.isolation, options.require_isolation)  # once: the canary's, workers' and zygote's
+    shared = _shared_zygote(backend, options, assignment)
+    proof = _canary(options, assignment, backend, shared)
     warm = _prestart(options, assignment, backend, shared)  # starts while this process imports the grader's side
     try:
         card = _grade(args.submission, options, assignment, warm, shared)
@@ -46,12 +47,26 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _shared_zygote(backend: str) -> SharedZygote | None:
-    """This user's long-lived zygote, when one is running for this grader (:mod:`grader.sandbox.shared_zygote`)."""
+def _shared_zygote(backend: str, options: GradeOptions, assignment: manifest.Assignment) -> SharedZygote | None:
+    """This user's long-lived zygote, when one is running for this grader (:mod:`grader.sandbox.shared_zygote`).
+
+    When the canary has to grade first (the first run on a machine), the zygote is started now rather than after
+    the run: it warms up while this process imports the grading side, and the canary's workers fork from it as
+    the student's will (two cold workers were 3 CPU-seconds of a first run)."""
     from grader.sandbox import shared_zygote
     from grader.sandbox.zygote_client import FORKABLE
 
-    return shared_zygote.connect() if backend in FORKABLE else None
+    if backend not in FORKABLE:
+        return None
+    if not _proof_needed(options, assignment, backend):
+        return shared_zygote.connect()
+    return shared_zygote.warm(prepare=lambda: importlib.import_module("grader.grade"))  # torch, pytest meanwhile
+
+
+def _proof_needed(options: GradeOptions, assignment: manifest.Assignment, backend: str) -> bool:
+    from grader import canary
+
+    return options.canary and canary.cached(assignment, backend=backend) is None
 
 
 def _keep_warm(backend: str) -> None:
@@ -112,14 +127,16 @@ def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:
     return out
 
 
-def _canary(options: GradeOptions, assignment: manifest.Assignment) -> dict[str, Any] | None:
-    """The proof that this machine grades correctly (see :mod:`grader.canary`); None with --no-canary."""
+def _canary(options: GradeOptions, assignment: manifest.Assignment, backend: str,
+            zygote: Zygote | None) -> dict[str, Any] | None:
+    """The proof that this machine grades correctly (see :mod:`grader.canary`), its workers forked from
+    ``zygote`` when there is one (as the student's are); None with --no-canary."""
     from grader import canary
-    from grader.sandbox import isolation as iso
+    from grader.sandbox.starters import ZygoteStarter
 
     if not options.canary:
         return None
-    return canary.prove(assignment, backend=iso.choose(options.isolation, options.require_isolation)).record()
+    return canary.prove(assignment, backend=backend, starter=ZygoteStarter(zygote) if zygote else None).record()
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

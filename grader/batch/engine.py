@@ -10,11 +10,12 @@ first. ``grader batch --dask`` hands the same plan to a Dask cluster (:mod:`grad
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from grader import canary, intake, manifest, schema
 from grader.batch import cards
@@ -24,6 +25,9 @@ from grader.batch.results import BatchFault, BatchInterrupted, Options, Result, 
 from grader.options import launch_spec
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
+
+if TYPE_CHECKING:
+    from grader.sandbox.shared_zygote import SharedZygote
 
 __all__ = ["BatchFault", "BatchInterrupted", "Grading", "GradingFactory", "LocalGrading", "Options", "Result", "Run",
            "card_path", "run"]
@@ -62,7 +66,25 @@ class LocalGrading:
         self.slots = 1
 
     def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
-        return _canary(self.assignment, self.backend, self.options)  # even when nothing is pending, as always
+        zygote = self._canary_zygote()
+        try:
+            return _canary(self.assignment, self.backend, self.options, zygote)  # even when nothing is pending
+        finally:
+            if zygote is not None:
+                zygote.close()
+
+    def _canary_zygote(self) -> SharedZygote | None:
+        """This user's zygote, started now when the canary has to grade: its workers fork from it as the
+        students' will (:class:`grader.batch.pool.Pool` shares it with every slot next)."""
+        from grader.sandbox import shared_zygote
+        from grader.sandbox.zygote_client import FORKABLE
+
+        o = self.options
+        if not o.canary or o.warm != "fork" or self.backend not in FORKABLE or canary.cached(
+                self.assignment, backend=self.backend, exercises=o.exercises,
+                per_test_time_limit=o.per_test_time_limit) is not None:
+            return None
+        return shared_zygote.warm(prepare=lambda: importlib.import_module("grader.grade"))  # torch, pytest meanwhile
 
     def grade(self, todo: list[Entry]) -> Iterator[Result]:
         self.slots = max(1, min(self.options.jobs or os.cpu_count() or 1, len(todo) or 1))
@@ -156,12 +178,17 @@ def _fingerprint(path: Path, modules: set[str]) -> str:
     return sub.sha256
 
 
-def _canary(assignment: manifest.Assignment, backend: str, options: Options) -> dict[str, Any] | None:
-    """The proof that this machine grades correctly (:mod:`grader.canary`); raises ``CanaryFailed``."""
+def _canary(assignment: manifest.Assignment, backend: str, options: Options,
+            zygote: SharedZygote | None = None) -> dict[str, Any] | None:
+    """The proof that this machine grades correctly (:mod:`grader.canary`), its workers forked from ``zygote``
+    when there is one; raises ``CanaryFailed``."""
+    from grader.sandbox.starters import ZygoteStarter
+
     if not options.canary:
         return None
     return canary.prove(assignment, backend=backend, exercises=options.exercises,
-                        per_test_time_limit=options.per_test_time_limit).record()
+                        per_test_time_limit=options.per_test_time_limit,
+                        starter=ZygoteStarter(zygote) if zygote else None).record()
 
 
 def _write(out: Path, result: Result, assignment: manifest.Assignment, backend: str,

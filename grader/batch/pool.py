@@ -26,7 +26,6 @@ from grader.sandbox.starters import lane_slot
 
 WATCHDOG_SLACK_S = 120.0
 MAX_STARTUP_FAILURES = 3
-SHARED_WAIT_S = 30.0  # how long a slot waits for the user's zygote this run started (it warms up in 1.5-4 s)
 
 
 def slot_config(n: int, *, options: Options, assignment: manifest.Assignment, backend: str) -> dict[str, Any]:
@@ -118,7 +117,7 @@ class Pool:
         from grader.sandbox.zygote_client import FORKABLE
 
         if self.options.warm == "fork" and self.backend in FORKABLE and shared_zygote.ensure():
-            self.shared_wait_s = SHARED_WAIT_S
+            self.shared_wait_s = shared_zygote.WARM_UP_WAIT_S
 
     def _start(self, n: int) -> SlotProcess:
         self.starts += 1

@@ -28,6 +28,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from grader import procs
@@ -37,6 +38,7 @@ from grader.sandbox.zygote_client import ZYGOTE, Zygote
 
 ENV = "GRADER_KEEP_WARM"
 DEFAULT_IDLE_S = 900.0
+WARM_UP_WAIT_S = 30.0  # how long a command waits for a zygote it started to be warm (1.5-4 s; longer when loaded)
 SOURCES = ("sandbox", "inside", "protocol")  # what a zygote runs: a change to any of them starts a new one
 MAX_PATH = 96  # sun_path holds 108 bytes, and the zygote binds "<path>.<pid>" first
 
@@ -113,6 +115,16 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def warm(prepare: Callable[[], object] = lambda: None) -> SharedZygote | None:
+    """A connection to this grader's zygote, started now if none runs or warms up, once it is warm; ``prepare``
+    runs meanwhile (the caller's own imports). None: sharing is off, or none was warm within WARM_UP_WAIT_S."""
+    zygote = connect()
+    if zygote is not None or not ensure():
+        return zygote
+    prepare()
+    return connect_when_warm(WARM_UP_WAIT_S)
 
 
 def ensure() -> bool:

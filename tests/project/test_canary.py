@@ -14,6 +14,9 @@ import pytest
 
 from grader import canary, manifest
 from grader.cli import main
+from grader.sandbox import isolation
+from grader.sandbox.starters import Worker, ZygoteStarter
+from grader.sandbox.zygote_client import Zygote
 
 pytestmark = pytest.mark.cost(12)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
@@ -65,6 +68,26 @@ def test_a_good_proof_is_cached_per_configuration(tmp_path):
     assert again.cached and again.key == first.key
     other = canary.cache_key(assignment, backend="process", exercises=["softmax"], per_test_time_limit=None)
     assert other != first.key  # another backend must prove itself again
+
+
+def test_the_proof_runs_on_the_workers_it_is_given():
+    """`grader grade` and `grader batch` hand the canary their zygote: references and stubs fork from it."""
+    zygote = Zygote()
+    assert zygote.wait_ready()
+    forked: list[bool] = []
+
+    class Recording(ZygoteStarter):
+        def start(self, spec: isolation.LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
+            worker = super().start(spec, box, last_attempt=last_attempt)
+            forked.append(worker.channel.forked)
+            return worker
+
+    try:
+        proof = canary.prove(manifest.load(), backend="namespace", exercises=["masks"], starter=Recording(zygote))
+    finally:
+        zygote.close()
+    assert (proof.solutions, proof.stubs, proof.cached) == (8, 0, False)
+    assert forked == [True, True]  # one worker for the references, one for the stubs, both forked
 
 
 def test_grade_cli_refuses_and_writes_no_card(tmp_path, monkeypatch, capsys):

@@ -70,6 +70,20 @@ def test_the_first_run_leaves_a_zygote_and_the_next_run_forks_from_it(cache, tmp
 
 
 @needs_namespace
+def test_a_first_run_that_must_prove_the_canary_starts_the_zygote_first_and_everything_forks(cache, tmp_path):
+    """No zygote and no canary proof yet (a machine's first run): the zygote is started at once, the canary's
+    references and stubs and then the student are graded by workers forked from it."""
+    sub = solutions_copy(tmp_path / "sub")
+    done = subprocess.run([GRADER, "grade", str(sub), "--out", str(tmp_path / "1.json"), "--isolation", "namespace"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    card = json.loads((tmp_path / "1.json").read_text())
+    assert card["canary"]["cached"] is False and card["canary"]["solutions"] == card["max_score"]
+    assert card["isolation"]["worker_forks"] == card["isolation"]["worker_starts"] == 1
+    assert len(_zygote_pids(_wait_for_socket(timeout=1.0))) == 1
+
+
+@needs_namespace
 def test_keep_warm_zero_starts_no_zygote(cache, tmp_path, monkeypatch):
     monkeypatch.setenv(shared_zygote.ENV, "0")
     sub = solutions_copy(tmp_path / "sub")
