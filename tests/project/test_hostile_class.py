@@ -1,100 +1,169 @@
-"""The whole hostile corpus as one class, batch-graded end to end, from inside the class folder and
-from the repository root: every attack earns nothing on what it attacks, every honest control keeps
-full marks, and the gradebook, summary, report and exports are all produced.
+"""The whole hostile corpus as one class (:mod:`tests.project.hostile_class`), batch-graded end to end with
+`grader batch .` from inside the class folder, every sandboxed worker forked from this user's zygote.
 
-Students: one per top-level attack (it replaces ``softmax.py`` in a correct submission), one per
-integrity attack (it replaces the exercise its docstring names), one per hostile notebook (it
-replaces ``softmax``), and honest controls (the reference solutions, twice, under odd ids).
+Every attack earns nothing on what it attacks and costs the correct modules nothing, every honest control keeps
+full marks, the gradebook, summary, report and exports are all produced, and each attack's own checks hold on its
+scorecard. test_hostile_class_root.py runs the same tests on the same class graded from the repository root with
+freshly exec'd workers (a module of its own, so that xdist grades the two batches side by side).
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from grader.sandbox import isolation
-from tests.project.conftest import CORPUS, solutions_copy
+from grader import schema
+from grader.sandbox import isolation, memwatch
+from tests.project.hostile_class import (
+    HOSTILE,
+    INTEGRITY,
+    Graded,
+    attacked_module,
+    build,
+    grade_class,
+    leftover_sandbox_processes,
+    messages,
+    scores,
+    student_of,
+)
 
-pytestmark = pytest.mark.cost(57)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = [pytest.mark.cost(70),  # seconds on 2 cores: started early (tests/project/conftest.py)
+              pytest.mark.skipif("namespace" not in isolation.available(),
+                                 reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")]
 
-EXERCISES = ["softmax", "masks", "scaled_dot_product", "efficient_attention"]
-CONTROLS = ("honest-one", "=HONEST+2")  # the second id would be a live formula if the gradebook did not escape it
-ATTACKED = re.compile(r"Attack \((\w+)\)")
-
-
-def _attacked(path: Path) -> str:
-    found = ATTACKED.search(path.read_text("utf-8", "replace")[:400])
-    return found.group(1) if found else "softmax"
+needs_memory_cgroup = pytest.mark.skipif(
+    "namespace" not in isolation.available() or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths())
+    != "cgroup", reason="needs the namespace sandbox with a writable memory cgroup (root on Linux)")
 
 
 @pytest.fixture(scope="module")
-def hostile_class(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """The class folder and, per student id, the exercise that student attacks ('' for controls)."""
+def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
     folder = tmp_path_factory.mktemp("hostile-class") / "class"
-    attacked: dict[str, str] = {}
-    attacks = [*sorted((CORPUS / "hostile").glob("*.py")), *sorted((CORPUS / "hostile" / "integrity").glob("*.py")),
-               *sorted((CORPUS / "hostile" / "intake").glob("*.ipynb"))]
-    for attack in attacks:
-        student = f"{attack.parent.name}-{attack.stem}"
-        module = _attacked(attack) if attack.suffix == ".py" else "softmax"
-        sub = solutions_copy(folder / student)
-        (sub / f"{module}.py").unlink()
-        shutil.copy(attack, sub / f"{module}{attack.suffix}")
-        attacked[student] = module
-    for control in CONTROLS:
-        solutions_copy(folder / control)
-        attacked[control] = ""
-    return folder, attacked
+    attacked = build(folder)
+    return grade_class(folder, attacked, cwd=folder, target=".", out=folder.parent / "out", warm="fork")
 
 
-def _batch(cwd: Path, target: str, out: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [str(Path(sys.executable).parent / "grader"), "batch", target, "--out", str(out), "-j", "2", "--quiet",
-           "--per-test-time-limit", "2", "--export", "gradescope", "--export", "csv",
-           *(f"--exercise={e}" for e in EXERCISES)]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=1800)
-
-
-def _check(out: Path, attacked: dict[str, str], done: subprocess.CompletedProcess[str]) -> None:
-    cards = {p.stem: json.loads(p.read_text()) for p in (out / "scorecards").glob("*.json")}
-    assert len(cards) == len(attacked), done.stderr[-3000:]
-    by_student = {c["submission"].get("student", key): c for key, c in cards.items()}
-    for student, module in attacked.items():
-        card = by_student[student]
-        assert card["isolation"]["backend"] == "namespace" and card["isolation"]["seccomp"] is True
-        scores = {e["id"]: (e["score"], e["max_score"]) for e in card["exercises"]}
-        if not module:
-            assert card["score"] == card["max_score"] > 0, (student, scores)
-            continue
+@pytest.mark.slow
+def test_the_whole_class_is_graded_and_every_output_written(graded: Graded) -> None:
+    out, cards, done = graded.out, graded.cards, graded.done
+    assert done.returncode in (0, 1), done.stderr[-3000:]  # 1: intake errors (hostile notebooks) are reported
+    assert set(cards) == set(graded.attacked), done.stderr[-3000:]
+    for student, module in graded.attacked.items():
+        card = cards[student]
+        schema.validate("scorecard", card)
         if card["status"] == "error":  # an intake error (a hostile notebook): nothing graded, nothing earned
-            assert card["error"]["kind"] == "intake" and card["score"] == 0, (student, card["error"])
+            assert module and card["error"]["kind"] == "intake" and card["score"] == 0, (student, card["error"])
             continue
-        assert scores[module][0] == 0, f"{student} earned {scores[module]} on {module}"
-        assert scores["masks"][0] == scores["masks"][1] > 0, f"{student} cost the correct masks module points"
+        assert card["isolation"]["backend"] == "namespace" and card["isolation"]["seccomp"] is True
+        starts, forks = card["isolation"]["worker_starts"], card["isolation"]["worker_forks"]
+        assert starts >= 1 and forks == (starts if graded.forked else 0), (student, starts, forks)
+        got = scores(card)
+        if not module:
+            assert card["score"] == card["max_score"] > 0, (student, got)
+            continue
+        assert got[module][0] == 0, f"{student} earned {got[module]} on {module}"
+        assert got["masks"][0] == got["masks"][1] > 0, f"{student} cost the correct masks module points"
     for name in ("gradebook.csv", "summary.json", "report.html"):
         assert (out / name).stat().st_size > 0
     rows = list(csv.reader((out / "gradebook.csv").open(encoding="utf-8")))
     assert not any(cell[:1] in ("=", "+", "-", "@") for row in rows for cell in row)
     assert any((out / "exports" / "gradescope").iterdir()) and any((out / "exports" / "csv").iterdir())
-
-
-needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
-                                     reason="needs the namespace sandbox (root on Linux)")
+    uids = {c["isolation"]["uid"] for c in cards.values() if c["status"] == "graded"}
+    assert not leftover_sandbox_processes(uids, started_before=graded.ended)
 
 
 @pytest.mark.slow
-@needs_namespace
-def test_the_whole_hostile_corpus_as_one_class_from_inside_the_class_folder(hostile_class, tmp_path):
-    """`grader batch .` from inside the class folder (the same class graded from the repository root:
-    test_hostile_class_root.py, a module of its own so that xdist runs the two batches side by side)."""
-    folder, attacked = hostile_class
-    out = tmp_path / "out"
-    done = _batch(folder, ".", out)
-    assert done.returncode in (0, 1), done.stderr[-3000:]  # 1: intake errors (hostile notebooks) are reported
-    _check(out, attacked, done)
+@pytest.mark.parametrize("attack", HOSTILE, ids=[p.stem for p in HOSTILE])
+def test_hostile_module_earns_nothing_and_others_keep_their_points(attack, graded: Graded) -> None:
+    card = graded.card(attack.stem)
+    got = scores(card)
+    assert card["status"] == "graded", card["error"]
+    assert card["isolation"]["backend"] == "namespace"
+    assert got["softmax"][0] == 0, f"{attack.stem} earned {got['softmax']}"
+    assert got["masks"][0] == got["masks"][1] > 0, f"{attack.stem} cost the correct module points"
+    assert card["score"] == sum(score for score, _ in got.values())
+
+
+def test_secrets_are_absent_inside_the_sandbox(graded: Graded) -> None:
+    text = messages(graded.card("reads_secrets"), "softmax")
+    assert "STOLEN files=0 refs=0 frames=0 shadow=FileNotFoundError" in text, text
+
+
+def test_a_worker_sees_the_same_bare_process_whether_forked_or_exec_d(graded: Graded) -> None:
+    """Nothing of the zygote leaks into a forked worker: fds, environment, uid, trusted modules, threads."""
+    text = messages(graded.card("inspects_its_process"), "softmax")
+    # fds: stdin (requests), stdout, stderr and the reply pipe (fd 3 when forked, its runner-side number when exec'd)
+    assert re.search(r"PROBE uid=6\d{4} fds=\[0, 1, 2, \d+\] env=\['HOME', 'LANG', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', "
+                     r"'MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'TORCHINDUCTOR_CACHE_DIR', "
+                     r"'USER'\] user=student trusted=\[\] threads=1", text), text
+
+
+def test_network_is_unreachable_inside_the_sandbox(graded: Graded) -> None:
+    text = messages(graded.card("network_access"), "softmax")
+    assert "NETWORK" in text and "connected" not in text, text
+
+
+def test_timeouts_and_crashes_are_recorded_as_incidents(graded: Graded) -> None:
+    card = graded.card("sleep_forever")
+    outcomes = {t["outcome"] for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]}
+    assert outcomes == {"timeout"}
+    assert any(i["kind"] == "timeout" for i in card["incidents"])
+    assert card["isolation"]["worker_starts"] >= 2  # restarted after the timeout, so masks still ran
+
+
+@pytest.mark.parametrize("attack", ["forged_frame", "extra_reply"])
+def test_a_protocol_violation_fails_the_rest_of_the_exercise_and_is_reported(graded: Graded, attack: str) -> None:
+    """Both modules have a correct `softmax_stable`: it must not keep its points after the violation."""
+    card = graded.card(attack)
+    assert scores(card)["softmax"][0] == 0 and scores(card)["masks"] == (8.0, 8.0)
+    assert [i["kind"] for i in card["incidents"]] == ["protocol"]
+    assert "broke the protocol earlier in this exercise" in messages(card, "softmax")
+
+
+def test_forged_grader_labels_are_shown_as_the_students_own_exceptions(graded: Graded) -> None:
+    card = graded.card("forged_labels")
+    tests = [t for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]]
+    assert {t["outcome"] for t in tests} == {"failed"} and card["incidents"] == []
+    assert all(t["message"].startswith("your code raised an exception named ") for t in tests)
+    assert card["isolation"]["worker_starts"] == 1  # no worker was stopped: nothing timed out or crashed
+
+
+def test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard(graded: Graded) -> None:
+    card = graded.card("stdout_flood")
+    assert any(i["kind"] == "output" for i in card["incidents"])
+    assert "AAAA" not in str(card)
+
+
+def test_missing_module_is_a_clear_not_found(graded: Graded) -> None:
+    card = graded.card("")
+    assert scores(card)["softmax"][0] == 0 and scores(card)["masks"][0] > 0
+    assert "softmax.py not found" in messages(card, "softmax")
+
+
+@needs_memory_cgroup
+@pytest.mark.parametrize("trick", INTEGRITY, ids=[p.stem for p in INTEGRITY])
+def test_each_integrity_trick_scores_zero_and_the_correct_modules_keep_their_points(graded: Graded, trick) -> None:
+    """The red team's tricks against the bans and the memory measurement: the scan withholds the exercise."""
+    exercise, card = attacked_module(trick), graded.cards[student_of(trick)]
+    assert card["status"] == "graded" and card["isolation"]["memory_figure"] == "cgroup", card["error"]
+    by_id = {e["id"]: e for e in card["exercises"]}
+    assert by_id[exercise]["score"] == 0 and by_id[exercise]["withheld"].startswith("integrity finding: ")
+    assert all(t["points"] == 0 for t in by_id[exercise]["tests"])
+    assert all(e["score"] == e["max_score"] > 0 and "withheld" not in e for i, e in by_id.items() if i != exercise)
+    assert card["integrity"] and {f["file"] for f in card["integrity"]} == {f"{exercise}.py"}
+
+
+MEMORY_TEST = "test_flash_never_materialises_the_score_matrix"
+
+
+@needs_memory_cgroup
+def test_the_outside_memory_figure_fails_a_full_matrix_hidden_from_the_dispatch_mode(graded: Graded) -> None:
+    """Even without the scan's verdict, the memory test itself fails: the cgroup saw the L x S matrix; an honest
+    flash attention passes the same test."""
+    tricked = graded.cards["integrity-disables_dispatch_mode"]
+    (test,) = [t for e in tricked["exercises"] for t in e["tests"] if t["name"] == MEMORY_TEST]
+    assert test["outcome"] == "failed" and "the sandbox's memory grew by" in test["message"], test
+    (test,) = [t for e in graded.cards["honest-one"]["exercises"] for t in e["tests"] if t["name"] == MEMORY_TEST]
+    assert test["outcome"] == "passed", test["message"]

@@ -1,5 +1,5 @@
 """The static integrity scan (each rule: a positive and a negative example), what a finding withholds,
-and the in-process ban stubs' hardening. End-to-end runs in the sandbox: ``test_integrity_sandbox.py``."""
+and the in-process ban stubs' hardening. End-to-end runs in the sandbox: the hostile class (``test_hostile_class.py``)."""
 
 from __future__ import annotations
 

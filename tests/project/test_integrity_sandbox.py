@@ -1,78 +1,30 @@
-"""End to end in the namespace sandbox: the red team's tricks earn nothing, and the memory figure
-read from the sandbox's cgroup (outside the worker) holds where the worker's own figure is switched off.
+"""The memory figure read from the sandbox's cgroup (outside the worker): its noise, a full build and a tiled
+one, in a cold worker and one forked from a zygote; and memwatch's reading of cgroup v1 and v2 files.
 
-Each trick replaces its exercise's module in an otherwise correct submission; the correct `masks`
-module must keep its points. Every case runs with a cold worker and one forked from a zygote.
+The red team's tricks themselves (each replaces its exercise's module in an otherwise correct submission) are
+graded end to end with the whole hostile class, by both kinds of worker: test_hostile_class.py.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
 
-from grader import manifest, schema
-from grader.grade import grade
+from grader import manifest
 from grader.sandbox import isolation, memwatch
 from grader.sandbox.remote import SandboxBackend
 from grader.sandbox.starters import ZygoteStarter
-from grader.sandbox.zygote_client import Zygote
-from tests.project.conftest import CORPUS, solutions_copy, starter_of
+from tests.project.conftest import CORPUS, solutions_copy
 
-pytestmark = pytest.mark.cost(19)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(6)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
-INTEGRITY = CORPUS / "hostile" / "integrity"
-ATTACKED = {"bans_cleared_via_sys_modules": "scaled_dot_product", "ban_stub_closure": "scaled_dot_product",
-            "unpatched_alias_torch_c": "scaled_dot_product", "unpatched_alias_aten_op": "scaled_dot_product",
-            "disables_dispatch_mode": "efficient_attention"}
-MEMORY_TEST = "test_flash_never_materialises_the_score_matrix"
 MiB = 1 << 20
 needs_memory_cgroup = pytest.mark.skipif(
     "namespace" not in isolation.available() or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths())
     != "cgroup", reason="needs the namespace sandbox with a writable memory cgroup (root on Linux)")
-
-
-def _grade(sub: Path, exercises: list[str], zygote: Zygote | None) -> dict:
-    card = grade(sub, isolation="namespace", seed=11, exercises=exercises, starter=starter_of(zygote))
-    schema.validate("scorecard", card)
-    assert card["status"] == "graded", card["error"]
-    assert card["isolation"]["memory_figure"] == "cgroup"
-    if zygote is not None:
-        assert card["isolation"]["worker_forks"] == card["isolation"]["worker_starts"] >= 1
-    return card
-
-
-@needs_memory_cgroup
-@pytest.mark.slow
-@pytest.mark.parametrize("trick", sorted(ATTACKED))
-def test_each_trick_scores_zero_and_the_correct_module_keeps_its_points(tmp_path, trick, zygote):
-    exercise = ATTACKED[trick]
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(INTEGRITY / f"{trick}.py", sub / f"{exercise}.py")
-    card = _grade(sub, [exercise, "masks"], zygote)
-    by_id = {e["id"]: e for e in card["exercises"]}
-    assert by_id[exercise]["score"] == 0 and by_id[exercise]["withheld"].startswith("integrity finding: ")
-    assert all(t["points"] == 0 for t in by_id[exercise]["tests"])
-    assert by_id["masks"]["score"] == by_id["masks"]["max_score"] > 0 and "withheld" not in by_id["masks"]
-    assert card["score"] == by_id["masks"]["score"]
-    assert card["integrity"] and {f["file"] for f in card["integrity"]} == {f"{exercise}.py"}
-
-
-@needs_memory_cgroup
-@pytest.mark.slow
-def test_the_outside_memory_figure_fails_a_full_matrix_hidden_from_the_dispatch_mode(tmp_path, zygote):
-    """Even without the scan's verdict, the memory test itself fails: the cgroup saw the L x S matrix."""
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(INTEGRITY / "disables_dispatch_mode.py", sub / "efficient_attention.py")
-    card = _grade(sub, ["efficient_attention"], zygote)
-    (test,) = [t for e in card["exercises"] for t in e["tests"] if t["name"] == MEMORY_TEST]
-    assert test["outcome"] == "failed" and "the sandbox's memory grew by" in test["message"], test
-    honest = _grade(solutions_copy(tmp_path / "honest"), ["efficient_attention"], zygote)
-    (test,) = [t for e in honest["exercises"] for t in e["tests"] if t["name"] == MEMORY_TEST]
-    assert test["outcome"] == "passed", test["message"]
 
 
 @needs_memory_cgroup

@@ -1,6 +1,6 @@
 """The zygote that forks sandboxed workers with torch already imported (batch slots use it by default).
 
-The isolation of forked workers is checked attack by attack in ``test_hostile.py`` (every attack runs
+The isolation of forked workers is checked attack by attack in ``test_hostile_class.py`` (every attack runs
 both cold and forked); here: the zygote's own life cycle and its fallbacks.
 """
 
