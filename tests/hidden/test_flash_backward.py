@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch.autograd.gradcheck import GradcheckError  # not torch.autograd.gradcheck.X: that name is the function
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from grader.testing.attention import sdpa_math
+from grader.testing.attention import sdpa_fused, sdpa_math
 from grader.testing.checks import expect, expect_finite, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.gradients import expect_grads, oracle_grads
@@ -109,7 +109,7 @@ def test_forward_never_materialises_the_score_matrix(student, gen, name):
     q, k, v = qkv(gen, B=1, H=1, L=L, S=S, E=16, Ev=16)
     got, stats = getattr(student.flash_backward, name).measure(q, k, v, False, 64)
     out = got[0] if name == "flash_forward" and isinstance(got, tuple) else got
-    expect_tensor(out, sdpa_math(q, k, v), what=f"{name}(L=S={L}, block_size=64)")
+    expect_tensor(out, sdpa_fused(q, k, v), what=f"{name}(L=S={L}, block_size=64)")
     full = L * S * 4
     hint = ("the forward keeps only O and lse: one (L, block_size) tile of scores at a time; saving P or S for the "
             "backward is exactly what FlashAttention avoids")
@@ -187,7 +187,7 @@ def test_backward_never_materialises_the_score_matrix(student, gen):
     L = S = 4096
     q, k, v = qkv(gen, B=1, H=1, L=L, S=S, E=16, Ev=16)
     do = torch.randn(1, 1, L, 16, generator=gen)
-    out, want = oracle_grads(lambda a, b, c: sdpa_math(a, b, c, is_causal=True), (q, k, v), do)  # float32 here: 4096^2
+    out, want = oracle_grads(lambda a, b, c: sdpa_fused(a, b, c, is_causal=True), (q, k, v), do)  # float32: 4096^2
     lse = torch.logsumexp(masked_scores(q, k, True), dim=-1)
     got, stats = student.flash_backward.flash_attention_backward.measure(q, k, v, out, lse, do, True, 64)
     for name, g, w in zip(NAMES, got, want):
@@ -239,7 +239,7 @@ def test_autograd_backward_never_materialises_the_score_matrix(student, gen):
     g = torch.randn(1, 1, L, 16, generator=gen)
     (out, grads), stats = student.flash_backward.flash_attention.measure_grads(q, k, v, grad_output=g, is_causal=True,
                                                                                block_size=64)
-    want_out, want = oracle_grads(lambda a, b, c: sdpa_math(a, b, c, is_causal=True), (q, k, v), g)
+    want_out, want = oracle_grads(lambda a, b, c: sdpa_fused(a, b, c, is_causal=True), (q, k, v), g)
     expect_tensor(out, want_out, what=f"flash_attention(L=S={L}, causal)", atol=1e-5)
     for name, got, w in zip(NAMES, grads, want):
         expect_tensor(got, w, what=f"flash_attention(L=S={L}, causal) backward: gradient of {name}", atol=1e-4,

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.protocol.errors import StudentError
-from grader.testing.attention import sdpa_math
+from grader.testing.attention import sdpa_fused, sdpa_math
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.gradients import GRAD_HINT, expect_grads
@@ -150,7 +150,7 @@ def test_banded_memory_grows_with_t_times_window_not_t_squared(student, gen):
     T, window, block = 4096, 16, 64
     q, k, v = qkv(gen, B=1, H=2, T=T, hd=8)
     got, stats = student.sliding_window.banded_attention.measure(q, k, v, window, block_size=block)
-    expect_tensor(got, sdpa_math(q, k, v, attn_mask=keep_mask(T, T, window)),
+    expect_tensor(got, sdpa_fused(q, k, v, attn_mask=keep_mask(T, T, window)),
                   what=f"banded_attention(T={T}, window={window}, block_size={block})", hint=BAND_HINT)
     full, out_bytes = 2 * T * T * 4, got.numel() * 4
     tile = 2 * block * (block + window - 1) * 4

@@ -29,7 +29,7 @@ from tests.project.hostile_class import (
     student_of,
 )
 
-pytestmark = [pytest.mark.cost(70),  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = [pytest.mark.cost(100),  # seconds on 2 cores: started early (tests/project/conftest.py)
               pytest.mark.skipif("namespace" not in isolation.available(),
                                  reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")]
 
