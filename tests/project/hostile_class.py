@@ -22,6 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from grader.sandbox import isolation
 from tests.project.conftest import CORPUS, solutions_copy
 
 EXERCISES = ["softmax", "masks", "scaled_dot_product", "efficient_attention"]
@@ -31,6 +34,8 @@ HOSTILE = sorted((CORPUS / "hostile").glob("*.py"))
 INTEGRITY = sorted((CORPUS / "hostile" / "integrity").glob("*.py"))
 NOTEBOOKS = sorted((CORPUS / "hostile" / "intake").glob("*.ipynb"))
 LIMIT_S = 2  # per-test CPU seconds (the manifest's are 10-30 s): the controls' slowest test takes 0.65 s
+needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
+                                     reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")
 _ATTACKED = re.compile(r"Attack \((\w+)\)")
 
 

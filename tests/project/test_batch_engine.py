@@ -23,7 +23,7 @@ from grader.cli import main
 from tests.project import pngpixels
 from tests.project.conftest import CORPUS, ROOT, expect_batch_exports
 
-pytestmark = pytest.mark.cost(56)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(64)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 CHROMIUM = "/usr/bin/chromium"
 FAST = ["--exercise", "softmax", "--per-test-time-limit", "8", "-j", "2", "--seed", "5"]

@@ -13,8 +13,12 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from grader import schema
 from tests.project.conftest import ROOT
+
+pytestmark = pytest.mark.cost(14)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 N = 24
 ARGS = ["--exercise", "softmax", "--per-test-time-limit", "8", "-j", "1", "--quiet"]

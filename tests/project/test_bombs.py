@@ -16,7 +16,7 @@ from grader.sandbox.zygote_client import Zygote
 from tests.project import loaded
 from tests.project.conftest import CORPUS, solutions_copy, starter_of
 
-pytestmark = pytest.mark.cost(140)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(128)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
                                      reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")

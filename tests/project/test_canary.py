@@ -18,7 +18,7 @@ from grader.sandbox import isolation
 from grader.sandbox.starters import Worker, ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 
-pytestmark = pytest.mark.cost(12)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(18)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 

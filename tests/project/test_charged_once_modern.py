@@ -14,7 +14,7 @@ import pytest
 from grader import manifest
 from tests.project.conftest import CORPUS, grade_inprocess, solutions_copy
 
-pytestmark = pytest.mark.cost(15)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(22)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 MODERN = manifest.load(assignment="attention-modern")
 DOWNSTREAM = {"rope": ["grouped_query_attention", "kv_cache"], "grouped_query_attention": ["kv_cache"]}

@@ -22,7 +22,7 @@ from grader.cli import main
 from tests.project.conftest import ROOT
 from tests.project.test_classroom_release import leaks
 
-pytestmark = pytest.mark.cost(34)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(50)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 ASSIGNMENT = "attention-basics"
 

@@ -19,7 +19,7 @@ from grader.classroom import release
 from grader.cli import main
 from tests.project.conftest import ROOT, solutions_copy
 
-pytestmark = pytest.mark.cost(12)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(18)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 PUBLIC = ROOT / "tests" / "public"
 

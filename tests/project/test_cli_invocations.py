@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from grader.cli import main
 from tests.project.conftest import ROOT
+
+pytestmark = pytest.mark.cost(11)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 
 def _one_line_error(capsys) -> str:

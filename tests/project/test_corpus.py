@@ -12,7 +12,7 @@ import pytest
 from grader import manifest
 from tests.project.conftest import CORPUS, ROOT, grade_inprocess, solutions_copy
 
-pytestmark = pytest.mark.cost(64)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(100)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 ASSIGNMENTS = {a.id: a for a in manifest.load_all()}
 OWNER = {e.id: a for a in ASSIGNMENTS.values() for e in a.exercises}  # exercise id -> its assignment

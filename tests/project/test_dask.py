@@ -31,7 +31,7 @@ from grader.cli import main
 from grader.sandbox import isolation
 from tests.project.conftest import CORPUS, ROOT
 
-pytestmark = pytest.mark.cost(48)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(73)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 distributed = pytest.importorskip("distributed", reason="the [distributed] extra (in .[dev]) is not installed")
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),

@@ -18,7 +18,7 @@ from grader import manifest, schema
 from grader.cli import main
 from tests.project.conftest import ROOT, expect_batch_exports
 
-pytestmark = pytest.mark.cost(45)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(55)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 MODERN = "attention-modern"
 SPEC = manifest.load(assignment=MODERN)

@@ -29,7 +29,7 @@ from grader.sandbox import cputime, isolation, remote
 from tests.project import loaded
 from tests.project.conftest import solutions_copy
 
-pytestmark = pytest.mark.cost(40)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(22)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 BEST = isolation.available()[0]
 

@@ -13,7 +13,7 @@ from grader.cli import main
 from grader.sandbox import isolation
 from tests.project.conftest import ROOT, solutions_copy
 
-pytestmark = pytest.mark.cost(27)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(26)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 STRONGEST = isolation.available()[0]
 

@@ -30,7 +30,7 @@ from grader.cli import main
 from grader.delivery import course, gradescope_results, late
 from tests.project.conftest import ROOT, solutions_copy
 
-pytestmark = pytest.mark.cost(39)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(27)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 LATE_POLICY = {"per_day": 0.1, "max_fraction": 0.5, "grace_minutes": 60}
 DUE = "2026-10-01T23:59:00-07:00"

@@ -16,7 +16,7 @@ from grader.sandbox import isolation
 from tests.project.conftest import CORPUS, solutions_copy
 from tests.project.hostile_class import LIMIT_S, scores
 
-pytestmark = pytest.mark.cost(15)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(11)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0 or not isolation.LaunchSpec("process").cgroup_paths(),

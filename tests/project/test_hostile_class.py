@@ -25,13 +25,12 @@ from tests.project.hostile_class import (
     grade_class,
     leftover_sandbox_processes,
     messages,
+    needs_namespace,
     scores,
     student_of,
 )
 
-pytestmark = [pytest.mark.cost(100),  # seconds on 2 cores: started early (tests/project/conftest.py)
-              pytest.mark.skipif("namespace" not in isolation.available(),
-                                 reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")]
+pytestmark = [pytest.mark.cost(78), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 needs_memory_cgroup = pytest.mark.skipif(
     "namespace" not in isolation.available() or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths())

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.project.conftest import ROOT
-from tests.project.hostile_class import Graded, build, grade_class
+from tests.project.hostile_class import Graded, build, grade_class, needs_namespace
 from tests.project.test_hostile_class import (
-    pytestmark,
     test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard,
     test_a_protocol_violation_fails_the_rest_of_the_exercise_and_is_reported,
     test_a_worker_sees_the_same_bare_process_whether_forked_or_exec_d,
@@ -24,7 +23,9 @@ from tests.project.test_hostile_class import (
     test_timeouts_and_crashes_are_recorded_as_incidents,
 )
 
-__all__ = ["pytestmark", "test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard",
+pytestmark = [pytest.mark.cost(130), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
+
+__all__ = ["test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard",
            "test_a_protocol_violation_fails_the_rest_of_the_exercise_and_is_reported",
            "test_a_worker_sees_the_same_bare_process_whether_forked_or_exec_d",
            "test_each_integrity_trick_scores_zero_and_the_correct_modules_keep_their_points",

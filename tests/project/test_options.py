@@ -23,7 +23,7 @@ from grader.sandbox.isolation import LaunchSpec
 from grader.sandbox.starters import ColdStarter, SlotStarters, lane_slot
 from tests.project.conftest import ROOT
 
-pytestmark = pytest.mark.cost(11)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(16)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 TITLE = "Softmax, from the copied manifest"
 

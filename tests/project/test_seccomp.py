@@ -20,7 +20,8 @@ from grader.grade import grade
 from grader.sandbox import isolation, seccomp
 from tests.project.conftest import CORPUS, ROOT, solutions_copy
 
-pytestmark = pytest.mark.skipif(not seccomp.supported(), reason="the filter targets Linux on x86_64 or aarch64")
+pytestmark = [pytest.mark.cost(13),  # seconds on 2 cores: started early (tests/project/conftest.py)
+              pytest.mark.skipif(not seccomp.supported(), reason="the filter targets Linux on x86_64 or aarch64")]
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
                                      reason="needs the namespace sandbox (root on Linux)")
 

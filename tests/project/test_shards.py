@@ -23,7 +23,7 @@ from grader.cli import main
 from grader.errors import UsageError
 from tests.project.conftest import CORPUS, ROOT
 
-pytestmark = pytest.mark.cost(14)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(19)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 FAST = ["--exercise", "softmax", "--per-test-time-limit", "8", "--seed", "5", "--quiet"]
 CORRECT = ("alice", "bob", "carol")

@@ -19,7 +19,7 @@ import pytest
 from grader.sandbox import isolation, shared_zygote, uids
 from tests.project.conftest import solutions_copy
 
-pytestmark = pytest.mark.cost(24)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(45)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(), reason="needs the namespace sandbox")
 GRADER = str(Path(sys.executable).parent / "grader")

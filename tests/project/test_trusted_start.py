@@ -25,7 +25,7 @@ import pytest
 
 from grader import procs
 
-pytestmark = pytest.mark.cost(18)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(29)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 TRUSTED_IMPORTS = ("grader.cli", "grader.grade", "grader.batch.engine", "grader.batch.slot", "grader.batch.outputs",
                    "grader.batch.report", "grader.scoring.runner", "grader.sandbox.remote", "jsonschema", "rich",

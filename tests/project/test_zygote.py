@@ -22,6 +22,8 @@ from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 from tests.project.conftest import ROOT, solutions_copy
 
+pytestmark = pytest.mark.cost(12)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 posix_only = pytest.mark.skipif(os.name != "posix", reason="the zygote forks: POSIX only")
 
 
