@@ -54,7 +54,7 @@ def test_an_out_folder_inside_the_class_is_never_a_student_and_intake_errors_set
     shutil.copy(ROOT / "solutions" / "softmax.py", klass / "alice" / "softmax.py")
     (klass / "broken.zip").write_bytes(b"not a zip")
     out = klass / "out"
-    args = ["batch", str(klass), "--out", str(out), "--exercise", "softmax", "--quiet", "--per-test-time-limit", "20"]
+    args = ["batch", str(klass), "--out", str(out), "--exercise", "softmax", "--quiet", "--per-test-time-limit", "8"]
     code = main(args)
     err = capsys.readouterr().err
     assert code == 1, err  # broken.zip is an intake error: the exit status says so

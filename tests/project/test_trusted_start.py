@@ -99,7 +99,8 @@ def test_batch_from_inside_the_class_folder_imports_no_student_file(class_folder
     if entry == "python -m grader":
         (folder / "grader.py").unlink(missing_ok=True)
         names = [n for n in names if n != "grader"]
-    done = subprocess.run([*head, "batch", ".", "--out", str(out), "--exercise", "softmax", "-j", "2", "--quiet"],
+    done = subprocess.run([*head, "batch", ".", "--out", str(out), "--exercise", "softmax", "-j", "2", "--quiet",
+                           "--per-test-time-limit", "8"],
                           cwd=folder, capture_output=True, text=True, timeout=900)
     assert sorted(p.name for p in marks.iterdir()) == [], done.stderr[-3000:]
     cards = _by_student(out)
