@@ -7,8 +7,9 @@ a Dask worker's self-check is ``{"key", "check"}``); one JSON line per job goes 
 through :func:`grader.grade.grade` (sandboxed workers), never in this process.
 
 Warm workers (:class:`grader.sandbox.starters.SlotStarters`): by default every sandboxed worker is
-forked from this slot's zygote, which imported torch once (milliseconds instead of 1-2 CPU-seconds per
-worker); where no zygote can run, the worker for *k+1* is pre-started while *k* is graded.
+forked from this user's zygote, which imported torch once (milliseconds instead of 1-2 CPU-seconds per
+worker) and which every slot of the batch shares (a zygote of the slot's own where sharing is off); where no
+zygote can run, the worker for *k+1* is pre-started while *k* is graded.
 
 Ctrl-C is the engine's business: this process ignores SIGINT and stops cleanly on SIGTERM.
 """

@@ -151,3 +151,10 @@ def _module_file(dotted: str) -> str | None:
         if (GRADER / candidate).is_file():
             return candidate.as_posix()
     return None
+
+
+def test_ci_runs_exactly_the_readmes_test_command():
+    """`.ci/run` builds a fresh venv and must then run the README's own test command, word for word."""
+    readme = re.findall(r"^(python -m pytest [^#\n]*?)\s*(?:#.*)?$", (ROOT / "README.md").read_text(), re.M)
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("python -m pytest")]
+    assert readme and ci == readme[:1], (readme, ci)
