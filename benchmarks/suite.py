@@ -3,9 +3,10 @@
 For this checkout (with the interpreter running this script) and each ``--ref`` (a git worktree of that commit and
 a fresh venv built there as .ci/run builds one), runs the README's test command, ``python -m pytest -n auto --dist
 loadfile --no-loadscope-reorder``, and prints the wall time, the machine's busy and idle CPU seconds over the run
-(/proc/stat: every process, sandboxed workers and zygotes included), the test counts, and the costliest modules
-(wall seconds, the test process's own CPU, and its reaped children's: benchmarks/suite_plugin.py); then each run's
-ratio to this checkout's. Rounds take turns (``--repeat``), so the machine's other load falls on every commit alike;
+(/proc/stat: every process, sandboxed workers and zygotes included), the test counts and failures, and the
+costliest modules (wall seconds, the test process's own CPU and its reaped children's: benchmarks/suite_plugin.py;
+a lower bound, since workers forked by a zygote or reaped inside a sandbox's pid namespace are not a test's
+children: the machine's busy figure counts them); then each run's wall-time ratio to this checkout's. Rounds take turns (``--repeat``), so the machine's other load falls on every commit alike;
 the best round of each is compared.
 
     python benchmarks/suite.py [--ref 313a8ab] [--repeat 1] [--top 15] [--json]
@@ -39,6 +40,7 @@ class Run:
     idle_cpu_s: float
     counts: dict[str, int]
     modules: dict[str, dict[str, float]] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)  # pytest's FAILED/ERROR summary lines
 
 
 def machine_cpu() -> tuple[float, float]:
@@ -57,7 +59,7 @@ def checkout(ref: str, scratch: Path) -> tuple[Path, str]:
     python = str(tree / ".venv-bench" / "bin" / "python")
     subprocess.run([sys.executable, "-m", "venv", str(tree / ".venv-bench")], check=True)
     for spec in (["torch==2.13.0"], ["-e", ".[dev]"]):
-        subprocess.run([python, "-m", "pip", "install", "-q", *spec], cwd=tree, check=True,
+        subprocess.run([python, "-m", "pip", "install", "-q", *spec], cwd=tree, check=True, capture_output=True,
                        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     return tree, python
 
@@ -75,7 +77,8 @@ def run_suite(label: str, tree: Path, python: str, scratch: Path) -> Run:
     busy2, idle2 = machine_cpu()
     tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
     counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?)", tail)}
-    return Run(label, wall, busy2 - busy, idle2 - idle, counts, modules(log))
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    return Run(label, wall, busy2 - busy, idle2 - idle, counts, modules(log), failed)
 
 
 def modules(log: Path) -> dict[str, dict[str, float]]:
@@ -96,6 +99,9 @@ def report(runs: list[Run], top: int) -> None:
     for r in runs:
         print(f"{r.label:<14} {r.wall_s:8.1f} {r.busy_cpu_s:11.1f} {r.idle_cpu_s:11.1f} {r.busy_cpu_s / r.wall_s:10.2f} "
               f"{r.wall_s / base.wall_s:7.2f}  {r.counts}")
+    for r in runs:
+        for line in r.failed:
+            print(f"  {r.label}: {line[:200]}")
     for r in runs:
         print(f"\n{r.label}: the {top} costliest modules (own + children CPU s; wall s summed over their tests)")
         rows = sorted(r.modules.items(), key=lambda kv: -(kv[1]["cpu"] + kv[1]["children"]))[:top]
@@ -125,7 +131,7 @@ def main() -> int:
         print(json.dumps([asdict(r) for rnd in rounds for r in rnd], indent=1))
     else:
         report(best, args.top)
-    return 0 if all(not r.counts.get("failed") for r in best) else 1
+    return 0 if not best[0].failed else 1
 
 
 if __name__ == "__main__":
