@@ -101,6 +101,8 @@ class MemorySampler:
                 self.trusted_rss.append(rss)
 
     def _tree(self) -> dict[int, str]:
+        """The batch's processes by role, and this user's shared zygote (no child of the batch: it outlives it)
+        with the workers it forks."""
         roles, children = {self.root: "trusted"}, {}
         for entry in os.listdir("/proc"):
             if entry.isdigit():
@@ -110,10 +112,14 @@ class MemorySampler:
                 except OSError:
                     continue
                 children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append((int(entry), cmd))
-        todo = [self.root]
+                if b"zygote.py" in cmd and b'"listen"' in cmd:
+                    roles[int(entry)] = "zygote"
+        todo = list(roles)
         while todo:
-            for pid, cmd in children.get(todo.pop(), []):
-                roles[pid] = ("zygote" if b"zygote.py" in cmd else "slot" if b"grader.batch.slot" in cmd
+            parent = todo.pop()
+            for pid, cmd in children.get(parent, []):
+                roles[pid] = ("worker" if roles[parent] in ("zygote", "worker") else "zygote" if b"zygote.py" in cmd
+                              else "slot" if b"grader.batch.slot" in cmd
                               else "worker" if b"worker" in cmd or b"launcher" in cmd else "other")
                 todo.append(pid)
         return roles
