@@ -6,8 +6,9 @@ loadfile --no-loadscope-reorder``, and prints the wall time, the machine's busy 
 (/proc/stat: every process, sandboxed workers and zygotes included), the test counts and failures, and the
 costliest modules (wall seconds, the test process's own CPU and its reaped children's: benchmarks/suite_plugin.py;
 a lower bound, since workers forked by a zygote or reaped inside a sandbox's pid namespace are not a test's
-children: the machine's busy figure counts them); then each run's wall-time ratio to this checkout's. Rounds take turns (``--repeat``), so the machine's other load falls on every commit alike;
-the best round of each is compared.
+children: the machine's busy figure counts them); then each run's wall-time ratio to this checkout's. Rounds
+take turns (``--repeat``), so the machine's other load falls on every commit alike; the best round of each is
+compared.
 
     python benchmarks/suite.py [--ref 313a8ab] [--repeat 1] [--top 15] [--json]
 """

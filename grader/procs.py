@@ -46,3 +46,14 @@ def cache_root() -> Path:
     and the long-lived zygote's socket live below it."""
     base = os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "attention-grader"
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's process counts: signalling it is refused, not missing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -102,19 +102,9 @@ def warming() -> bool:
         return False
     for staging in path.parent.glob(f"{path.name}.*"):
         pid = staging.name.rsplit(".", 1)[1]
-        if pid.isdigit() and _alive(int(pid)):
+        if pid.isdigit() and procs.alive(int(pid)):
             return True
     return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def warm(prepare: Callable[[], object] = lambda: None) -> SharedZygote | None:

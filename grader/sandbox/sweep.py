@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from grader import procs
 from grader.sandbox import cgroups
 
 PREFIX = "grader-"
@@ -36,16 +37,6 @@ def sweep(*, now: float | None = None) -> dict[str, int]:
     return {"folders": _sweep_folders(now or time.time()), "cgroups": _sweep_cgroups()}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _sweep_folders(now: float) -> int:
     removed = 0
     base = Path(tempfile.gettempdir())
@@ -58,7 +49,7 @@ def _sweep_folders(now: float) -> int:
         age = now - info.st_mtime
         if entry.is_symlink() or info.st_uid != os.getuid() or age < MIN_AGE_S:
             continue
-        if (match is not None and _alive(int(match.group(1)))) or (match is None and not _legacy(entry.name, age)):
+        if (match is not None and procs.alive(int(match.group(1)))) or (match is None and not _legacy(entry.name, age)):
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed += 1
@@ -75,7 +66,7 @@ def _sweep_cgroups() -> int:
     for root in CGROUP_ROOTS:
         for group in sorted(root.glob("p*"), reverse=True) if root.is_dir() else []:
             match = _CGROUP.match(group.name)
-            if match is None or _alive(int(match.group(1))):
+            if match is None or procs.alive(int(match.group(1))):
                 continue
             removed += _remove_cgroup(group)
     return removed
