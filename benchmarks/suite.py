@@ -118,6 +118,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print every run as JSON instead of the tables")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="suite-bench-"))
+    scratch.chmod(0o755)  # mkdtemp's 0700 would hide a ref's code from the tests that grade as an unprivileged uid
     trees = [("this", ROOT, sys.executable)]
     try:
         trees += [(ref, *checkout(ref, scratch)) for ref in args.ref]
