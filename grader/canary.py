@@ -14,6 +14,7 @@ batch pays for it once, and so does every later run on an unchanged machine.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import json
 import os
@@ -28,6 +29,7 @@ from grader import __version__, manifest, procs
 from grader.errors import GraderFault
 
 if TYPE_CHECKING:
+    from grader.sandbox.shared_zygote import SharedZygote
     from grader.sandbox.starters import WorkerStarter
 
 CACHE_ENV = procs.CACHE_ENV
@@ -104,6 +106,20 @@ def cached(assignment: manifest.Assignment, *, backend: str, exercises: list[str
            per_test_time_limit: float | None = None) -> Proof | None:
     """The cached proof for this configuration, or None when :func:`prove` would have to grade."""
     return _read(cache_key(assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit))
+
+
+def zygote_for_proof(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
+                     per_test_time_limit: float | None = None) -> SharedZygote | None:
+    """This user's zygote, started now when a proof is due under a backend that forks; None when a cached proof
+    will do or the backend cannot fork. Started before the caller imports the grading side, it warms up meanwhile,
+    and the proof's workers fork from it as the students' will (two cold workers were 3 CPU-seconds of a first run)."""
+    from grader.sandbox import shared_zygote
+    from grader.sandbox.zygote_client import FORKABLE
+
+    if backend not in FORKABLE or cached(assignment, backend=backend, exercises=exercises,
+                                         per_test_time_limit=per_test_time_limit) is not None:
+        return None
+    return shared_zygote.warm(prepare=lambda: importlib.import_module("grader.grade"))  # torch, pytest meanwhile
 
 
 def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,

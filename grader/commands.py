@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,25 +47,16 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 
 
 def _shared_zygote(backend: str, options: GradeOptions, assignment: manifest.Assignment) -> SharedZygote | None:
-    """This user's long-lived zygote, when one is running for this grader (:mod:`grader.sandbox.shared_zygote`).
-
-    When the canary has to grade first (the first run on a machine), the zygote is started now rather than after
-    the run: it warms up while this process imports the grading side, and the canary's workers fork from it as
-    the student's will (two cold workers were 3 CPU-seconds of a first run)."""
+    """This user's long-lived zygote (:mod:`grader.sandbox.shared_zygote`): started now when the canary has to
+    grade first (:func:`grader.canary.zygote_for_proof`), else the one already running for this grader, if any."""
+    from grader import canary
     from grader.sandbox import shared_zygote
     from grader.sandbox.zygote_client import FORKABLE
 
     if backend not in FORKABLE:
         return None
-    if not _proof_needed(options, assignment, backend):
-        return shared_zygote.connect()
-    return shared_zygote.warm(prepare=lambda: importlib.import_module("grader.grade"))  # torch, pytest meanwhile
-
-
-def _proof_needed(options: GradeOptions, assignment: manifest.Assignment, backend: str) -> bool:
-    from grader import canary
-
-    return options.canary and canary.cached(assignment, backend=backend) is None
+    started = canary.zygote_for_proof(assignment, backend=backend) if options.canary else None
+    return started or shared_zygote.connect()
 
 
 def _keep_warm(backend: str) -> None:

@@ -10,7 +10,6 @@ first. ``grader batch --dask`` hands the same plan to a Dask cluster (:mod:`grad
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -74,17 +73,13 @@ class LocalGrading:
                 zygote.close()
 
     def _canary_zygote(self) -> SharedZygote | None:
-        """This user's zygote, started now when the canary has to grade: its workers fork from it as the
-        students' will (:class:`grader.batch.pool.Pool` shares it with every slot next)."""
-        from grader.sandbox import shared_zygote
-        from grader.sandbox.zygote_client import FORKABLE
-
+        """This user's zygote when the canary has to grade (:func:`grader.canary.zygote_for_proof`): its workers
+        fork from it as the students' will (:class:`grader.batch.pool.Pool` shares it with every slot next)."""
         o = self.options
-        if not o.canary or o.warm != "fork" or self.backend not in FORKABLE or canary.cached(
-                self.assignment, backend=self.backend, exercises=o.exercises,
-                per_test_time_limit=o.per_test_time_limit) is not None:
+        if not o.canary or o.warm != "fork":
             return None
-        return shared_zygote.warm(prepare=lambda: importlib.import_module("grader.grade"))  # torch, pytest meanwhile
+        return canary.zygote_for_proof(self.assignment, backend=self.backend, exercises=o.exercises,
+                                       per_test_time_limit=o.per_test_time_limit)
 
     def grade(self, todo: list[Entry]) -> Iterator[Result]:
         self.slots = max(1, min(self.options.jobs or os.cpu_count() or 1, len(todo) or 1))
