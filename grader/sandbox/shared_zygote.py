@@ -111,7 +111,7 @@ def warm(prepare: Callable[[], object] = lambda: None) -> SharedZygote | None:
     """A connection to this grader's zygote, started now if none runs or warms up, once it is warm; ``prepare``
     runs meanwhile (the caller's own imports). None: sharing is off, or none was warm within WARM_UP_WAIT_S."""
     zygote = connect()
-    if zygote is not None or not ensure():
+    if zygote is not None or not (warming() or start()):  # ensure(), less the connection just tried
         return zygote
     prepare()
     return connect_when_warm(WARM_UP_WAIT_S)
