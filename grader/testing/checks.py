@@ -23,9 +23,22 @@ TOLERANCES = {  # (atol, rtol) per dtype for CPU comparisons
 }
 
 
-def fail(message: str, hint: str | None = None) -> NoReturn:
+_FINITE = "grader_finite_values_differ"  # set on a failure whose differing values are all finite
+
+
+def fail(message: str, hint: str | None = None, *, finite: bool = False) -> NoReturn:
+    """Fail the test; ``finite``: every value that differs is finite (see :func:`finite_values_differ`)."""
     __tracebackhide__ = True
-    pytest.fail(message + (f"\n  hint: {hint}" if hint else ""), pytrace=False)
+    error = pytest.fail.Exception(message + (f"\n  hint: {hint}" if hint else ""), pytrace=False)
+    setattr(error, _FINITE, finite)
+    raise error
+
+
+def finite_values_differ(error: BaseException) -> bool:
+    """Whether ``error`` is a value check's failure with no NaN or inf where finite values were due: the one
+    failure a ``severe`` test does not cap its exercise for (:func:`grader.scoring.points.cap`). The cap is for
+    outputs that break (NaN, inf, an exception); a wrong but finite value costs the test's own points."""
+    return getattr(error, _FINITE, False) is True
 
 
 @contextlib.contextmanager
@@ -83,7 +96,14 @@ def _expect_values(got: torch.Tensor, expected: torch.Tensor, what: str, hint: s
     detail = mismatch_summary(got, expected, atol, rtol)
     if detail:
         fail(f"{what}: values differ from the expected ones: {detail}\n{mismatch_preview(got, expected, atol, rtol)}",
-             hint)
+             hint, finite=_finite_where_due(got, expected))
+
+
+def _finite_where_due(got: torch.Tensor, expected: torch.Tensor) -> bool:
+    """No NaN or inf in ``got`` where ``expected`` is finite (a row of ``-inf`` may be due: a log-sum-exp of no
+    keys)."""
+    g, e = got.detach().cpu(), expected.detach().cpu()
+    return not bool((~torch.isfinite(g) & torch.isfinite(e)).any())
 
 
 def mismatch_summary(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str | None:

@@ -21,6 +21,7 @@ import torch
 from grader import manifest
 from grader.protocol.errors import StudentError
 from grader.student.proxy import Backend, StudentProxy
+from grader.testing.checks import finite_values_differ
 from grader.testing.hints import hint_of
 
 backend_factory_key = pytest.StashKey[Callable[[], Backend]]()
@@ -58,6 +59,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     if excinfo is not None and isinstance(excinfo.value, StudentError):
         report.longrepr = excinfo.value.feedback() + _hint_for(item, excinfo.value)
         report.user_properties.append(("student_kind", excinfo.value.kind))
+    elif excinfo is not None and finite_values_differ(excinfo.value):
+        report.user_properties.append(("finite_values_differ", True))  # a severe test's cap is not for this
     return report
 
 

@@ -17,6 +17,7 @@ from grader.testing.checks import expect, expect_finite, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.gradients import expect_grads, oracle_grads
 from grader.testing.precision import expect_no_worse_than
+from grader.testing.regimes import shifted_qk
 
 pytestmark = pytest.mark.exercise("flash_backward")
 
@@ -50,8 +51,19 @@ def lse64(q: torch.Tensor, k: torch.Tensor, is_causal: bool) -> torch.Tensor:
 
 
 def qkv(gen: torch.Generator, B: int, H: int, L: int, S: int, E: int, Ev: int, dtype=torch.float32):
-    return (torch.randn(B, H, L, E, generator=gen, dtype=dtype), torch.randn(B, H, S, E, generator=gen, dtype=dtype),
-            torch.randn(B, H, S, Ev, generator=gen, dtype=dtype))
+    """Random q, k, v whose scores also climb across the keys in even heads and fall in odd ones.
+
+    Both paths of the online softmax then run on every draw: a later tile raising a row's running max (rising
+    heads) and every tile keeping it (falling heads). On plain random scores, whether the last tile raises any
+    row's max is luck, and a bug in that step (the log-sum-exp paired with a stale max) cost a different number
+    of tests on each seed. The ramp spans 6 in score units whatever the length: the weights stay spread."""
+    q, k = torch.randn(B, H, L, E, generator=gen, dtype=dtype), torch.randn(B, H, S, E, generator=gen, dtype=dtype)
+    if S > 1:
+        sign = 1.0 - 2.0 * (torch.arange(H) % 2)  # (H,): +1, -1, +1, ...
+        ramp = torch.linspace(0.0, 6.0 * E**0.5, S, dtype=torch.float64)  # (S,): score = q_last * k_last / sqrt(E)
+        q[..., -1] = 1.0
+        k[..., -1] = (sign.view(H, 1).double() * ramp).to(dtype)  # (H, S), broadcast over B
+    return q, k, torch.randn(B, H, S, Ev, generator=gen, dtype=dtype)
 
 
 def expect_pair(got, what: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -341,14 +353,14 @@ def test_everything_follows_the_input_device(student, gen):
 @pytest.mark.points(0.5)
 def test_large_scores_stay_finite_forward_and_backward(student, gen):
     q, k, v = qkv(gen, B=1, H=2, L=20, S=20, E=16, Ev=4)
-    q, k = q * 30, k * 30
+    q, k = shifted_qk(q, k)  # every score ~150, the softmax unsaturated: a wrong scale shows on every draw
     g = torch.randn(1, 2, 20, 4, generator=gen)
     out, grads = student.flash_backward.flash_attention.grads(q, k, v, grad_output=g, block_size=6)
-    expect_finite(out, what="flash_attention(scores ~1000)", hint="subtract the running max before exp")
+    expect_finite(out, what="flash_attention(scores ~150)", hint="subtract the running max before exp")
     _, want = oracle_grads(attention64, [x.double() for x in (q, k, v)], g.double())
     for name, got, w in zip(NAMES, grads, want):
-        expect_finite(got, what=f"gradient of {name} (scores ~1000)", hint="P = exp(S - lse) never overflows: lse >= S")
-        expect_tensor(got, w.float(), what=f"gradient of {name} (scores ~1000)", atol=2e-1, rtol=5e-2)
+        expect_finite(got, what=f"gradient of {name} (scores ~150)", hint="P = exp(S - lse) never overflows: lse >= S")
+        expect_tensor(got, w.float(), what=f"gradient of {name} (scores ~150)", atol=1e-3, rtol=1e-3)
 
 
 # ---------------------------------------------------------------------------------------------- CUDA (extra)

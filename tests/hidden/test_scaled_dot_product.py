@@ -11,6 +11,7 @@ from grader.testing.attention import sdpa_float64
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor
 from grader.testing.gradients import GRAD_HINT, expect_grads
 from grader.testing.oracles import expect_dropout_on_weights
+from grader.testing.regimes import shifted_qk
 
 pytestmark = pytest.mark.exercise("scaled_dot_product")
 
@@ -205,11 +206,12 @@ def test_dropout_zeroes_weights_and_rescales_survivors(student, gen, p):
 @pytest.mark.severe(OVERFLOW)
 @pytest.mark.points(0.5)
 def test_large_scores_stay_finite(student, gen):
-    q, k, v = torch.randn(2, 5, 8, generator=gen) * 30, torch.randn(2, 5, 8, generator=gen) * 30, \
-        torch.randn(2, 5, 8, generator=gen)
+    # every score ~150 (a constant shift: the softmax stays unsaturated, so a wrong scale shows on every draw)
+    q, k = shifted_qk(torch.randn(2, 5, 8, generator=gen), torch.randn(2, 5, 8, generator=gen))
+    v = torch.randn(2, 5, 8, generator=gen)
     out, weights = sdpa(student, q, k, v)
-    expect_finite(weights, what="weights for scores of size ~1000", hint="use a stable softmax (subtract the row max)")
-    expect_tensor(out, sdpa_float64(q, k, v), what="output for scores of size ~1000", atol=1e-4, rtol=1e-4)
+    expect_finite(weights, what="weights for scores of size ~150", hint="use a stable softmax (subtract the row max)")
+    expect_tensor(out, sdpa_float64(q, k, v), what="output for scores of size ~150", atol=1e-4, rtol=1e-4)
 
 
 def _sdpa64(q, k, v, mask=None):

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from grader import manifest, schema
 from grader.scoring import scorecard
 from grader.scoring.collect import TestResult
 from grader.scoring.points import SEVERE_CAP, exercise_scores
+from grader.scoring.runner import run_suites
 from tests.project.conftest import ROOT, grade_inprocess, solutions_copy
 
 NAIVE = "import torch as _t\ndef _naive(x, dim=-1, **kw):\n    e = _t.exp(x)\n    return e / e.sum(dim, keepdim=True)\n"
 
 
-def _results(severe_outcome: str, other_failed: int = 0) -> list[TestResult]:
+def _results(severe_outcome: str, other_failed: int = 0, finite_values_differ: bool = False) -> list[TestResult]:
     tests = [TestResult(id=f"t{i}", name=f"t{i}", exercise="softmax", max_points=1.0,
                         outcome="failed" if i < other_failed else "passed") for i in range(5)]
     tests.append(TestResult(id="big", name="test_big", exercise="softmax", max_points=1.0, outcome=severe_outcome,
-                            severe="NaN for inputs of size 30"))
+                            severe="NaN for inputs of size 30", finite_values_differ=finite_values_differ))
     return tests
 
 
@@ -32,6 +35,12 @@ def test_a_severe_test_that_did_not_fail_caps_nothing(assignment, outcome):
     (score,) = [s for s in exercise_scores(_results(outcome), assignment) if s.id == "softmax"]
     assert score.capped is None
     assert score.score == 6.0 if outcome == "passed" else score.score == 5.0
+
+
+def test_a_severe_test_failed_on_finite_values_costs_its_points_and_caps_nothing(assignment):
+    (score,) = [s for s in exercise_scores(_results("failed", finite_values_differ=True), assignment)
+                if s.id == "softmax"]
+    assert (score.score, score.max_score, score.capped) == (5.0, 6.0, None)
 
 
 def test_a_score_already_below_the_cap_is_kept(assignment):
@@ -83,3 +92,47 @@ def test_a_capped_exercise_s_test_points_add_up_to_its_score(assignment):
     scores = [s for s in exercise_scores(_results("failed"), assignment) if s.id == "softmax"]
     (entry,) = scorecard.exercise_entries(scores, require_cuda=False)
     assert sum(t["points"] for t in entry["tests"]) == pytest.approx(entry["score"]) == 3.0
+
+
+def _causal_scores(sub: Path, assignment: manifest.Assignment, seed: int) -> tuple[float, float, str | None, dict]:
+    results, _ = run_suites([assignment.root / assignment.exercise("causal_attention").hidden_tests], student=sub,
+                            seed=seed, assignment=assignment)
+    (score,) = [s for s in exercise_scores(results, assignment) if s.id == "causal_attention"]
+    return score.score, score.max_score, score.capped, {r.name: r for r in results}
+
+
+CLAMPED = ("import torch as _t\ndef _clamped(x, dim=-1, **kw):\n    return _t.softmax(x.clamp(max=50), dim=dim)\n")
+
+
+def _with_softmax(sub: Path, helper: str, name: str) -> None:
+    """The solutions' causal_attention.py with torch.softmax replaced by the function ``name`` of ``helper``."""
+    source = (ROOT / "solutions" / "causal_attention.py").read_text().replace("torch.softmax(", f"{name}(")
+    head, sep, tail = source.partition("\nimport ")
+    (sub / "causal_attention.py").write_text(head + "\n" + helper + sep + tail)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_finite_wrong_values_in_the_severe_test_cost_its_points_never_the_cap(tmp_path, assignment, seed):
+    """Clamping the scores (a learner's "fix" for overflow) is finite and right for ordinary inputs, wrong for large
+    ones: the large-input test fails on every draw, and costs its own points, not half the exercise."""
+    sub = solutions_copy(tmp_path / "sub")
+    _with_softmax(sub, CLAMPED, "_clamped")
+    score, max_score, capped, tests = _causal_scores(sub, assignment, seed)
+    big = tests["test_large_inputs_do_not_overflow"]
+    assert big.outcome == "failed" and big.finite_values_differ and "values differ" in big.message, big
+    assert capped is None and score == pytest.approx(max_score - big.max_points)
+
+
+RAISES_ON_OVERFLOW = ("import torch as _t\ndef _naive(x, dim=-1, **kw):\n    e = _t.exp(x)\n    out = e / e.sum(dim, "
+                      "keepdim=True)\n    if not bool(_t.isfinite(out).all()):\n"
+                      "        raise FloatingPointError('overflow')\n    return out\n")
+
+
+@pytest.mark.parametrize("helper", [NAIVE, RAISES_ON_OVERFLOW], ids=["returns_nan", "raises_instead"])
+def test_an_overflow_is_capped_whether_it_returns_nan_or_raises(tmp_path, assignment, helper):
+    """Raising where the outputs would be NaN is no way around the cap."""
+    sub = solutions_copy(tmp_path / "sub")
+    _with_softmax(sub, helper, "_naive")
+    score, max_score, capped, tests = _causal_scores(sub, assignment, seed=5)
+    assert tests["test_large_inputs_do_not_overflow"].outcome == "failed"
+    assert capped and score == pytest.approx(max_score * SEVERE_CAP)

@@ -1,0 +1,53 @@
+"""Large-score inputs whose verdict does not depend on the draw: every score shifted by one large constant.
+
+A softmax without the row max subtracted overflows (float32's ``exp`` is inf above 88.7) or underflows to 0 / 0
+on such scores, on every draw; the softmax itself ignores a constant shift, so its weights stay as far from
+one-hot as for ordinary inputs. Scaling the inputs up (``x * 30``) overflows a naive exp too, but it saturates
+the softmax: each row's weights become nearly one-hot, and whether a wrong scale or a wrong bias still shows
+then depends on the seed. The same submission could lose a test's points on one run and keep them on the next.
+
+Shared by the hidden suites (and shippable: nothing here is an exercise's solution).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["SHIFT", "constant_last_feature", "shift_heads", "shifted_qk"]
+
+SHIFT = 150.0  # well past 88.7 whatever a draw's own spread (a few units), and exact enough in float32
+
+
+def shifted_qk(q: torch.Tensor, k: torch.Tensor, shift: float = SHIFT) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copies of ``q`` and ``k`` whose last feature is replaced by constants: ``q @ k^T / sqrt(E)`` is the other
+    features' part plus ``shift`` (negative: minus), on every row and column."""
+    a = math.sqrt(abs(shift) * math.sqrt(q.shape[-1]))
+    q, k = q.clone(), k.clone()
+    q[..., -1], k[..., -1] = a, math.copysign(a, shift)
+    return q, k
+
+
+@torch.no_grad()
+def shift_heads(w_query: torch.Tensor, w_key: torch.Tensor, head_dim: int, shift: float = SHIFT, *,
+                b_query: torch.Tensor | None = None, b_key: torch.Tensor | None = None) -> None:
+    """Rewire query and key projection weights (``nn.Linear`` layout, out x in) in place: the input's last
+    feature, held at 1 (:func:`constant_last_feature`), alone feeds the last coordinate of every head, with
+    weight ``a``, and feeds nothing else. Every score of every head then gains ``a^2 / sqrt(head_dim) = shift``
+    (rotary embeddings leave it nearly so: the last coordinate rotates slowest)."""
+    a = math.sqrt(shift * math.sqrt(head_dim))
+    for weight, bias in ((w_query, b_query), (w_key, b_key)):
+        rows = slice(head_dim - 1, None, head_dim)  # the last coordinate of each head
+        weight[:, -1] = 0.0
+        weight[rows, :] = 0.0
+        weight[rows, -1] = a
+        if bias is not None:
+            bias[rows] = 0.0
+
+
+def constant_last_feature(x: torch.Tensor) -> torch.Tensor:
+    """A copy of ``x`` whose last feature is 1 everywhere (the feature :func:`shift_heads` wires in)."""
+    x = x.clone()
+    x[..., -1] = 1.0
+    return x

@@ -1,0 +1,89 @@
+"""An unchanged submission gets the same verdict on every seed: the large-score inputs of the hidden suites.
+
+Every grading run draws fresh inputs. The large-input tests used to scale them up (``x * 30``), which saturates
+the softmax, so a wrong scale or bias was caught on some draws and not on others: 23 corpus bugs failed their
+large-input test on some of six seeds only, and with the severe cap a scale bug's exercise went from full
+marks to half between runs. The scores are now shifted by one constant (:mod:`grader.testing.regimes`), and
+the flash tests' keys climb or fall across the tiles, so those bugs fail the test on every seed.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from grader import manifest
+from grader.scoring.runner import run_suites
+from grader.testing.regimes import SHIFT, constant_last_feature, shift_heads, shifted_qk
+from tests.project.conftest import CORPUS, solutions_copy
+
+OWNER = {e.id: a for a in manifest.load_all() for e in a.exercises}  # exercise id -> its assignment
+LARGE = "test_large_inputs_do_not_overflow"
+FLASH_BWD = "test_large_scores_stay_finite_forward_and_backward"
+CAUGHT_ON_SOME_SEEDS = {  # corpus bug -> the test that caught it on some of six seeds only, before
+    "causal_attention/scale_by_d_out": LARGE,
+    "cross_attention/scale_by_d_model": LARGE,
+    **{f"decaying_attention/{b}": LARGE
+       for b in ("decay_before_scaling", "positive_bias", "scale_by_embed_dim", "signed_distance")},
+    "efficient_attention/flash_scale_by_E": "test_flash_is_stable_for_large_scores[scores_near_150]",
+    "efficient_attention/flash_no_rescale_of_acc": "test_flash_causal_rows_without_any_key_are_zero_not_nan",
+    "efficient_attention/flash_no_rescale_of_denominator": "test_flash_causal_rows_without_any_key_are_zero_not_nan",
+    **{f"flash_backward/{b}": FLASH_BWD for b in ("bwd_D_per_tile", "bwd_dk_unscaled", "bwd_dq_overwritten",
+                                                  "bwd_ds_scaled_twice", "bwd_no_scale", "fwd_lse_is_running_max")},
+    "multihead_attention/scale_by_global_d_out": "test_fused_large_inputs_do_not_overflow",
+    "scaled_dot_product/no_scaling": "test_large_scores_stay_finite",
+    "scaled_dot_product/scale_by_E": "test_large_scores_stay_finite",
+    "self_attention/no_scaling": LARGE,
+    "self_attention/scale_by_sqrt_d_in": LARGE,
+    "sliding_window/banded_no_scale": "test_banded_is_stable_for_large_scores",
+}
+
+
+@pytest.mark.parametrize("bug", sorted(CAUGHT_ON_SOME_SEEDS))
+def test_a_bug_once_caught_on_some_seeds_only_fails_its_test_on_every_seed(tmp_path, bug: str) -> None:
+    exercise_id, _ = bug.split("/")
+    assignment = OWNER[exercise_id]
+    exercise = assignment.exercise(exercise_id)
+    sub = solutions_copy(tmp_path / "sub")
+    shutil.copy(CORPUS / "buggy" / f"{bug}.py", sub / f"{exercise.module}.py")
+    name = CAUGHT_ON_SOME_SEEDS[bug]
+    outcomes = {}
+    for seed in (11, 12, 13):
+        results, _ = run_suites([assignment.root / exercise.hidden_tests], student=sub, seed=seed,
+                                assignment=assignment, extra_args=["-k", name.split("[")[0]])
+        (result,) = [r for r in results if r.name == name]
+        outcomes[seed] = result.outcome
+    assert set(outcomes.values()) == {"failed"}, outcomes
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return q.double() @ k.double().transpose(-2, -1) / q.shape[-1] ** 0.5
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_shifted_scores_overflow_a_naive_exp_and_leave_the_softmax_unsaturated(seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, 3, 20, 16, generator=gen), torch.randn(2, 3, 20, 16, generator=gen)
+    up, down = shifted_qk(q, k), shifted_qk(q.double(), k.double(), -1000.0)
+    base = _scores(q[..., :-1], k[..., :-1]) * (15 / 16) ** 0.5  # the other features' part, over sqrt(16)
+    assert torch.allclose(_scores(*up) - base, torch.full_like(base, SHIFT), atol=1e-4)
+    assert torch.exp(_scores(*up).float()).isinf().all()  # every score overflows float32's exp
+    assert (torch.exp(_scores(*down)) == 0).all()  # and underflows float64's: 0 / 0 without the max
+    weights = torch.softmax(_scores(*up), dim=-1)
+    assert weights.amax(dim=-1).median() < 0.6  # x * 30 gives rows at 1.0: one-hot, a scale error invisible
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_shift_heads_adds_the_shift_to_every_head_of_a_linear_projection(seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    wq, wk = torch.nn.Linear(6, 8), torch.nn.Linear(6, 8)
+    x = constant_last_feature(torch.randn(2, 7, 6, generator=gen))
+    shift_heads(wq.weight, wk.weight, 4, b_query=wq.bias, b_key=wk.bias)
+    with torch.no_grad():
+        q, k = wq(x).view(2, 7, 2, 4).transpose(1, 2), wk(x).view(2, 7, 2, 4).transpose(1, 2)  # (B, H, T, hd)
+    rest = _scores(q[..., :-1], k[..., :-1]) * (3 / 4) ** 0.5  # (B, H, T, T): the heads' other coordinates
+    assert torch.allclose(_scores(q, k) - rest, torch.full_like(rest, SHIFT), atol=1e-3)
+    assert torch.softmax(_scores(q, k), dim=-1).amax(dim=-1).median() < 0.9
