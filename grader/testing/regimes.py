@@ -15,7 +15,7 @@ import math
 
 import torch
 
-__all__ = ["SHIFT", "constant_last_feature", "shift_heads", "shifted_qk"]
+__all__ = ["SHIFT", "constant_last_feature", "shift_heads", "shift_linears", "shifted_qk"]
 
 SHIFT = 150.0  # well past 88.7 whatever a draw's own spread (a few units), and exact enough in float32
 
@@ -44,6 +44,11 @@ def shift_heads(w_query: torch.Tensor, w_key: torch.Tensor, head_dim: int, shift
         weight[rows, -1] = a
         if bias is not None:
             bias[rows] = 0.0
+
+
+def shift_linears(query: torch.nn.Linear, key: torch.nn.Linear, head_dim: int, shift: float = SHIFT) -> None:
+    """:func:`shift_heads` on a module's query and key layers (``W_query`` and ``W_key``), biases included."""
+    shift_heads(query.weight, key.weight, head_dim, shift, b_query=query.bias, b_key=key.bias)
 
 
 def constant_last_feature(x: torch.Tensor) -> torch.Tensor:

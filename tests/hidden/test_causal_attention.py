@@ -14,7 +14,7 @@ from grader.testing.checks import expect, expect_finite, expect_shape, expect_te
 from grader.testing.devices import expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
 from grader.testing.params import expect_module_grads, params_of, transplant
-from grader.testing.regimes import constant_last_feature, shift_heads
+from grader.testing.regimes import constant_last_feature, shift_linears
 
 pytestmark = pytest.mark.exercise("causal_attention")
 
@@ -245,7 +245,7 @@ def test_float64_gradients_match_the_reference(student, reference, gen):
 def test_large_inputs_do_not_overflow(student, reference, gen):
     # every score ~150 (grader.testing.regimes): exp overflows, the softmax stays unsaturated on every draw
     h, ref = build(student, reference, 6, 4, 8, 0.0, True)
-    shift_heads(ref.W_query.weight, ref.W_key.weight, 4, b_query=ref.W_query.bias, b_key=ref.W_key.bias)
+    shift_linears(ref.W_query, ref.W_key, 4)
     transplant(h, ref, hint=NAMES_HINT)
     x = constant_last_feature(torch.randn(2, 7, 6, generator=gen))
     expect_tensor(h(x), attention64(x, params_of(ref)).float(), what="CausalAttention on scores ~150", atol=1e-3,

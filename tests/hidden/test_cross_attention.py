@@ -13,7 +13,7 @@ from grader.testing.checks import expect, expect_finite, expect_shape, expect_te
 from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
 from grader.testing.params import expect_module_grads, params_of, transplant
-from grader.testing.regimes import constant_last_feature, shift_heads
+from grader.testing.regimes import constant_last_feature, shift_linears
 
 pytestmark = pytest.mark.exercise("cross_attention")
 
@@ -246,7 +246,7 @@ def test_float64_gradients_match_reference(student, reference, gen):
 def test_large_inputs_do_not_overflow(student, reference, gen):
     # every score ~150 (grader.testing.regimes): exp overflows, the softmax stays unsaturated on every draw
     ref, h = pair(student, reference, 8, 2)
-    shift_heads(ref.W_query.weight, ref.W_key.weight, 4, b_query=ref.W_query.bias, b_key=ref.W_key.bias)
+    shift_linears(ref.W_query, ref.W_key, 4)
     transplant(h, ref, hint=NAMES_HINT)
     x, context = (constant_last_feature(torch.randn(2, n, 8, generator=gen)) for n in (4, 5))
     keep = lengths_mask([5, 3], 5)

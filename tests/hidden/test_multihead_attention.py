@@ -15,7 +15,7 @@ from grader.testing.checks import expect, expect_finite, expect_shape, expect_te
 from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
 from grader.testing.params import expect_module_grads, params_of, transplant
-from grader.testing.regimes import constant_last_feature, shift_heads
+from grader.testing.regimes import constant_last_feature, shift_linears
 
 pytestmark = pytest.mark.exercise("multihead_attention")
 
@@ -367,7 +367,7 @@ def test_gpt2_size_parameter_count_and_mask_buffer(student, gen):
 def test_fused_large_inputs_do_not_overflow(student, reference, gen):
     # every score ~150 (grader.testing.regimes): exp overflows, the softmax stays unsaturated on every draw
     h, ref = build_fused(student, reference, 6, 8, 8, 0.0, 2, True)
-    shift_heads(ref.W_query.weight, ref.W_key.weight, 4, b_query=ref.W_query.bias, b_key=ref.W_key.bias)
+    shift_linears(ref.W_query, ref.W_key, 4)
     transplant(h, ref, hint=FUSED_NAMES)
     x = constant_last_feature(torch.randn(2, 7, 6, generator=gen))
     p64 = {k: v.double() for k, v in params_of(ref).items()}
