@@ -1,10 +1,12 @@
 """An unchanged submission gets the same verdict on every seed: the large-score inputs of the hidden suites.
 
 Every grading run draws fresh inputs. The large-input tests used to scale them up (``x * 30``), which saturates
-the softmax, so a wrong scale or bias was caught on some draws and not on others: 23 corpus bugs failed their
-large-input test on some of six seeds only, and with the severe cap a scale bug's exercise went from full
-marks to half between runs. The scores are now shifted by one constant (:mod:`grader.testing.regimes`), and
-the flash tests' keys climb or fall across the tiles, so those bugs fail the test on every seed.
+the softmax, so a wrong scale or bias was caught on some draws and not on others; with the severe cap, a scale
+bug's exercise could go from full marks to half between two runs. Over six seeds, 25 of the 276 corpus bugs
+failed a different set of tests on different seeds: 20 through a large-input test, 2 through a flash test in
+which only luck made a later tile raise the running max. The scores are now shifted by one constant
+(:mod:`grader.testing.regimes`) and that test's keys climb or fall across the tiles: those 22 bugs fail on every
+seed (checked below on three more).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ CAUGHT_ON_SOME_SEEDS = {  # corpus bug -> the test that caught it on some of six
     **{f"decaying_attention/{b}": LARGE
        for b in ("decay_before_scaling", "positive_bias", "scale_by_embed_dim", "signed_distance")},
     "efficient_attention/flash_scale_by_E": "test_flash_is_stable_for_large_scores[scores_near_150]",
+    "efficient_attention/flash_drops_ragged_tile": "test_flash_is_stable_for_large_scores[scores_near_minus_1000]",
     "efficient_attention/flash_no_rescale_of_acc": "test_flash_causal_rows_without_any_key_are_zero_not_nan",
     "efficient_attention/flash_no_rescale_of_denominator": "test_flash_causal_rows_without_any_key_are_zero_not_nan",
     **{f"flash_backward/{b}": FLASH_BWD for b in ("bwd_D_per_tile", "bwd_dk_unscaled", "bwd_dq_overwritten",
