@@ -114,3 +114,12 @@ def expect_batch_exports(out: Path, cards: dict[str, dict]) -> None:
         schema.validate("github-classroom", gh)
         assert sum(t["score"] for t in gh["tests"]) == pytest.approx(card["score"])
     assert (out / "exports" / "csv" / "gradebook.csv").read_text() == (out / "gradebook.csv").read_text()
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` is running: it exists and is not a zombie (one killed but not yet reaped counts as
+    gone, unlike :func:`grader.procs.alive`)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

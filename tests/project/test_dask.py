@@ -29,7 +29,7 @@ from grader.batch import dask_wire as wire
 from grader.batch.results import Options
 from grader.cli import main
 from grader.sandbox import isolation
-from tests.project.conftest import CORPUS, ROOT
+from tests.project.conftest import CORPUS, ROOT, running
 
 pytestmark = pytest.mark.cost(73)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
@@ -212,13 +212,6 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def _kill_when_grading(client, student: str, seconds: float, deadline: float) -> tuple[str, list[str], list[int]]:
     """SIGKILL the Dask worker once it has been grading ``student`` for ``seconds``: its address, its tasks then,
     and its child processes (its grading slots)."""
@@ -258,7 +251,7 @@ def test_a_worker_killed_mid_grade_loses_nothing_and_duplicates_nothing(runs, tl
     assert sorted(line[1] for line in log) == sorted(KEYS - {"broken"})  # one result per student, none twice
     graded_by = {line[1]: line[3].removeprefix("worker=") for line in log}
     assert lost and all(graded_by[k.rsplit("-", 1)[1]] != killed for k in lost)  # regraded elsewhere
-    assert slots and not [pid for pid in slots if _alive(pid)]  # its grading slot stopped with it
+    assert slots and not [pid for pid in slots if running(pid)]  # its grading slot stopped with it
     deadline = time.monotonic() + 60
     while len(tls.client.scheduler_info()["workers"]) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)  # the nanny restarts the killed worker: the next tests see 2 again

@@ -14,14 +14,13 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from grader import schema
 from grader.grade import grade
 from grader.sandbox import isolation, uids
-from tests.project.conftest import ROOT, solutions_copy
+from tests.project.conftest import ROOT, running, solutions_copy
 
 PR_SET_CHILD_SUBREAPER = 36
 root_only = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0,
@@ -100,14 +99,6 @@ def _reaping(pids: list[int]) -> Iterator[None]:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def test_a_uid_held_by_a_live_process_is_never_handed_out_again(tmp_path, holders):
     got = []
     for _ in range(4):
@@ -130,16 +121,16 @@ def test_concurrent_holders_get_distinct_uids_at_the_same_moment(tmp_path, holde
 def test_a_crashed_holders_uid_is_reusable_and_its_leftovers_are_killed(tmp_path, holders):
     proc, info = _holder(str(tmp_path), 61100, 1, park=2)
     holders.append(proc)
-    assert info["uid"] == 61100 and all(_alive(p) for p in info["parked"])
+    assert info["uid"] == 61100 and all(running(p) for p in info["parked"])
     with pytest.raises(uids.UidLeaseError):
         uids.acquire(tmp_path, 61100, 1)  # held: nobody else gets it
     with _reaping(info["parked"]):  # orphans come to us, not to an init that may reap them late
         os.kill(proc.pid, signal.SIGKILL)  # the holder dies; what it parked survives it
         proc.wait()
-        assert all(_alive(p) for p in info["parked"])
+        assert all(running(p) for p in info["parked"])
         lease = uids.acquire(tmp_path, 61100, 1)
     assert lease.uid == 61100
-    assert not any(_alive(p) for p in info["parked"]), "a leftover of the dead holder still runs under the uid"
+    assert not any(running(p) for p in info["parked"]), "a leftover of the dead holder still runs under the uid"
     lease.release()
     assert uids.acquire(tmp_path, 61100, 1).uid == 61100  # released: free again
 
@@ -149,7 +140,7 @@ def test_a_live_holders_processes_are_left_alone(tmp_path, holders):
     proc, info = _holder(str(tmp_path), 61200, 2, park=1)
     holders.append(proc)
     lease = uids.acquire(tmp_path, 61200, 2)
-    assert lease.uid == 61201 and _alive(info["parked"][0])
+    assert lease.uid == 61201 and running(info["parked"][0])
 
 
 def test_a_slot_keeps_its_uid_while_held_and_slots_never_share():
@@ -180,4 +171,4 @@ def test_processes_parked_under_another_runs_uid_do_not_touch_an_honest_grade(tm
     schema.validate("scorecard", card)
     assert card["isolation"]["uid"] != info["uid"]
     assert card["score"] == card["max_score"] == 14, card["incidents"]
-    assert all(_alive(p) for p in info["parked"])  # a live lease's processes are never ours to kill
+    assert all(running(p) for p in info["parked"])  # a live lease's processes are never ours to kill

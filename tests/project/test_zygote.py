@@ -20,7 +20,7 @@ from grader.options import GradeOptions
 from grader.sandbox import isolation
 from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
-from tests.project.conftest import ROOT, solutions_copy
+from tests.project.conftest import ROOT, running, solutions_copy
 
 pytestmark = pytest.mark.cost(12)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
@@ -120,20 +120,12 @@ def test_the_zygote_and_its_workers_die_with_their_slot(tmp_path):
     slot = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         pids = [int(p) for p in slot.stdout.readline().split()]
-        assert len(pids) == 3 and all(_alive(p) for p in pids)  # zygote, proxy, worker
+        assert len(pids) == 3 and all(running(p) for p in pids)  # zygote, proxy, worker
         slot.kill()
         slot.wait()
         deadline = time.monotonic() + 10
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        while any(running(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not any(_alive(p) for p in pids), "the zygote or its worker outlived the slot"
+        assert not any(running(p) for p in pids), "the zygote or its worker outlived the slot"
     finally:
         slot.kill()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
