@@ -20,12 +20,14 @@ __all__ = ["SHIFT", "constant_last_feature", "shift_heads", "shift_linears", "sh
 SHIFT = 150.0  # well past 88.7 whatever a draw's own spread (a few units), and exact enough in float32
 
 
-def shifted_qk(q: torch.Tensor, k: torch.Tensor, shift: float = SHIFT) -> tuple[torch.Tensor, torch.Tensor]:
-    """Copies of ``q`` and ``k`` whose last feature is replaced by constants: ``q @ k^T / sqrt(E)`` is the other
-    features' part plus ``shift`` (negative: minus), on every row and column."""
+def shifted_qk(q: torch.Tensor, k: torch.Tensor, shift: float = SHIFT, *,
+               feature: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copies of ``q`` and ``k`` whose ``feature`` (the last by default; another where the last already carries
+    a pattern of the test's own) is replaced by constants: ``q @ k^T / sqrt(E)`` is the other features' part
+    plus ``shift`` (negative: minus), on every row and column."""
     a = math.sqrt(abs(shift) * math.sqrt(q.shape[-1]))
     q, k = q.clone(), k.clone()
-    q[..., -1], k[..., -1] = a, math.copysign(a, shift)
+    q[..., feature], k[..., feature] = a, math.copysign(a, shift)
     return q, k
 
 
