@@ -139,8 +139,25 @@ def test_sdpa_training_mode_drops_a_fraction_p_of_the_weights(student, gen, p):
     expect_dropout_on_weights(a, weights, v, p, what=f"sdpa_attention(..., dropout_p={p}, training=True)", tol=1e-4)
 
 
+@pytest.mark.points(0.25)
+def test_both_take_any_number_of_leading_dims(student, gen):
+    """The module's shapes are (..., L, E): (B, L, E) without heads and (B, G, H, L, E) too, not only (B, H, L, E)."""
+    hint = "count dims from the end (shape[-2], transpose(-2, -1), key[..., a:b, :]): the leading dims may be any number"
+    for lead in [(3,), (2, 2, 2)]:
+        q = torch.randn(*lead, 6, 4, generator=gen, dtype=torch.float64)  # (..., L, E)
+        k = torch.randn(*lead, 9, 4, generator=gen, dtype=torch.float64)  # (..., S, E)
+        v = torch.randn(*lead, 9, 3, generator=gen, dtype=torch.float64)  # (..., S, Ev)
+        for is_causal in (False, True):
+            want = hand_attention(q, k, v, bottom_right(6, 9) if is_causal else None)
+            what = f"(leading dims {lead}, L=6, S=9, is_causal={is_causal}"
+            expect_tensor(student.efficient_attention.sdpa_attention(q, k, v, is_causal=is_causal), want,
+                          what=f"sdpa_attention{what})", hint=hint)
+            expect_tensor(student.efficient_attention.flash_attention(q, k, v, is_causal=is_causal, block_size=4),
+                          want, what=f"flash_attention{what}, block_size=4)", hint=hint)
+
+
 # ---------------------------------------------------------------------------------------------- flash_attention
-@pytest.mark.points(0.5)
+@pytest.mark.points(0.25)
 def test_flash_matches_sdpa_math_in_float32(student, gen):
     q, k, v = qkv(gen, B=2, H=2, L=37, S=37, E=8, Ev=8)
     got = student.efficient_attention.flash_attention(q, k, v, block_size=8)

@@ -1,0 +1,40 @@
+"""Bug: flash_attention counts dims from the front, as tutorials written for (B, H, L, E) do: L and S are
+shape[2], the tile's keys are transposed with transpose(2, 3). Right for 4-D inputs only; the module's shapes
+are (..., L, E), so (B, L, E) or (B, G, H, L, E) inputs break it."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def sdpa_attention(query, key, value, mask=None, is_causal=False, dropout_p=0.0, training=False):
+    L, S = query.shape[-2], key.shape[-2]
+    if is_causal and L != S:
+        mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(diagonal=S - L)
+        is_causal = False
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask,
+                                          dropout_p=dropout_p if training else 0.0, is_causal=is_causal)
+
+
+def flash_attention(query, key, value, is_causal=False, block_size=64):
+    L, S = query.shape[2], key.shape[2]
+    acc_dtype = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    q = query.to(acc_dtype) * (1.0 / math.sqrt(query.shape[3]))
+    m = torch.full((*query.shape[:3], 1), float("-inf"), dtype=acc_dtype, device=query.device)
+    l = torch.zeros_like(m)
+    acc = torch.zeros((*query.shape[:3], value.shape[3]), dtype=acc_dtype, device=query.device)
+    q_pos = torch.arange(L, device=query.device)[:, None] + (S - L)
+    for start in range(0, S, block_size):
+        end = min(start + block_size, S)
+        s = q @ key[:, :, start:end, :].to(acc_dtype).transpose(2, 3)
+        if is_causal:
+            s = s.masked_fill(torch.arange(start, end, device=query.device) > q_pos, float("-inf"))
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
+        p = torch.exp(s - m_safe)
+        alpha = torch.exp(m - m_safe)
+        l = alpha * l + p.sum(dim=-1, keepdim=True)
+        acc = alpha * acc + p @ value[:, :, start:end, :].to(acc_dtype)
+        m = m_new
+    return (acc / torch.where(l == 0, torch.ones_like(l), l)).to(query.dtype)
