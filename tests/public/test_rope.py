@@ -62,14 +62,17 @@ def test_apply_rope_matches_the_half_split_formula(student, gen):
 @pytest.mark.points(3)
 def test_scores_depend_only_on_the_relative_position(student, gen):
     cos, sin = student.rope.rope_frequencies(8, 32, dtype=torch.float64)
-    q = torch.randn(1, 1, 1, 8, generator=gen, dtype=torch.float64).expand(1, 1, 32, 8).contiguous()
-    k = torch.randn(1, 1, 1, 8, generator=gen, dtype=torch.float64).expand(1, 1, 32, 8).contiguous()
+    q, k = (torch.nn.functional.normalize(torch.randn(1, 1, 1, 8, generator=gen, dtype=torch.float64), dim=-1)
+            .expand(1, 1, 32, 8).contiguous() for _ in range(2))  # (1, 1, 32, 8): unit q and k, at every position
     rq, rk = student.rope.apply_rope(q, cos, sin), student.rope.apply_rope(k, cos, sin)
     dots = rq[0, 0] @ rk[0, 0].T  # (32, 32): the same q and k placed at every position
-    # q at m and k at n: the score depends on m - n only, so every diagonal of the matrix is constant
+    # q at m and k at n: the score depends on m - n only, so every diagonal of the matrix is constant. The property,
+    # not the tables' precision (a hidden test's business): with unit q and k, tables accurate to float32 only stay
+    # within 1e-5, and whether they also failed here used to depend on the draw's lengths
     for offset in (0, 3, -5):
         diagonal = torch.diagonal(dots, offset)
         expect_tensor(diagonal, diagonal[:1].expand_as(diagonal), what=f"q.k along the diagonal m - n = {-offset}",
+                      atol=1e-4, rtol=0,
                       hint="rotate q and k with the same tables at their own positions: R_m q . R_n k = q . R_(n-m) k")
 
 
