@@ -124,12 +124,17 @@ def zygote_for_proof(assignment: manifest.Assignment, *, backend: str, exercises
 
 def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,
               per_test_time_limit: float | None) -> str:
-    """A hash of everything that could change the canary's outcome on this machine."""
+    """A hash of everything that could change the canary's outcome on this machine, the launch configuration the
+    proof's workers actually get included (uid drop, file view, filters, limits): a proof made under one
+    configuration is never reused for another that may not even start a worker."""
+    from grader.options import launch_spec
+
     digest = hashlib.sha256()
     for path in _inputs(assignment):
         digest.update(path.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    launch = launch_spec(assignment, backend).fingerprint() if backend != "inprocess" else "inprocess"
     env = [__version__, sys.version, platform.platform(), _torch_build(),
-           str(os.geteuid() if hasattr(os, "geteuid") else ""), backend, assignment.id,
+           str(os.geteuid() if hasattr(os, "geteuid") else ""), backend, launch, assignment.id,
            ",".join(sorted(exercises or [])), str(per_test_time_limit), str(FORMAT)]
     digest.update("\0".join(env).encode())
     return digest.hexdigest()[:32]

@@ -66,6 +66,10 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
         raise GradeRefused(str(exc)) from None
     seed = secrets.randbelow(2**31) if options.seed is None else options.seed
     spec = launch_spec(spec_assignment, backend, slot=starter.slot if starter else 0, threads=options.threads)
+    try:
+        _check_view(spec, spec_assignment)
+    except iso.IsolationError as exc:
+        raise GradeRefused(str(exc)) from None
     card = _skeleton(spec_assignment, submission, seed, spec, backend, started, student_id, options.exercises)
     try:
         sub = intake.take(submission, modules={e.module for e in spec_assignment.exercises})
@@ -83,6 +87,22 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
     finally:
         sub.cleanup()
     return _finish(card, t0)
+
+
+def _check_view(spec: iso.LaunchSpec, assignment: manifest.Assignment) -> None:
+    """A leased uid with no view of its own must be able to read what the worker needs; and where only file
+    permissions stand between it and the secrets, they must hold."""
+    missing = spec.unreadable()
+    if missing:
+        raise iso.IsolationError(
+            f"refusing to grade under `{spec.backend}` isolation as root: the sandbox's unprivileged uid cannot read "
+            f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} (a folder above it is closed to other users, "
+            "as a 0700 home is). Install Python and the grader's environment where every user may read them (a venv "
+            "in /opt made from /usr/bin/python3, say), or grade under `namespace`, which binds them in")
+    if spec.backend == "process" and spec.drops_uid and spec.file_view == "permissions":
+        from grader.sandbox import exposure
+
+        exposure.check(assignment, spec.uid)
 
 
 def _resolve(options: GradeOptions, starter: WorkerStarter | None,
@@ -154,12 +174,14 @@ def _sandbox_record(card: dict[str, Any], record: SandboxRecord) -> None:
     card["student_output"] = {"stdout_bytes": record.stdout_bytes, "stderr_bytes": record.stderr_bytes}
     card["isolation"]["worker_starts"] = record.worker_starts
     card["isolation"]["worker_forks"] = record.worker_forks
+    if record.observed is not None:  # what /proc showed of the first worker, in place of what was asked for
+        card["isolation"].update(record.observed)
 
 
 def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int, spec: iso.LaunchSpec,
               backend: str, started: str, student_id: str | None, exercises: list[str] | None) -> dict[str, Any]:
     isolation = spec.describe() if backend != "inprocess" else {
-        **spec.describe(), "backend": "inprocess", "cgroup": "none"}
+        **spec.describe(), "backend": "inprocess", "cgroup": "none", "file_view": "inprocess"}
     chosen = set(exercises or assignment.ids())  # an intake error's card is out of what was to be graded
     max_score = sum(e.points for e in assignment.exercises if e.id in chosen)
     return scorecard.new(assignment=assignment.id, max_score=max_score, path=submission,

@@ -10,8 +10,9 @@ folder it was installed in (:data:`LIB_ROOT`), never by the working directory.
 from __future__ import annotations
 
 import os
+import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,20 @@ def cache_root() -> Path:
     and the long-lived zygote's socket live below it."""
     base = os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "attention-grader"
+
+
+def own_folder(candidates: Sequence[Path], mode: int) -> Path | None:
+    """The first of ``candidates`` that is (or is made now as) a real folder of ours that no one else may write:
+    not a link, not another user's, not group- or world-writable (a planted folder under /tmp is none of these)."""
+    for path in candidates:
+        try:
+            path.mkdir(mode=mode, parents=True, exist_ok=True)
+            info = path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022:
+            return path
+    return None
 
 
 def alive(pid: int) -> bool:

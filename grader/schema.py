@@ -15,7 +15,7 @@ from typing import Any
 
 SCHEMAS = {
     "assignments": 1,
-    "scorecard": 1,
+    "scorecard": 2,  # 2: the attested isolation record
     "summary": 2,  # 2: `cuda` (who was graded with CUDA)
     "shard": 1,  # grader batch --shard's manifest, read by grader merge
     "gradescope": None,  # external formats: no schema_version field of ours

@@ -3,9 +3,9 @@
 Run as root by Gradescope, as ``python -I -m grader.delivery.gradescope_run --root /autograder``
 (``--root`` or ``GRADER_AUTOGRADER_ROOT`` moves the tree, for tests). The student's code never runs
 as root: Gradescope's containers cannot create namespaces, so the strongest backend there is
-``process`` (rlimits, seccomp, no_new_privs) with a leased unprivileged uid
-(``GRADER_PROCESS_UID=lease``), which cannot read ``source/tests/hidden`` or ``source/solutions``
-(``setup.sh`` made them root-only). Where namespaces do work, ``auto`` takes them. The backend and
+``process`` (rlimits, seccomp, no_new_privs, a Landlock file view where the kernel has one) with a
+leased unprivileged uid, which cannot read ``source/tests/hidden`` or ``source/solutions`` (outside the
+Landlock view, and ``setup.sh`` made them root-only). Where namespaces do work, ``auto`` takes them. The backend and
 uid used are recorded in ``extra_data.isolation``.
 
 Any failure of the grader (the canary refusing this machine, a crash, an error scorecard of kind
@@ -70,17 +70,12 @@ def config(tree: Tree) -> dict[str, Any]:
 
 
 def choose_backend(requested: str) -> str:
-    """The strongest backend here; as root without namespaces, ``process`` with a leased uid."""
-    from grader import canary
+    """The strongest backend here (as root without namespaces: ``process``, whose student code runs as a leased
+    uid like every level's under root); never ``none``."""
     from grader.sandbox import isolation as iso
 
     backend = iso.choose(requested)
-    if backend == "process" and os.name == "posix" and os.geteuid() == 0:
-        os.environ[iso.PROCESS_UID_ENV] = "lease"
-        # a canary proven without the uid drop proves nothing about this configuration
-        base = os.environ.get(canary.CACHE_ENV) or str(canary.cache_dir().parent.parent)
-        os.environ[canary.CACHE_ENV] = str(Path(base) / "process-uid-lease")
-    elif backend == "none":
+    if backend == "none":
         raise GraderFailed("no isolation backend stronger than `none` here: refusing to run student code")
     return backend
 

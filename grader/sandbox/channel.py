@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grader.sandbox import cgroups, drain, reaping, sweep
+from grader.sandbox import cgroups, drain, leftovers, reaping, sweep
+from grader.sandbox.attest import Observed, attest
 from grader.sandbox.cputime import CpuMeter, cpuacct_group
-from grader.sandbox.isolation import LAUNCHER, LaunchSpec
+from grader.sandbox.isolation import LaunchSpec, launcher
 from grader.sandbox.zygote_client import ForkedWorker, Zygote
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class Channel:
         self._buffer = bytearray()
         self._ns_pid: int | None = None
         self._root_dir = str(sweep.tempdir("root")) if spec.backend == "namespace" else ""
+        self._scratch = leftovers.scratch(spec)
         self.forked = False
         self._start(zygote)
 
@@ -75,7 +77,7 @@ class Channel:
         self.meter = CpuMeter(self.proc.pid, self._cpuacct)
 
     def _config(self, resp_w: int, status_w: int | None) -> dict[str, Any]:
-        cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir)
+        cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir, str(self._scratch or ""))
         # a cpuacct group beside the slot's others, joined the same way: the per-test CPU clock
         self._cpuacct = cpuacct_group(self.spec.slot) if cfg.get("cgroups") else None
         cfg["cgroups"] = [*cfg.get("cgroups", []), *([self._cpuacct] if self._cpuacct else [])]
@@ -95,7 +97,7 @@ class Channel:
         """A cold start: a fresh launcher interpreter that isolates itself and execs the worker."""
         status_r, status_w = os.pipe() if self.spec.backend == "namespace" else (None, None)
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", str(LAUNCHER), json.dumps(self._config(resp_w, status_w))],
+            [sys.executable, "-I", "-S", "-B", str(launcher()), json.dumps(self._config(resp_w, status_w))],
             stdin=req_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=tuple(fd for fd in (resp_w, status_w) if fd is not None), start_new_session=True,
             cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})  # the launcher goes to the box itself
@@ -124,6 +126,11 @@ class Channel:
         for fd in (out_r, err_r, status_r):
             reaping.close_quietly(fd)
         return None
+
+    def attested(self) -> Observed:
+        """What the kernel says this sandbox is (raises :class:`grader.sandbox.attest.AttestationError` unless
+        it is what its spec promised); call after the "ready" frame, before any student code is sent."""
+        return attest(self.proc.pid, self._req_w, self.spec.expected())
 
     def memory_cgroup(self) -> str | None:
         """The memory cgroup this worker (cold or forked) joined, read from outside by :mod:`memwatch`."""
@@ -244,6 +251,8 @@ class Channel:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        leftovers.clear(self.spec, self._scratch)  # daemons that left the group, files outside the sandbox
+        self._scratch = None
         self.close_fds()
 
     def _let_proxy_reap(self) -> None:

@@ -10,18 +10,17 @@ what the worker claims (:mod:`grader.sandbox.replies`):
 - a crash or output flood fails the call as the student's; the next call starts a fresh worker;
 - a protocol violation (a malformed or unasked-for frame, a reply of the wrong shape) fails the
   call and every remaining test of its exercise;
-- a worker that cannot start is never the student's fault (no student code runs before its
-  "loaded" frame; a module that kills the worker while it is imported does so inside a call): it
-  is retried once the previous sandbox's processes are gone, then :class:`GraderFault`, kept in
-  ``grader_fault`` so that ``grade()`` turns the scorecard into an error card.
+- a worker that cannot start is never the student's fault (no student code runs before its "loaded" frame): it
+  is retried once the previous sandbox's processes are gone, then :class:`GraderFault`, kept in ``grader_fault``
+  so that ``grade()`` turns the scorecard into an error card; so is, at once, a sandbox that /proc shows is not
+  what its launch promised (:mod:`grader.sandbox.attest`, read before the submission is sent to it).
 
-Every incident is recorded for the scorecard.
+Every incident is recorded for the scorecard, and the first worker's attested isolation.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +29,12 @@ from grader import safetext
 from grader.protocol import errors, wire
 from grader.protocol.values import Args, Kwargs
 from grader.sandbox import memwatch, replies
+from grader.sandbox.attest import AttestationError
 from grader.sandbox.channel import Channel, ChannelError
 from grader.sandbox.drain import wait_drained
 from grader.sandbox.history import History
 from grader.sandbox.isolation import LaunchSpec
+from grader.sandbox.record import SandboxRecord
 from grader.sandbox.starters import ColdStarter, WorkerStarter
 from grader.sandbox.warm import STARTUP_TIMEOUT, WarmChannel, expect_message
 
@@ -46,19 +47,7 @@ WALL_FACTOR, WALL_SLACK_S = 3.0, 5.0
 
 
 class GraderFault(errors_tree.GraderFault):
-    """The grader could not run a test (no worker would start, a request would not encode): the
-    scorecard becomes ``status: error`` (kind ``grader``), which a batch rerun grades again."""
-
-
-@dataclass(frozen=True)
-class SandboxRecord:
-    """What the scorecard keeps of a submission's sandbox: incidents (raw messages), output sizes, workers."""
-
-    incidents: list[dict[str, str]]
-    stdout_bytes: int
-    stderr_bytes: int
-    worker_starts: int
-    worker_forks: int
+    """The grader could not run a test: the scorecard becomes ``status: error`` (kind ``grader``), regraded by a rerun."""
 
 
 class SandboxBackend:
@@ -83,13 +72,14 @@ class SandboxBackend:
         self.current_exercise = ""
         self.loaded_bytes: int | None = None  # the worker's memory right after it loaded the submission
         self.grader_fault: GraderFault | None = None
+        self.observed: dict[str, object] | None = None  # the first worker's attested isolation (attest.py)
         self.history = History()
         self._groups: list[str] = []  # the cgroups of the last sandbox killed
 
     def record(self) -> SandboxRecord:
         """This backend's own account of the submission's sandbox, for the scorecard."""
         return SandboxRecord(list(self.incidents), self.output["stdout"], self.output["stderr"], self.starts,
-                             self.forked)
+                             self.forked, self.observed)
 
     # -- the plugin tells us which test runs, so its exercise's time limit applies -------------
     def begin_test(self, nodeid: str, exercise: str | None, seed: int | None = None) -> None:
@@ -250,6 +240,7 @@ class SandboxBackend:
         try:
             if not (worker.ready and worker.files is not None):
                 expect_message(channel.receive(STARTUP_TIMEOUT), "ready")
+            self._attest(channel)  # before the submission is sent: no student code has run in it yet
             root = "/box" if self.spec.backend in ("namespace", "bwrap") else str(worker.box)
             setup: dict[str, Any] = {"root": root, "bans": {k: list(v) for k, v in self.bans.items()},
                                      "single_module": self.single_module}
@@ -267,6 +258,15 @@ class SandboxBackend:
         if self.startup_wait_s is None:
             self.startup_wait_s = round(time.monotonic() - t0, 4)
         return channel
+
+    def _attest(self, channel: Channel) -> None:
+        """Read the new sandbox from /proc; a mismatch is a grader fault at once (no retry, no grade)."""
+        try:
+            seen = channel.attested().record()
+        except AttestationError as exc:
+            channel.kill()
+            raise self._fault(str(exc)) from None
+        self.observed = self.observed or seen
 
     def _fault(self, message: str) -> GraderFault:
         """Record the first grader fault (``grade()`` reads ``grader_fault``) and return one to raise."""

@@ -76,6 +76,7 @@ class Graded:
     cards: dict[str, dict]
     forked: bool  # workers forked from a zygote (else freshly exec'd)
     ended: float  # time.time() when the batch command returned
+    level: str = "namespace"  # the isolation level it was graded under
 
     def card(self, attack: str) -> dict:
         """The scorecard of the student whose `softmax.py` is the top-level attack ``attack`` ('' for none)."""
@@ -83,16 +84,24 @@ class Graded:
 
 
 def grade_class(folder: Path, attacked: dict[str, str], *, cwd: Path, target: str, out: Path,
-                warm: str) -> Graded:
+                warm: str, level: str = "namespace") -> Graded:
     cmd = [str(Path(sys.executable).parent / "grader"), "batch", target, "--out", str(out), "-j", "2", "--quiet",
            "--per-test-time-limit", str(LIMIT_S), "--export", "gradescope", "--export", "csv", "--warm", warm,
-           *(f"--exercise={e}" for e in EXERCISES)]
+           "--isolation", level, *(f"--exercise={e}" for e in EXERCISES)]
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=1800)
     cards = {}
     for path in (out / "scorecards").glob("*.json"):
         card = json.loads(path.read_text())
         cards[card["submission"].get("student", path.stem)] = card
-    return Graded(out, attacked, done, cards, forked=warm == "fork", ended=time.time())
+    return Graded(out, attacked, done, cards, forked=warm == "fork", ended=time.time(), level=level)
+
+
+def shared_tests() -> dict[str, object]:
+    """test_hostile_class.py's tests, for a module that grades the same class another way to run them on its own
+    ``graded`` fixture (``globals().update(shared_tests())``)."""
+    from tests.project import test_hostile_class
+
+    return {name: getattr(test_hostile_class, name) for name in dir(test_hostile_class) if name.startswith("test_")}
 
 
 def scores(card: dict) -> dict[str, tuple[float, float]]:

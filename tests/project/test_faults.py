@@ -162,9 +162,11 @@ def test_a_sleeping_call_is_stopped_by_the_wall_clock_backstop(burner, monkeypat
         backend.close()
 
 
-def test_a_timeout_is_retried_once_on_a_fresh_worker_with_the_tests_handles_replayed(burner):
-    """The module hangs once (the marker file lives in the shared box of the `process` backend)."""
-    backend = _backend(burner, "process", limit=1.0)
+def test_a_timeout_is_retried_once_on_a_fresh_worker_with_the_tests_handles_replayed(burner, monkeypatch):
+    """The module hangs once: a marker file in the box it shares with its retry. A sandbox's leased uid can write
+    only a scratch folder that goes with it, so this `none` worker keeps our uid (the retry is what is tested)."""
+    monkeypatch.setattr(isolation.LaunchSpec, "drops_uid", property(lambda self: False))
+    backend = _backend(burner, "none", limit=1.0)
     try:
         handle = backend.call("mod", "HangsOnce", (), {})
         out = backend.method(handle.id, "forward", (torch.zeros(2),), {})

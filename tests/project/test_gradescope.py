@@ -18,9 +18,8 @@ import shutil
 import stat
 import subprocess
 import sys
-import sysconfig
-import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ import pytest
 from grader import schema
 from grader.cli import main
 from grader.delivery import course, gradescope_results, late
+from tests.project import readable
 from tests.project.conftest import ROOT, solutions_copy
 
 pytestmark = pytest.mark.cost(27)  # seconds on 2 cores: started early (tests/project/conftest.py)
@@ -36,32 +36,13 @@ LATE_POLICY = {"per_day": 0.1, "max_fraction": 0.5, "grace_minutes": 60}
 DUE = "2026-10-01T23:59:00-07:00"
 
 
-def _reachable(path: Path) -> bool:
-    """Every folder above ``path`` lets others through (so a sandbox uid can exec and import from it)."""
-    return all(p.stat().st_mode & stat.S_IXOTH for p in [*path.parents][:-1] if p != Path("/"))
-
-
-def _interpreter() -> Path | None:
-    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (Path(sys._base_executable).resolve(), Path("/usr/bin") / minor, Path("/usr/local/bin") / minor):
-        if candidate.is_file() and _reachable(candidate) and _reachable(candidate.parent.parent / "lib" / minor):
-            return candidate
-    return None
-
-
 @pytest.fixture(scope="module")
-def python() -> Path:
+def python() -> Iterator[Path]:
     """A venv anyone may run, on this interpreter version, seeing this checkout and its packages."""
-    base = _interpreter()
-    if base is None:
-        pytest.skip("no Python of this version that an unprivileged uid can run (needed for `process` as root)")
-    folder = Path(tempfile.mkdtemp(prefix="gs-venv-"))
-    folder.chmod(0o755)
-    subprocess.run([str(base), "-m", "venv", "--without-pip", str(folder)], check=True)
-    site = next(folder.glob("lib/python3*/site-packages"))
-    (site / "course.pth").write_text(f"{ROOT}\n{sysconfig.get_paths()['purelib']}\n")
-    yield folder / "bin" / "python"
-    shutil.rmtree(folder, ignore_errors=True)
+    with readable.venv() as found:
+        if found is None:
+            pytest.skip("no Python of this version that an unprivileged uid can run (needed for `process` as root)")
+        yield found
 
 
 @pytest.fixture(scope="module")

@@ -33,13 +33,14 @@ def card(student: str, *, sha: str = "", score: float = 4.0, error: str | None =
             "points": score, "max_points": 8, "message": f"expected 1, got 2 {text}", "duration": 0.01,
             "cuda": False, "counted": True}
     graded = error is None
-    return {"schema_version": 1, "assignment": "attention-basics",
+    return {"schema_version": 2, "assignment": "attention-basics",
             "submission": {"path": f"/class/{student}{text}", "student": student + text, "sha256": sha,
                            "layout": "directory", "files": [{"name": f"masks{text}.py", "bytes": 1, "sha256": "d" * 64}]},
             "status": "graded" if graded else "error", "error": None if graded else {"kind": "intake", "message": error},
             "score": score if graded else 0, "max_score": 8,
             "exercises": [{"id": "masks", "title": "Masks", "score": score, "max_score": 8, "tests": [test]}] if graded else [],
-            "isolation": {"backend": "namespace", "uid": 1000, "limits": {}, "cgroup": "v2", "seccomp": True, "threads": 1},
+            "isolation": {"backend": "namespace", "uid": 1000, "limits": {}, "cgroup": "v2", "seccomp": True, "threads": 1,
+                          "file_view": "namespace", "attested": True},
             "seed": 1, "grader": {"version": __version__},
             "environment": {"python": "3.11", "torch": "2", "cuda": None, "platform": "linux"},
             "timings": {"started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:00:01+00:00", "total_s": 1.0},
