@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import pytest
 
 from grader import intake, manifest
-from grader.errors import UsageError
+from grader.errors import GraderFault, UsageError
 from grader.options import GradeOptions, launch_spec
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard, withhold
@@ -75,6 +75,8 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
         sub = intake.take(submission, modules={e.module for e in spec_assignment.exercises})
     except intake.IntakeError as exc:
         return _finish(card, t0, error=("intake", str(exc)))
+    except GraderFault as exc:  # the submission could not be read for a reason of this machine's: a rerun retries it
+        return _finish(card, t0, error=("grader", f"{type(exc).__name__}: {exc}"))
     card["submission"].update(sha256=sub.sha256, layout=sub.layout, files=sub.files)
     card["timings"]["intake_s"] = round(time.monotonic() - t0, 4)
     try:

@@ -24,9 +24,10 @@ _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import runpy; "
          "sys.argv = [sys.argv[2], *sys.argv[3:]]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
 
 
-def module_argv(module: str, *args: str) -> list[str]:
-    """``python -I`` running ``module`` as ``__main__`` with ``grader`` imported from :data:`LIB_ROOT` only."""
-    return [sys.executable, "-I", "-c", _BOOT, str(LIB_ROOT), module, *args]
+def module_argv(module: str, *args: str, site: bool = True) -> list[str]:
+    """``python -I`` running ``module`` as ``__main__`` with ``grader`` imported from :data:`LIB_ROOT` only
+    (``site=False``: also ``-S``, for a stdlib-only module: no site-packages, a 0.1 s faster start)."""
+    return [sys.executable, "-I", *([] if site else ["-S"]), "-c", _BOOT, str(LIB_ROOT), module, *args]
 
 
 def env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

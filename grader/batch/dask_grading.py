@@ -34,7 +34,7 @@ from grader.batch.dask_connect import Session, Target
 from grader.batch.dask_worker import GradingPlugin, grade_task, self_check
 from grader.batch.discover import Entry
 from grader.batch.results import Options, Result
-from grader.errors import UsageError
+from grader.errors import GraderFault, UsageError
 from grader.options import launch_spec
 
 WAIT_FOR_WORKERS_S = 120.0
@@ -58,7 +58,7 @@ class DaskGrading:
         self.slots, self.rejected = 1, 0
         self.sent: dict[Future[str], tuple[Entry, wire.Payload]] = {}
         self.graded_by: dict[str, str] = {}  # student key -> the worker that sent its result
-        self.payloads: dict[str, wire.Payload | str] = {}  # student key -> what is sent, or why it cannot be
+        self.payloads: dict[str, wire.Payload | tuple[str, str]] = {}  # student key -> what is sent, or (error kind, why not)
 
     # -- the proof ----------------------------------------------------------------------------
     def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
@@ -99,12 +99,14 @@ class DaskGrading:
                 try:
                     self.payloads[entry.key] = wire.take(entry.path, modules=modules)
                 except intake.IntakeError as exc:
-                    self.payloads[entry.key] = str(exc)
+                    self.payloads[entry.key] = ("intake", str(exc))
+                except GraderFault as exc:  # reading it failed for a reason of this machine's, not the submission's
+                    self.payloads[entry.key] = ("grader", f"{exc}; rerun the batch to retry it")
 
     # -- the grading --------------------------------------------------------------------------
     def grade(self, todo: list[Entry]) -> Iterator[Result]:
         self.read(todo)
-        unreadable = [(e, p) for e in todo if isinstance(p := self.payloads[e.key], str)]
+        unreadable = [(e, p) for e in todo if isinstance(p := self.payloads[e.key], tuple)]
         if self.session is not None:
             self._submit(self.session.client, [e for e in todo if isinstance(self.payloads[e.key], wire.Payload)])
         return self._collect(unreadable)
@@ -119,7 +121,7 @@ class DaskGrading:
                                    key=f"{self.name}-{entry.key}", pure=False, resources=resources)
             self.sent[future] = (entry, payload)
 
-    def _collect(self, unreadable: list[tuple[Entry, str]]) -> Iterator[Result]:
+    def _collect(self, unreadable: list[tuple[Entry, tuple[str, str]]]) -> Iterator[Result]:
         seen: set[str] = set()
         for future in as_completed(list(self.sent)) if self.sent else ():
             entry, payload = self.sent.pop(future)
@@ -130,7 +132,7 @@ class DaskGrading:
             self._log(entry, future.key, result)
             yield result
         # last: their cards are made here, and the first one imports torch (a second or two) while nobody waits
-        yield from (self._error(entry, "intake", message) for entry, message in unreadable)
+        yield from (self._error(entry, kind, message) for entry, (kind, message) in unreadable)
 
     def result(self, future: Future[str], entry: Entry, payload: wire.Payload) -> Result:
         """The engine's result for a finished task: its checked scorecard, or a grader error card."""

@@ -21,6 +21,7 @@ from grader.batch import cards
 from grader.batch.discover import Entry
 from grader.batch.pool import Pool
 from grader.batch.results import BatchFault, BatchInterrupted, Options, Result, Run
+from grader.errors import GraderFault
 from grader.options import launch_spec
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
@@ -167,7 +168,7 @@ def _plan(entries: list[Entry], out: Path, options: Options,
 def _fingerprint(path: Path, modules: set[str]) -> str:
     try:
         sub = intake.take(path, modules=modules)
-    except intake.IntakeError:
+    except (intake.IntakeError, GraderFault):  # unreadable now: graded again, and its card says why
         return ""
     sub.cleanup()
     return sub.sha256

@@ -9,7 +9,12 @@ Landlock view, and ``setup.sh`` made them root-only). Where namespaces do work, 
 uid used are recorded in ``extra_data.isolation``.
 
 Any failure of the grader (the canary refusing this machine, a crash, an error scorecard of kind
-``grader``) still writes a ``results.json`` that says the autograder failed, and exits 1.
+``grader``) writes **no** ``results.json`` and exits 1, with the reason on stdout. That is Gradescope's
+own failure signal (its autograder documentation, "Troubleshooting": no valid results.json gives "The
+autograder failed to execute correctly"): the submission is marked failed, not scored, the instructor
+sees the reason in the autograder output and can rerun it once the cause is fixed; a results.json of 0
+would be a grade. A submission that cannot be read as uploaded is the student's: a results.json of 0
+that says why (:func:`gradescope_results.intake_rejected`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import argparse
 import json
 import os
 import sys
-import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,6 +59,10 @@ class Tree:
     @property
     def metadata(self) -> Path:
         return self.root / "submission_metadata.json"
+
+
+FAILED_NOTE = ("No results.json was written, so Gradescope shows this submission as \"The autograder failed to "
+               "execute correctly\" and records no score. Fix the cause above, then rerun the autograder on it.")
 
 
 class GraderFailed(GraderFault):
@@ -109,31 +117,19 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
     return document
 
 
-def _max_score(tree: Tree, settings: dict[str, Any]) -> float:
-    try:
-        from grader import manifest
-
-        return manifest.load(tree.source / "assignments.json", settings["assignment"]).max_points
-    except Exception:  # noqa: BLE001 - the fallback must be written whatever else is broken
-        return 0.0
-
-
 def run(tree: Tree, isolation: str | None = None) -> int:
-    """Grade and write results.json; 0 when graded (whatever the score), 1 when the grader failed."""
-    t0 = time.monotonic()
-    settings = DEFAULTS
+    """Grade and write results.json (exit 0, whatever the score); on a grader failure, no results.json (exit 1)."""
+    tree.results.unlink(missing_ok=True)  # no earlier run's results may stand for this one
     try:
         settings = config(tree)
         document = grade(tree, settings, isolation or settings["isolation"])
-        code = 0
-    except Exception as exc:  # noqa: BLE001 - any grader fault becomes a loud results.json, never a silent 0
-        traceback.print_exc(file=sys.stdout)  # Gradescope keeps stdout for instructors only
-        detail = f"{type(exc).__name__}: {exc}"
-        document = gs.failure(detail, max_score=_max_score(tree, settings), execution_time=time.monotonic() - t0)
-        code = 1
+    except Exception as exc:  # noqa: BLE001 - any grader fault is Gradescope's failure state, never a score
+        traceback.print_exc(file=sys.stdout)  # Gradescope shows the autograder output to instructors only
+        print(f"GRADER FAILED, not the submission: {type(exc).__name__}: {exc}\n{FAILED_NOTE}")
+        return 1
     gs.write_atomic(tree.results, document)
-    print(f"results.json: score {document['score']:g} ({'graded' if code == 0 else 'GRADER FAILED'})")
-    return code
+    print(f"results.json: score {document['score']:g} (graded)")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -86,6 +86,21 @@ def test_gradebook_cells_that_a_spreadsheet_would_run_are_escaped_and_numbers_st
     assert outputs.csv_cell(-1) == -1 and outputs.csv_cell(0.5) == 0.5 and outputs.csv_cell("-1") == "'-1"
 
 
+def test_a_submission_that_was_not_graded_has_blank_points_with_its_status_beside(tmp_path):
+    """An LMS's own export leaves an ungraded submission blank; a 0 here would be uploaded as the grade of a
+    student whose zip was corrupt (issue 28, item 5). The Canvas and Moodle files agree."""
+    from grader.batch import lms
+    from grader.batch.roster import Student
+
+    named = [("alice", card("alice", score=3.5)), ("bob", card("bob", error="bob.zip: not a valid zip archive"))]
+    rows = {r["student"]: r for r in csv.DictReader(io.StringIO(outputs.gradebook_csv(named, ["masks"])))}
+    assert (rows["bob"]["masks"], rows["bob"]["total"], rows["bob"]["status"], rows["bob"]["error"]) == (
+        "", "", "error", "intake")
+    assert (float(rows["alice"]["masks"]), float(rows["alice"]["total"]), rows["alice"]["status"]) == (3.5, 3.5, "graded")
+    lines = lms.join(named, [Student(login="alice"), Student(login="bob"), Student(login="carol")])
+    assert [line.grade() for line in lines] == [3.5, "", 0]  # carol: on the roster, nothing submitted
+
+
 def test_identical_submissions_are_flagged_in_the_summary_and_the_report(tmp_path, assignment):
     stub = outputs.stubs_sha256(assignment)
     assert len(stub) == 64
