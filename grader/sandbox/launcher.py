@@ -167,7 +167,8 @@ def build_root(cfg: Config, root: str) -> None:
     mount(None, "/", None, REC | PRIVATE)
     mount("tmpfs", root, "tmpfs", NOSUID | NODEV, "size=1m,mode=755")
     os.makedirs(root + "/box")
-    mount("tmpfs", root + "/box", "tmpfs", NOSUID | NODEV, f"size=64m,nr_inodes=4096,mode=700,uid={uid},gid={uid}")
+    box = f"size={cfg['box_bytes']},nr_inodes={cfg['box_inodes']},mode=700,uid={uid},gid={uid}"  # intake's budget
+    mount("tmpfs", root + "/box", "tmpfs", NOSUID | NODEV, box)
     for name in os.listdir(cfg["box"]):  # the submission's files, copied in as root, then owned by the slot
         src, dst = os.path.join(cfg["box"], name), os.path.join(root, "box", name)
         if os.path.isfile(src) and not os.path.islink(src):

@@ -16,6 +16,7 @@ LAYERS: list[set[str]] = [
     {"grader", "errors", "protocol", "safetext", "schema", "schemas"},  # plain data, the error tree, schemas
     {"inside", "manifest", "references", "exports", "procs", "intake_fs"},
     {"student", "sandbox", "intake_archive", "intake_notebook"},
+    {"intake_bounded"},  # reads a notebook in a child process, through intake_notebook
     {"intake", "testing", "options"},
     {"scoring"},
     {"grade", "build"},
