@@ -25,7 +25,7 @@ from typing import Any
 
 from grader import intake_fs
 from grader.errors import UsageError
-from grader.sandbox import cgroups, landlock, privlib, seccomp, uids, view
+from grader.sandbox import cgroups, landlock, mirror, privlib, seccomp, uids, view
 from grader.sandbox.attest import Expected
 from grader.sandbox.launcher import INSIDE_PACKAGES
 from grader.sandbox.levels import LEVELS
@@ -187,7 +187,7 @@ class LaunchSpec:
         gets a view of its own)."""
         if not self.drops_uid or self.backend not in ("process", "none"):
             return []
-        return view.unreadable_for_workers()
+        return mirror.unreachable()
 
     def expected(self) -> Expected:
         """What every process of a worker launched under this spec must show in /proc (:mod:`attest`)."""
@@ -237,18 +237,20 @@ class LaunchSpec:
         if self.drops_uid and self.backend in ("process", "none"):  # a leased uid without a view of its own
             cfg["python"] = view.worker_python() or sys.executable
         if self.file_view == "landlock":
-            cfg["landlock"] = view.landlock_rules(box, scratch, lib, bool(gpus))
+            cfg["landlock"] = view.landlock_rules(box, scratch, lib, bool(gpus), sites=mirror.site_dirs(),
+                                                  entries=mirror.packages())
         if self.backend == "namespace":
             cfg.update(status_fd=status_fd, python=view.interpreter(), binds=view.binds(bool(gpus)),
-                       masks=list(view.masks(bool(gpus))), packages=list(view.packages()), gpu_devices=gpus)
+                       masks=list(view.masks(bool(gpus))), packages=mirror.packages(), gpu_devices=gpus)
         if self.backend == "bwrap":
             cfg.update(python=view.interpreter(), bwrap_argv=bwrap_argv(box))
         return cfg
 
 
 def site_dirs() -> list[str]:
-    """The worker's package folders (after its own lib): where torch and its dependency closure live."""
-    return list(view.site_dirs())
+    """The worker's package folders (after its own lib): where torch and its dependency closure live, or their
+    mirrors where a leased uid cannot reach them (:mod:`grader.sandbox.mirror`)."""
+    return mirror.site_dirs()
 
 
 def gpu_devices() -> list[str]:

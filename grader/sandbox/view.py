@@ -81,12 +81,14 @@ def unreadable_for_workers() -> list[str]:
 CPU_INFO = ("/proc", "/sys/devices/system/cpu")  # torch sizes its thread pools from these
 
 
-def landlock_rules(box: Path, scratch: str, lib: str, gpu: bool) -> dict[str, list[str]]:
-    """The ``process`` sandbox's Landlock allowlist (:mod:`grader.sandbox.landlock`'s kinds)."""
+def landlock_rules(box: Path, scratch: str, lib: str, gpu: bool, *, sites: list[str],
+                   entries: list[str]) -> dict[str, list[str]]:
+    """The ``process`` sandbox's Landlock allowlist (:mod:`grader.sandbox.landlock`'s kinds); ``sites`` and
+    ``entries``: the site folders and torch's closure where the worker sees them (:mod:`grader.sandbox.mirror`)."""
     gpu_devices = [str(p) for p in Path("/dev").glob("nvidia*")] if gpu else []
     python = worker_python() or interpreter()
     stdlib = os.path.join(os.path.dirname(os.path.dirname(python)), "lib", os.path.basename(python))
-    return {"read": [*binds(gpu), stdlib, *packages(), lib, str(box), *CPU_INFO], "list": list(site_dirs()),
+    return {"read": [*binds(gpu), stdlib, *entries, lib, str(box), *CPU_INFO], "list": sites,
             "execute": [worker_python() or interpreter(), *SYSTEM],  # exec opens the ELF loader (ld-linux) too
             "device": [*DEVICES, *gpu_devices], "write": [scratch] if scratch else []}
 
