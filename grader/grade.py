@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import pytest
 
-from grader import intake, manifest
+from grader import intake, manifest, proofs
 from grader.errors import GraderFault, UsageError
 from grader.options import GradeOptions, launch_spec
 from grader.sandbox import isolation as iso
@@ -133,15 +133,18 @@ class _Makers:
     def _inprocess(self) -> InProcessBackend:
         from grader.student.inprocess import InProcessBackend
 
-        return InProcessBackend(self.sub.box, bans=self.assignment.bans(), single_module=self.sub.single_module)
+        return InProcessBackend(self.sub.box, bans=self.assignment.bans(), single_module=self.sub.single_module,
+                                time_limits=self.assignment.time_limits(self.options.per_test_time_limit))
 
     def _sandbox(self) -> SandboxBackend:
         from grader.sandbox.remote import SandboxBackend
 
-        a, limit = self.assignment, self.options.per_test_time_limit
+        a, o = self.assignment, self.options
+        limit, tests = o.per_test_time_limit, proofs.limits(a, backend=self.backend, exercises=o.exercises,
+                                                              per_test_time_limit=o.per_test_time_limit)
         made = SandboxBackend(self.sub.box, self.spec, bans=a.bans(), single_module=self.sub.single_module,
-                              time_limits={e.id: limit or e.time_limit_s for e in a.exercises},
-                              budget_s=a.limits.submission_wall_s, starter=self.starter)
+                              time_limits=a.time_limits(limit),
+                              budget_s=a.limits.submission_wall_s, starter=self.starter, test_limits=tests)
         if not self.made:
             self.sandbox = made
         return made
@@ -174,6 +177,8 @@ def _run(card: dict[str, Any], sub: intake.Submission, assignment: manifest.Assi
 def _sandbox_record(card: dict[str, Any], record: SandboxRecord) -> None:
     card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in record.incidents]
     card["student_output"] = {"stdout_bytes": record.stdout_bytes, "stderr_bytes": record.stderr_bytes}
+    for test in (t for e in card["exercises"] for t in e["tests"] if t["id"] in record.test_cpu):
+        test["cpu_s"] = record.test_cpu[test["id"]]
     card["isolation"]["worker_starts"] = record.worker_starts
     card["isolation"]["worker_forks"] = record.worker_forks
     if record.observed is not None:  # what /proc showed of the first worker, in place of what was asked for

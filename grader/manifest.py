@@ -75,6 +75,10 @@ class Assignment:
             out.update({f"{e.module}.{name}": names for name, names in e.banned_in.items()})
         return out
 
+    def time_limits(self, per_test: float | None = None) -> dict[str, float]:
+        """Each exercise's per-test CPU limit (``per_test`` overrides them all)."""
+        return {e.id: per_test or e.time_limit_s for e in self.exercises}
+
     def suite_files(self, kind: str) -> list[Path]:
         """Absolute paths of the ``public`` or ``hidden`` test files, in manifest order."""
         attr = {"public": "public_tests", "hidden": "hidden_tests"}[kind]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader import __version__, canary, manifest, schema
+from grader import __version__, canary, manifest, proofs, schema
 from grader.batch import discover as disc
 from grader.batch import engine, outputs
 from grader.batch.progress import Progress
@@ -110,7 +110,7 @@ def fingerprint(assignment: manifest.Assignment) -> str:
     package = Path(canary.__file__).resolve().parent
     root = assignment.root.resolve()
     digest = hashlib.sha256(f"{__version__}\0{assignment.id}\0".encode())
-    for path in canary._inputs(assignment):  # the canary's own list, so the two cannot drift apart
+    for path in proofs.inputs(assignment):  # the canary's own list, so the two cannot drift apart
         digest.update(_relative(path.resolve(), package, root).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 

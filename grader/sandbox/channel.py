@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from grader.sandbox import cgroups, drain, leftovers, reaping, sweep
 from grader.sandbox.attest import Observed, attest
-from grader.sandbox.cputime import CpuMeter, cpuacct_group
+from grader.sandbox.cputime import CpuMeter, Progress, cpuacct_group
 from grader.sandbox.isolation import LaunchSpec, launcher
 from grader.sandbox.zygote_client import ForkedWorker, Zygote
 
@@ -45,9 +45,9 @@ CPU_POLL_S = 0.1
 class ChannelError(Exception):
     """The worker timed out, died or broke the protocol; ``kind`` is timeout | crash | protocol | output."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, *, cpu: bool = False) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind, self.cpu = kind, cpu  # cpu: a timeout of the CPU-time limit (not of the wall-clock backstop)
 
 
 class Channel:
@@ -159,10 +159,12 @@ class Channel:
         if self._buffer:
             raise ChannelError("protocol", "the worker wrote a reply nobody asked for")
 
-    def receive(self, timeout: float, cpu_until: float | None = None) -> Any:
-        """The next reply frame; a timeout past ``timeout`` wall seconds or once ``cpu_seconds()``
-        reaches ``cpu_until``."""
-        deadline, next_cpu = time.monotonic() + max(timeout, 0.0), 0.0
+    def receive(self, timeout: float, cpu_until: float | None = None, stall_s: float | None = None) -> Any:
+        """The next reply frame; a timeout once ``cpu_seconds()`` reaches ``cpu_until``, past ``timeout`` wall
+        seconds, or after ``stall_s`` wall seconds in which the sandbox used (almost) no CPU: a sleeping worker is
+        stopped as soon as before, a busy one starved by a loaded machine runs on to its CPU limit."""
+        start = time.monotonic()
+        deadline, next_cpu, progress = start + max(timeout, 0.0), 0.0, Progress(start, self.cpu_seconds())
         while True:
             frame = self._frame()
             if frame is not None:
@@ -171,8 +173,12 @@ class Channel:
             if now >= deadline:
                 raise ChannelError("timeout", f"no answer within {timeout:.1f} s of wall-clock time")
             if cpu_until is not None and now >= next_cpu:
-                if self.cpu_seconds() >= cpu_until:
-                    raise ChannelError("timeout", "its CPU time ran out")
+                used = self.cpu_seconds()
+                if used >= cpu_until:
+                    raise ChannelError("timeout", "its CPU time ran out", cpu=True)
+                if stall_s is not None and progress.idle(now, used) > stall_s:
+                    raise ChannelError("timeout", f"no answer within {stall_s:.1f} s of wall-clock time, "
+                                                  "using no CPU time meanwhile")
                 next_cpu = now + CPU_POLL_S
             for key, _ in self._selector.select(min(deadline - now, CPU_POLL_S if cpu_until else 1.0)):
                 self._drain(key)

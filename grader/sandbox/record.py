@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -15,3 +15,4 @@ class SandboxRecord:
     worker_starts: int
     worker_forks: int
     observed: dict[str, object] | None = None  # the isolation /proc showed (attest.py); None: no worker started
+    test_cpu: dict[str, float] = field(default_factory=dict)  # test id -> CPU seconds it took in the sandbox

@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"student", "sandbox", "intake_archive", "intake_notebook"},
     {"intake_bounded"},  # reads a notebook in a child process, through intake_notebook
     {"intake", "testing", "options"},
-    {"scoring"},
+    {"scoring", "proofs"},  # proofs: the canary's cache, read by grade() for its per-test limits
     {"grade", "build"},
     {"canary", "selfcheck"},  # both grade the reference solutions through grade()
     {"classroom"},
