@@ -37,7 +37,7 @@ def environment() -> dict[str, Any]:
             "platform": platform.platform(terse=True)}
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def new(*, assignment: str, max_score: float, path: object, isolation: dict[str, Any], seed: int,

@@ -33,7 +33,7 @@ def card(student: str, *, sha: str = "", score: float = 4.0, error: str | None =
             "points": score, "max_points": 8, "message": f"expected 1, got 2 {text}", "duration": 0.01,
             "cuda": False, "counted": True}
     graded = error is None
-    return {"schema_version": 1, "assignment": "attention-basics",
+    return {"schema_version": 2, "assignment": "attention-basics",
             "submission": {"path": f"/class/{student}{text}", "student": student + text, "sha256": sha,
                            "layout": "directory", "files": [{"name": f"masks{text}.py", "bytes": 1, "sha256": "d" * 64}]},
             "status": "graded" if graded else "error", "error": None if graded else {"kind": "intake", "message": error},
