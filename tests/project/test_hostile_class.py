@@ -32,7 +32,7 @@ from tests.project.hostile_class import (
     student_of,
 )
 
-pytestmark = [pytest.mark.cost(78), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = [pytest.mark.cost(120), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 needs_memory_cgroup = pytest.mark.skipif(
     "namespace" not in isolation.available() or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths())

@@ -23,7 +23,7 @@ from tests.project.test_hostile_class import (
     test_timeouts_and_crashes_are_recorded_as_incidents,
 )
 
-pytestmark = [pytest.mark.cost(130), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = [pytest.mark.cost(200), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 __all__ = ["test_a_flood_of_output_is_capped_and_never_reaches_the_scorecard",
            "test_a_protocol_violation_fails_the_rest_of_the_exercise_and_is_reported",

@@ -17,6 +17,8 @@ from grader.protocol.errors import BannedAPIError
 from grader.scoring import banned, integrity, withhold
 from tests.project.conftest import CORPUS, ROOT, solutions_copy
 
+pytestmark = pytest.mark.cost(40)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
 # rule -> (sources that must be flagged with it, look-alike sources that must not be flagged at all)
 CASES: dict[str, tuple[list[str], list[str]]] = {
     "grader-internals": (["import grader.inside.bans", "from grader.protocol import errors",

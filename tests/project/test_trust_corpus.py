@@ -18,7 +18,7 @@ from grader.scoring import withhold
 from tests.project import trust_corpus
 from tests.project.conftest import grade_inprocess
 
-pytestmark = pytest.mark.cost(45)  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = pytest.mark.cost(55)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 HONEST = trust_corpus.honest()
 EVASIONS = trust_corpus.evasions()

@@ -78,7 +78,7 @@ def honest() -> list[Student]:
         mine = [owners[s] for s in stems if s in owners]
         if not mine:  # one file that is no exercise's module: the whole assignment in one file
             basics = manifest.load()
-            out.append(Student(f"honest-{folder.name}", "honest", folder, basics.id, basics.ids(), single=stems[0]))
+            out.append(Student(f"honest-{folder.name}", "honest", folder, basics.id, tuple(basics.ids()), single=stems[0]))
             continue
         out.append(Student(f"honest-{folder.name}", "honest", folder, mine[0][0], tuple(e for _, e in mine)))
     return out
