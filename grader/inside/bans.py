@@ -112,16 +112,14 @@ class _Refusal(TorchFunctionMode):
         for name in names:  # the first banned name of an operator is the one the message shows
             for op in operators(name):
                 self.by_operator.setdefault(op, name)
+        # ids of the originals, which _resolve's cache keeps alive: no other object can take their ids meanwhile
+        # (a cache of verdicts by id could: a property getter made and freed per access, then an operator made
+        # lazily at the same address; so each call is judged afresh, about a microsecond)
         self.by_identity = {id(_resolve(name)[2]): name for name in names}
-        self.seen: dict[int, str] = {}  # id(func) -> the banned API it runs, '' for none (torch's long-lived objects)
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
-        key = id(func)
-        banned = self.seen.get(key)
-        if banned is None:
-            banned = self.by_identity.get(key) or self.by_operator.get(_operator(func), "")
-            self.seen[key] = banned
+        banned = self.by_identity.get(id(func)) or self.by_operator.get(_operator(func))
         if banned:
             raise _refuse(banned)
         return func(*args, **(kwargs or {}))
