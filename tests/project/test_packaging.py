@@ -158,3 +158,17 @@ def test_ci_runs_exactly_the_readmes_test_command():
     readme = re.findall(r"^(python -m pytest [^#\n]*?)\s*(?:#.*)?$", (ROOT / "README.md").read_text(), re.M)
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("python -m pytest")]
     assert readme and ci == readme[:1], (readme, ci)
+
+
+def test_the_version_is_written_once_and_the_changelog_names_it():
+    """`grader.__version__` is the one place: pyproject reads it, the installed metadata says it, and CHANGELOG.md's
+    latest entry is it (on 4ad1d57 pyproject and the package each wrote 0.1.0, and there was no changelog)."""
+    import grader
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "grader.__version__"}
+    assert md.version("attention-grader") == grader.__version__
+    headings = re.findall(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text("utf-8"), re.MULTILINE)
+    assert headings and headings[0] == grader.__version__, headings
+    assert len(set(headings)) == len(headings)
