@@ -40,9 +40,10 @@ def _cmd_release(args: argparse.Namespace) -> int:
 
 def chosen(*, manifest_path: Path | None = None, assignment: str | None = None) -> list[manifest.Assignment]:
     """The assignments to release: ``assignment`` (``all``: every one) from the manifest, loaded once."""
+    both = ("public", "hidden")  # every release ships the public suites; Gradescope's the hidden ones and references
     if assignment == ALL:
-        return manifest.load_all(manifest_path)
-    return [manifest.load(manifest_path, assignment)]
+        return [manifest.check_paths(spec, both) for spec in manifest.load_all(manifest_path)]
+    return [manifest.check_paths(manifest.load(manifest_path, assignment), both)]
 
 
 def output(path: str, spec: manifest.Assignment, *, many: bool) -> Path:
