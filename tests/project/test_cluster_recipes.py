@@ -49,7 +49,7 @@ def test_the_kubernetes_manifests_validate_against_every_release_from_1_29():
 
     versions = [v for v in _versions() if tuple(map(int, v.split(".")[:2])) >= (1, 29)]
     assert len(versions) >= 5 and versions[0] == "1.29.0", versions
-    for name, docs in _manifests().items():
+    for docs in _manifests().values():
         for version in versions:
             for doc in docs:
                 kv.validate(doc, version, strict=True)  # raises, naming the field, on anything unknown or wrong
@@ -77,7 +77,10 @@ SCRIPT = """
 set -e
 ip link set lo up
 {certificates}
-wait_for() {{ for _ in $(seq 3000); do grep -q "$2" "$1" 2>/dev/null && return 0; kill -0 "$3" || return 1; sleep 0.1; done; return 1; }}
+wait_for() {{  # a log line, while its process lives (a bounded number of looks)
+  for _ in $(seq 3000); do grep -q "$2" "$1" 2>/dev/null && return 0; kill -0 "$3" || return 1; sleep 0.1; done
+  return 1
+}}
 {scheduler} > scheduler.log 2>&1 &
 scheduler=$!
 wait_for scheduler.log "Scheduler at" $scheduler

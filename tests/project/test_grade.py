@@ -82,7 +82,7 @@ def test_schema_command_prints_the_scorecard_schema(capsys):
 
 @pytest.mark.skipif(STRONGEST != "namespace", reason="needs root on Linux")
 def test_isolation_block_records_uid_limits_and_cgroup(tmp_path):
-    card = json.loads(_grade_cli(str(ROOT / "solutions"), "--seed", "3").stdout)
+    card = json.loads(_grade_cli(str(ROOT / "solutions"), "--seed", "3", "--json").stdout)
     iso = card["isolation"]
     assert iso["backend"] == "namespace" and iso["uid"] >= isolation.UID_BASE
     assert iso["limits"]["memory_mb"] == 4096 and iso["limits"]["processes"] == 64
