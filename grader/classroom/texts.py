@@ -18,6 +18,10 @@ from string import Template
 from grader import manifest
 
 RUNNER_ID = "grader"
+# what the student README says of CI (no platform named: GitHub Classroom is retired; a Classroom 50 template
+# replaces it with what Classroom 50 does)
+CI = ("- If your course runs the tests on each push (continuous integration set up by your instructor), those\n"
+      "  points also come from the public tests only.")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
@@ -30,7 +34,7 @@ def readme(spec: manifest.Assignment, *, torch: str, index: str) -> str:
     bans = (f"- Some exercises ban library shortcuts (for example `{banned.banned[0]}` in `{banned.id}`): the point is "
             "to\n  write them yourself. Calling a banned function fails the test with a message saying so."
             if banned else "")
-    return README.substitute(title=spec.title, table=table, torch=torch, index=index, one=one.id, first=first.id,
+    return README.substitute(title=spec.title, table=table, torch=torch, index=index, one=one.id, first=first.id, ci=CI,
                              public_file=first.public_tests, test_name=_first_test(spec.root / first.public_tests),
                              bans=bans)
 
@@ -159,8 +163,7 @@ result as JSON.
 - **These are the public tests only.** After the deadline your instructor grades your code with
   **hidden tests**, in a sandbox, with fresh random inputs. The hidden tests decide your grade:
   passing every public test is a good sign, not a guarantee of full marks.
-- If your course runs the tests on each push (continuous integration set up by your instructor), those
-  points also come from the public tests only.
+$ci
 $bans
 
 ## Rules

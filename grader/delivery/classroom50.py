@@ -32,8 +32,6 @@ from grader.delivery.gradescope import fill
 
 MARKER = ".classroom50-release"
 WORKFLOW = Path(".github") / "workflows" / "classroom.yml"
-CI_SENTENCE = ("- On every push, GitHub Classroom runs the public tests (`.github/workflows/classroom.yml`) and\n"
-               "  shows their points; those CI points also come from the public tests only.")
 C50_SENTENCE = ("- On every submission, Classroom 50 runs the public tests and shows their points on the\n"
                 "  submission's Release; those points also come from the public tests only.")
 BUNDLE_SCHEMAS = ("schemas/classroom50-result.schema.json",)
@@ -61,7 +59,7 @@ def _template(dest: Path, spec: manifest.Assignment) -> list[Path]:
     for folder in (dest / WORKFLOW.parent, dest / WORKFLOW.parent.parent):
         folder.rmdir()
     readme = dest / "README.md"
-    readme.write_text(readme.read_text("utf-8").replace(CI_SENTENCE, C50_SENTENCE), "utf-8")
+    readme.write_text(readme.read_text("utf-8").replace(texts.CI, C50_SENTENCE), "utf-8")
     return [p for p in written if p.exists()]
 
 
