@@ -35,28 +35,28 @@ def _grade(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*GRADER, "grade", *args], capture_output=True, text=True, cwd="/", timeout=600)
 
 
-def test_grade_prints_a_summary_and_the_json_only_on_request(tmp_path):
+def test_grade_prints_a_summary_and_the_json_only_on_request(tmp_path, softmax_course):
     sub = tmp_path / "sub"
     sub.mkdir()
     shutil.copy(ROOT / "solutions" / "softmax.py", sub / "softmax.py")
-    done = _grade(str(sub), *QUICK)
+    done = _grade(str(sub), *QUICK, "--manifest", str(softmax_course))
     assert done.returncode == ExitCode.OK, done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("graded: 6/100 (") and "seed 3" in lines[0], done.stdout
+    assert lines[0].startswith("graded: 6/14 (") and "seed 3" in lines[0], done.stdout
     assert any(line.split()[:2] == ["softmax", "6/6"] for line in lines), done.stdout
-    causal = next(line for line in lines if line.split()[:1] == ["causal_attention"])
-    assert "0/" in causal and "tests failing; first:" in causal and "not found" in causal, causal
-    assert not done.stdout.lstrip().startswith("{") and len(lines) < 40  # 2,000 lines of JSON on 4ad1d57
-    as_json = _grade(str(sub), *QUICK, "--json")
+    missing = next(line for line in lines if line.split()[:1] == ["simple_attention"])
+    assert "0/8" in missing and "tests failing; first:" in missing and "not found" in missing, missing
+    assert not done.stdout.lstrip().startswith("{") and len(lines) < 10  # on 4ad1d57: the JSON alone, 2,000 lines
+    as_json = _grade(str(sub), *QUICK, "--manifest", str(softmax_course), "--json")
     card = json.loads(as_json.stdout)  # stdout is the scorecard alone; the summary went to stderr
     schema.validate("scorecard", card)
-    assert card["score"] == 6 and any(x.startswith("graded: 6/100") for x in as_json.stderr.splitlines())
+    assert card["score"] == 6 and any(x.startswith("graded: 6/14") for x in as_json.stderr.splitlines())
 
 
-def test_an_unreadable_submission_says_why_and_exits_1(tmp_path):
+def test_an_unreadable_submission_says_why_and_exits_1(tmp_path, softmax_course):
     bad = tmp_path / "alice.zip"
     bad.write_bytes(b"PK\x03\x04 truncated")
-    done = _grade(str(bad), *QUICK)
+    done = _grade(str(bad), *QUICK, "--manifest", str(softmax_course))
     assert done.returncode == ExitCode.FAILED, done.stderr[-2000:]  # 0 on 4ad1d57, with no reason printed
     first = done.stdout.splitlines()[0]
     assert first.startswith("error (intake): ") and "zip" in first, done.stdout
@@ -93,11 +93,11 @@ def _when_said(argv: list[str], env: dict[str, str], wanted: str, probe: Path) -
 
 @pytest.fixture
 def softmax_course(tmp_path: Path) -> Path:
-    """The course reduced to softmax (a short proof), and a cache with no proof in it: the canary has to grade."""
+    """The course reduced to softmax and simple_attention (short grades, a short proof)."""
     course = course_copy(tmp_path / "course")
     document = json.loads((course / "assignments.json").read_text())
     document["assignments"] = document["assignments"][:1]
-    document["assignments"][0]["exercises"] = document["assignments"][0]["exercises"][:1]
+    document["assignments"][0]["exercises"] = document["assignments"][0]["exercises"][:2]
     (course / "assignments.json").write_text(json.dumps(document, indent=2))
     return course / "assignments.json"
 
@@ -117,7 +117,7 @@ def test_grade_off_a_terminal_says_the_canary_is_proving_while_it_runs(tmp_path,
     assert running and not existed, said[-2000:]  # said while the proof ran, before any result
     lines = said.splitlines()
     assert "reference solutions" in lines[0] and "stubs" in lines[0], said
-    assert "canary: reference solutions 6/6, stubs 0/6 (proven in" in said and card.is_file(), said[-2000:]
+    assert "canary: reference solutions 14/14, stubs 0/14 (proven in" in said and card.is_file(), said[-2000:]
 
 
 def test_batch_off_a_terminal_says_what_it_is_doing_before_the_first_result(tmp_path, softmax_course, cold_cache):
@@ -130,8 +130,8 @@ def test_batch_off_a_terminal_says_what_it_is_doing_before_the_first_result(tmp_
     assert running and not existed, said[-2000:]
     lines = said.splitlines()
     at = {key: next(i for i, x in enumerate(lines) if key in x) for key in
-          ("proving the grader first", "canary: reference solutions 6/6, stubs 0/6", "starting 1 grading slot(s)",
-           "[1/1] alice: 6/6")}
+          ("proving the grader first", "canary: reference solutions 14/14, stubs 0/14", "starting 1 grading slot(s)",
+           "[1/1] alice: 6/14")}
     assert list(at.values()) == sorted(at.values()), said[-3000:]
 
 
