@@ -16,6 +16,7 @@ tests/corpus/hostile/integrity and .../structure (each replaces the module its d
     python benchmarks/integrity.py              # static + end to end, every level available
     python benchmarks/integrity.py --no-e2e     # static only (seconds)
     python benchmarks/integrity.py --levels namespace-fork
+    python benchmarks/integrity.py --levels process-fork none-cold   # as a non-root user: process is refused
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ from grader.scoring import integrity, withhold  # noqa: E402
 from tests.project import trust_corpus  # noqa: E402
 
 ASSIGNMENTS = {a.id: a for a in manifest.load_all()}
-LEVELS = {"namespace-fork": ("namespace", "fork"), "namespace-cold": ("namespace", "off"), "process-fork": ("process", "fork")}
+LEVELS = {"namespace-fork": ("namespace", "fork"), "namespace-cold": ("namespace", "off"), "process-fork": ("process", "fork"),
+          "none-cold": ("none", "off")}  # none: what a non-root user without bubblewrap may pass, knowingly
 REFUSED = "is not allowed in this exercise"
+REFUSALS: dict[str, str] = {}  # level -> what grader batch said when it refused to grade under it
 
 
 def static(students: list[trust_corpus.Student], work: Path) -> dict[str, dict]:
@@ -86,7 +89,9 @@ def e2e(students: list[trust_corpus.Student], work: Path, level: str) -> dict[st
         cmd = [str(Path(sys.executable).parent / "grader"), "batch", str(folder / "class"), "--out", str(folder / "out"),
                "--quiet", "--assignment", assignment, "--isolation", backend, "--warm", warm, "-j", "2",
                *(f"--exercise={e}" for e in exercises)]
-        subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd="/")
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd="/")
+        if done.returncode == 2:  # refused before grading anything (a level this user may not choose)
+            REFUSALS[level] = (done.stderr.strip().splitlines() or ["exit 2"])[-1]
         for card_path in (folder / "out" / "scorecards").glob("*.json"):
             card = json.loads(card_path.read_text())
             cards[card["submission"].get("student", card_path.stem)] = card
@@ -133,11 +138,16 @@ def report_static(honest: list[trust_corpus.Student], evasions: list[trust_corpu
 def report_e2e(level: str, honest: list[trust_corpus.Student], evasions: list[trust_corpus.Student], cards: dict,
                seconds: float) -> None:
     verdicts = {s.name: e2e_verdict(s, cards.get(s.name)) for s in [*honest, *evasions]}
-    lost = {s.name: verdicts[s.name][1] for s in honest if verdicts[s.name][1] or verdicts[s.name][0] != "honest"}
+    lost = {s.name: verdicts[s.name][1] for s in honest if verdicts[s.name][1]}
     kinds = defaultdict(list)
     for student in evasions:
         kinds[verdicts[student.name][0]].append(student.name)
     missed = [name for kind, names in kinds.items() if kind not in ("withhold", "review", "behaviour") for name in names]
+    if level in REFUSALS:
+        print(f"end to end, {level}: refused by grader batch ({REFUSALS[level]}); nobody graded")
+        return
+    ungraded = [name for name, (kind, _) in verdicts.items() if kind.startswith("error")]
+    print(f"end to end, {level}: not graded (error scorecard or none) {len(ungraded)} (must be 0) {ungraded}")
     print(f"end to end, {level} ({seconds:.0f} s wall): honest points lost {sum(lost.values()):g} (must be 0) {lost}; "
           f"evasions caught as withhold {len(kinds['withhold'])}, review {len(kinds['review'])}, behaviour "
           f"{len(kinds['behaviour'])}, missed {len(missed)} (must be 0) {missed}")
@@ -146,7 +156,7 @@ def report_e2e(level: str, honest: list[trust_corpus.Student], evasions: list[tr
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-e2e", dest="e2e", action="store_false")
-    parser.add_argument("--levels", nargs="*", default=list(LEVELS), choices=list(LEVELS))
+    parser.add_argument("--levels", nargs="*", default=[lvl for lvl in LEVELS if lvl != "none-cold"], choices=list(LEVELS))
     args = parser.parse_args()
     honest, evasions = trust_corpus.honest(), trust_corpus.evasions()
     with tempfile.TemporaryDirectory(prefix="integrity-bench-") as tmp:
