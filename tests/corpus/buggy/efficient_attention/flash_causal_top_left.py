@@ -1,4 +1,7 @@
-"""Bug: flash_attention's causal mask is top-left aligned (key j > query i) when L != S (misconception #15)."""
+"""Bug: flash_attention's causal mask is top-left aligned (key j > query i) when L != S (misconception #15).
+
+Misconception: mask-top-left
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: flash_attention loops over S // block_size full tiles and drops the shorter last tile (§2.7)."""
+"""Bug: flash_attention loops over S // block_size full tiles and drops the shorter last tile (§2.7).
+
+Misconception: ragged-dropped
+"""
 
 import math
 

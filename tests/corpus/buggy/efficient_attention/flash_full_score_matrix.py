@@ -1,4 +1,7 @@
-"""Bug: flash_attention builds the full L x S score matrix, then softmaxes it (memory bound, §2.7)."""
+"""Bug: flash_attention builds the full L x S score matrix, then softmaxes it (memory bound, §2.7).
+
+Misconception: memory-full-matrix
+"""
 
 import math
 

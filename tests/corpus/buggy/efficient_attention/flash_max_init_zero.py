@@ -1,4 +1,7 @@
-"""Bug: flash_attention starts the running max at 0 instead of -inf (GPU-puzzle notebook, §2.7)."""
+"""Bug: flash_attention starts the running max at 0 instead of -inf (GPU-puzzle notebook, §2.7).
+
+Misconception: flash-max-init
+"""
 
 import math
 

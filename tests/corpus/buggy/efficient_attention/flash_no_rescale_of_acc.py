@@ -1,4 +1,7 @@
-"""Bug: flash_attention forgets alpha on the accumulator O (FlashAttention-2 recurrence, §2.7)."""
+"""Bug: flash_attention forgets alpha on the accumulator O (FlashAttention-2 recurrence, §2.7).
+
+Misconception: flash-rescale
+"""
 
 import math
 

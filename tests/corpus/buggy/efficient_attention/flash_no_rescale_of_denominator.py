@@ -1,4 +1,7 @@
-"""Bug: flash_attention forgets alpha on the running denominator l (§2.7)."""
+"""Bug: flash_attention forgets alpha on the running denominator l (§2.7).
+
+Misconception: flash-rescale
+"""
 
 import math
 

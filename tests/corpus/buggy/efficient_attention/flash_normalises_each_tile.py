@@ -1,4 +1,7 @@
-"""Bug: flash_attention divides each tile by its own sum and averages the tiles, without the running rescale (§2.7)."""
+"""Bug: flash_attention divides each tile by its own sum and averages the tiles, without the running rescale (§2.7).
+
+Misconception: flash-rescale
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: flash_attention scales the scores by 1/E instead of 1/sqrt(E) (misconception #5)."""
+"""Bug: flash_attention scales the scores by 1/E instead of 1/sqrt(E) (misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import math
 

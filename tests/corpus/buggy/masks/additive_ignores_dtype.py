@@ -1,4 +1,7 @@
-"""Bug: to_additive always returns float32 whatever `dtype` says (source: seed 001 torch.zeros without dtype)."""
+"""Bug: to_additive always returns float32 whatever `dtype` says (source: seed 001 torch.zeros without dtype).
+
+Misconception: dtype-ignored
+"""
 
 import torch
 
