@@ -97,9 +97,14 @@ _ADVICE: tuple[tuple[str, str], ...] = (
 
 
 def split_message(message: str) -> tuple[str, str | None]:
-    """(the failure without its hint, the hint or None): checks end a message with ``\\n  hint: ...``."""
-    head, sep, hint = message.partition("\n  hint: ")
-    return head.strip(), (hint.strip() or None) if sep else None
+    """(the failure without its diagnosis or hint, that diagnosis or hint or None): a check ends its message with
+    ``\\n  diagnosis [id]: ...`` (what the output shows, :mod:`grader.testing.diagnosis`) or ``\\n  hint: ...``."""
+    found = re.search(r"\n  (diagnosis \[[a-z0-9-]+\]: |hint: )", message)
+    if not found:
+        return message.strip(), None
+    head, said = message[:found.start()], message[found.end():]
+    said = said.split("\n(severe:")[0].strip()  # the cap's own note stays with the head's test
+    return head.strip(), (said or None)
 
 
 def advice(message: str, module: str, test: str = "") -> str:

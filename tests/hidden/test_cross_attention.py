@@ -10,10 +10,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.attention import mha_oracle
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor
-from grader.testing.devices import DEVICE_HINT, expect_on_input_device
+from grader.testing.devices import expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
 from grader.testing.params import expect_module_grads, params_of, transplant
-from grader.testing.regimes import constant_last_feature, shift_linears
+from grader.testing.regimes import constant_last_feature, expect_stable, shift_linears, unshifted
 
 pytestmark = pytest.mark.exercise("cross_attention")
 
@@ -151,7 +151,7 @@ def test_padded_context_has_no_influence(student, reference, gen):
     expect_tensor(h(x, noisy, keep), out, what="output after replacing the padded context tokens by noise",
                   hint="padded keys must get weight exactly 0 (fill their scores with -inf before softmax)")
     expect_on_input_device(lambda: h.on_meta(x, context, keep), what="CrossAttention.forward with the module, x, context and "
-                           "the mask on the meta device", hint=DEVICE_HINT)
+                           "the mask on the meta device")
 
 
 @pytest.mark.points(1)
@@ -237,8 +237,7 @@ def test_float64_gradients_match_reference(student, reference, gen):
     context = torch.randn(B, S, d, generator=gen, dtype=torch.float64)
     keep = lengths_mask([3, 5], S)
     g = torch.randn(B, L, d, generator=gen, dtype=torch.float64)
-    expect_module_grads(h, ref, x, context, keep, grad_output=g, names=("x", "context"),
-                        hints={"context": "padded context tokens must receive zero gradient"})
+    expect_module_grads(h, ref, x, context, keep, grad_output=g, names=("x", "context"))
 
 
 @pytest.mark.severe(OVERFLOW)
@@ -251,5 +250,7 @@ def test_large_inputs_do_not_overflow(student, reference, gen):
     x, context = (constant_last_feature(torch.randn(2, n, 8, generator=gen)) for n in (4, 5))
     keep = lengths_mask([5, 3], 5)
     p64 = {k: v.double() for k, v in params_of(ref).items()}
-    expect_tensor(h(x, context, keep), sdpa_oracle(p64, 2, x.double(), context.double(), keep).float(),
-                  what="CrossAttention on scores ~150", atol=1e-3, rtol=1e-3, hint=NAIVE_HINT)
+    got = expect_stable(lambda: h(x, context, keep), lambda: h(unshifted(x), unshifted(context), keep),
+                        what="CrossAttention on scores ~150")
+    expect_tensor(got, sdpa_oracle(p64, 2, x.double(), context.double(), keep).float(),
+                  what="CrossAttention on scores ~150", atol=1e-3, rtol=1e-3)

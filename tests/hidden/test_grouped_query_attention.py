@@ -14,11 +14,12 @@ from grader.inside.standins import stand_in_apply_rope, stand_in_rope_frequencie
 from grader.protocol.errors import StudentError
 from grader.testing.attention import mha_oracle, sdpa_math
 from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail
-from grader.testing.devices import DEVICE_HINT, expect_on_input_device
-from grader.testing.gradients import GRAD_HINT, oracle_grads
+from grader.testing.devices import expect_on_input_device
+from grader.testing.gradients import GRADIENT_SUSPECTS, no_gradient, oracle_grads
 from grader.testing.oracles import expect_dropout_on_weights
 from grader.testing.params import params_of, transplant
 from grader.testing.precision import expect_no_worse_than
+from grader.testing.regimes import expect_stable
 
 pytestmark = pytest.mark.exercise("grouped_query_attention")
 
@@ -175,9 +176,9 @@ def test_float64_values_and_gradients_by_hand(student, reference, gen):
     names = list(params)
     want, grads = oracle_grads(lambda x, *ps: hand_oracle64(x, dict(zip(names, ps)), 4, 2), [x, *params.values()], g)
     expect_tensor(out, want, what="float64 output", hint=GROUP_HINT)
-    expect_tensor(gx, grads[0], what="gradient of the input x", hint=GRAD_HINT)
+    expect_tensor(gx, grads[0], what="gradient of the input x", suspects=GRADIENT_SUSPECTS)
     for name, want_grad in zip(names, grads[1:]):
-        expect_tensor(pgrads.get(name), want_grad, what=f"gradient of {name}", hint=GRAD_HINT)
+        expect_tensor(pgrads.get(name), want_grad, what=f"gradient of {name}", suspects=GRADIENT_SUSPECTS)
 
 
 # ----------------------------------------------------------------------------------------------- RoPE
@@ -200,9 +201,10 @@ def test_rope_float64_gradients(student, reference, gen):
     out, (gx,), pgrads = h.grads(x, grad_output=g)
     want, (want_gx,) = oracle_grads(lambda x: hand_oracle64(x, params, 2, 1, rope=(6, 10000.0)), [x], g)
     expect_tensor(out, want, what="float64 output with rope=True (stand-in rope.py)", hint=ROPE_HINT)
-    expect_tensor(gx, want_gx, what="gradient of the input x with rope=True", hint=GRAD_HINT)
-    expect(all(pgrads.get(f"{n}.weight") is not None for n in LAYERS), "some projection got no gradient with "
-           "rope=True", GRAD_HINT)
+    expect_tensor(gx, want_gx, what="gradient of the input x with rope=True", suspects=GRADIENT_SUSPECTS)
+    for name in LAYERS:
+        if pgrads.get(f"{name}.weight") is None:
+            no_gradient("backward with rope=True", f"{name}.weight")
 
 
 # ----------------------------------------------------------------------------------------------- causality, devices
@@ -220,10 +222,9 @@ def test_is_causal_and_runs_on_the_inputs_device(student, reference, gen):
     expect_tensor(before, gqa_oracle(x, params, 4, 2), what="output (16, 4 heads, 2 kv heads, T = 9)", hint=GROUP_HINT)
     expect_tensor(after[:, :t], before[:, :t], what=f"outputs of tokens 0..{t - 1} after changing tokens {t}..{T - 1}",
                   hint="mask every key j > i with -inf in every head before the softmax")
-    expect_on_input_device(lambda: h.on_meta(x), what="GroupedQueryAttention.forward on the meta device", hint=DEVICE_HINT)
+    expect_on_input_device(lambda: h.on_meta(x), what="GroupedQueryAttention.forward on the meta device")
     hr, _ = build(student, reference, 16, 4, 2, rope=True, max_len=12)
-    expect_on_input_device(lambda: hr.on_meta(x), what="GroupedQueryAttention(rope=True).forward on the meta device",
-                           hint=DEVICE_HINT + "; register the RoPE tables as buffers so that .to() moves them")
+    expect_on_input_device(lambda: hr.on_meta(x), what="GroupedQueryAttention(rope=True).forward on the meta device")
 
 
 # ----------------------------------------------------------------------------------------------- dropout
@@ -289,10 +290,11 @@ def test_sequences_longer_than_max_len_are_refused(student, reference, gen):
 @pytest.mark.points(1)
 def test_large_inputs_do_not_overflow(student, reference, gen):
     h, params = build(student, reference, 16, 4, 2, bias=True)
-    x = torch.randn(2, 7, 16, generator=gen) * 30  # scores in the hundreds: exp overflows float32
+    x0 = torch.randn(2, 7, 16, generator=gen)
+    x = x0 * 30  # scores in the hundreds: exp overflows float32
     want = hand_oracle64(x, params, 4, 2).float()
-    expect_tensor(h(x), want, what="GroupedQueryAttention on x * 30", atol=1e-3, rtol=1e-3,
-                  hint="subtract the row max before exp (or call torch.softmax)")
+    got = expect_stable(lambda: h(x), lambda: h(x0), what="GroupedQueryAttention on x * 30")
+    expect_tensor(got, want, what="GroupedQueryAttention on x * 30", atol=1e-3, rtol=1e-3)
 
 
 @pytest.mark.points(0.5)

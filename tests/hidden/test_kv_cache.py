@@ -15,9 +15,10 @@ import torch.nn.functional as F
 from grader.inside.standins import StandInGroupedQueryAttention, stand_in_apply_rope, stand_in_rope_frequencies
 from grader.protocol.errors import StudentError
 from grader.testing.attention import sdpa_math
-from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail, hinted
-from grader.testing.devices import DEVICE_HINT, expect_on_input_device
+from grader.testing.checks import expect, expect_shape, expect_tensor, fail, hinted
+from grader.testing.devices import expect_on_input_device
 from grader.testing.precision import expect_no_worse_than
+from grader.testing.regimes import expect_stable
 
 pytestmark = pytest.mark.exercise("kv_cache")
 
@@ -221,22 +222,24 @@ def test_decoding_runs_on_the_inputs_device(student, gen):
     for chunk_size in (1, 3):  # model, cache and x copied to the meta device: after the 7 tokens above
         expect_on_input_device(lambda c=chunk_size: student.isolated.kv_cache.decode.on_meta(model, cache, x[:, :4], c),
                                what=f"decode(model, cache, x, chunk_size={chunk_size}) with the model, the cache "
-                                    "(7 tokens held) and x on the meta device",
-                               hint=DEVICE_HINT + "; in decode_step: torch.arange(P, P + t, device=x.device) for the "
-                                    "positions, torch.ones(t, S, dtype=torch.bool, device=x.device) for the mask")
+                                    "(7 tokens held) and x on the meta device")
 
 
 @pytest.mark.severe(OVERFLOW)
 @pytest.mark.points(0.5)
 def test_large_inputs_do_not_overflow(student, gen):
-    model, cache, tables = setup(student, bias=True)
-    x = torch.randn(2, 9, 16, generator=gen) * 30  # scores in the hundreds: exp overflows float32
+    model, _, tables = setup(student, bias=True)
+    x0 = torch.randn(2, 9, 16, generator=gen)
+    x = x0 * 30  # scores in the hundreds: exp overflows float32
     params = {n: w.double() for n, w in model.named_parameters().items()}
-    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=4)
-    hint = "subtract each row's max before exp (or call torch.softmax): scores of a few hundred overflow exp"
-    expect_finite(got, what="decode(x * 30, chunk_size=4)", hint=hint)
+    kv = student.isolated.kv_cache
+
+    def fresh(inputs: torch.Tensor) -> torch.Tensor:  # each run on a cache of its own
+        return kv.decode(model, kv.KVCache(2, 2, 16, 4), inputs, chunk_size=4)
+
+    got = expect_stable(lambda: fresh(x), lambda: fresh(x0), what="decode(x * 30, chunk_size=4)")
     expect_tensor(got, full_forward(x.double(), params, 4, 2, tables).float(), what="decode(x * 30, chunk_size=4)",
-                  atol=1e-3, rtol=1e-3, hint=hint)
+                  atol=1e-3, rtol=1e-3)
 
 
 @pytest.mark.points(0.5)
