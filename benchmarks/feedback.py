@@ -66,10 +66,12 @@ def grade(root: Path, bugs: list[Path]) -> list[dict[str, Any]]:
     sys.path.insert(0, str(root))
     import torch
 
+    import grader
     from grader import manifest
     from grader.scoring.points import exercise_scores
     from grader.scoring.runner import run_suites
 
+    assert Path(grader.__file__).resolve().is_relative_to(root.resolve()), f"graded with {grader.__file__}"
     torch.set_num_threads(1)  # small tensors, many suites: OpenMP's threads only spin
     owner = {e.id: (a, e) for a in manifest.load_all(root / "assignments.json") for e in a.exercises}
     rows = []

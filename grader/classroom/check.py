@@ -99,7 +99,7 @@ _ADVICE: tuple[tuple[str, str], ...] = (
 def split_message(message: str) -> tuple[str, str | None]:
     """(the failure without its diagnosis or hint, that diagnosis or hint or None): a check ends its message with
     ``\\n  diagnosis [id]: ...`` (what the output shows, :mod:`grader.testing.diagnosis`) or ``\\n  hint: ...``."""
-    found = re.search(r"\n  (diagnosis \[[a-z0-9-]+\]: |hint: )", message)
+    found = re.search(r"\n  (diagnosis \[[a-z0-9, -]+\]: |hint: )", message)
     if not found:
         return message.strip(), None
     head, said = message[:found.start()], message[found.end():]

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from grader.protocol.errors import StudentError
-from grader.testing.diagnosis import Suspects, watching
+from grader.testing.diagnosis import NO_SUSPECTS, PRECISION, Suspects, tag, watching
 
 TOLERANCES = {  # (atol, rtol) per dtype for CPU comparisons
     torch.float64: (1e-10, 1e-7),
@@ -74,7 +74,10 @@ def expect_tensor(got: Any, expected: torch.Tensor, *, what: str = "output", hin
     expect_shape(got, tuple(expected.shape), what=what, hint=hint, suspects=suspects, expected=expected)
     if check_dtype and got.dtype != expected.dtype:
         said = suspects.explain(got, expected, atol, rtol) if suspects else ""
-        fail(f"{what}: got dtype {got.dtype}, expected {expected.dtype}{said}", None if _diagnosed(said) else hint)
+        said = said if _diagnosed(said) else "\n  " + tag(
+            "dtype-ignored", f"your result comes back in {got.dtype} for a computation due in {expected.dtype}: a "
+            "tensor made without dtype= (torch.zeros(...)), a constant or a cast of another dtype along the way")
+        fail(f"{what}: got dtype {got.dtype}, expected {expected.dtype}{said}")
     _expect_values(got, expected, what, hint, atol, rtol, suspects)
 
 
@@ -87,6 +90,17 @@ def expect_call(call: Callable[[], Any], expected: torch.Tensor, *, what: str, s
         got = call()
     expect_tensor(got, expected, what=what, suspects=suspects, **tolerances)
     return got
+
+
+def expect_tuple(call: Callable[[], Any], n: int, *, what: str, suspects: Suspects | None = None) -> tuple[Any, ...]:
+    """``call()`` (a student's), which must return a tuple of ``n`` values; an exception it raises is explained by
+    ``suspects`` when one of their variants raises the same."""
+    __tracebackhide__ = True
+    with watching(suspects):
+        got = call()
+    expect(isinstance(got, tuple) and len(got) == n, f"{what}: got {type(got).__name__}"
+           f"{f' of {len(got)}' if isinstance(got, tuple) else ''}, expected a tuple of {n}")
+    return tuple(got)
 
 
 def expect_shape(got: Any, shape: tuple[int, ...], *, what: str = "output", hint: str | None = None,
@@ -114,7 +128,7 @@ def _expect_values(got: torch.Tensor, expected: torch.Tensor, what: str, hint: s
     __tracebackhide__ = True
     detail = mismatch_summary(got, expected, atol, rtol)
     if detail:
-        said = suspects.explain(got, expected, atol, rtol) if suspects else ""
+        said = ((suspects or NO_SUSPECTS) + PRECISION).explain(got, expected, atol, rtol)
         fail(f"{what}: values differ from the expected ones: {detail}\n{mismatch_preview(got, expected, atol, rtol)}"
              f"{said}", None if _diagnosed(said) else hint)
 

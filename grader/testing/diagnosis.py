@@ -31,11 +31,17 @@ MATCH_TOLERANCE = (1e-5, 1e-4)  # at least float32's: the variants are computed 
 
 @dataclass(frozen=True)
 class Variant:
-    """One misconception as trusted code: ``compute()`` gives what the output would be with that mistake."""
+    """One misconception as trusted code: ``compute()`` gives what the output would be with that mistake;
+    ``also``: other misconceptions that give exactly the same output (the diagnosis names them all)."""
 
     id: str
     shows: str  # completes "your output equals ...": "attention with the scores divided by 4 (d_out)"
     compute: Callable[[], Any]
+    also: tuple[str, ...] = ()
+
+    @property
+    def ids(self) -> str:
+        return ", ".join((self.id, *self.also))
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,7 @@ class Suspects:
         """A diagnosis for an exception the student's code raised: a variant raising the same one."""
         for item in self.items:
             if isinstance(item, Variant) and _raises_the_same(item, error):
-                return tag(item.id, f"your code raised what {item.shows} raises on these inputs")
+                return tag(item.ids, f"your code raises the same error as {item.shows} on these inputs")
         return None
 
 
@@ -94,7 +100,7 @@ def _try(item: Variant | Detector, got: Any, expected: torch.Tensor, atol: float
     wrong = _evaluate(item)
     if type(wrong) is not torch.Tensor or close(wrong, expected, atol, rtol) or not close(got, wrong, atol, rtol):
         return None  # raises, cannot be told from the right answer on these inputs, or not what the student did
-    return tag(item.id, f"your output equals {item.shows}")
+    return tag(item.ids, f"your output equals {item.shows}")
 
 
 def _evaluate(variant: Variant) -> Any:
@@ -157,15 +163,29 @@ TELLTALES: tuple[tuple[str, str, str], ...] = (
      "an in-place operation changed a tensor autograd saved for the backward pass"),
     ("no-gradient", "does not require grad and does not have a grad_fn",
      "the output is cut off from autograd (.detach(), .data, torch.no_grad() or a tensor rebuilt from values)"),
-    ("device-ignored", "is not on the expected device", "your code makes a tensor on another device than its "
+    ("device-ignored, not-a-buffer", "is not on the expected device", "your code makes a tensor on another device than its "
      "inputs' (a tensor made without device=, or a plain attribute that .to() does not move)"),
-    ("device-ignored", "Expected all tensors to be on the same device", "your code makes a tensor on another "
+    ("device-ignored, not-a-buffer", "Expected all tensors to be on the same device", "your code makes a tensor on another "
      "device than its inputs' (a tensor made without device=, or a plain attribute that .to() does not move)"),
     ("mask-truthiness", "Boolean value of Tensor with more than one value is ambiguous",
      "`if tensor:` on a tensor of several values (`if mask:` where a test against None was meant)"),
     ("function-grad-count", "returned an incorrect number of gradients",
      "backward returns fewer gradients than forward takes inputs (None for each non-tensor one)"),
 )
+
+
+def _float32_sized(got: torch.Tensor, expected: torch.Tensor) -> str | None:
+    """A float64 result wrong by no more than float32's rounding: some step ran in float32."""
+    if expected.dtype != torch.float64 or got.dtype != torch.float64 or got.shape != expected.shape:
+        return None
+    err = float((got - expected).abs().nan_to_num(float("inf")).max()) if got.numel() else 0.0
+    if not 0.0 < err <= 1e-5 * max(float(expected.abs().max()), 1.0):
+        return None
+    return (f"your float64 result is off by at most {err:.2g}: float32's precision, not float64's (a step computed "
+            "in float32: a .float(), a float32 tensor or constant, a cast and back)")
+
+
+PRECISION = Suspects((Detector("precision-lowered", _float32_sized),))  # every float64 check tries it last
 
 
 def diagnosis_of(error: StudentError) -> str | None:

@@ -63,6 +63,8 @@ CATALOGUE: tuple[Misconception, ...] = (
     _M("qkv-bias-ignored", "the qkv_bias argument ignored", True, r"bias=qkv_bias|qkv_bias"),
     _M("context-from-scores", "the context made from the unnormalised scores instead of the weights", True,
        r"WEIGHTS \(not the scores\)"),
+    _M("scores-loop", "the scores filled by a double loop over one sequence's rows into a float32 torch.zeros", True,
+       r"for every query at once|double loop"),
     _M("context-single-query", "the context of one query only", True, r"every query at once|not only one token"),
     _M("heads-no-transpose", "heads split or merged with view() without the transpose", True,
        r"transpose\(1, 2\)|without transpose"),
@@ -173,7 +175,7 @@ CATALOGUE: tuple[Misconception, ...] = (
 )
 
 BY_ID: dict[str, Misconception] = {m.id: m for m in CATALOGUE}
-TAG = re.compile(r"diagnosis \[([a-z0-9-]+)\]")  # how a message names a misconception
+TAG = re.compile(r"diagnosis \[([a-z0-9, -]+)\]")  # how a message names a misconception (or several, equal there)
 
 
 SELF_EXPLAINED = {"InputModified:": "inplace-input", "BannedAPIError:": "banned-api"}  # the sandbox's own words
@@ -183,7 +185,7 @@ HINT = re.compile(r"^\s*hint: (.*)$", re.MULTILINE)
 def named_in(message: str) -> set[str]:
     """The ids a test's failure message names: its diagnosis tags if it has any, else every id whose ``named_by``
     matches one of its hints (what a message says it observed names nothing by itself)."""
-    tagged = set(TAG.findall(message))
+    tagged = {mid for found in TAG.findall(message) for mid in found.split(", ")}
     if tagged:
         return tagged
     said = next((mid for prefix, mid in SELF_EXPLAINED.items() if message.startswith(prefix)), None)

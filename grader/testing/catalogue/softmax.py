@@ -48,7 +48,9 @@ def context_suspects(x: torch.Tensor) -> Suspects:
              Variant("not-softmax", "(scores / scores.sum(-1)) @ inputs: weights without exp",
                      lambda: ((scores / scores.sum(-1, keepdim=True)) @ x64).to(x.dtype)),
              Variant("softmax-no-max", "the weights from exp(scores) without the max subtracted, which overflows here",
-                     lambda: softmax(x @ x.transpose(-2, -1), -1, naive=True) @ x)]
+                     lambda: softmax(x @ x.transpose(-2, -1), -1, naive=True) @ x),
+             Variant("context-single-query", "the context vector of query 1 alone (the seed's context_vec_2)",
+                     lambda: (softmax(scores[..., 1, :], -1)[..., None, :] @ x64)[..., 0, :].to(x.dtype))]
     def along(other: int) -> Callable[[], torch.Tensor]:
         return lambda: (softmax(scores, other) @ x64).to(x.dtype)
 
@@ -58,7 +60,20 @@ def context_suspects(x: torch.Tensor) -> Suspects:
 
 
 def scores_suspects(x: torch.Tensor) -> Suspects:
-    """What ``x x^T`` gives with each misconception: `.T`, which reverses every dim of a batched tensor."""
+    """What ``x x^T`` gives with each misconception: `.T`, which reverses every dim of a batched tensor; the seed's
+    double loop over one sequence's tokens into ``torch.zeros(T, T)`` (float32, one sequence only)."""
     x64 = x.double()
     return Suspects((Variant("keys-dot-t", "inputs @ inputs.T, where .T reverses every dim of a batched tensor",
-                             lambda: (x64 @ x64.permute(*range(x.dim() - 1, -1, -1))).to(x.dtype)),))
+                             lambda: (x64 @ x64.permute(*range(x.dim() - 1, -1, -1))).to(x.dtype)),
+                     Variant("scores-loop", "the seed's double loop, scores[i, j] = torch.dot(x_i, x_j) over the "
+                             "tokens of ONE sequence into torch.zeros(T, T)", lambda: _loop(x))))
+
+
+def _loop(x: torch.Tensor) -> torch.Tensor:
+    """Seed 001's scores: a loop over the rows of a (T, d) tensor, into a float32 torch.zeros (torch.dot raises for
+    the rows of a batch, as the student's does)."""
+    scores = torch.zeros(x.shape[-2], x.shape[-2])
+    for i, x_i in enumerate(x):
+        for j, x_j in enumerate(x):
+            scores[i, j] = torch.dot(x_i, x_j)
+    return scores

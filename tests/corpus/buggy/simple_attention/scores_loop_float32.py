@@ -1,6 +1,6 @@
 """Bug: scores filled by a double loop into torch.zeros(T, T): float32 always, and 2-D inputs only (source: seed 001 line ~100).
 
-Misconception: dtype-ignored
+Misconception: scores-loop
 """
 
 import torch

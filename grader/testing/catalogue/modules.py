@@ -1,0 +1,136 @@
+"""The first assignment's attention modules' misconceptions (self, causal, multi-head, cross, decaying attention),
+each a :class:`~grader.testing.catalogue.heads.Spec` knob on the module's own parameters and the test's inputs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from grader.testing.catalogue.heads import Params, Spec, forward, module_suspects
+from grader.testing.diagnosis import Suspects, Variant
+
+
+def causal_suspects(x: torch.Tensor, p: Params, *, context_length: int | None = None) -> Suspects:
+    """``CausalAttention``: one head of d_out features, the causal mask, no output projection (``context_length``:
+    the module's, for the mask left uncut)."""
+    d_in, d_out = x.shape[-1], p["W_query.weight"].shape[0]
+    spec = Spec(heads=1, causal=True, out_proj=False)
+    scales = {f"1/d_out = 1/{d_out}": 1 / d_out, f"1/d_out**2 = 1/{d_out ** 2}": 1 / d_out ** 2,
+              f"1/sqrt(d_in) = 1/sqrt({d_in})": 1 / math.sqrt(d_in)}
+    found = module_suspects(x, p, spec, ["causal", "scale", "softmax", "queries", "bias"], scales=_distinct(
+        scales, d_out))
+    if context_length is not None:
+        found += Suspects((Variant("mask-not-sliced", f"scores.masked_fill(mask, -inf) with the whole "
+                                   f"({context_length}, {context_length}) mask, not its [:T, :T] corner",
+                                   lambda: _uncut(x, p, context_length)),))
+    return _inverted_is_also_additive_eq_zero(found)
+
+
+def _uncut(x: torch.Tensor, p: Params, context_length: int) -> torch.Tensor:
+    q, k = (x.double() @ p[f"{n}.weight"].double().T for n in ("W_query", "W_key"))
+    future = torch.ones(context_length, context_length, dtype=torch.bool).triu(1)
+    return (q @ k.transpose(-2, -1)).masked_fill(future, float("-inf"))
+
+
+def self_suspects(x: torch.Tensor, p: Params) -> Suspects:
+    """``SelfAttentionV1``/``V2`` (nn.Linear layout: V1's (d_in, d_out) matrices transposed): no mask, one head."""
+    d_in, d_out = x.shape[-1], p["W_query.weight"].shape[0]
+    scales = {f"1/d_out = 1/{d_out}": 1 / d_out, f"1/d_out**2 = 1/{d_out ** 2}": 1 / d_out ** 2,
+              f"1/sqrt(d_in) = 1/sqrt({d_in})": 1 / math.sqrt(d_in)}
+    found = module_suspects(x, p, Spec(heads=1, out_proj=False), ["scale", "softmax", "queries", "bias"],
+                            scales=_distinct(scales, d_out))
+    x64 = x.double()
+    keys = x64 @ p["W_key.weight"].double().T
+    return found + Suspects((Variant("keys-dot-t", "queries @ keys.T, where .T reverses every dim of a batch",
+                                     lambda: x64 @ p["W_query.weight"].double().T @ keys.permute(
+                                         *range(keys.dim() - 1, -1, -1))),))
+
+
+def mha_suspects(x: torch.Tensor, p: Params, heads: int) -> Suspects:
+    """The fused ``MultiHeadAttention``: causal, ``heads`` heads, out_proj."""
+    d_out = p["W_query.weight"].shape[0]
+    spec = Spec(heads=heads, causal=True)
+    scales = {f"1/sqrt(d_out) = 1/sqrt({d_out})": 1 / math.sqrt(d_out)}
+    return _inverted_is_also_additive_eq_zero(module_suspects(
+        x, p, spec, ["causal", "scale", "softmax", "queries", "bias", "heads", "out_proj"],
+        scales=_distinct(scales, d_out // heads)))
+
+
+def cross_suspects(x: torch.Tensor, context: torch.Tensor, p: Params, heads: int,
+                   keep: torch.Tensor | None = None) -> Suspects:
+    """``CrossAttention``: queries from x, keys and values from the context, a padding mask, out_proj."""
+    d = p["W_query.weight"].shape[0]
+    groups = ["scale", "softmax", "bias", "heads", "out_proj", "cross"] + (["padding"] if keep is not None else [])
+    return module_suspects(x, p, Spec(heads=heads), groups, context=context, keep=keep,
+                           scales=_distinct({f"1/sqrt(d_model) = 1/sqrt({d})": 1 / math.sqrt(d)}, d // heads))
+
+
+def decaying_suspects(x: torch.Tensor, p: Params, heads: int) -> Suspects:
+    """``DecayingAttention``: the fused qkv split into q, k, v; scores minus gamma[h] |i - j| after the scaling; no
+    mask, no out_proj (its parameters: ``qkv.weight``, ``qkv.bias``, ``gamma`` of shape (H, 1, 1))."""
+    d, L = x.shape[-1], x.shape[-2]
+    gamma = p["gamma"].double().reshape(-1, 1, 1) if "gamma" in p else torch.ones(heads, 1, 1, dtype=torch.float64)
+    i = torch.arange(L, dtype=torch.float64)
+    dist = (i[:, None] - i[None, :]).abs()
+    fused, spec = _unfused(p, heads, "[q | k | v]"), Spec(heads=heads, out_proj=False)
+    hd = d // heads
+
+    def run(q: Params = fused, bias: torch.Tensor = -gamma * dist, s: Spec = spec) -> torch.Tensor:
+        return forward(x, q, s, bias=bias)
+
+    items = [Variant(mid, f"the output of this module with {shows}", _bind(run, bias=bias))
+             for mid, shows, bias in (
+                 ("decay-sign", "+gamma * |i - j| (far tokens get MORE weight)", gamma * dist),
+                 ("decay-sign", "-gamma * (i - j), the signed distance", -gamma * (i[:, None] - i[None, :])),
+                 ("bias-before-scale", "the decay added before the scaling (divided by sqrt(head_dim) too)",
+                  -gamma * dist / math.sqrt(hd)))]
+    items.append(Variant("qkv-split-layout", "qkv(x) split as reshape(B, L, H, 3, head_dim): q, k and v "
+                         "interleaved per head instead of [q | k | v]", _bind(run, q=_unfused(p, heads, "per head"))))
+    items += [Variant("wrong-scale", f"the scores scaled by {name} instead of 1/sqrt(head_dim)",
+                      _bind(run, s=Spec(heads=heads, out_proj=False, scale=factor)))
+              for name, factor in _distinct({f"1/sqrt(embed_dim) = 1/sqrt({d})": 1 / math.sqrt(d)}, hd).items()]
+    items += [Variant("softmax-wrong-dim", "the softmax over the queries (dim -2) instead of the keys",
+                      _bind(run, s=Spec(heads=heads, out_proj=False, softmax_dim=-2))),
+              Variant("softmax-no-max", "exp(scores) without the row max subtracted, which overflows here",
+                      _bind(run, s=Spec(heads=heads, out_proj=False, naive=True)))]
+    return Suspects(tuple(items))
+
+
+def _bind(run: Callable[..., torch.Tensor], **kwargs: Any) -> Callable[[], torch.Tensor]:
+    return lambda: run(**kwargs)
+
+
+def _unfused(p: Params, heads: int, layout: str) -> dict[str, torch.Tensor]:
+    """W_query/W_key/W_value (weights and biases) from the fused qkv, in the layout the output is read in."""
+    w, b = p["qkv.weight"], p.get("qkv.bias")
+    d = w.shape[1]
+    hd = d // heads
+    if layout == "[q | k | v]":
+        rows = [torch.arange(r * d, (r + 1) * d) for r in range(3)]
+    else:  # reshape(B, L, H, 3, hd): head h's q, k, v are consecutive blocks of hd
+        rows = [torch.cat([torch.arange(h * 3 * hd + r * hd, h * 3 * hd + (r + 1) * hd) for h in range(heads)])
+                for r in range(3)]
+    out: dict[str, torch.Tensor] = {}
+    for name, idx in zip(("W_query", "W_key", "W_value"), rows):
+        out[f"{name}.weight"] = w[idx]
+        if b is not None:
+            out[f"{name}.bias"] = b[idx]
+    return out
+
+
+def _distinct(scales: Mapping[str, float], head_dim: int) -> dict[str, float]:
+    """The wrong factors that differ from the right one, 1/sqrt(head_dim) (at some sizes they coincide)."""
+    right = 1 / math.sqrt(head_dim)
+    return {name: f for name, f in scales.items() if abs(f - right) > 1e-9 * right}
+
+
+def _inverted_is_also_additive_eq_zero(found: Suspects) -> Suspects:
+    """``mask == 0`` on an additive 0/-inf causal mask keeps exactly the future: the inverted mask's output."""
+    items = tuple(Variant(v.id, v.shows + " (a keep-mask read as a block-mask, or `mask == 0` on an additive "
+                          "0/-inf mask)", v.compute, ("additive-as-bool",))
+                  if isinstance(v, Variant) and v.shows.startswith("the output of this module with the causal mask "
+                                                                   "inverted") else v for v in found.items)
+    return Suspects(items, found.facts)
