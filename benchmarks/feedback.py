@@ -6,7 +6,8 @@ bugs caught by the hidden suite; caught by the public suite, all and the normal-
 ``normal`` flag, :mod:`grader.testing.misconceptions`); whether the first failing hidden test's message names the
 bug's own misconception (its ``Misconception: id`` docstring line), names another one (misleading) or none
 (neutral): a ``diagnosis [id]`` tag decides, else the ids whose ``named_by`` pattern matches the message's hints;
-and severe caps that fired on a bug other than the one class a cap names (``softmax-no-max``).
+and severe caps that fired on a bug other than the class a cap names (an overflowing or underflowing softmax:
+``softmax-no-max``, ``flash-max-init``).
 
 ``--ref COMMIT`` grades with that commit's grader and suites (a temporary git worktree; the corpus, its tags and the
 registry stay this checkout's), so before and after are the same benchmark. Bugs whose docstring says ``Held out:
@@ -33,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus" / "buggy"
 SEED = 1234
-CAP_CLASS = "softmax-no-max"  # the one misconception every severe test names (an overflowing softmax)
+CAP_CLASSES = {"softmax-no-max", "flash-max-init"}  # what the severe tests name: outputs that overflow or underflow
 
 
 def registry() -> ModuleType:
@@ -117,7 +118,7 @@ def judge(row: dict[str, Any], mid: str, held_out: bool, reg: ModuleType) -> dic
     return {**row, "misconception": mid, "normal": reg.BY_ID[mid].normal, "held_out": held_out,
             "caught": hidden["score"] < hidden["max"], "public_caught": public["score"] < public["max"],
             "verdict": verdict, "named": sorted(named),
-            "cap_misfire": bool(hidden["capped"]) and mid != CAP_CLASS}
+            "cap_misfire": bool(hidden["capped"]) and mid not in CAP_CLASSES}
 
 
 COLUMNS = ("bugs", "caught", "public", "normal", "public_normal", "names", "misleading", "neutral", "cap_misfires")

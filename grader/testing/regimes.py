@@ -80,31 +80,35 @@ def constant_last_feature(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def expect_stable(large: Callable[[], T], ordinary: Callable[[], Any], *, what: str) -> T:
+def expect_stable(large: Callable[[], T], ordinary: Callable[[], Any], *, what: str, names: str | None = None) -> T:
     """``large()`` (the student's call on large scores), failing the way that caps its exercise only when it is an
     overflow: it raises or gives inf/NaN while ``ordinary()``, the same call on ordinary-sized scores, runs and gives
     finite values. A call that breaks on ordinary scores too fails without the cap (its bug is not the one the cap
-    names; other tests charge it); finite wrong values are for the test's own value checks, which never cap."""
+    names; other tests charge it); finite wrong values are for the test's own value checks, which never cap.
+    ``names``: the diagnosis line of a confirmed break (default: a softmax without the max subtracted)."""
     __tracebackhide__ = True
     try:
         got = large()
     except StudentError as exc:
         if exc.kind != "exception":
             raise  # a timeout, a crash, a missing function: what it is, never the overflow
-        _broke(f"raised {exc.exc_type}: {exc.message.splitlines()[0][:200]}", ordinary, what, exc)
+        _broke(f"raised {exc.exc_type}: {exc.message.splitlines()[0][:200]}", ordinary, what, names, exc)
     bad = nonfinite(got)
     if bad:
-        _broke(f"got {bad} NaN/inf value(s)", ordinary, what)
+        _broke(f"got {bad} NaN/inf value(s)", ordinary, what, names)
     return got
 
 
-def _broke(observed: str, ordinary: Callable[[], Any], what: str, error: StudentError | None = None) -> NoReturn:
+OVERFLOWS = tag("softmax-no-max", "it overflows: an exp without the row's max subtracted first (exp is inf above 88.7 "
+                "in float32)")
+
+
+def _broke(observed: str, ordinary: Callable[[], Any], what: str, names: str | None,
+           error: StudentError | None = None) -> NoReturn:
     __tracebackhide__ = True
     if _runs_finite(ordinary):
         fail(f"{what}: {observed} on these large scores, while the same call on ordinary-sized scores gives finite "
-             "values\n  " + tag("softmax-no-max", "it overflows: an exp without the row's max subtracted first (exp is "
-                                "inf above 88.7 in float32)"),
-             caps=f"{observed} on large scores, finite values on ordinary ones")
+             f"values\n  {names or OVERFLOWS}", caps=f"{observed} on large scores, finite values on ordinary ones")
     if error is not None:
         raise error  # the student's own exception, shown as it is: ordinary scores raise too, so no cap
     fail(f"{what}: {observed} on these large scores, and on ordinary-sized scores too: not an overflow (this test's "
