@@ -82,13 +82,17 @@ def expect_tensor(got: Any, expected: torch.Tensor, *, what: str = "output", hin
 
 
 def expect_call(call: Callable[[], Any], expected: torch.Tensor, *, what: str, suspects: Suspects | None = None,
-                **tolerances: Any) -> Any:
-    """``call()`` (a student's), compared with ``expected`` by :func:`expect_tensor`; an exception it raises is
-    explained by ``suspects`` when one of their variants raises the same. Returns what it returned."""
+                check_values: bool = True, **tolerances: Any) -> Any:
+    """``call()`` (a student's), compared with ``expected`` by :func:`expect_tensor` (only its shape, without
+    ``check_values``); an exception it raises is explained by ``suspects`` when one of their variants raises the
+    same. Returns what it returned."""
     __tracebackhide__ = True
     with watching(suspects):
         got = call()
-    expect_tensor(got, expected, what=what, suspects=suspects, **tolerances)
+    if check_values:
+        expect_tensor(got, expected, what=what, suspects=suspects, **tolerances)
+    else:
+        expect_shape(got, tuple(expected.shape), what=what, suspects=suspects, expected=expected)
     return got
 
 

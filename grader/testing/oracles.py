@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.testing.checks import expect_finite, expect_shape, fail
+from grader.testing.checks import expect_shape, fail
 from grader.testing.diagnosis import Detector, Suspects, tag
 
 
@@ -29,7 +29,11 @@ def expect_dropout_on_weights(out: torch.Tensor, weights: torch.Tensor, values: 
     """Fail unless ``out`` is ``(keep * weights / (1 - p)) @ values`` with about a fraction ``p`` dropped."""
     __tracebackhide__ = True
     expect_shape(out, tuple(weights.shape[:-1]) + (values.shape[-1],), what=what)
-    expect_finite(out, what=what)
+    bad = int((~torch.isfinite(out)).sum())
+    if bad:
+        fail(f"{what}: got {bad} NaN/inf value(s) of {out.numel()}, expected all finite\n  " + tag(
+            "dropout-wrong-place", "NaN or inf in training mode only: the random zeros hit the -inf scores of "
+            "masked keys (dropout on the scores, before the softmax)"))
     coeff, scaled = value_coefficients(out, values), weights.double() / (1 - p)
     # the solve amplifies rounding by the condition number of the value rows: widen the tolerance by it
     slack = tol * torch.linalg.cond(values.double()).clamp(min=1.0)[..., None, None] * (1 + scaled.abs())

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from grader.student.proxy import Handle
+from grader.testing.catalogue.structure import diagnose_structure
 from grader.testing.checks import expect_tensor, fail
 from grader.testing.diagnosis import Suspects
 from grader.testing.gradients import GRADIENT_SUSPECTS, no_gradient
@@ -90,10 +91,15 @@ def _stand_in(name: str, value: torch.Tensor, own: Mapping[str, torch.Tensor], h
     __tracebackhide__ = True
     if name in own:
         if tuple(own[name].shape) != tuple(value.shape):
-            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}", hint)
+            said = diagnose_structure({name: tuple(own[name].shape)}, {name: tuple(value.shape)})
+            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}"
+                 + (f"\n  {said}" if said else ""), None if said else hint)
         return value
     if name.endswith("bias"):
         return torch.zeros_like(value)  # a layer without its bias (the structure test charges the omission)
     if name in defaults:
         return defaults[name].to(value.dtype).expand_as(value).clone()
-    fail(f"named_parameters(): your module has no {name!r} (it has {sorted(own)[:6]})", hint)
+    said = diagnose_structure({n: tuple(t.shape) for n, t in own.items()}, {**{n: tuple(t.shape) for n, t in
+                                                                              own.items()}, name: tuple(value.shape)})
+    fail(f"named_parameters(): your module has no {name!r} (it has {sorted(own)[:6]})"
+         + (f"\n  {said}" if said else ""), None if said else hint)

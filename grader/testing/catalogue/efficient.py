@@ -24,7 +24,7 @@ def sdpa_suspects(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, mask: to
                   Variant("mask-missing", "attention with the mask never passed on", _att(q, k, v)),
                   Variant("mask-dtype", "attention with mask.float(): a 0/1 bias added to the scores, which masks "
                           "nothing", _att(q, k, v, bias=mask.double()))]
-    elif mask is not None:
+    elif isinstance(mask, torch.Tensor):  # an additive mask
         items += [Variant("additive-as-bool", "masked_fill(mask == 0, -1e9): the additive mask read as a keep-mask, "
                           "blocking the keys it allows", _att(q, k, v, keep=mask != 0, fill=-1e9, dead_rows_zero=False)),
                   Variant("mask-missing", "attention with the mask never passed on", _att(q, k, v))]
@@ -45,12 +45,12 @@ def formula_suspects(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_ca
              Variant("wrong-scale", "attention with no scaling at all", _att(q, k, v, keep=keep, scale=1.0)),
              Variant("softmax-no-max", "attention with exp(scores) not shifted by the running max, which overflows "
                      "here", lambda: attention(q, k, v, keep=keep, naive=True, dtype=q.dtype)[0])]
-    if is_causal and L != S:
+    if is_causal and S - L:  # fewer (or more) queries than keys: the alignment matters
         items.append(Variant("mask-top-left", f"causal attention aligned top-left (query i sees keys 0..i) where "
                              f"it is bottom-right (query i sits at position S - L + i = {S - L} + i): SDPA's own "
                              "is_causal, alone or beside the bottom-right mask", _att(
                                  q, k, v, keep=causal_keep(L, S, align="top-left")), also=("causal-with-mask",)))
-    if is_causal:
+    if keep is not None:
         items.append(Variant("mask-missing", "attention with no causal mask", _att(q, k, v)))
     if q.dim() == 3:
         items.append(Variant("dims-from-front", "code that counts dims from the front (shape[3], transpose(2, 3)): "

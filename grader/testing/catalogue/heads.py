@@ -43,6 +43,8 @@ class Spec:
     softmax_dim: int = -1
     naive: bool = False
     keep_inverted: bool = False
+    keep_align: str = "batch"  # or "heads": a (B, S) padding mask unsqueezed to (B, 1, S), lined up with the heads
+    kv_len_from_query: bool = False  # keys and values split into heads with the queries' length
     kv_pairing: str = "interleave"  # or "repeat": query head h reads kv head h % kv_heads
     skip_out_proj: bool = False
 
@@ -51,13 +53,16 @@ def forward(x: torch.Tensor, p: Params, spec: Spec, *, context: torch.Tensor | N
             keep: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
     """The module's output for ``x`` (B, T, d) under ``spec``, in x's dtype (float64 inside; float32 for ``naive``,
     whose overflow must happen where the student's does). ``keep``: (B, S) True for real keys; ``bias``:
-    broadcastable to (B, H, T, S), added after the scaling."""
+    broadcastable to (B, H, T, S), added after the scaling. A 2-D ``x`` (T, d) is one unbatched sequence."""
+    if x.dim() == 2:
+        return forward(x[None], p, spec, context=None if context is None else context[None], keep=keep, bias=bias)[0]
     dtype = x.dtype if spec.naive else torch.float64
     src = x if context is None or spec.kv_from_x else context
     q = _linear(x, p, spec.queries_from, spec.use_bias, dtype)
     k, v = (_linear(src, p, n, spec.use_bias, dtype) for n in ("W_key", "W_value"))
     Hkv = spec.kv_heads or spec.heads
-    q, k, v = _split(q, spec.heads, spec.split), _split(k, Hkv, spec.split), _split(v, Hkv, spec.split)
+    kv_len = x.shape[1] if spec.kv_len_from_query else None
+    q, k, v = _split(q, spec.heads, spec.split), _split(k, Hkv, spec.split, kv_len), _split(v, Hkv, spec.split, kv_len)
     if Hkv != spec.heads:
         owner = torch.arange(spec.heads) // (spec.heads // Hkv) if spec.kv_pairing == "interleave" else \
             torch.arange(spec.heads) % Hkv
@@ -84,8 +89,9 @@ def _linear(x: torch.Tensor, p: Params, name: str, use_bias: bool, dtype: torch.
     return F.linear(x.to(dtype), p[f"{name}.weight"].to(dtype), None if b is None else b.to(dtype))
 
 
-def _split(t: torch.Tensor, heads: int, how: str) -> torch.Tensor:
+def _split(t: torch.Tensor, heads: int, how: str, length: int | None = None) -> torch.Tensor:
     B, T, d = t.shape
+    T = T if length is None else length  # a wrong length raises, as the student's view does
     if how == "view":
         return t.reshape(B, heads, T, d // heads)
     return t.reshape(B, T, heads, d // heads).transpose(1, 2)
@@ -97,7 +103,8 @@ def _blocked(spec: Spec, L: int, S: int, keep: torch.Tensor | None) -> torch.Ten
     if spec.causal and spec.align != "none":
         block = ~causal_keep(L, S, align=spec.align)[None, None]
     if keep is not None:
-        padded = (keep if spec.keep_inverted else ~keep)[:, None, None, :]
+        padded = (keep if spec.keep_inverted else ~keep)
+        padded = padded[:, None, None, :] if spec.keep_align == "batch" else padded[:, None, :]
         block = padded if block is None else block | padded
     return block
 
@@ -119,12 +126,18 @@ KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
     "bias": [("qkv-bias-ignored", "the projections without their biases", {"use_bias": False})],
     "heads": [("heads-no-transpose", "heads split with view(B, H, T, head_dim), no transpose", {"split": "view"}),
               ("heads-no-transpose", "heads merged back with view(B, T, d) without transposing (B, H, T, hd) first",
-               {"merge": "view"})],
+               {"merge": "view"}),
+              ("heads-no-transpose", "heads split with view(B, H, T, head_dim) and merged back with view(B, T, d): no "
+               "transpose either way", {"split": "view", "merge": "view"})],
     "out_proj": [("out-proj-missing", "the heads' output without out_proj", {"skip_out_proj": True})],
-    "padding": [("mask-inverted", "the padding mask inverted (True read as 'padding')", {"keep_inverted": True})],
+    "padding": [("mask-inverted", "the padding mask inverted (True read as 'padding')", {"keep_inverted": True}),
+                ("mask-broadcast", "the (B, S) padding mask unsqueezed to (B, 1, S), which lines the batch up with the "
+                 "heads", {"keep_align": "heads"})],
     "cross": [("kv-from-x", "keys and values projected from x instead of the context", {"kv_from_x": True}),
               ("mask-spurious", "a causal (top-left) mask, which cross-attention does not have",
-               {"causal": True, "align": "top-left"})],
+               {"causal": True, "align": "top-left"}),
+              ("kv-length-from-query", "keys and values split into heads with the queries' length L instead of the "
+               "context's S", {"kv_len_from_query": True})],
     "gqa": [("gqa-repeat", "kv heads tiled with repeat() (query head h reads kv head h % num_kv_heads)",
              {"kv_pairing": "repeat"})],
 }

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from grader.testing.catalogue.heads import Params, Spec, forward, module_suspects
-from grader.testing.diagnosis import Suspects, Variant
+from grader.testing.diagnosis import Detector, Suspects, Variant
 
 
 def causal_suspects(x: torch.Tensor, p: Params, *, context_length: int | None = None) -> Suspects:
@@ -22,17 +22,24 @@ def causal_suspects(x: torch.Tensor, p: Params, *, context_length: int | None = 
               f"1/sqrt(d_in) = 1/sqrt({d_in})": 1 / math.sqrt(d_in)}
     found = module_suspects(x, p, spec, ["causal", "scale", "softmax", "queries", "bias"], scales=_distinct(
         scales, d_out))
-    if context_length is not None:
-        found += Suspects((Variant("mask-not-sliced", f"scores.masked_fill(mask, -inf) with the whole "
-                                   f"({context_length}, {context_length}) mask, not its [:T, :T] corner",
-                                   lambda: _uncut(x, p, context_length)),))
-    return _inverted_is_also_additive_eq_zero(found)
+    return _inverted_is_also_additive_eq_zero(found + _uncut(x, p, context_length, 1))
 
 
-def _uncut(x: torch.Tensor, p: Params, context_length: int) -> torch.Tensor:
-    q, k = (x.double() @ p[f"{n}.weight"].double().T for n in ("W_query", "W_key"))
-    future = torch.ones(context_length, context_length, dtype=torch.bool).triu(1)
-    return (q @ k.transpose(-2, -1)).masked_fill(future, float("-inf"))
+def _uncut(x: torch.Tensor, p: Params, context_length: int | None, heads: int) -> Suspects:
+    """The (context_length, context_length) mask used whole on (T, T) scores: raises as the student's code does."""
+    if context_length is None:
+        return Suspects()
+
+    def scores() -> torch.Tensor:
+        q, k = (x.double() @ p[f"{n}.weight"].double().T for n in ("W_query", "W_key"))
+        if heads > 1:
+            B, T, d = q.shape
+            q, k = (t.view(B, T, heads, d // heads).transpose(1, 2) for t in (q, k))
+        future = torch.ones(context_length, context_length, dtype=torch.bool).triu(1)
+        return (q @ k.transpose(-2, -1)).masked_fill(future, float("-inf"))
+
+    return Suspects((Variant("mask-not-sliced", f"scores.masked_fill(mask, -inf) with the whole ({context_length}, "
+                             f"{context_length}) mask, not its [:T, :T] corner", scores),))
 
 
 def self_suspects(x: torch.Tensor, p: Params) -> Suspects:
@@ -49,14 +56,28 @@ def self_suspects(x: torch.Tensor, p: Params) -> Suspects:
                                          *range(keys.dim() - 1, -1, -1))),))
 
 
-def mha_suspects(x: torch.Tensor, p: Params, heads: int) -> Suspects:
+def mha_suspects(x: torch.Tensor, p: Params, heads: int, *, context_length: int | None = None) -> Suspects:
     """The fused ``MultiHeadAttention``: causal, ``heads`` heads, out_proj."""
     d_out = p["W_query.weight"].shape[0]
     spec = Spec(heads=heads, causal=True)
     scales = {f"1/sqrt(d_out) = 1/sqrt({d_out})": 1 / math.sqrt(d_out)}
     return _inverted_is_also_additive_eq_zero(module_suspects(
         x, p, spec, ["causal", "scale", "softmax", "queries", "bias", "heads", "out_proj"],
-        scales=_distinct(scales, d_out // heads)))
+        scales=_distinct(scales, d_out // heads)) + _uncut(x, p, context_length, heads))
+
+
+def wrapper_suspects(heads_out: Callable[[], list[torch.Tensor]], d_out: int, num_heads: int) -> Suspects:
+    """``MultiHeadAttentionWrapper``: its heads' outputs (``heads_out()``, each (B, T, d_out)) concatenated on the
+    wrong dim, or heads of d_out // num_heads features."""
+    def narrow(got: torch.Tensor, expected: torch.Tensor) -> str | None:
+        width = num_heads * (d_out // num_heads)
+        return (f"{got.shape[-1]} = num_heads * (d_out // num_heads) features: each head was built with "
+                "d_out // num_heads outputs, where every head of the wrapper has d_out"
+                if got.shape[:-1] == expected.shape[:-1] and got.shape[-1] == width != expected.shape[-1] else None)
+
+    return Suspects((Variant("concat-wrong-dim", "the heads' outputs concatenated along the tokens (dim 1) instead of "
+                             "the features", lambda: torch.cat(heads_out(), dim=1)),
+                     Detector("head-width", narrow)))
 
 
 def cross_suspects(x: torch.Tensor, context: torch.Tensor, p: Params, heads: int,
@@ -87,6 +108,8 @@ def decaying_suspects(x: torch.Tensor, p: Params, heads: int) -> Suspects:
                  ("decay-sign", "-gamma * (i - j), the signed distance", -gamma * (i[:, None] - i[None, :])),
                  ("bias-before-scale", "the decay added before the scaling (divided by sqrt(head_dim) too)",
                   -gamma * dist / math.sqrt(hd)))]
+    items.append(Variant("gamma-wrong-axis", "the decay gamma.view(1, 1, H, 1) * |i - j|: each gamma scales a QUERY "
+                         "position instead of a head", lambda: run(bias=-(gamma.view(1, 1, -1, 1) * dist))))
     items.append(Variant("qkv-split-layout", "qkv(x) split as reshape(B, L, H, 3, head_dim): q, k and v "
                          "interleaved per head instead of [q | k | v]", _bind(run, q=_unfused(p, heads, "per head"))))
     items += [Variant("wrong-scale", f"the scores scaled by {name} instead of 1/sqrt(head_dim)",
@@ -97,6 +120,14 @@ def decaying_suspects(x: torch.Tensor, p: Params, heads: int) -> Suspects:
               Variant("softmax-no-max", "exp(scores) without the row max subtracted, which overflows here",
                       _bind(run, s=Spec(heads=heads, out_proj=False, naive=True)))]
     return Suspects(tuple(items))
+
+
+def decaying_forward(x: torch.Tensor, p: Params, heads: int) -> torch.Tensor:
+    """``DecayingAttention``'s right output by formula (float64 inside, x's dtype out)."""
+    i = torch.arange(x.shape[-2], dtype=torch.float64)
+    gamma = p["gamma"].double().reshape(-1, 1, 1)
+    return forward(x, _unfused(p, heads, "[q | k | v]"), Spec(heads=heads, out_proj=False),
+                   bias=-gamma * (i[:, None] - i[None, :]).abs())
 
 
 def _bind(run: Callable[..., torch.Tensor], **kwargs: Any) -> Callable[[], torch.Tensor]:
@@ -134,3 +165,21 @@ def _inverted_is_also_additive_eq_zero(found: Suspects) -> Suspects:
                   if isinstance(v, Variant) and v.shows.startswith("the output of this module with the causal mask "
                                                                    "inverted") else v for v in found.items)
     return Suspects(items, found.facts)
+
+
+def slopes_suspects(n: int) -> Suspects:
+    """``alibi_slopes(n)``: the slopes reversed, or 2 ** (-8h/n) for every n (the power-of-two rule everywhere)."""
+    naive = torch.tensor([2.0 ** (-8.0 * h / n) for h in range(1, n + 1)])
+    right = torch.tensor(_slopes(n))
+    return Suspects((Variant("slopes-wrong", "the slopes in reverse order (smallest first)", lambda: right.flip(0)),
+                     Variant("slopes-wrong", f"2 ** (-8h / {n}) for h = 1..{n}: the power-of-two rule, which the paper "
+                             "replaces for other n", lambda: naive)))
+
+
+def _slopes(n: int) -> list[float]:
+    def pow2(m: int) -> list[float]:
+        start = 2 ** (-(2 ** -(math.log2(m) - 3)))
+        return [start * start ** i for i in range(m)]
+
+    c = 2 ** math.floor(math.log2(n))
+    return pow2(c) if c == n else pow2(c) + pow2(2 * c)[0::2][: n - c]
