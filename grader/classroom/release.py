@@ -32,7 +32,7 @@ RUNTIME = (
     "testing/params.py", "testing/plugin.py", "testing/diagnosis.py", "testing/variants.py",
     "testing/catalogue/__init__.py", "testing/catalogue/softmax.py", "testing/catalogue/sdp.py", "testing/oracles.py",
     "testing/catalogue/heads.py", "testing/catalogue/modules.py", "testing/catalogue/structure.py",
-    "testing/catalogue/efficient.py",
+    "testing/catalogue/efficient.py", "testing/catalogue/masks.py",
     "classroom/__init__.py", "classroom/check.py", "classroom/ci.py", "classroom/cli.py", "classroom/nbruntime.py",
 )
 PACKAGE = Path(__file__).resolve().parents[1]

@@ -15,4 +15,4 @@ def padding_mask(lengths, max_len):
 
 
 def to_additive(mask, dtype=torch.float32):
-    return torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+    return torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, float("-inf"))
