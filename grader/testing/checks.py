@@ -107,6 +107,25 @@ def expect_tuple(call: Callable[[], Any], n: int, *, what: str, suspects: Suspec
     return tuple(got)
 
 
+def expect_raises(call: Callable[[], Any], exc_type: str | None, *, what: str) -> StudentError:
+    """``call()`` (a student's) must raise: ``exc_type`` (the type name the specification promises, such as
+    "ValueError") or, where it promises none, any exception. Returns the student's error."""
+    __tracebackhide__ = True
+    try:
+        call()
+    except StudentError as exc:
+        if exc.kind == "not_implemented":
+            raise
+        if exc_type is not None and exc.exc_type != exc_type:
+            fail(f"{what}: raised {exc.exc_type or exc.kind} ({exc.message.splitlines()[0][:160]}), expected the "
+                 f"{exc_type} the specification promises\n  " + tag(
+                     "error-unchecked", f"the invalid input is not checked where it should be: raise {exc_type} "
+                     "yourself before anything else fails on it"))
+        return exc
+    fail(f"{what}: no error, expected {exc_type or 'an error'}\n  " + tag(
+        "error-unchecked", f"an invalid input is accepted: check it and raise {exc_type or 'an error'}"))
+
+
 def expect_shape(got: Any, shape: tuple[int, ...], *, what: str = "output", hint: str | None = None,
                  suspects: Suspects | None = None, expected: torch.Tensor | None = None) -> None:
     """Missing → type → shape, for a value that must be a tensor of ``shape``."""

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from grader.inside.standins import stand_in_apply_rope, stand_in_rope_frequencies
 from grader.testing.diagnosis import Suspects, Variant
 from grader.testing.variants import causal_keep, softmax
 
@@ -45,6 +46,9 @@ class Spec:
     keep_inverted: bool = False
     keep_align: str = "batch"  # or "heads": a (B, S) padding mask unsqueezed to (B, 1, S), lined up with the heads
     kv_len_from_query: bool = False  # keys and values split into heads with the queries' length
+    rope: tuple[int, float] | None = None  # (max_len, base): the grader's stand-in RoPE turns q and k
+    rope_on: str = "qk"  # or "q" (keys left alone), "qkv" (the values turned too)
+    rope_before_split: bool = False  # RoPE on (B, T, H, hd): the heads axis taken for the positions
     kv_pairing: str = "interleave"  # or "repeat": query head h reads kv head h % kv_heads
     skip_out_proj: bool = False
 
@@ -62,7 +66,11 @@ def forward(x: torch.Tensor, p: Params, spec: Spec, *, context: torch.Tensor | N
     k, v = (_linear(src, p, n, spec.use_bias, dtype) for n in ("W_key", "W_value"))
     Hkv = spec.kv_heads or spec.heads
     kv_len = x.shape[1] if spec.kv_len_from_query else None
+    if spec.rope is not None and spec.rope_before_split:
+        q, k = _rope_on_tokens(q, spec.heads, spec), _rope_on_tokens(k, Hkv, spec)
     q, k, v = _split(q, spec.heads, spec.split), _split(k, Hkv, spec.split, kv_len), _split(v, Hkv, spec.split, kv_len)
+    if spec.rope is not None and not spec.rope_before_split:
+        q, k, v = _rope(q, spec, "q"), _rope(k, spec, "k"), _rope(v, spec, "v")
     if Hkv != spec.heads:
         owner = torch.arange(spec.heads) // (spec.heads // Hkv) if spec.kv_pairing == "interleave" else \
             torch.arange(spec.heads) % Hkv
@@ -95,6 +103,23 @@ def _split(t: torch.Tensor, heads: int, how: str, length: int | None = None) -> 
     if how == "view":
         return t.reshape(B, heads, T, d // heads)
     return t.reshape(B, T, heads, d // heads).transpose(1, 2)
+
+
+def _tables(spec: Spec, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    assert spec.rope is not None
+    return tuple(t.to(dtype) for t in stand_in_rope_frequencies(head_dim, *spec.rope))  # type: ignore[return-value]
+
+
+def _rope(t: torch.Tensor, spec: Spec, which: str) -> torch.Tensor:
+    """The stand-in RoPE on (B, H, T, hd) when ``spec.rope_on`` names ``which`` of q, k, v."""
+    return stand_in_apply_rope(t, *_tables(spec, t.shape[-1], t.dtype)) if which in spec.rope_on else t
+
+
+def _rope_on_tokens(t: torch.Tensor, heads: int, spec: Spec) -> torch.Tensor:
+    """RoPE on (B, T, H, hd) before the transpose: rotated by the head index, not the position."""
+    B, T, d = t.shape
+    split = t.reshape(B, T, heads, d // heads)
+    return stand_in_apply_rope(split, *_tables(spec, d // heads, t.dtype)).reshape(B, T, d)
 
 
 def _blocked(spec: Spec, L: int, S: int, keep: torch.Tensor | None) -> torch.Tensor | None:
@@ -140,6 +165,10 @@ KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
                "context's S", {"kv_len_from_query": True})],
     "gqa": [("gqa-repeat", "kv heads tiled with repeat() (query head h reads kv head h % num_kv_heads)",
              {"kv_pairing": "repeat"})],
+    "rope": [("rope-on-values", "RoPE applied to the values too", {"rope_on": "qkv"}),
+             ("rope-only-queries", "RoPE applied to the queries only, not the keys", {"rope_on": "q"}),
+             ("rope-before-head-split", "RoPE applied on (B, T, H, head_dim) before the transpose: the heads axis "
+              "taken for the positions", {"rope_before_split": True})],
 }
 
 

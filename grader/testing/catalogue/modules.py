@@ -183,3 +183,20 @@ def _slopes(n: int) -> list[float]:
 
     c = 2 ** math.floor(math.log2(n))
     return pow2(c) if c == n else pow2(c) + pow2(2 * c)[0::2][: n - c]
+
+
+def gqa_suspects(x: torch.Tensor, p: Params, heads: int, kv_heads: int,
+                 rope: tuple[int, float] | None = None) -> Suspects:
+    """``GroupedQueryAttention``: causal, ``kv_heads`` key/value heads shared by groups of query heads, out_proj, the
+    (stand-in) RoPE on q and k when ``rope`` = (max_len, base)."""
+    d = x.shape[-1]
+    spec = Spec(heads=heads, kv_heads=kv_heads, causal=True, rope=rope)
+    groups = ["causal", "scale", "softmax", "heads", "out_proj"] + (["gqa"] if kv_heads < heads else []) + (
+        ["rope"] if rope else [])
+    found = module_suspects(x, p, spec, groups, scales=_distinct({f"1/sqrt(d_model) = 1/sqrt({d})": 1 / math.sqrt(d)},
+                                                                 d // heads))
+    if rope is not None and rope[1] != 10000.0:
+        found += Suspects((Variant("rope-base-ignored", f"RoPE tables built with base 10000 instead of {rope[1]:g}",
+                                   lambda: forward(x, p, Spec(heads=heads, kv_heads=kv_heads, causal=True,
+                                                              rope=(rope[0], 10000.0)))),))
+    return found
