@@ -169,6 +169,8 @@ TELLTALES: tuple[tuple[str, str, str], ...] = (
      "device than its inputs' (a tensor made without device=, or a plain attribute that .to() does not move)"),
     ("device-ignored", "Cannot copy out of meta tensor", "your code copies a tensor to the CPU (.cpu(), .tolist(), "
      "torch.as_tensor without device=) where it must stay on its inputs' device"),
+    ("dtype-ignored", "expected scalar type", "your code mixes dtypes: a tensor made in another dtype than its inputs' "
+     "(a float32 mask or constant) meets them"),
     ("mask-truthiness", "Boolean value of Tensor with more than one value is ambiguous",
      "`if tensor:` on a tensor of several values (`if mask:` where a test against None was meant)"),
     ("function-grad-count", "returned an incorrect number of gradients",
