@@ -7,53 +7,45 @@ solutions scored 0/100 here: RuntimeError: Numpy is not available") and no stude
 written. A machine that cannot grade (a missing dependency, a broken sandbox, CUDA that does not
 initialise) then fails loudly instead of giving every student 0.
 
-The proof is cached per (grader source, manifest and suites, environment, backend, exercises): a
-batch pays for it once, and so does every later run on an unchanged machine.
+The proof is cached (:mod:`grader.proofs`) per (grader source, manifest and suites, environment, launch
+configuration, exercises): a batch pays for it once, and so does every later run on an unchanged machine.
+It keeps the CPU time each reference test took, from which the grades after it take their per-test limits.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
-import json
-import os
-import platform
-import sys
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grader import __version__, manifest, procs
+from grader import manifest, procs, proofs
 from grader.errors import GraderFault
+from grader.proofs import Proof, cache_dir, cache_key, cached
+
+__all__ = ["CACHE_ENV", "CanaryFailed", "Proof", "cache_dir", "cache_key", "cached", "prove", "zygote_for_proof"]
 
 if TYPE_CHECKING:
     from grader.sandbox.shared_zygote import SharedZygote
     from grader.sandbox.starters import WorkerStarter
 
 CACHE_ENV = procs.CACHE_ENV
-FORMAT = 1
+
+
+PROVING = ("proving the grader first: grading the reference solutions (full marks expected) and the stubs (zero "
+           "expected) in the sandbox, as the students will be; cached until the grader, suites or machine change…")
+
+
+def proven(record: dict[str, Any], seconds: float) -> str:
+    """The line that says the proof holds (``record``: :meth:`Proof.record`)."""
+    how = "cached proof" if record["cached"] else f"proven in {seconds:.0f} s"
+    top = record["max_score"]
+    return (f"canary: reference solutions {record['solutions']:g}/{top:g}, stubs {record['stubs']:g}/{top:g} "
+            f"({how})")
 
 
 class CanaryFailed(GraderFault):
     """This machine cannot grade correctly: the message names what failed."""
 
     label = "refusing to grade"
-
-
-@dataclass(frozen=True)
-class Proof:
-    key: str
-    solutions: float
-    stubs: float
-    max_score: float
-    cached: bool
-
-    def record(self) -> dict[str, Any]:
-        """What a scorecard and the summary keep of the canary."""
-        return {"key": self.key, "solutions": self.solutions, "stubs": self.stubs, "max_score": self.max_score,
-                "cached": self.cached}
 
 
 def prove(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
@@ -63,9 +55,9 @@ def prove(assignment: manifest.Assignment, *, backend: str, exercises: list[str]
     ``starter`` starts their sandboxed workers the way the students' will be started (forks of this user's
     zygote, where the command uses one); None: freshly exec'd workers."""
     key = cache_key(assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit)
-    cached = _read(key)
-    if cached is not None:
-        return cached
+    found = proofs.read(key)
+    if found is not None:
+        return found
     from grader.grade import grade
     from grader.options import GradeOptions
 
@@ -75,8 +67,9 @@ def prove(assignment: manifest.Assignment, *, backend: str, exercises: list[str]
     _check(solutions, "reference solutions", want_full=True)
     stubs = grade(assignment.root / "exercises", options=options, assignment=assignment, starter=starter)
     _check(stubs, "stubs (exercises/)", want_full=False)
-    proof = Proof(key, solutions["score"], stubs["score"], solutions["max_score"], cached=False)
-    _write(key, proof)
+    proof = Proof(key, solutions["score"], stubs["score"], solutions["max_score"], cached=False,
+                  limits=proofs.limits_from(solutions, assignment))
+    proofs.write(key, proof)
     return proof
 
 
@@ -101,13 +94,6 @@ def _first_problem(card: dict[str, Any]) -> str:
     return "no failing test recorded"
 
 
-# -- the cache ------------------------------------------------------------------------------------
-def cached(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
-           per_test_time_limit: float | None = None) -> Proof | None:
-    """The cached proof for this configuration, or None when :func:`prove` would have to grade."""
-    return _read(cache_key(assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit))
-
-
 def zygote_for_proof(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
                      per_test_time_limit: float | None = None) -> SharedZygote | None:
     """This user's zygote, started now when a proof is due under a backend that forks; None when a cached proof
@@ -120,59 +106,3 @@ def zygote_for_proof(assignment: manifest.Assignment, *, backend: str, exercises
                                          per_test_time_limit=per_test_time_limit) is not None:
         return None
     return shared_zygote.warm(prepare=lambda: importlib.import_module("grader.grade"))  # torch, pytest meanwhile
-
-
-def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,
-              per_test_time_limit: float | None) -> str:
-    """A hash of everything that could change the canary's outcome on this machine."""
-    digest = hashlib.sha256()
-    for path in _inputs(assignment):
-        digest.update(path.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    env = [__version__, sys.version, platform.platform(), _torch_build(),
-           str(os.geteuid() if hasattr(os, "geteuid") else ""), backend, assignment.id,
-           ",".join(sorted(exercises or [])), str(per_test_time_limit), str(FORMAT)]
-    digest.update("\0".join(env).encode())
-    return digest.hexdigest()[:32]
-
-
-def _torch_build() -> str:
-    """torch's version file (release, CUDA, git revision), read without importing torch (about a second)."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
-        return "no torch"
-    version = Path(spec.origin).with_name("version.py")
-    return hashlib.sha256(version.read_bytes()).hexdigest() if version.is_file() else "no torch/version.py"
-
-
-def _inputs(assignment: manifest.Assignment) -> list[Path]:
-    grader_pkg = Path(__file__).resolve().parent
-    root = assignment.root
-    files = [*grader_pkg.rglob("*.py"), *grader_pkg.rglob("*.json"), assignment.manifest,
-             *(root / "solutions").glob("*.py"), *(root / "exercises").glob("*.py"),
-             *(root / e.hidden_tests for e in assignment.exercises)]
-    return sorted({p for p in files if p.is_file()})
-
-
-def cache_dir() -> Path:
-    return procs.cache_root() / "canary"
-
-
-def _read(key: str) -> Proof | None:
-    try:
-        data = json.loads((cache_dir() / f"{key}.json").read_text("utf-8"))
-        return Proof(key, float(data["solutions"]), float(data["stubs"]), float(data["max_score"]), cached=True)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _write(key: str, proof: Proof) -> None:
-    """Atomically; a cache that cannot be written only costs the next run another proof."""
-    folder = cache_dir()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"solutions": proof.solutions, "stubs": proof.stubs, "max_score": proof.max_score}, fh)
-        os.replace(tmp, folder / f"{key}.json")
-    except OSError:
-        pass

@@ -52,12 +52,16 @@ def _gh_status(outcome: str) -> str:
 
 
 def csv_row(card: dict[str, Any], exercise_ids: list[str]) -> dict[str, Any]:
-    """One gradebook row: per-exercise points, total, status, isolation backend."""
+    """One gradebook row: per-exercise points, total, status, isolation backend.
+
+    A submission that was not graded (``status: error``) has blank points, as an LMS's own export
+    leaves them, with the status and error kind beside: a 0 would be uploaded as a grade."""
+    graded = card["status"] == "graded"
     points = {e["id"]: e["score"] for e in card["exercises"]}
     sub = card["submission"]
     row: dict[str, Any] = {"student": sub.get("student") or sub["path"]}
-    row.update({ex: points.get(ex, 0) for ex in exercise_ids})
-    row.update(total=card["score"], max_score=card["max_score"], status=card["status"],
+    row.update({ex: points.get(ex, 0) if graded else "" for ex in exercise_ids})
+    row.update(total=card["score"] if graded else "", max_score=card["max_score"], status=card["status"],
                error=(card["error"] or {}).get("kind", ""), isolation=card["isolation"]["backend"],
                sha256=sub["sha256"], seed=card["seed"])
     return row

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import pytest
 
-from grader import intake, manifest
-from grader.errors import UsageError
+from grader import fingerprint, intake, manifest, proofs
+from grader.errors import GraderFault, UsageError
 from grader.options import GradeOptions, launch_spec
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard, withhold
@@ -66,11 +66,20 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
         raise GradeRefused(str(exc)) from None
     seed = secrets.randbelow(2**31) if options.seed is None else options.seed
     spec = launch_spec(spec_assignment, backend, slot=starter.slot if starter else 0, threads=options.threads)
+    try:
+        _check_view(spec, spec_assignment)
+    except iso.IsolationError as exc:
+        raise GradeRefused(str(exc)) from None
     card = _skeleton(spec_assignment, submission, seed, spec, backend, started, student_id, options.exercises)
+    card["grader"]["fingerprint"] = fingerprint.record(  # what decides this grade: a rerun regrades what it no longer is
+        spec_assignment, backend=backend, require_cuda=options.require_cuda,
+        per_test_time_limit=options.per_test_time_limit)
     try:
         sub = intake.take(submission, modules={e.module for e in spec_assignment.exercises})
     except intake.IntakeError as exc:
         return _finish(card, t0, error=("intake", str(exc)))
+    except GraderFault as exc:  # the submission could not be read for a reason of this machine's: a rerun retries it
+        return _finish(card, t0, error=("grader", f"{type(exc).__name__}: {exc}"))
     card["submission"].update(sha256=sub.sha256, layout=sub.layout, files=sub.files)
     card["timings"]["intake_s"] = round(time.monotonic() - t0, 4)
     try:
@@ -83,6 +92,22 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
     finally:
         sub.cleanup()
     return _finish(card, t0)
+
+
+def _check_view(spec: iso.LaunchSpec, assignment: manifest.Assignment) -> None:
+    """A leased uid with no view of its own must be able to read what the worker needs; and where only file
+    permissions stand between it and the secrets, they must hold."""
+    missing = spec.unreadable()
+    if missing:
+        raise iso.IsolationError(
+            f"refusing to grade under `{spec.backend}` isolation as root: the sandbox's unprivileged uid cannot read "
+            f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} (a folder above it is closed to other users, "
+            "as a 0700 home is). Install Python and the grader's environment where every user may read them (a venv "
+            "in /opt made from /usr/bin/python3, say), or grade under `namespace`, which binds them in")
+    if spec.backend == "process" and spec.drops_uid and spec.file_view == "permissions":
+        from grader.sandbox import exposure
+
+        exposure.check(assignment, spec.uid)
 
 
 def _resolve(options: GradeOptions, starter: WorkerStarter | None,
@@ -111,15 +136,18 @@ class _Makers:
     def _inprocess(self) -> InProcessBackend:
         from grader.student.inprocess import InProcessBackend
 
-        return InProcessBackend(self.sub.box, bans=self.assignment.bans(), single_module=self.sub.single_module)
+        return InProcessBackend(self.sub.box, bans=self.assignment.bans(), single_module=self.sub.single_module,
+                                time_limits=self.assignment.time_limits(self.options.per_test_time_limit))
 
     def _sandbox(self) -> SandboxBackend:
         from grader.sandbox.remote import SandboxBackend
 
-        a, limit = self.assignment, self.options.per_test_time_limit
+        a, o = self.assignment, self.options
+        limit, tests = o.per_test_time_limit, proofs.limits(a, backend=self.backend, exercises=o.exercises,
+                                                              per_test_time_limit=o.per_test_time_limit)
         made = SandboxBackend(self.sub.box, self.spec, bans=a.bans(), single_module=self.sub.single_module,
-                              time_limits={e.id: limit or e.time_limit_s for e in a.exercises},
-                              budget_s=a.limits.submission_wall_s, starter=self.starter)
+                              time_limits=a.time_limits(limit),
+                              budget_s=a.limits.submission_wall_s, starter=self.starter, test_limits=tests)
         if not self.made:
             self.sandbox = made
         return made
@@ -152,14 +180,18 @@ def _run(card: dict[str, Any], sub: intake.Submission, assignment: manifest.Assi
 def _sandbox_record(card: dict[str, Any], record: SandboxRecord) -> None:
     card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in record.incidents]
     card["student_output"] = {"stdout_bytes": record.stdout_bytes, "stderr_bytes": record.stderr_bytes}
+    for test in (t for e in card["exercises"] for t in e["tests"] if t["id"] in record.test_cpu):
+        test["cpu_s"] = record.test_cpu[test["id"]]
     card["isolation"]["worker_starts"] = record.worker_starts
     card["isolation"]["worker_forks"] = record.worker_forks
+    if record.observed is not None:  # what /proc showed of the first worker, in place of what was asked for
+        card["isolation"].update(record.observed)
 
 
 def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int, spec: iso.LaunchSpec,
               backend: str, started: str, student_id: str | None, exercises: list[str] | None) -> dict[str, Any]:
     isolation = spec.describe() if backend != "inprocess" else {
-        **spec.describe(), "backend": "inprocess", "cgroup": "none"}
+        **spec.describe(), "backend": "inprocess", "cgroup": "none", "file_view": "inprocess"}
     chosen = set(exercises or assignment.ids())  # an intake error's card is out of what was to be graded
     max_score = sum(e.points for e in assignment.exercises if e.id in chosen)
     return scorecard.new(assignment=assignment.id, max_score=max_score, path=submission,

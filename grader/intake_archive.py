@@ -7,7 +7,8 @@ size cap, extended headers (pax, GNU long names) larger than :data:`MAX_HEADER_B
 before they are read, and members are counted as they come. A zip's member count and central
 directory size are read from its end record before :class:`zipfile.ZipFile` parses the directory,
 and each member is copied in chunks with its real size compared to the declared one. Only regular
-files and folders are written (by this module, not by ``extract``), inside ``dest``.
+files and folders are written (by this module, not by ``extract``), inside ``dest``; members inside the
+folders a student's tools make (``.venv`` with its links, ``.git``) are counted against the caps and skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO
 
 from grader import safetext
-from grader.intake_fs import MAX_MEMBERS, MAX_NAME_CHARS, MAX_RATIO, MAX_TOTAL_BYTES, IntakeError, label, open_regular
+from grader.intake_fs import (
+    MAX_MEMBERS,
+    MAX_NAME_CHARS,
+    MAX_RATIO,
+    MAX_TOTAL_BYTES,
+    TOOL_FOLDERS,
+    IntakeError,
+    label,
+    open_regular,
+)
 
 MAX_HEADER_BYTES = 64 << 10  # one pax header or GNU long name/link
 MAX_DIRECTORY_BYTES = 1 << 20  # a zip's central directory
@@ -96,6 +106,11 @@ def _mkdir(dest: Path, pure: PurePosixPath) -> None:
         target.mkdir(parents=True, exist_ok=True)
 
 
+def _tools(pure: PurePosixPath) -> bool:
+    """A member inside a folder a student's tools made (a ``.venv`` and its links, ``.git``): counted, never written."""
+    return not TOOL_FOLDERS.isdisjoint(pure.parts)
+
+
 def _link_or_device(name: str) -> IntakeError:
     return IntakeError(f"archive member {safetext.name(name)!r} is a link or device; "
                        "archive regular files and folders only")
@@ -109,6 +124,8 @@ def _unzip(fh: BinaryIO, dest: Path) -> None:
     with zipfile.ZipFile(fh) as zf:
         for info in zf.infolist():
             pure = budget.admit(info.filename, info.file_size, info.compress_size)
+            if _tools(pure):
+                continue
             if (info.external_attr >> 16) & 0o170000 not in (0, 0o100000, 0o040000):
                 raise _link_or_device(info.filename)
             if info.is_dir():
@@ -182,7 +199,9 @@ def _untar(fh: BinaryIO, dest: Path) -> None:
     with tarfile.open(fileobj=source, mode="r|", tarinfo=_CappedInfo) as tf:
         while (member := tf.next()) is not None:  # one header at a time: caps hold before the next is read
             pure = budget.admit(member.name, member.size)
-            if member.isdir():
+            if _tools(pure):
+                pass
+            elif member.isdir():
                 _mkdir(dest, pure)
             elif member.isfile():
                 _write(tf.extractfile(member) or io.BytesIO(), dest, pure, member.size)

@@ -18,13 +18,24 @@ from typing import BinaryIO
 from grader import safetext
 from grader.errors import SubmissionError
 
-MAX_FILES = 200  # Python files taken from one submission
+# One size budget: the sandbox's ``/box`` (a tmpfs of BOX_BYTES and BOX_INODES under `namespace`) holds the
+# submission's modules and whatever its code writes while it runs. Intake admits modules of at most half of it,
+# counted as tmpfs counts them (whole pages), so copying them in can never fail: a submission that does not
+# fit is refused here, as the student's, never found at sandbox set-up as a grader fault.
+BOX_BYTES = 64 << 20
+BOX_INODES = 4096
+PAGE_BYTES = 4096
+MAX_SUBMISSION_BYTES = BOX_BYTES // 2  # every module together, each rounded up to whole pages
+MAX_FILES = 200  # Python files taken from one submission (far below BOX_INODES)
 MAX_FILE_BYTES = 1 << 20  # one module
 MAX_MEMBERS = 1000  # archive members
 MAX_TOTAL_BYTES = 64 << 20  # an archive unpacked, or one notebook
 MAX_RATIO = 100  # compression ratio of one zip member
 MAX_WALK = 10_000  # entries walked in a submission folder
 MAX_NAME_CHARS = 1024  # one archive member's path
+# folders a student's tools make (a virtual environment's links, caches, git's objects): never read, never refused
+TOOL_FOLDERS = frozenset({".venv", "venv", "__pycache__", ".git", ".pytest_cache", ".ipynb_checkpoints",
+                          ".mypy_cache", ".ruff_cache", "__MACOSX"})
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
@@ -65,7 +76,8 @@ def lstat(path: Path) -> os.stat_result:
 
 
 def check_tree(root: Path) -> None:
-    """Refuse ``root`` or anything under it that is a link, FIFO, socket or device (capped walk)."""
+    """Refuse ``root`` or anything under it that is a link, FIFO, socket or device (capped walk); whatever is
+    inside a tool's folder (:data:`TOOL_FOLDERS`) is left alone, as intake never reads it."""
     mode = lstat(root).st_mode
     if special(mode):
         raise refuse(label(root), special(mode))
@@ -76,6 +88,8 @@ def check_tree(root: Path) -> None:
         with os.scandir(stack.pop()) as entries:
             for entry in entries:
                 seen += 1
+                if entry.name in TOOL_FOLDERS:
+                    continue  # never read: a .venv's links to its interpreter are not the student's code
                 if seen > MAX_WALK:
                     raise IntakeError(f"{label(root)}: more than {MAX_WALK} files and folders; "
                                       "submit only your code (no virtual environments or data sets)")
@@ -128,10 +142,21 @@ def read_regular(path: Path, limit: int) -> bytes:
     return data
 
 
-def write_module(dst: Path, data: bytes) -> None:
-    """Write into the staging box (our own folder: no link can be there)."""
-    dst.write_bytes(data)
-    dst.chmod(0o644)
+class Box:
+    """The staging folder the sandbox's ``/box`` is filled from: modules written within the one size budget."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.used = path, 0
+
+    def write(self, name: str, data: bytes) -> None:
+        """Write module ``name`` (our own folder: no link can be there), refusing past :data:`MAX_SUBMISSION_BYTES`."""
+        self.used += -(-len(data) // PAGE_BYTES) * PAGE_BYTES
+        if self.used > MAX_SUBMISSION_BYTES:
+            raise IntakeError(f"its Python files come to more than {MAX_SUBMISSION_BYTES >> 20} MiB, more than the "
+                              "sandbox can hold; submit only your own modules")
+        dst = self.path / name
+        dst.write_bytes(data)
+        dst.chmod(0o644)
 
 
 def _size(n: int) -> str:

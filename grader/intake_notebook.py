@@ -15,7 +15,8 @@ What is taken, cell by cell in notebook order:
 - ``NAME = <simple expression>`` (literals, names, arithmetic, subscripts, and calls of builtins
   such as ``float('-inf')`` or of imported modules such as ``torch.finfo(torch.float32).min``).
 
-Nothing is evaluated here: the trusted process only reads the syntax tree. A kept constant is
+Nothing is evaluated here: only the syntax tree is read, and by a child process with CPU and memory
+limits (:mod:`grader.intake_bounded`), after the code cells' size is checked. A kept constant is
 written into the generated module, which only ever runs inside the sandbox, in a ``try`` block (as
 is each import), so an exploratory line (``x = torch.load("mine.pt")``, ``import matplotlib``)
 cannot sink the whole module: a name it failed to define fails only the tests that use it.
@@ -48,8 +49,11 @@ def notebook_module(name: str, data: bytes) -> str:
     parts: list[str] = []
     futures: dict[str, None] = {}  # `from __future__` must come first, whichever cell it was in
     imported: set[str] = set()  # names bound by imports so far: a constant may call into them
-    for number, source in _code_cells(name, data):
-        tree, lines = _parse(name, number, source), source.splitlines()
+    cells = _code_cells(name, data)
+    if sum(len(source.encode("utf-8", "surrogatepass")) for _, source in cells) > MAX_FILE_BYTES:
+        raise IntakeError(f"{name}: its code cells hold more than {MAX_FILE_BYTES >> 10} KiB; {_REDO}")  # before parsing
+    for number, source in cells:
+        tree, lines = _parse(name, number, source), _lines(source)
         for node in tree.body:
             if isinstance(node, ast.ImportFrom) and node.module == "__future__":
                 futures.update({f"from __future__ import {a.name}\n": None for a in node.names})
@@ -60,7 +64,8 @@ def notebook_module(name: str, data: bytes) -> str:
                 parts.append(_source(node, lines))
             elif _is_constant(node, imported):
                 parts.append(_literal(node, lines) if _is_literal(node) else _guarded(node, "Exception"))
-    header = f"# Taken from {name} by the grader: imports, functions, classes and constants only.\n"
+    # the notebook's name stays out of its module: two students' identical code hashes the same, whatever its file is called
+    header = "# Taken from a notebook by the grader: imports, functions, classes and constants only.\n"
     module = header + "".join(futures) + "\n\n" + "\n\n".join(parts)
     if len(module.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise IntakeError(f"{name}: its code is larger than {MAX_FILE_BYTES >> 10} KiB")
@@ -99,9 +104,15 @@ def _code_cells(name: str, data: bytes) -> list[tuple[int, str]]:
         if not isinstance(raw, str):
             raise IntakeError(f"{name}: code cell {number} has a source that is not text "
                               f"({type(raw).__name__}); {_REDO}")
-        out.append((number, "\n".join("" if line.lstrip().startswith(("%", "!")) else line
-                                      for line in raw.splitlines())))
+        out.append((number, "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in _lines(raw))))
     return out
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines as Python's tokenizer splits them: at ``\\n``, ``\\r\\n`` and ``\\r`` only. (``str.splitlines``
+    also splits at U+2028, U+000C, U+001C... which may sit inside a comment or a string: the rest of the
+    comment then became code.)"""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
 def _is_test_cell(cell: dict[str, Any]) -> bool:

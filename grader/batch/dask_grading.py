@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from grader.batch.dask_connect import Session, Target
 from grader.batch.dask_worker import GradingPlugin, grade_task, self_check
 from grader.batch.discover import Entry
 from grader.batch.results import Options, Result
-from grader.errors import UsageError
+from grader.errors import GraderFault, UsageError
 from grader.options import launch_spec
 
 WAIT_FOR_WORKERS_S = 120.0
@@ -50,15 +50,16 @@ class DaskGrading:
     backend = wire.REQUIRED_LEVEL
 
     def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment, target: Target,
-                 gpu: bool = False) -> None:
+                 gpu: bool = False, say: Callable[[str], None] | None = None) -> None:
         self.out, self.options, self.assignment, self.target, self.gpu = out, options, assignment, target, gpu
+        self.say = say or (lambda line: None)
         self.name = f"attention-grader-{secrets.token_hex(6)}"  # this run's plugin: runs sharing a cluster stay apart
         self.session: Session | None = None
         self.records: dict[str, dict[str, Any]] = {}
         self.slots, self.rejected = 1, 0
         self.sent: dict[Future[str], tuple[Entry, wire.Payload]] = {}
         self.graded_by: dict[str, str] = {}  # student key -> the worker that sent its result
-        self.payloads: dict[str, wire.Payload | str] = {}  # student key -> what is sent, or why it cannot be
+        self.payloads: dict[str, wire.Payload | tuple[str, str]] = {}  # student key -> what is sent, or (error kind, why not)
 
     # -- the proof ----------------------------------------------------------------------------
     def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
@@ -68,6 +69,8 @@ class DaskGrading:
             # canary of the run that graded what is kept
             kept = (outputs.read_summary(self.out / "summary.json") or {}).get("canary")
             return kept if wire.is_canary(kept) else None
+        self.say("starting or joining the Dask cluster; every worker then checks itself (sandbox level, network, "
+                 "canary, fingerprint) before anyone is graded…")
         try:
             self.session = Session(self.target)
             client = self.session.client
@@ -99,12 +102,14 @@ class DaskGrading:
                 try:
                     self.payloads[entry.key] = wire.take(entry.path, modules=modules)
                 except intake.IntakeError as exc:
-                    self.payloads[entry.key] = str(exc)
+                    self.payloads[entry.key] = ("intake", str(exc))
+                except GraderFault as exc:  # reading it failed for a reason of this machine's, not the submission's
+                    self.payloads[entry.key] = ("grader", f"{exc}; rerun the batch to retry it")
 
     # -- the grading --------------------------------------------------------------------------
     def grade(self, todo: list[Entry]) -> Iterator[Result]:
         self.read(todo)
-        unreadable = [(e, p) for e in todo if isinstance(p := self.payloads[e.key], str)]
+        unreadable = [(e, p) for e in todo if isinstance(p := self.payloads[e.key], tuple)]
         if self.session is not None:
             self._submit(self.session.client, [e for e in todo if isinstance(self.payloads[e.key], wire.Payload)])
         return self._collect(unreadable)
@@ -119,7 +124,7 @@ class DaskGrading:
                                    key=f"{self.name}-{entry.key}", pure=False, resources=resources)
             self.sent[future] = (entry, payload)
 
-    def _collect(self, unreadable: list[tuple[Entry, str]]) -> Iterator[Result]:
+    def _collect(self, unreadable: list[tuple[Entry, tuple[str, str]]]) -> Iterator[Result]:
         seen: set[str] = set()
         for future in as_completed(list(self.sent)) if self.sent else ():
             entry, payload = self.sent.pop(future)
@@ -130,7 +135,7 @@ class DaskGrading:
             self._log(entry, future.key, result)
             yield result
         # last: their cards are made here, and the first one imports torch (a second or two) while nobody waits
-        yield from (self._error(entry, "intake", message) for entry, message in unreadable)
+        yield from (self._error(entry, kind, message) for entry, (kind, message) in unreadable)
 
     def result(self, future: Future[str], entry: Entry, payload: wire.Payload) -> Result:
         """The engine's result for a finished task: its checked scorecard, or a grader error card."""

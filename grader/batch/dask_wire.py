@@ -24,7 +24,7 @@ from typing import Any
 
 from grader import intake, safetext, schema
 
-MAX_PAYLOAD_BYTES = intake.MAX_TOTAL_BYTES  # a submission's modules, all together (an archive's own cap)
+MAX_PAYLOAD_BYTES = intake.MAX_SUBMISSION_BYTES  # a submission's modules, all together (intake's one size budget)
 MAX_RESULT_BYTES = 8 << 20  # one task's JSON reply (a scorecard is tens of KiB)
 MAX_RECORD_BYTES = 64 << 10  # one worker's self-check
 REQUIRED_LEVEL = "namespace"
@@ -57,16 +57,12 @@ class Payload:
 
 
 def take(path: Path, *, modules: set[str]) -> Payload:
-    """Read ``path`` through the intake (raises ``intake.IntakeError``, also for a submission too large to send)."""
+    """Read ``path`` through the intake (raises ``intake.IntakeError``; its size budget bounds the payload)."""
     sub = intake.take(path, modules=modules)
     try:
         files = {f.name: f.read_bytes() for f in sorted(sub.box.iterdir())}
     finally:
         sub.cleanup()
-    total = sum(map(len, files.values()))
-    if total > MAX_PAYLOAD_BYTES:
-        raise intake.IntakeError(f"{safetext.name(path.name)}: {total >> 20} MiB of Python files, more than the "
-                                 f"{MAX_PAYLOAD_BYTES >> 20} MiB a submission may hold")
     return Payload(files, sub.single_module, sub.layout, sub.sha256)
 
 

@@ -27,6 +27,7 @@ from grader import __version__, exports, intake, manifest, safetext, schema
 from grader.batch import lms, students
 from grader.batch.discover import safe_id
 from grader.batch.roster import Student
+from grader.errors import GraderFault
 from grader.scoring import scorecard
 
 FORMATS = ("gradescope", "github-classroom", "csv", *lms.FORMATS)
@@ -153,7 +154,7 @@ def stubs_sha256(assignment: manifest.Assignment) -> str:
     """The hash intake gives the untouched released stubs (``""`` when they are not here)."""
     try:
         sub = intake.take(assignment.root / "exercises", modules={e.module for e in assignment.exercises})
-    except intake.IntakeError:
+    except (intake.IntakeError, GraderFault):
         return ""
     sub.cleanup()
     return sub.sha256
@@ -185,7 +186,7 @@ def summarize(named: Named, *, assignment: manifest.Assignment, backend: str, sl
     ids = exercise_ids or assignment.ids()
     missing = [s for s in roster or [] if s.key not in dict(named)]
     doc = {
-        "schema_version": 2, "assignment": assignment.id, "title": assignment.title,
+        "schema_version": 3, "assignment": assignment.id, "title": assignment.title,
         "grader": {"version": __version__}, "generated": scorecard.now(), "isolation": backend, "slots": slots,
         "wall_s": round(wall_s, 3), "submissions_per_minute": _rate(len(cards) - skipped, wall_s),
         "counts": {"submissions": len(cards), "graded": len(graded), "errors": len(cards) - len(graded),

@@ -4,9 +4,10 @@ Rendered with Jinja2, autoescape on: every student-influenced string (ids, failu
 after :func:`grader.batch.outputs.clean_tree` has made every string safe text (a lone surrogate in an
 old summary once made the page fail to encode, so no report and no exports, on every rerun).
 
-The only script is :data:`SORT_SCRIPT` (click a column header to sort a table; ``#sort=<column>`` in
-the address sorts on load). The page's Content-Security-Policy allows that script by its SHA-256 and
-nothing else: even a string that escaped escaping could not run.
+The only script is :data:`SORT_SCRIPT` (a column heading is a button: click it, or Tab to it and press Enter
+or Space, to sort its table; ``#sort=<column>`` in the address sorts on load). The page's
+Content-Security-Policy allows that script by its SHA-256 and nothing else: even a string that escaped
+escaping could not run.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ function sortBy(th, descending) {
   table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
   th.setAttribute("aria-sort", descending ? "descending" : "ascending");
 }
-document.querySelectorAll("table.sortable th").forEach(function (th) {
-  th.addEventListener("click", function () { sortBy(th, th.getAttribute("aria-sort") === "ascending"); });
+document.querySelectorAll("table.sortable th button").forEach(function (button) {
+  var th = button.closest("th");
+  button.addEventListener("click", function () { sortBy(th, th.getAttribute("aria-sort") === "ascending"); });
 });
 var wanted = /^#sort=([\\w-]+)$/.exec(location.hash);
 var first = wanted && document.querySelector('th[data-col="' + wanted[1] + '"]');
@@ -89,7 +91,10 @@ def render(summary: dict[str, Any]) -> str:
     exercise_ids = list(rows[0]["exercises"]) if rows else [e["id"] for e in summary["exercises"]]
     tests = sorted(((e["id"], t) for e in summary["exercises"] for t in e["tests"]),
                    key=lambda et: (et[1]["pass_rate"], et[0], et[1]["name"]))
+    findings = [{**f, "student": r["student"]} for r in rows for f in r.get("integrity", [])]
+    findings.sort(key=lambda f: (f["severity"] != "withhold", f["student"], f["file"], f["line"]))
     return _environment().get_template(TEMPLATE).render(
         s=summary, chart=bars(summary["histogram"]), identical=summary.get("identical_submissions", []),
+        findings=findings,
         students=rows, exercise_ids=exercise_ids, tests=tests, last=summary.get("last_graded_run"),
         script=Markup(SORT_SCRIPT), script_hash=script_hash())

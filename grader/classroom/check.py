@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from grader import manifest
 from grader.errors import UsageError
+from grader.gradetext import split_message
 from grader.scoring import scorecard
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
@@ -34,7 +35,7 @@ def load(*, manifest_path: Path | None = None, root: Path | None = None,
     """The assignment from ``manifest_path``, else from the repository found from here (or ``root``)."""
     path = manifest_path or (root or manifest.find_root(Path.cwd())) / "assignments.json"
     try:
-        return manifest.load(path, assignment)
+        return manifest.check_paths(manifest.load(path, assignment), ("public",))
     except manifest.ManifestError as exc:
         raise CheckError(str(exc)) from None
 
@@ -94,17 +95,6 @@ _ADVICE: tuple[tuple[str, str], ...] = (
     (r"ImportError|ModuleNotFoundError", "exercises/{module}.py imports something that is not installed: "
                                          "use torch and the standard library only"),
 )
-
-
-def split_message(message: str) -> tuple[str, str | None]:
-    """(the failure without its diagnosis or hint, that diagnosis or hint or None): a check ends its message with
-    ``\\n  diagnosis [id]: ...`` (what the output shows, :mod:`grader.testing.diagnosis`) or ``\\n  hint: ...``."""
-    found = re.search(r"\n  (diagnosis \[[a-z0-9, -]+\]: |hint: )", message)
-    if not found:
-        return message.strip(), None
-    head, said = message[:found.start()], message[found.end():]
-    said = said.split("\n(severe:")[0].strip()  # the cap's own note stays with the head's test
-    return head.strip(), (said or None)
 
 
 def advice(message: str, module: str, test: str = "") -> str:

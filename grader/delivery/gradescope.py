@@ -42,7 +42,7 @@ def build_zip(out: Path, *, spec: manifest.Assignment) -> Path:
     config = {**DEFAULT_CONFIG, "assignment": spec.id}
     generated = {
         "setup.sh": (fill("setup.sh", TORCH=texts.torch_version(), INDEX=texts.CPU_INDEX), 0o755),
-        "run_autograder": (fill("run_autograder", MAX_SCORE=f"{spec.max_points:g}"), 0o755),
+        "run_autograder": (fill("run_autograder"), 0o755),
         CONFIG_NAME: (json.dumps(config, indent=2) + "\n", 0o644),
     }
     return course.write_zip(out, course.course_files(spec.root, spec), generated)

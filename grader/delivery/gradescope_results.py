@@ -1,13 +1,12 @@
-"""A scorecard as Gradescope's ``results.json``, and the results.json of a grader that failed.
+"""A scorecard as Gradescope's ``results.json``, and the results.json of a submission that cannot be read.
 
 Per test: name, number, score, max_score, status, the message as Markdown (in a code fence: a
 student-controlled message can never become a link, an image or HTML), tags, ``visibility``
 (hidden suites: ``after_published`` unless configured otherwise), ``extra_data``. Top level: the
 score (after any late penalty: Gradescope lets it override the tests' sum), ``execution_time``,
 ``output_format: md``, ``stdout_visibility: hidden`` (the grader's log is for instructors), and
-``extra_data`` with the seed, grader version, isolation record and canary.
-
-Only the standard library here: :func:`failure` must work when nothing else does.
+``extra_data`` with the seed, grader version, isolation record and canary. A grader that failed
+writes no results.json at all (:mod:`grader.delivery.gradescope_run`).
 """
 
 from __future__ import annotations
@@ -18,9 +17,6 @@ import re
 import tempfile
 from pathlib import Path
 from typing import Any
-
-FAILED = ("**The autograder failed** while grading this submission. This is not caused by your code, and "
-          "this 0 is not your grade: your instructor has been told and will regrade it.")
 
 
 def fence(text: str) -> str:
@@ -70,16 +66,6 @@ def intake_rejected(card: dict[str, Any], *, extra: dict[str, Any] | None = None
             "tests": [{"name": "Submission readable", "status": "failed", "score": 0, "max_score": card["max_score"],
                        "output": fence(message), "output_format": "md", "visibility": "visible"}],
             "extra_data": {"intake_error": message, "grader": card["grader"], **(extra or {})}}
-
-
-def failure(detail: str, *, max_score: float = 0, execution_time: float = 0.0,
-            extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The grader failed: 0 points that say so loudly; ``detail`` only in ``extra_data`` (instructors)."""
-    return {"score": 0, "execution_time": round(execution_time, 3), "output": FAILED, "output_format": "md",
-            "stdout_visibility": "hidden", "visibility": "visible",
-            "tests": [{"name": "Autograder failure (not your submission)", "status": "failed", "score": 0,
-                       "max_score": max_score, "output": FAILED, "output_format": "md", "visibility": "visible"}],
-            "extra_data": {"grader_failed": True, "error": detail[:4000], **(extra or {})}}
 
 
 def write_atomic(path: Path, document: dict[str, Any]) -> None:

@@ -3,13 +3,18 @@
 Run as root by Gradescope, as ``python -I -m grader.delivery.gradescope_run --root /autograder``
 (``--root`` or ``GRADER_AUTOGRADER_ROOT`` moves the tree, for tests). The student's code never runs
 as root: Gradescope's containers cannot create namespaces, so the strongest backend there is
-``process`` (rlimits, seccomp, no_new_privs) with a leased unprivileged uid
-(``GRADER_PROCESS_UID=lease``), which cannot read ``source/tests/hidden`` or ``source/solutions``
-(``setup.sh`` made them root-only). Where namespaces do work, ``auto`` takes them. The backend and
+``process`` (rlimits, seccomp, no_new_privs, a Landlock file view where the kernel has one) with a
+leased unprivileged uid, which cannot read ``source/tests/hidden`` or ``source/solutions`` (outside the
+Landlock view, and ``setup.sh`` made them root-only). Where namespaces do work, ``auto`` takes them. The backend and
 uid used are recorded in ``extra_data.isolation``.
 
 Any failure of the grader (the canary refusing this machine, a crash, an error scorecard of kind
-``grader``) still writes a ``results.json`` that says the autograder failed, and exits 1.
+``grader``) writes **no** ``results.json`` and exits 1, with the reason on stdout. That is Gradescope's
+own failure signal (its autograder documentation, "Troubleshooting": no valid results.json gives "The
+autograder failed to execute correctly"): the submission is marked failed, not scored, the instructor
+sees the reason in the autograder output and can rerun it once the cause is fixed; a results.json of 0
+would be a grade. A submission that cannot be read as uploaded is the student's: a results.json of 0
+that says why (:func:`gradescope_results.intake_rejected`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import argparse
 import json
 import os
 import sys
-import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +61,10 @@ class Tree:
         return self.root / "submission_metadata.json"
 
 
+FAILED_NOTE = ("No results.json was written, so Gradescope shows this submission as \"The autograder failed to "
+               "execute correctly\" and records no score. Fix the cause above, then rerun the autograder on it.")
+
+
 class GraderFailed(GraderFault):
     """The grader, not the submission, failed; the message is for the instructor."""
 
@@ -70,17 +78,12 @@ def config(tree: Tree) -> dict[str, Any]:
 
 
 def choose_backend(requested: str) -> str:
-    """The strongest backend here; as root without namespaces, ``process`` with a leased uid."""
-    from grader import canary
+    """The strongest backend here (as root without namespaces: ``process``, whose student code runs as a leased
+    uid like every level's under root); never ``none``."""
     from grader.sandbox import isolation as iso
 
     backend = iso.choose(requested)
-    if backend == "process" and os.name == "posix" and os.geteuid() == 0:
-        os.environ[iso.PROCESS_UID_ENV] = "lease"
-        # a canary proven without the uid drop proves nothing about this configuration
-        base = os.environ.get(canary.CACHE_ENV) or str(canary.cache_dir().parent.parent)
-        os.environ[canary.CACHE_ENV] = str(Path(base) / "process-uid-lease")
-    elif backend == "none":
+    if backend == "none":
         raise GraderFailed("no isolation backend stronger than `none` here: refusing to run student code")
     return backend
 
@@ -114,31 +117,19 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
     return document
 
 
-def _max_score(tree: Tree, settings: dict[str, Any]) -> float:
-    try:
-        from grader import manifest
-
-        return manifest.load(tree.source / "assignments.json", settings["assignment"]).max_points
-    except Exception:  # noqa: BLE001 - the fallback must be written whatever else is broken
-        return 0.0
-
-
 def run(tree: Tree, isolation: str | None = None) -> int:
-    """Grade and write results.json; 0 when graded (whatever the score), 1 when the grader failed."""
-    t0 = time.monotonic()
-    settings = DEFAULTS
+    """Grade and write results.json (exit 0, whatever the score); on a grader failure, no results.json (exit 1)."""
+    tree.results.unlink(missing_ok=True)  # no earlier run's results may stand for this one
     try:
         settings = config(tree)
         document = grade(tree, settings, isolation or settings["isolation"])
-        code = 0
-    except Exception as exc:  # noqa: BLE001 - any grader fault becomes a loud results.json, never a silent 0
-        traceback.print_exc(file=sys.stdout)  # Gradescope keeps stdout for instructors only
-        detail = f"{type(exc).__name__}: {exc}"
-        document = gs.failure(detail, max_score=_max_score(tree, settings), execution_time=time.monotonic() - t0)
-        code = 1
+    except Exception as exc:  # noqa: BLE001 - any grader fault is Gradescope's failure state, never a score
+        traceback.print_exc(file=sys.stdout)  # Gradescope shows the autograder output to instructors only
+        print(f"GRADER FAILED, not the submission: {type(exc).__name__}: {exc}\n{FAILED_NOTE}")
+        return 1
     gs.write_atomic(tree.results, document)
-    print(f"results.json: score {document['score']:g} ({'graded' if code == 0 else 'GRADER FAILED'})")
-    return code
+    print(f"results.json: score {document['score']:g} (graded)")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

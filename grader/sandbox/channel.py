@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grader.sandbox import cgroups, drain, reaping, sweep
-from grader.sandbox.cputime import CpuMeter, cpuacct_group
-from grader.sandbox.isolation import LAUNCHER, LaunchSpec
+from grader.sandbox import cgroups, drain, leftovers, reaping, sweep
+from grader.sandbox.attest import Observed, attest
+from grader.sandbox.cputime import CpuMeter, Progress, cpuacct_group
+from grader.sandbox.isolation import LaunchSpec, launcher
 from grader.sandbox.zygote_client import ForkedWorker, Zygote
 
 if TYPE_CHECKING:
@@ -44,9 +45,9 @@ CPU_POLL_S = 0.1
 class ChannelError(Exception):
     """The worker timed out, died or broke the protocol; ``kind`` is timeout | crash | protocol | output."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, *, cpu: bool = False) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind, self.cpu = kind, cpu  # cpu: a timeout of the CPU-time limit (not of the wall-clock backstop)
 
 
 class Channel:
@@ -57,6 +58,7 @@ class Channel:
         self._buffer = bytearray()
         self._ns_pid: int | None = None
         self._root_dir = str(sweep.tempdir("root")) if spec.backend == "namespace" else ""
+        self._scratch = leftovers.scratch(spec)
         self.forked = False
         self._start(zygote)
 
@@ -75,7 +77,7 @@ class Channel:
         self.meter = CpuMeter(self.proc.pid, self._cpuacct)
 
     def _config(self, resp_w: int, status_w: int | None) -> dict[str, Any]:
-        cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir)
+        cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir, str(self._scratch or ""))
         # a cpuacct group beside the slot's others, joined the same way: the per-test CPU clock
         self._cpuacct = cpuacct_group(self.spec.slot) if cfg.get("cgroups") else None
         cfg["cgroups"] = [*cfg.get("cgroups", []), *([self._cpuacct] if self._cpuacct else [])]
@@ -95,7 +97,7 @@ class Channel:
         """A cold start: a fresh launcher interpreter that isolates itself and execs the worker."""
         status_r, status_w = os.pipe() if self.spec.backend == "namespace" else (None, None)
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", str(LAUNCHER), json.dumps(self._config(resp_w, status_w))],
+            [sys.executable, "-I", "-S", "-B", str(launcher()), json.dumps(self._config(resp_w, status_w))],
             stdin=req_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=tuple(fd for fd in (resp_w, status_w) if fd is not None), start_new_session=True,
             cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})  # the launcher goes to the box itself
@@ -125,6 +127,11 @@ class Channel:
             reaping.close_quietly(fd)
         return None
 
+    def attested(self) -> Observed:
+        """What the kernel says this sandbox is (raises :class:`grader.sandbox.attest.AttestationError` unless
+        it is what its spec promised); call after the "ready" frame, before any student code is sent."""
+        return attest(self.proc.pid, self._req_w, self.spec.expected())
+
     def memory_cgroup(self) -> str | None:
         """The memory cgroup this worker (cold or forked) joined, read from outside by :mod:`memwatch`."""
         groups = getattr(self, "_cgroups", [])
@@ -152,10 +159,12 @@ class Channel:
         if self._buffer:
             raise ChannelError("protocol", "the worker wrote a reply nobody asked for")
 
-    def receive(self, timeout: float, cpu_until: float | None = None) -> Any:
-        """The next reply frame; a timeout past ``timeout`` wall seconds or once ``cpu_seconds()``
-        reaches ``cpu_until``."""
-        deadline, next_cpu = time.monotonic() + max(timeout, 0.0), 0.0
+    def receive(self, timeout: float, cpu_until: float | None = None, stall_s: float | None = None) -> Any:
+        """The next reply frame; a timeout once ``cpu_seconds()`` reaches ``cpu_until``, past ``timeout`` wall
+        seconds, or after ``stall_s`` wall seconds in which the sandbox used (almost) no CPU: a sleeping worker is
+        stopped as soon as before, a busy one starved by a loaded machine runs on to its CPU limit."""
+        start = time.monotonic()
+        deadline, next_cpu, progress = start + max(timeout, 0.0), 0.0, Progress(start, self.cpu_seconds())
         while True:
             frame = self._frame()
             if frame is not None:
@@ -164,8 +173,12 @@ class Channel:
             if now >= deadline:
                 raise ChannelError("timeout", f"no answer within {timeout:.1f} s of wall-clock time")
             if cpu_until is not None and now >= next_cpu:
-                if self.cpu_seconds() >= cpu_until:
-                    raise ChannelError("timeout", "its CPU time ran out")
+                used = self.cpu_seconds()
+                if used >= cpu_until:
+                    raise ChannelError("timeout", "its CPU time ran out", cpu=True)
+                if stall_s is not None and progress.idle(now, used) > stall_s:
+                    raise ChannelError("timeout", f"no answer within {stall_s:.1f} s of wall-clock time, "
+                                                  "using no CPU time meanwhile")
                 next_cpu = now + CPU_POLL_S
             for key, _ in self._selector.select(min(deadline - now, CPU_POLL_S if cpu_until else 1.0)):
                 self._drain(key)
@@ -244,6 +257,8 @@ class Channel:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        leftovers.clear(self.spec, self._scratch)  # daemons that left the group, files outside the sandbox
+        self._scratch = None
         self.close_fds()
 
     def _let_proxy_reap(self) -> None:

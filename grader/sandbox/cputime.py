@@ -95,3 +95,19 @@ def _stat_ticks(pid: int) -> int:
     fields = _stat_fields(pid)
     # utime, stime, cutime, cstime: fields 14-17 of stat(5), 11-14 here (the state is field 3)
     return sum(int(f) for f in fields[11:15]) if len(fields) > 14 else 0
+
+
+MIN_CPU_RATE = 0.02  # a sandbox using less of a core than this makes no progress (asleep, blocked)
+
+
+class Progress:
+    """Since when a sandbox has used no CPU time worth counting (under ``MIN_CPU_RATE`` of a core)."""
+
+    def __init__(self, now: float, cpu: float) -> None:
+        self.since, self.checked, self.cpu = now, now, cpu
+
+    def idle(self, now: float, cpu: float) -> float:
+        if cpu - self.cpu >= MIN_CPU_RATE * (now - self.checked):
+            self.since = now
+        self.checked, self.cpu = now, cpu
+        return now - self.since

@@ -1,13 +1,20 @@
 """Isolation backends: probe what this machine offers (strongest first) and describe a launch.
 
 Levels, strongest first: ``namespace`` (root on Linux), ``bwrap`` (non-root, unprivileged user
-namespaces), ``process`` (separate process with rlimits), ``none`` (separate process only: student
-laptops). ``--require-isolation`` refuses to grade below a level.
+namespaces), ``process`` (separate process with rlimits, seccomp and a Landlock file view where
+the kernel has one), ``none`` (separate process only). ``--require-isolation`` refuses to grade
+below a level.
+
+Student code never runs with the grader's authority: under every level a root grader runs it as
+a leased, unprivileged uid with no capability (never an opt-in), and a non-root grader refuses
+the levels where it would run as the instructor's own uid (``process``) unless ``none`` is asked
+for by name, which the scorecard then records as unsandboxed (:func:`choose`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -16,16 +23,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader import intake_fs
 from grader.errors import UsageError
-from grader.sandbox import cgroups, seccomp, uids, view
+from grader.sandbox import cgroups, landlock, mirror, privlib, seccomp, uids, view
+from grader.sandbox.attest import Expected
 from grader.sandbox.launcher import INSIDE_PACKAGES
 from grader.sandbox.levels import LEVELS
 
-LAUNCHER = Path(__file__).with_name("launcher.py")
-LIB_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `grader` package
+LIB_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `grader` package (the trusted side's)
 UID_BASE = uids.FIRST  # sandbox uids are leased machine-wide from uids.FIRST on
-# "lease": a root `process` sandbox runs as a leased uid too (containers that cannot unshare, e.g. Gradescope)
-PROCESS_UID_ENV = "GRADER_PROCESS_UID"
+NAMESPACE_KINDS = ("mnt", "net", "pid", "ipc", "uts")  # what a `namespace` worker must not share with us
+
+
+def launcher() -> Path:
+    """The launcher every cold worker starts through: the private library's copy (:mod:`privlib`)."""
+    return privlib.ensure() / "grader" / "sandbox" / "launcher.py"
 
 
 class IsolationError(UsageError):
@@ -51,7 +63,9 @@ def available() -> tuple[str, ...]:
 
 
 def choose(requested: str = "auto", required: str | None = None) -> str:
-    """Pick a backend: ``auto`` means the strongest available; enforce ``--require-isolation``.
+    """Pick a backend for official grading: ``auto`` means the strongest available; enforce
+    ``--require-isolation``; refuse, as a non-root user, ``process`` (student code would run as this
+    user, able to read the solutions, the hidden suites and this user's zygote socket).
 
     ``inprocess`` (the project's own tests and students' local runs: no worker at all) is passed through.
     """
@@ -68,12 +82,33 @@ def choose(requested: str = "auto", required: str | None = None) -> str:
     if required and rank(backend) < rank(required):
         raise IsolationError(f"refusing to grade: isolation {backend!r} is weaker than the required {required!r} "
                              f"(available: {', '.join(options)})")
+    if backend == "process" and not _root():
+        raise IsolationError(
+            "refusing to grade: as a non-root user the only sandbox here is `process`, which would run student code "
+            "as you, able to read the solutions, the hidden tests and your grader's files. Run the grader as root "
+            "(namespaces), install bubblewrap (`bwrap`) for unprivileged namespaces, or pass `--isolation none` to "
+            "grade knowingly without a sandbox (every scorecard then says so)")
     return backend
+
+
+def _root() -> bool:
+    return os.name == "posix" and os.geteuid() == 0
+
+
+LANDLOCK_ENV = "GRADER_LANDLOCK"  # "off": act as on a kernel without Landlock (tests, or a kernel that misreports)
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI (0: none, or ``$GRADER_LANDLOCK=off``), probed once per process."""
+    if not sys.platform.startswith("linux") or os.environ.get(LANDLOCK_ENV) == "off":
+        return 0
+    return landlock.abi()
 
 
 def _probe_namespace() -> bool:
     try:
-        done = subprocess.run([sys.executable, "-I", "-S", "-B", str(LAUNCHER), "probe-namespace"],
+        done = subprocess.run([sys.executable, "-I", "-S", "-B", str(launcher()), "probe-namespace"],
                               capture_output=True, timeout=20, cwd="/", env={"PATH": "/usr/bin:/bin"})
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -118,7 +153,7 @@ class LaunchSpec:
 
     @property
     def uid(self) -> int:
-        if self.backend != "namespace" and not self.drops_uid:
+        if not self.drops_uid:
             return os.getuid() if os.name == "posix" else 0
         if self._lease is None or not self._lease.held:
             self._lease = uids.lease_for_slot(self.slot)
@@ -126,14 +161,46 @@ class LaunchSpec:
 
     @property
     def drops_uid(self) -> bool:
-        """A root ``process`` sandbox asked (``GRADER_PROCESS_UID=lease``) to run as a leased, unprivileged uid."""
-        return (self.backend == "process" and os.name == "posix" and os.geteuid() == 0
-                and os.environ.get(PROCESS_UID_ENV) == "lease")
+        """Whether student code runs as a leased, unprivileged uid: always, under every level, when we are root
+        (bwrap never runs as root: it maps its sandbox uid to root then, sandbox.md §2)."""
+        return self.backend != "bwrap" and _root()
+
+    @property
+    def file_view(self) -> str:
+        """What limits the files the worker can reach: ``namespace``/``bwrap`` (a private mount tree),
+        ``landlock`` (``process`` where the kernel has it), ``permissions`` (``process`` without it: only
+        the leased uid's file permissions, checked by :func:`grader.sandbox.secrets.check`), ``none``."""
+        if self.backend == "process":
+            return "landlock" if landlock_abi() > 0 else "permissions"
+        return self.backend
+
+    def fingerprint(self) -> str:
+        """What of this launch decides whether a proof made under it holds for another (the canary's cache key):
+        without side effects (no uid is leased, no cgroup made)."""
+        return json.dumps({"backend": self.backend, "drops_uid": self.drops_uid, "file_view": self.file_view,
+                           "landlock": landlock_abi(), "seccomp": self.seccomp, "threads": self.threads,
+                           "cgroups": self._wants_cgroups() and ("v2" if cgroups.unified() else "v1"),
+                           "limits": self.limits.to_dict(), "gpus": self.gpus()}, sort_keys=True)
+
+    def unreadable(self) -> list[str]:
+        """What this launch's worker needs but its leased uid cannot read ([] when it can, or keeps our uid, or
+        gets a view of its own)."""
+        if not self.drops_uid or self.backend not in ("process", "none"):
+            return []
+        return mirror.unreachable()
+
+    def expected(self) -> Expected:
+        """What every process of a worker launched under this spec must show in /proc (:mod:`attest`)."""
+        return Expected(uid=self.uid, seccomp=self.seccomp, no_new_privs=self.backend != "none",
+                        namespaces=NAMESPACE_KINDS if self.backend == "namespace" else
+                        ("user", *NAMESPACE_KINDS) if self.backend == "bwrap" else ())
+
+    def _wants_cgroups(self) -> bool:
+        # a root `process` sandbox is held by the cgroups as much as `namespace` (the leased uid's RLIMIT_NPROC too)
+        return self.backend == "namespace" or (self.backend == "process" and _root())
 
     def cgroup_paths(self) -> list[str]:
-        # root ignores RLIMIT_NPROC, so a root `process` sandbox needs the pids cgroup as much as `namespace`
-        wanted = self.backend == "namespace" or (self.backend == "process" and os.name == "posix" and os.geteuid() == 0)
-        if not wanted:
+        if not self._wants_cgroups():
             return []
         return cgroups.slot_groups(self.slot, memory_mb=self.limits.memory_mb, processes=self.limits.processes)
 
@@ -146,34 +213,44 @@ class LaunchSpec:
         return gpu_devices() if self.backend in ("namespace", "process") else []
 
     def describe(self) -> dict[str, Any]:
+        """The isolation record as launched; ``attested`` turns true once /proc confirmed it (:mod:`attest`)."""
         groups = self.cgroup_paths()
         record = {"backend": self.backend, "uid": self.uid, "limits": self.limits.to_dict(),
                   "cgroup": ("v2" if cgroups.unified() else "v1") if groups else "none", "seccomp": self.seccomp,
-                  "threads": self.threads}
+                  "threads": self.threads, "file_view": self.file_view, "attested": False}
         if self.gpus():
             record["gpu"] = gpu_record(self.gpus(), self.limits, bool(groups))
         return record
 
-    def config(self, box: Path, response_fd: int, status_fd: int | None, root_dir: str) -> dict[str, Any]:
+    def config(self, box: Path, response_fd: int, status_fd: int | None, root_dir: str,
+               scratch: str = "") -> dict[str, Any]:
         gpus = self.gpus()
+        lib = str(privlib.ensure())
         cfg: dict[str, Any] = {
-            "mode": self.backend, "python": sys.executable, "lib": str(LIB_ROOT), "site_dirs": site_dirs(),
+            "mode": self.backend, "python": sys.executable, "lib": lib, "site_dirs": site_dirs(),
             "threads": self.threads, "response_fd": response_fd, "box": str(box), "uid": self.uid,
             "limits": self.limits.to_dict(), "root_dir": root_dir, "seccomp": self.seccomp,
-            "address_space_limit": not gpus, "extra_env": gpu_env(gpus, self.limits)}
+            "address_space_limit": not gpus, "extra_env": gpu_env(gpus, self.limits), "scratch": scratch,
+            "box_bytes": intake_fs.BOX_BYTES, "box_inodes": intake_fs.BOX_INODES}  # the one size budget, intake's
         cfg["cgroups"] = self.cgroup_paths()
         cfg["drop_uid"] = self.drops_uid
+        if self.drops_uid and self.backend in ("process", "none"):  # a leased uid without a view of its own
+            cfg["python"] = view.worker_python() or sys.executable
+        if self.file_view == "landlock":
+            cfg["landlock"] = view.landlock_rules(box, scratch, lib, bool(gpus), sites=mirror.site_dirs(),
+                                                  entries=mirror.packages())
         if self.backend == "namespace":
             cfg.update(status_fd=status_fd, python=view.interpreter(), binds=view.binds(bool(gpus)),
-                       masks=list(view.masks(bool(gpus))), packages=list(view.packages()), gpu_devices=gpus)
+                       masks=list(view.masks(bool(gpus))), packages=mirror.packages(), gpu_devices=gpus)
         if self.backend == "bwrap":
             cfg.update(python=view.interpreter(), bwrap_argv=bwrap_argv(box))
         return cfg
 
 
 def site_dirs() -> list[str]:
-    """The worker's package folders (after its own lib): where torch and its dependency closure live."""
-    return list(view.site_dirs())
+    """The worker's package folders (after its own lib): where torch and its dependency closure live, or their
+    mirrors where a leased uid cannot reach them (:mod:`grader.sandbox.mirror`)."""
+    return mirror.site_dirs()
 
 
 def gpu_devices() -> list[str]:
@@ -204,7 +281,7 @@ def bwrap_argv(box: Path) -> list[str]:
             "--new-session", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(box), "/box",
             "--chdir", "/box"]
     for package in INSIDE_PACKAGES:  # only the inside of the wall: never the trusted side of `grader`
-        argv += ["--ro-bind", str(LIB_ROOT / "grader" / package), f"/sandbox-lib/grader/{package}"]
+        argv += ["--ro-bind", str(privlib.ensure() / "grader" / package), f"/sandbox-lib/grader/{package}"]
     gpu = bool(gpu_devices())
     argv += [a for path in view.binds(gpu) if os.path.exists(path) for a in ("--ro-bind", path, path)]
     argv += [a for path in view.masks(gpu) for a in ("--tmpfs", path)]  # empty the package folders ...

@@ -3,9 +3,12 @@
 A fresh, single-threaded, stdlib-only interpreter (never a fork of the torch-laden runner) that
 sets up isolation and then ``exec``s the worker (sandbox.md §6.1):
 
-- ``none``: a separate process in a temporary folder (student laptops; no OS isolation);
+- ``none``: a separate process in a temporary folder (no OS isolation; a root grader still drops to
+  the leased uid);
 - ``process``: plus rlimits (CPU, address space, processes, file size, open files, no core), a
-  fresh session keyring, ``no_new_privs`` and the seccomp filter (:mod:`grader.sandbox.seccomp`);
+  fresh session keyring, the leased uid when root, ``no_new_privs``, the Landlock file view where
+  the kernel has one (:mod:`grader.sandbox.landlock`) and the seccomp filter
+  (:mod:`grader.sandbox.seccomp`);
 - ``namespace`` (root): mount/net/ipc/uts/pid namespaces, a tmpfs root holding only an allowlist
   of read-only binds (:mod:`grader.sandbox.view`), ``/box`` on tmpfs, cgroup memory/pids when
   writable, a fresh session keyring, a leased uid, a mini-init as pid 1, ``no_new_privs``, the
@@ -59,8 +62,7 @@ def _sibling(name: str) -> ModuleType:
     return module
 
 
-seccomp = _sibling("seccomp")
-workerenv = _sibling("workerenv")
+seccomp, workerenv, privileges, landlock = (_sibling(n) for n in ("seccomp", "workerenv", "privileges", "landlock"))
 
 
 def _check(rc: int, what: str) -> None:
@@ -90,10 +92,8 @@ def bind_ro(src: str, dst: str) -> None:
 
 
 def set_limits(limits: dict[str, Any], address_space: bool = True) -> None:
-    """The rlimits. Memory: RLIMIT_AS, or RLIMIT_DATA where a GPU is exposed. CUDA's initialisation reserves far
-    more address space than any cap we would set (it failed under RLIMIT_AS of 4 and 16 GiB on an H100) but runs
-    under RLIMIT_DATA of either (measured there), which still stops the heap and every private writable mapping,
-    torch's CPU tensors included; the cgroup, where there is one, holds the rest."""
+    """The rlimits. Memory: RLIMIT_AS, or RLIMIT_DATA where a GPU is exposed (CUDA cannot start under RLIMIT_AS of
+    4 or 16 GiB on an H100, but starts under RLIMIT_DATA, which still holds every private writable mapping)."""
     mb = 1 << 20
     memory = resource.RLIMIT_AS if address_space else resource.RLIMIT_DATA
     table = [(resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1),
@@ -115,9 +115,12 @@ def fresh_keyring() -> None:
         raise OSError(err, f"keyctl(JOIN_SESSION_KEYRING): {os.strerror(err)}")
 
 
-def lock_down(cfg: Config) -> None:
-    """After the uid drop: no_new_privs, then the seccomp filter the isolation record promises."""
+def lock_down(cfg: Config, view: int | None = None) -> None:
+    """After the uid drop: no_new_privs, the Landlock ``view`` (a ruleset fd made before the drop), then the
+    seccomp filter."""
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    if view is not None:
+        landlock.enforce(view)
     if cfg.get("seccomp"):
         seccomp.install()
 
@@ -134,25 +137,22 @@ def worker_argv(cfg: Config, lib: str) -> list[str]:
 
 def run_plain(cfg: Config) -> None:
     os.chdir(cfg["box"])
-    if cfg["mode"] == "process":
-        isolate_process(cfg)
+    isolate_plain(cfg)
     os.execve(cfg["python"], worker_argv(cfg, cfg["lib"]), workerenv.worker_env(cfg, cfg["box"]))
 
 
-def isolate_process(cfg: Config) -> None:
-    """The ``process`` backend, in the worker's own process before it becomes the worker."""
-    join_cgroups(cfg)
-    limits_of(cfg)
-    fresh_keyring()
-    if cfg.get("drop_uid"):  # root without namespaces (Gradescope): the student's code still runs unprivileged
-        drop_to(cfg["uid"])
-    lock_down(cfg)
-
-
-def drop_to(uid: int) -> None:
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
+def isolate_plain(cfg: Config) -> None:
+    """``process`` and ``none``, in the worker's own process before it becomes the worker: a root grader's
+    student code runs as the leased uid under both; ``process`` adds everything else."""
+    view = landlock.ruleset(cfg["landlock"]) if cfg.get("landlock") else None  # paths opened while still root
+    if cfg["mode"] == "process":
+        join_cgroups(cfg)
+        limits_of(cfg)
+        fresh_keyring()
+    if cfg.get("drop_uid"):
+        privileges.drop_to(cfg["uid"])
+    if cfg["mode"] == "process":
+        lock_down(cfg, view)
 
 
 # -- namespace mode ----------------------------------------------------------------------------
@@ -167,7 +167,8 @@ def build_root(cfg: Config, root: str) -> None:
     mount(None, "/", None, REC | PRIVATE)
     mount("tmpfs", root, "tmpfs", NOSUID | NODEV, "size=1m,mode=755")
     os.makedirs(root + "/box")
-    mount("tmpfs", root + "/box", "tmpfs", NOSUID | NODEV, f"size=64m,nr_inodes=4096,mode=700,uid={uid},gid={uid}")
+    box = f"size={cfg['box_bytes']},nr_inodes={cfg['box_inodes']},mode=700,uid={uid},gid={uid}"  # intake's budget
+    mount("tmpfs", root + "/box", "tmpfs", NOSUID | NODEV, box)
     for name in os.listdir(cfg["box"]):  # the submission's files, copied in as root, then owned by the slot
         src, dst = os.path.join(cfg["box"], name), os.path.join(root, "box", name)
         if os.path.isfile(src) and not os.path.islink(src):
@@ -210,7 +211,7 @@ def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
     _libc.sethostname(b"sandbox", 7)
     limits_of(cfg)
     fresh_keyring()
-    drop_to(cfg["uid"])
+    privileges.drop_to(cfg["uid"])
     lock_down(cfg)  # the mini-init is filtered too; the worker inherits the filter across fork and exec
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     worker = os.fork()

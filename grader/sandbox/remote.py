@@ -1,27 +1,24 @@
 """The ``student`` backend for official grading: every call runs in a sandboxed worker.
 
-Same surface as the in-process backend. Outcomes come from what this side observes, never from
-what the worker claims (:mod:`grader.sandbox.replies`):
+Same surface as the in-process backend. Outcomes come from what this side observes (:mod:`replies`):
 
-- a per-test limit counts the sandbox's CPU seconds (:mod:`grader.sandbox.cputime`), with a wall-clock
-  backstop of ``WALL_FACTOR`` × the limit + ``WALL_SLACK_S``; a timeout is retried once on a fresh
-  worker (the test's earlier requests replayed, :mod:`grader.sandbox.history`) before it counts, and
-  after ``MAX_TIMEOUTS`` counted timeouts an exercise's remaining tests fail without running;
+- a per-test limit (the canary's, from the reference's time: :mod:`grader.proofs`; else the exercise's) counts
+  the sandbox's CPU seconds (:mod:`cputime`); wall-clock backstops: ``WALL_FACTOR`` × the limit + ``WALL_SLACK_S``
+  using no CPU (asleep), ``HARD_FACTOR`` × in all; only those are retried, once (the test's requests replayed,
+  :mod:`history`); after a counted timeout an exercise's remaining tests fail without running;
 - a crash or output flood fails the call as the student's; the next call starts a fresh worker;
-- a protocol violation (a malformed or unasked-for frame, a reply of the wrong shape) fails the
-  call and every remaining test of its exercise;
-- a worker that cannot start is never the student's fault (no student code runs before its
-  "loaded" frame; a module that kills the worker while it is imported does so inside a call): it
-  is retried once the previous sandbox's processes are gone, then :class:`GraderFault`, kept in
-  ``grader_fault`` so that ``grade()`` turns the scorecard into an error card.
+- a protocol violation (a malformed, unasked-for or misshapen reply) fails the rest of its exercise;
+- a worker that cannot start is never the student's fault (no student code runs before its "loaded" frame): it
+  is retried once the previous sandbox's processes are gone, then :class:`GraderFault`, kept in ``grader_fault``
+  so that ``grade()`` makes an error card; so is, at once, a sandbox that /proc shows is not what its launch
+  promised (:mod:`grader.sandbox.attest`, read before the submission is sent to it).
 
-Every incident is recorded for the scorecard.
+Every incident is recorded for the scorecard, the first worker's attested isolation, and each test's CPU time.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,46 +27,36 @@ from grader import safetext
 from grader.protocol import errors, wire
 from grader.protocol.values import Args, Kwargs
 from grader.sandbox import memwatch, replies
+from grader.sandbox.attest import AttestationError
 from grader.sandbox.channel import Channel, ChannelError
 from grader.sandbox.drain import wait_drained
 from grader.sandbox.history import History
 from grader.sandbox.isolation import LaunchSpec
+from grader.sandbox.record import SandboxRecord
 from grader.sandbox.starters import ColdStarter, WorkerStarter
 from grader.sandbox.warm import STARTUP_TIMEOUT, WarmChannel, expect_message
 
 __all__ = ["GraderFault", "SandboxBackend", "SandboxRecord", "WarmChannel"]
-START_ATTEMPTS = 3
-START_BACKOFF_S = 2.0
-MAX_TIMEOUTS = 2
+START_ATTEMPTS, START_BACKOFF_S = 3, 2.0
+MAX_TIMEOUTS = 1  # an exercise stops at its first timeout: an infinite loop costs one limit, not one per test
 FRESH_AFTER_BYTES = 256 << 20  # memory an exercise may leave behind before the next one gets a fresh worker
-WALL_FACTOR, WALL_SLACK_S = 3.0, 5.0
+WALL_FACTOR, WALL_SLACK_S = 3.0, 5.0  # a worker idle this long (WALL_FACTOR × the limit + slack) is stopped,
+HARD_FACTOR = 20.0  # and a busy one after this many times its limit, however starved of CPU
 
 
 class GraderFault(errors_tree.GraderFault):
-    """The grader could not run a test (no worker would start, a request would not encode): the
-    scorecard becomes ``status: error`` (kind ``grader``), which a batch rerun grades again."""
-
-
-@dataclass(frozen=True)
-class SandboxRecord:
-    """What the scorecard keeps of a submission's sandbox: incidents (raw messages), output sizes, workers."""
-
-    incidents: list[dict[str, str]]
-    stdout_bytes: int
-    stderr_bytes: int
-    worker_starts: int
-    worker_forks: int
+    """The grader could not run a test: the scorecard becomes ``status: error`` (kind ``grader``), regraded by a rerun."""
 
 
 class SandboxBackend:
     def __init__(self, box: Path, spec: LaunchSpec, *, bans: dict[str, tuple[str, ...]],
                  time_limits: dict[str, float], budget_s: float, single_module: str | None = None,
-                 starter: WorkerStarter | None = None) -> None:
+                 starter: WorkerStarter | None = None, test_limits: dict[str, float] | None = None) -> None:
         self.box, self.spec, self.bans, self.single_module = box, spec, bans, single_module
         self.starter: WorkerStarter = starter or ColdStarter(spec.slot)
         self.forked = 0  # workers the zygote forked (each start after a timeout or crash too)
-        self.startup_wait_s: float | None = None
-        self.time_limits = time_limits
+        self.time_limits, self.test_limits = time_limits, test_limits or {}
+        self.test_cpu: dict[str, float] = {}  # CPU seconds each test took in the sandbox (its last attempt)
         self.budget_end = time.monotonic() + budget_s
         self.channel: Channel | None = None
         self.test_end = self.budget_end  # the wall-clock backstop of the current test
@@ -83,28 +70,35 @@ class SandboxBackend:
         self.current_exercise = ""
         self.loaded_bytes: int | None = None  # the worker's memory right after it loaded the submission
         self.grader_fault: GraderFault | None = None
+        self.observed: dict[str, object] | None = None  # the first worker's attested isolation (attest.py)
         self.history = History()
         self._groups: list[str] = []  # the cgroups of the last sandbox killed
 
     def record(self) -> SandboxRecord:
         """This backend's own account of the submission's sandbox, for the scorecard."""
+        self._note_cpu()
         return SandboxRecord(list(self.incidents), self.output["stdout"], self.output["stderr"], self.starts,
-                             self.forked)
+                             self.forked, self.observed, dict(self.test_cpu))
 
     # -- the plugin tells us which test runs, so its exercise's time limit applies -------------
     def begin_test(self, nodeid: str, exercise: str | None, seed: int | None = None) -> None:
         if (exercise or "") != self.current_exercise and self._left_memory():
             self.close()  # what one exercise's module hoarded must not starve the next one: a fresh worker
+        self._note_cpu()
         self.current_test, self.current_exercise = nodeid, exercise or ""
         self.pending_seed = seed  # sent before the test's first request (and replayed with it after a restart)
-        self.test_limit = self.time_limits.get(exercise or "", 30.0)
+        self.test_limit = self.test_limits.get(nodeid) or self.time_limits.get(exercise or "", 30.0)
         self.retried = False
         self.history.reset()
         self._new_attempt()
 
+    def _note_cpu(self) -> None:
+        if self.current_test:  # the test that ran last
+            self.test_cpu[self.current_test] = round(self.cpu_used, 4)
+
     def _new_attempt(self) -> None:
         self.cpu_used = 0.0
-        self.test_end = min(self.budget_end, time.monotonic() + WALL_FACTOR * self.test_limit + WALL_SLACK_S)
+        self.test_end = min(self.budget_end, time.monotonic() + HARD_FACTOR * self.test_limit + WALL_SLACK_S)
 
     # -- Backend protocol ---------------------------------------------------------------------
     def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
@@ -123,8 +117,8 @@ class SandboxBackend:
 
     def measure(self, module: str, name: str, args: Args, kwargs: Kwargs,
                 grad_output: object = None) -> tuple[Any, dict[str, float]]:
-        """The figures of a call (with a ``grad_output``: its ``grads``): the worker's own (advisory) and ``max_memory_bytes``
-        from the sandbox's memory cgroup, read on this side where the student cannot switch it off (absent without)."""
+        """A call's figures (with ``grad_output``: its ``grads``): the worker's own (advisory) and ``max_memory_bytes``
+        read here from the sandbox's memory cgroup, where the student cannot switch it off (absent without one)."""
         watch = self._memory_watch()
         try:
             value, stats = self._about("measure", module, name, args, kwargs,
@@ -173,7 +167,7 @@ class SandboxBackend:
         try:
             key, body = self._exchange(self.history.to_worker(request))
         except ChannelError as exc:
-            if exc.kind != "timeout" or not self._may_retry():
+            if exc.kind != "timeout" or exc.cpu or not self._may_retry():
                 raise self._incident(exc, where) from None
             key, body = self._retry(request, where, exc)
         return replies.unwrap(key, self.history.record(request, key, body))
@@ -186,7 +180,7 @@ class SandboxBackend:
             raise errors.StudentCrash(f"{where}: not run (the worker broke the protocol earlier in this exercise)",
                                       exc_type="WorkerProtocol")
         if self.timeouts.get(self.current_exercise, 0) >= MAX_TIMEOUTS:
-            raise errors.StudentTimeout(f"{where}: not run ({MAX_TIMEOUTS} earlier tests of this exercise timed out)")
+            raise errors.StudentTimeout(f"{where}: not run (an earlier test of this exercise timed out)")
         if self.test_end - time.monotonic() <= 0 or self.cpu_used >= self.test_limit:
             raise errors.StudentTimeout(f"{where}: not run (test limit or submission budget used up)")
 
@@ -198,12 +192,13 @@ class SandboxBackend:
             channel.send(request)
         except wire.WireError as exc:  # the request came from a test: encoding it is our job
             raise self._fault(f"a request to the worker could not be encoded: {exc}") from None
-        reply = channel.receive(self.test_end - time.monotonic(), cpu_until=cpu0 + self.test_limit - self.cpu_used)
+        reply = channel.receive(self.test_end - time.monotonic(), cpu_until=cpu0 + self.test_limit - self.cpu_used,
+                                stall_s=WALL_FACTOR * self.test_limit + WALL_SLACK_S)
         self.cpu_used += channel.cpu_seconds() - cpu0
         return replies.check(reply, request.get("op"))
 
     def _may_retry(self) -> bool:
-        """One retry per test, and only while this exercise has no counted timeout (a real hang is known)."""
+        """One retry per test (of a wall-clock timeout), while this exercise has no counted timeout."""
         return not self.retried and not self.timeouts.get(self.current_exercise) and self.budget_end > time.monotonic()
 
     def _retry(self, request: dict[str, Any], where: str, first: ChannelError) -> tuple[str, Any]:
@@ -243,18 +238,22 @@ class SandboxBackend:
 
     def _start_once(self, *, last_attempt: bool) -> Channel:
         self.starts += 1
-        t0 = time.monotonic()
         worker = self.starter.start(self.spec, self.box, last_attempt=last_attempt)
         channel = worker.channel
         self.forked += channel.forked
         try:
             if not (worker.ready and worker.files is not None):
                 expect_message(channel.receive(STARTUP_TIMEOUT), "ready")
+            try:  # every worker, from /proc, before the submission is sent to it: a mismatch is a grader fault
+                seen = channel.attested().record()
+            except AttestationError as exc:
+                channel.kill()
+                raise self._fault(str(exc)) from None
+            self.observed = self.observed or seen
             root = "/box" if self.spec.backend in ("namespace", "bwrap") else str(worker.box)
             setup: dict[str, Any] = {"root": root, "bans": {k: list(v) for k, v in self.bans.items()},
-                                     "single_module": self.single_module}
-            if worker.files is not None:
-                setup["files"] = worker.files
+                                     "single_module": self.single_module, **({"files": worker.files} if worker.files
+                                                                               is not None else {})}
             channel.send(setup)
             expect_message(channel.receive(STARTUP_TIMEOUT), "loaded")
             self.loaded_bytes = memwatch.usage(channel.memory_cgroup())
@@ -264,8 +263,6 @@ class SandboxBackend:
             channel.kill()
             self._groups = channel.cgroups
             raise ChannelError("startup", f"{exc}" + (f" (it said: {said})" if said else "")) from None
-        if self.startup_wait_s is None:
-            self.startup_wait_s = round(time.monotonic() - t0, 4)
         return channel
 
     def _fault(self, message: str) -> GraderFault:

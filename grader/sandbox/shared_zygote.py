@@ -11,9 +11,15 @@ What keeps it as safe as a batch slot's zygote (see :mod:`grader.sandbox.zygote`
   torch and the sandbox side's own modules, never runs student code, and holds nothing secret: no tests,
   references or seeds ever reach it, only launch configurations;
 - its socket sits in a folder only this user can enter, and it serves only processes of this user
-  (``SO_PEERCRED``); a sandboxed worker cannot see the folder (its own mount namespace and uid);
+  (``SO_PEERCRED``); a sandboxed worker cannot see the folder (its own mount namespace, or Landlock, and
+  a leased uid), and the path is in no argv (the config comes on stdin);
+- the broker is authenticated to the client too (:func:`connect`): the peer a client reaches must be the
+  process named in the pid file beside the socket (same pid and start time), run by this user from this
+  interpreter, under no more confinement than this process (every sandboxed process has ``no_new_privs``
+  and a seccomp filter): a socket put there by anything else is removed, never used;
 - its name is a digest of everything it was started from (the interpreter, torch's folders, the sandbox
-  side's source files): a changed grader or environment starts a fresh zygote, the old one goes idle;
+  side's library, whether it drops privileges): a changed grader or environment starts a fresh zygote,
+  the old one goes idle, and a root zygote (whose workers drop to leased uids) is never a non-root one's;
 - it ends after ``$GRADER_KEEP_WARM`` idle seconds (default 900; ``0`` turns all of this off), and the
   workers a client asked for die with that client's connection.
 """
@@ -25,21 +31,21 @@ import json
 import os
 import socket
 import stat
+import struct
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from grader import procs
-from grader.sandbox import workerenv
-from grader.sandbox.isolation import LIB_ROOT, site_dirs
-from grader.sandbox.zygote_client import ZYGOTE, Zygote
+from grader.sandbox import privlib, workerenv
+from grader.sandbox.isolation import site_dirs
+from grader.sandbox.privileges import status_fields
+from grader.sandbox.zygote_client import Zygote, zygote_python, zygote_script
 
 ENV = "GRADER_KEEP_WARM"
 DEFAULT_IDLE_S = 900.0
 WARM_UP_WAIT_S = 30.0  # how long a command waits for a zygote it started to be warm (1.5-4 s; longer when loaded)
-SOURCES = ("sandbox", "inside", "protocol")  # what a zygote runs: a change to any of them starts a new one
 MAX_PATH = 96  # sun_path holds 108 bytes, and the zygote binds "<path>.<pid>" first
 
 
@@ -81,7 +87,28 @@ def connect() -> SharedZygote | None:
     except OSError:
         sock.close()
         return None
+    if not authentic(sock, path):
+        sock.close()
+        for name in (path, Path(f"{path}.pid")):  # an impostor's socket: gone, so a real zygote can start
+            name.unlink(missing_ok=True)
+        return None
     return SharedZygote(sock)
+
+
+def authentic(sock: socket.socket, path: Path) -> bool:
+    """Whether the peer of ``sock`` is the zygote that published ``path`` (see the module docstring)."""
+    pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    try:
+        named, started = Path(f"{path}.pid").read_text("ascii").split()
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            running_since = fh.read().rpartition(")")[2].split()[19]
+        theirs, ours = status_fields(f"/proc/{pid}/status"), status_fields()
+        exe = os.path.realpath(f"/proc/{pid}/exe")
+    except (OSError, ValueError):
+        return False
+    confined = any(theirs.get(k) != ours.get(k) for k in ("NoNewPrivs:", "Seccomp:"))
+    return (uid == os.geteuid() and named == str(pid) and started == running_since and not confined
+            and exe == os.path.realpath(zygote_python()))
 
 
 def connect_when_warm(wait_s: float) -> SharedZygote | None:
@@ -131,10 +158,10 @@ def start() -> bool:
     path = socket_path()
     if path is None:
         return False
-    config = {"lib": str(LIB_ROOT), "site_dirs": site_dirs(), "listen": str(path), "idle_s": idle_seconds()}
-    try:
-        subprocess.run([sys.executable, "-I", "-S", "-B", str(ZYGOTE), json.dumps(config)], check=True, timeout=30,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    config = {"lib": str(privlib.ensure()), "site_dirs": site_dirs(), "listen": str(path), "idle_s": idle_seconds()}
+    try:  # the config on stdin: the socket's path is never in an argv (/proc/<pid>/cmdline is public)
+        subprocess.run([zygote_python(), "-I", "-S", "-B", str(zygote_script()), "-"], check=True, timeout=30,
+                       input=json.dumps(config).encode(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        start_new_session=True, cwd="/",
                        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", **workerenv.MALLOC_ENV})
     except (OSError, subprocess.SubprocessError):
@@ -159,10 +186,8 @@ def socket_path() -> Path | None:
 
 
 def digest() -> str:
-    """Names the zygote after what it runs: the interpreter, torch's folders and the sandbox side's sources."""
-    h = hashlib.sha256(json.dumps([os.path.realpath(sys.executable), str(LIB_ROOT), site_dirs()]).encode())
-    for package in SOURCES:
-        for source in sorted((LIB_ROOT / "grader" / package).glob("*.py")):
-            info = source.stat()
-            h.update(f"{source.name}:{info.st_size}:{info.st_mtime_ns};".encode())
-    return h.hexdigest()[:24]
+    """Names the zygote after what it runs: the interpreter, torch's folders, the sandbox side's library (a folder
+    named after its content) and whether its workers drop privileges (root) or not."""
+    drops = hasattr(os, "geteuid") and os.geteuid() == 0
+    what = [os.path.realpath(zygote_python()), str(privlib.ensure()), site_dirs(), drops]
+    return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:24]

@@ -34,7 +34,9 @@ def tempdir(kind: str) -> Path:
 
 def sweep(*, now: float | None = None) -> dict[str, int]:
     """Remove what dead grader runs left behind; return how many folders and cgroups went."""
-    return {"folders": _sweep_folders(now or time.time()), "cgroups": _sweep_cgroups()}
+    from grader.sandbox import mirror
+
+    return {"folders": _sweep_folders(now or time.time()) + mirror.sweep(), "cgroups": _sweep_cgroups()}
 
 
 def _sweep_folders(now: float) -> int:

@@ -16,12 +16,12 @@ import fcntl
 import os
 import pwd
 import signal
-import stat
 import threading
 import time
 import weakref
 from pathlib import Path
 
+from grader import procs
 from grader.errors import GraderFault
 
 FIRST, COUNT = 60000, 5000
@@ -83,14 +83,9 @@ def acquire(directory: Path | None = None, first: int = FIRST, count: int = COUN
 
 def lease_dir() -> Path:
     """The first usable lease folder: ours (same owner), not a symlink, closed to everyone else."""
-    for path in LEASE_DIRS:
-        try:
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            info = path.lstat()
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022:
-            return path
+    found = procs.own_folder(LEASE_DIRS, 0o700)
+    if found is not None:
+        return found
     raise UidLeaseError(f"no usable uid lease folder among {', '.join(map(str, LEASE_DIRS))}")
 
 

@@ -13,6 +13,10 @@ The view is now an allowlist, computed once per process:
   entries only (``packages``), bound into otherwise empty site folders.
 
 The ``inside`` and ``protocol`` parts of ``grader`` and the submission are bound by the launcher.
+
+``process`` has no mount tree of its own; where the kernel has Landlock it gets the same allowlist as
+Landlock rules (:func:`landlock_rules`): the package folders themselves may only be listed, and only
+torch's closure beneath them read.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import glob
 import importlib.util
 import os
 import re
+import stat
 import sys
 import sysconfig
 from importlib import metadata
@@ -34,6 +39,58 @@ PACKAGE_DIRS = ("site-packages", "dist-packages", "python3*/site-packages", "pyt
                 "local/lib/python3*/dist-packages")
 ROOTS = ("torch", "numpy")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+SYSTEM_PYTHONS = ("/usr/bin", "/usr/local/bin")  # where a same-version interpreter every user can run may live
+
+
+def reachable(path: str) -> bool:
+    """Whether any user may reach and read ``path`` by its permission bits: every folder above it lets others
+    through (o+x), and it lets others read (o+r; o+rx for a folder). A leased uid has no other way in."""
+    try:
+        info = os.stat(path)
+        parents = [p for p in Path(path).parents if str(p) != "/"]
+        through = all(os.stat(p).st_mode & 0o001 for p in parents)
+    except OSError:
+        return False
+    wanted = 0o005 if stat.S_ISDIR(info.st_mode) else 0o004
+    return through and info.st_mode & wanted == wanted
+
+
+@functools.cache
+def worker_python() -> str | None:
+    """The interpreter a leased uid runs (``process``/``none`` as root, which have no view of their own): this
+    one where every user can run it and read its standard library, else one of the same version that they can
+    (pyenv's, under a 0700 /root, is neither: /usr/bin's is); None when there is none."""
+    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if all(reachable(p) for p in interpreter_paths()):
+        return interpreter()
+    for folder in SYSTEM_PYTHONS:
+        candidate = os.path.realpath(os.path.join(folder, minor))
+        lib = os.path.join(os.path.dirname(os.path.dirname(candidate)), "lib", minor)
+        if os.path.isfile(candidate) and reachable(candidate) and reachable(lib):
+            return candidate
+    return None
+
+
+def unreadable_for_workers() -> list[str]:
+    """What a leased uid needs but cannot read without a view of its own: the interpreter, torch and its closure."""
+    missing = [] if worker_python() else [interpreter()]
+    return missing + [p for p in (*site_dirs(), *packages()) if not reachable(p)]
+CPU_INFO = ("/proc", "/sys/devices/system/cpu")  # torch sizes its thread pools from these
+
+
+def landlock_rules(box: Path, scratch: str, lib: str, gpu: bool, *, sites: list[str],
+                   entries: list[str]) -> dict[str, list[str]]:
+    """The ``process`` sandbox's Landlock allowlist (:mod:`grader.sandbox.landlock`'s kinds); ``sites`` and
+    ``entries``: the site folders and torch's closure where the worker sees them (:mod:`grader.sandbox.mirror`)."""
+    gpu_devices = [str(p) for p in Path("/dev").glob("nvidia*")] if gpu else []
+    python = worker_python() or interpreter()
+    stdlib = os.path.join(os.path.dirname(os.path.dirname(python)), "lib", os.path.basename(python))
+    return {"read": [*binds(gpu), stdlib, *entries, lib, str(box), *CPU_INFO], "list": sites,
+            "execute": [worker_python() or interpreter(), *SYSTEM],  # exec opens the ELF loader (ld-linux) too
+            "device": [*DEVICES, *gpu_devices], "write": [scratch] if scratch else []}
 
 
 def interpreter() -> str:

@@ -27,5 +27,7 @@ def worker_env(cfg: dict[str, Any], home: str) -> dict[str, str]:
     threads = str(cfg["threads"])
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "OMP_NUM_THREADS": threads,
            "MKL_NUM_THREADS": threads, **MALLOC_ENV, **TORCH_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
+    if cfg.get("scratch"):  # `process`/`none`: the sandbox's own writable folder (the only one under Landlock)
+        env.update(TMPDIR=cfg["scratch"], TORCHINDUCTOR_CACHE_DIR=f"{cfg['scratch']}/torchinductor")
     env.update(cfg.get("extra_env", {}))
     return env

@@ -16,6 +16,10 @@ What keeps this safe:
 
 Protocol on the control socket (fd from CONFIG): the runner sends one JSON launch config with the
 worker's five fds attached (requests, responses, stdout, stderr, status); the zygote answers nothing.
+A config whose privilege class differs from the zygote's own is refused: a root zygote forks only
+workers that drop to a leased uid, a non-root one only workers that stay (so one zygote is never
+shared between levels that drop privileges and levels that do not). CONFIG is ``-`` when it comes
+on stdin: the long-lived zygote's socket path is never in an argv, which ``/proc`` shows to anyone.
 The status pipe carries ``proxy <pid>``, then ``<pid of the namespace's pid 1>`` (namespace mode),
 then ``exit <code>`` when the worker has ended.
 """
@@ -42,7 +46,7 @@ REAP_EVERY_S = 0.2
 
 
 def main() -> int:
-    config = json.loads(sys.argv[1])
+    config = json.loads(sys.stdin.read() if sys.argv[1] == "-" else sys.argv[1])
     sys.path[:0] = [config["lib"], *config["site_dirs"]]
     from grader.sandbox import launcher
 
@@ -71,7 +75,7 @@ def _serve_one(control: socket.socket) -> int | None:
         cfg = json.loads(message)
     except ValueError:
         cfg = None
-    if len(fds) != len(FDS) or type(cfg) is not dict:
+    if len(fds) != len(FDS) or type(cfg) is not dict or not _same_class(cfg):
         _close(fds)
         return 0
     me = os.getpid()
@@ -80,6 +84,13 @@ def _serve_one(control: socket.socket) -> int | None:
         _proxy(control, cfg, fds, me)  # never returns: a child must never fall back into this loop
     _close(fds)
     return child
+
+
+def _same_class(cfg: Config) -> bool:
+    """Whether ``cfg`` drops privileges exactly when this zygote could (root) : see the module docstring."""
+    if os.geteuid() == 0:
+        return cfg.get("drop_uid") is True and isinstance(cfg.get("uid"), int) and cfg["uid"] > 0
+    return not cfg.get("drop_uid")
 
 
 def _serve_listening(path: str, idle_s: float) -> int:
@@ -100,6 +111,7 @@ def _serve_listening(path: str, idle_s: float) -> int:
     os.chmod(staging, 0o600)
     listener.listen(8)
     _warm_up()
+    _write_pid_file(f"{path}.pid")  # before the socket appears: a client that reaches it can check who it is
     os.rename(staging, path)
     published = os.stat(path).st_ino
     clients: dict[socket.socket, list[int]] = {}
@@ -115,8 +127,23 @@ def _serve_listening(path: str, idle_s: float) -> int:
         if clients:
             idle_since = time.monotonic()
     if _still_published(path, published):
-        os.unlink(path)
+        for name in (path, f"{path}.pid"):
+            try:
+                os.unlink(name)
+            except OSError:
+                pass
     return 0
+
+
+def _write_pid_file(path: str) -> None:
+    """Who serves the socket (pid and start time), for clients to check the peer they reach is this zygote."""
+    with open(f"/proc/{os.getpid()}/stat", encoding="ascii") as fh:
+        started = fh.read().rpartition(")")[2].split()[19]  # field 22 of stat: start time in clock ticks
+    staging = f"{path}.{os.getpid()}"
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"{os.getpid()} {started}\n")
+    os.rename(staging, path)
 
 
 def _accept(listener: socket.socket, clients: dict[socket.socket, list[int]]) -> None:
@@ -214,8 +241,7 @@ def _run_plain(cfg: Config, status_fd: int) -> None:
             launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             os.close(status_fd)
             os.chdir(cfg["box"])
-            if cfg["mode"] == "process":
-                launcher.isolate_process(cfg)  # cgroups, rlimits, keyring, no_new_privs, seccomp
+            launcher.isolate_plain(cfg)  # the leased uid; for `process` cgroups, rlimits, keyring, Landlock, seccomp
         except BaseException as exc:  # noqa: BLE001 - never run with less isolation than recorded
             _say(2, f"sandbox set-up failed: {exc}\n")
             os._exit(launcher.SETUP_FAILED)

@@ -19,12 +19,24 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from grader.sandbox import workerenv
-from grader.sandbox.isolation import LIB_ROOT, site_dirs
+from grader.sandbox import privlib, view, workerenv
+from grader.sandbox.isolation import site_dirs
 
-ZYGOTE = Path(__file__).with_name("zygote.py")
 FORKABLE = ("none", "process", "namespace")  # bwrap must exec its own sandbox: no zygote there
 STATUS_WAIT_S = 10.0
+
+
+def zygote_python() -> str:
+    """The zygote's interpreter: as root, the one a leased uid can run (:func:`grader.sandbox.view.worker_python`),
+    since a ``process`` worker it forks reads the rest of its standard library as that uid."""
+    if os.name == "posix" and os.geteuid() == 0:
+        return view.worker_python() or sys.executable
+    return sys.executable
+
+
+def zygote_script() -> Path:
+    """The zygote program, from the sandbox side's private library (:mod:`grader.sandbox.privlib`)."""
+    return privlib.ensure() / "grader" / "sandbox" / "zygote.py"
 
 
 class Zygote:
@@ -32,9 +44,9 @@ class Zygote:
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        config = {"lib": str(LIB_ROOT), "site_dirs": site_dirs(), "control_fd": theirs.fileno()}
+        config = {"lib": str(privlib.ensure()), "site_dirs": site_dirs(), "control_fd": theirs.fileno()}
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", str(ZYGOTE), json.dumps(config)], stdin=subprocess.DEVNULL,
+            [zygote_python(), "-I", "-S", "-B", str(zygote_script()), json.dumps(config)], stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True, cwd="/",
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", **workerenv.MALLOC_ENV})
         theirs.close()

@@ -37,7 +37,7 @@ def environment() -> dict[str, Any]:
             "platform": platform.platform(terse=True)}
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the attested isolation record; integrity findings' severity and exercises
 
 
 def new(*, assignment: str, max_score: float, path: object, isolation: dict[str, Any], seed: int,
@@ -56,7 +56,8 @@ def new(*, assignment: str, max_score: float, path: object, isolation: dict[str,
 def inprocess_isolation(*, uid: int | None = None, threads: int = 1, limits: dict[str, Any] | None = None) -> dict[str, Any]:
     """The isolation record of a run with no sandbox at all (a student's local check, the project's tests)."""
     return {"backend": "inprocess", "uid": os.getuid() if uid is None and hasattr(os, "getuid") else uid or 0,
-            "limits": limits or {}, "cgroup": "none", "seccomp": False, "threads": threads}
+            "limits": limits or {}, "cgroup": "none", "seccomp": False, "threads": threads, "file_view": "inprocess",
+            "attested": False}
 
 
 def scored(card: dict[str, Any], scores: list[ExerciseScore], *, require_cuda: bool) -> dict[str, Any]:

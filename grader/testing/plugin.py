@@ -85,18 +85,17 @@ def _student_root(config: pytest.Config) -> Path:
     return Path(option) if option else config.rootpath / "exercises"
 
 
-def _bans(config: pytest.Config) -> dict[str, tuple[str, ...]]:
+def _assignment(config: pytest.Config) -> manifest.Assignment | None:
     loaded = config.stash.get(assignment_key, None)
     if loaded is not None:
-        return loaded.bans()
+        return loaded
     path = config.getoption("manifest")
     if path is None and (config.rootpath / "assignments.json").is_file():
         path = config.rootpath / "assignments.json"
     try:
-        assignment = manifest.load(Path(path) if path else None, config.getoption("assignment"))
+        return manifest.load(Path(path) if path else None, config.getoption("assignment"))
     except manifest.ManifestError:
-        return {}  # a student repo without a manifest simply has no bans checked locally
-    return assignment.bans()
+        return None  # a student repo without a manifest simply has no bans or time limits checked locally
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +104,9 @@ def _student_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     if factory is None:
         from grader.student.inprocess import InProcessBackend
 
-        backend: Backend = InProcessBackend(_student_root(request.config), bans=_bans(request.config))
+        assignment = _assignment(request.config)
+        backend: Backend = InProcessBackend(_student_root(request.config), bans=assignment.bans() if assignment else {},
+                                            time_limits=assignment.time_limits() if assignment else None)
     else:
         backend = factory()
     yield backend

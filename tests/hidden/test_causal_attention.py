@@ -18,6 +18,7 @@ from grader.testing.diagnosis import tag
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
 from grader.testing.params import expect_module_grads, params_of, transplant
 from grader.testing.regimes import constant_last_feature, expect_stable, shift_linears, unshifted
+from grader.testing.structure import expect_buffer_is_used
 
 pytestmark = pytest.mark.exercise("causal_attention")
 
@@ -104,6 +105,8 @@ def test_mask_is_a_buffer_not_a_parameter(student, reference, gen):
     expect("mask" in buffers, f"named_buffers(): got {sorted(buffers)}, expected a 'mask' entry\n  " + NOT_A_BUFFER)
     expect("mask" in state, f"state_dict(): got keys {sorted(state)}, expected 'mask' among them\n  " + NOT_A_BUFFER)
     expect("mask" not in params, "named_parameters() contains 'mask': the mask must not be trainable")
+    expect_buffer_is_used(h, "mask", x, what="CausalAttention(4, 4, 7, 0.1).eval()",
+                          hint="attend with self.mask (the registered buffer), not with a copy kept elsewhere")
 
 
 @pytest.mark.points(0.25)

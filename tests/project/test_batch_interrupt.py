@@ -67,7 +67,9 @@ def test_sigint_keeps_finished_scorecards_and_a_rerun_resumes(tmp_path):
     for path in finished:
         schema.validate("scorecard", json.loads(path.read_text()))
     assert [p.name for p in cards.iterdir() if p.name.startswith(".")] == []  # no half-written temp files
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60  # the slots end on their own (SIGINT, then PDEATHSIG): wait for that, not a time
+    while _tagged_processes(tag) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _tagged_processes(tag) == []  # no slot is left (their workers die with them: PDEATHSIG)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -18,9 +18,8 @@ import shutil
 import stat
 import subprocess
 import sys
-import sysconfig
-import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ import pytest
 from grader import schema
 from grader.cli import main
 from grader.delivery import course, gradescope_results, late
+from tests.project import readable
 from tests.project.conftest import ROOT, solutions_copy
 
 pytestmark = pytest.mark.cost(27)  # seconds on 2 cores: started early (tests/project/conftest.py)
@@ -36,32 +36,13 @@ LATE_POLICY = {"per_day": 0.1, "max_fraction": 0.5, "grace_minutes": 60}
 DUE = "2026-10-01T23:59:00-07:00"
 
 
-def _reachable(path: Path) -> bool:
-    """Every folder above ``path`` lets others through (so a sandbox uid can exec and import from it)."""
-    return all(p.stat().st_mode & stat.S_IXOTH for p in [*path.parents][:-1] if p != Path("/"))
-
-
-def _interpreter() -> Path | None:
-    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (Path(sys._base_executable).resolve(), Path("/usr/bin") / minor, Path("/usr/local/bin") / minor):
-        if candidate.is_file() and _reachable(candidate) and _reachable(candidate.parent.parent / "lib" / minor):
-            return candidate
-    return None
-
-
 @pytest.fixture(scope="module")
-def python() -> Path:
+def python() -> Iterator[Path]:
     """A venv anyone may run, on this interpreter version, seeing this checkout and its packages."""
-    base = _interpreter()
-    if base is None:
-        pytest.skip("no Python of this version that an unprivileged uid can run (needed for `process` as root)")
-    folder = Path(tempfile.mkdtemp(prefix="gs-venv-"))
-    folder.chmod(0o755)
-    subprocess.run([str(base), "-m", "venv", "--without-pip", str(folder)], check=True)
-    site = next(folder.glob("lib/python3*/site-packages"))
-    (site / "course.pth").write_text(f"{ROOT}\n{sysconfig.get_paths()['purelib']}\n")
-    yield folder / "bin" / "python"
-    shutil.rmtree(folder, ignore_errors=True)
+    with readable.venv() as found:
+        if found is None:
+            pytest.skip("no Python of this version that an unprivileged uid can run (needed for `process` as root)")
+        yield found
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +73,7 @@ def run_autograder(tree: Path, python: Path, submission: dict[str, str] | Path, 
     sub = tree / "submission"
     shutil.rmtree(sub)
     if isinstance(submission, Path):
-        shutil.copytree(submission, sub)
+        shutil.copytree(submission, sub, symlinks=True)  # as uploaded: a repository's .venv links stay links
     else:
         sub.mkdir()
         for name, text in submission.items():
@@ -174,25 +155,75 @@ def test_the_students_code_cannot_read_the_hidden_tests(tree, python):
     assert softmax and all(t["status"] == "failed" and "Permission denied" in t["output"] for t in softmax)
 
 
-def test_a_grader_failure_writes_a_results_json_that_says_so(tree, tmp_path):
+def _run_broken(broken: Path, python: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    results = broken / "results" / "results.json"
+    results.parent.mkdir(exist_ok=True)
+    results.write_text('{"score": 100}')  # an earlier run's: it must not stand for this one
+    env = {**os.environ, "GRADER_AUTOGRADER_ROOT": str(broken), "GRADER_PYTHON": python}
+    done = subprocess.run(["bash", str(broken / "source" / "run_autograder")], capture_output=True, text=True, env=env)
+    return done, results
+
+
+def test_a_grader_failure_is_gradescopes_failure_state_not_a_zero(tree, tmp_path):
+    """Gradescope's contract (its autograder docs, "Troubleshooting"): no valid results.json is "The autograder
+    failed to execute correctly", a state the instructor sees and reruns. A results.json of 0 was a grade, and
+    told the student "your instructor has been told" while nothing told anyone."""
     broken = tmp_path / "autograder"
     shutil.copytree(tree / "source", broken / "source")
     (broken / "source" / "assignments.json").write_text("{not json")
     (broken / "submission").mkdir()
-    env = {**os.environ, "GRADER_AUTOGRADER_ROOT": str(broken), "GRADER_PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(broken / "source" / "run_autograder")], capture_output=True, text=True, env=env)
-    results = json.loads((broken / "results" / "results.json").read_text())
-    schema.validate("gradescope-results", results)
-    assert done.returncode == 1 and results["extra_data"]["grader_failed"] is True
-    assert "autograder failed" in results["output"] and "not your grade" in results["output"]
-    assert "ManifestError" in results["extra_data"]["error"]  # the detail is for the instructor only
-    # the interpreter itself missing: run_autograder's own fallback, still valid and still loud
-    env["GRADER_PYTHON"] = str(tmp_path / "no-such-python")
-    done = subprocess.run(["bash", str(broken / "source" / "run_autograder")], capture_output=True, text=True, env=env)
-    results = json.loads((broken / "results" / "results.json").read_text())
-    schema.validate("gradescope-results", results)
-    assert done.returncode != 0 and results["extra_data"] == {"grader_failed": True, "stage": "start"}
-    assert results["tests"][0]["max_score"] == 100
+    done, results = _run_broken(broken, sys.executable)
+    assert done.returncode == 1 and not results.exists()
+    assert "ManifestError" in done.stdout and "GRADER FAILED, not the submission" in done.stdout  # the instructor's view
+    assert "no results.json" in done.stdout and "rerun" in done.stdout
+    # the interpreter itself missing: run_autograder's own path, the same failure state
+    done, results = _run_broken(broken, str(tmp_path / "no-such-python"))
+    assert done.returncode != 0 and not results.exists() and "GRADER FAILED" in done.stdout
+    script = (broken / "source" / "run_autograder").read_text() + (ROOT / "grader" / "delivery").joinpath(
+        "gradescope_run.py").read_text() + (ROOT / "grader" / "delivery" / "gradescope_results.py").read_text()
+    assert "has been told" not in script and "not your grade" not in script  # nothing claims what nobody did
+
+
+def _repository(folder: Path) -> Path:
+    """A student's repository as Gradescope clones it: exercises/, and the folders their tools made."""
+    (folder / "exercises").mkdir(parents=True)
+    shutil.copy(ROOT / "solutions" / "softmax.py", folder / "exercises")
+    (folder / ".venv" / "bin").mkdir(parents=True)
+    (folder / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (folder / ".venv" / "lib64").symlink_to("lib")
+    for tool in (".git", "__pycache__", ".pytest_cache", "exercises/.ipynb_checkpoints"):
+        (folder / tool).mkdir(parents=True)
+        (folder / tool / "HEAD").symlink_to("/etc/hostname")
+    return folder
+
+
+def _upload(shape: str, folder: Path) -> Path:
+    """What /autograder/submission holds when a student uploads their softmax.py in ``shape``."""
+    folder.mkdir()
+    source = (ROOT / "solutions" / "softmax.py").read_bytes()
+    if shape == "a zip of the files":
+        with zipfile.ZipFile(folder / "submission.zip", "w") as zf:
+            zf.writestr("softmax.py", source)
+    elif shape == "a zip of a folder":
+        with zipfile.ZipFile(folder / "attention-hw.zip", "w") as zf:
+            zf.writestr("attention-hw/softmax.py", source)
+    elif shape == "a folder one level down":  # a zipped folder, as Gradescope extracts it
+        (folder / "attention-hw").mkdir()
+        (folder / "attention-hw" / "softmax.py").write_bytes(source)
+    else:
+        _repository(folder)
+    return folder
+
+
+@pytest.mark.parametrize("shape", ["a zip of the files", "a zip of a folder", "a folder one level down",
+                                   "a repository with its tools' folders"])
+def test_every_shape_a_student_uploads_is_graded(tree, python, tmp_path, shape):
+    """README: "files, a zip or a repository". A zip, or a zipped folder one level down, gave "no Python files
+    found" (0 points); a repository's .venv links refused it. softmax.py alone: its 6 points, nothing else."""
+    code, results = run_autograder(tree, python, _upload(shape, tmp_path / "upload"))
+    assert code == 0 and "intake_error" not in results["extra_data"], results["output"]
+    softmax = [t for t in results["tests"] if t["tags"] == ["softmax"]]
+    assert softmax and all(t["status"] == "passed" for t in softmax) and results["score"] == 6
 
 
 def test_late_policy_rules():

@@ -10,7 +10,9 @@ freshly exec'd workers (a module of its own, so that xdist grades the two batche
 from __future__ import annotations
 
 import csv
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -19,9 +21,11 @@ from grader.sandbox import isolation, memwatch
 from tests.project.hostile_class import (
     HOSTILE,
     INTEGRITY,
+    REFUSED_AT_RUN_TIME,
     Graded,
     attacked_module,
     build,
+    caught_as,
     grade_class,
     leftover_sandbox_processes,
     messages,
@@ -30,7 +34,7 @@ from tests.project.hostile_class import (
     student_of,
 )
 
-pytestmark = [pytest.mark.cost(78), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = [pytest.mark.cost(120), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 needs_memory_cgroup = pytest.mark.skipif(
     "namespace" not in isolation.available() or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths())
@@ -55,14 +59,17 @@ def test_the_whole_class_is_graded_and_every_output_written(graded: Graded) -> N
         if card["status"] == "error":  # an intake error (a hostile notebook): nothing graded, nothing earned
             assert module and card["error"]["kind"] == "intake" and card["score"] == 0, (student, card["error"])
             continue
-        assert card["isolation"]["backend"] == "namespace" and card["isolation"]["seccomp"] is True
+        record = card["isolation"]
+        assert record["backend"] == graded.level and record["seccomp"] is True and record["attested"] is True
+        assert record["uid"] >= 60000 and record["capabilities"] == "none" and record["no_new_privs"] is True
         starts, forks = card["isolation"]["worker_starts"], card["isolation"]["worker_forks"]
         assert starts >= 1 and forks == (starts if graded.forked else 0), (student, starts, forks)
         got = scores(card)
         if not module:
             assert card["score"] == card["max_score"] > 0, (student, got)
             continue
-        assert got[module][0] == 0, f"{student} earned {got[module]} on {module}"
+        if student not in REFUSED_AT_RUN_TIME:  # those keep what their honest parts earn: see the test below
+            assert got[module][0] == 0, f"{student} earned {got[module]} on {module}"
         assert got["masks"][0] == got["masks"][1] > 0, f"{student} cost the correct masks module points"
     for name in ("gradebook.csv", "summary.json", "report.html"):
         assert (out / name).stat().st_size > 0
@@ -79,7 +86,7 @@ def test_hostile_module_earns_nothing_and_others_keep_their_points(attack, grade
     card = graded.card(attack.stem)
     got = scores(card)
     assert card["status"] == "graded", card["error"]
-    assert card["isolation"]["backend"] == "namespace"
+    assert card["isolation"]["backend"] == graded.level and card["isolation"]["attested"] is True
     assert got["softmax"][0] == 0, f"{attack.stem} earned {got['softmax']}"
     assert got["masks"][0] == got["masks"][1] > 0, f"{attack.stem} cost the correct module points"
     assert card["score"] == sum(score for score, _ in got.values())
@@ -87,16 +94,49 @@ def test_hostile_module_earns_nothing_and_others_keep_their_points(attack, grade
 
 def test_secrets_are_absent_inside_the_sandbox(graded: Graded) -> None:
     text = messages(graded.card("reads_secrets"), "softmax")
-    assert "STOLEN files=0 refs=0 frames=0 shadow=FileNotFoundError" in text, text
+    hidden = "FileNotFoundError" if graded.level == "namespace" else "PermissionError"  # absent, or outside Landlock
+    assert f"STOLEN files=0 refs=0 frames=0 shadow={hidden}" in text, text
 
 
 def test_a_worker_sees_the_same_bare_process_whether_forked_or_exec_d(graded: Graded) -> None:
     """Nothing of the zygote leaks into a forked worker: fds, environment, uid, trusted modules, threads."""
     text = messages(graded.card("inspects_its_process"), "softmax")
     # fds: stdin (requests), stdout, stderr and the reply pipe (fd 3 when forked, its runner-side number when exec'd)
+    tmpdir = "" if graded.level == "namespace" else "'TMPDIR', "  # its own scratch folder (no private /tmp)
     assert re.search(r"PROBE uid=6\d{4} fds=\[0, 1, 2, \d+\] env=\['HOME', 'LANG', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', "
-                     r"'MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'TORCHINDUCTOR_CACHE_DIR', "
-                     r"'USER'\] user=student trusted=\[\] threads=1", text), text
+                     r"'MKL_NUM_THREADS', 'OMP_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', " + tmpdir +
+                     r"'TORCHINDUCTOR_CACHE_DIR', 'USER'\] user=student trusted=\[\] threads=1", text), text
+
+
+def test_no_daemon_outlives_the_batch_and_nothing_it_wrote_is_left(graded: Graded) -> None:
+    """setsid and a double fork leave the runner's process group: the sandbox's end still takes them (the pid
+    namespace, or every process of the leased uid), before any scorecard is written; so no marker file exists
+    and every scorecard is the grader's own (the daemon rewrites every .json under /tmp it can reach)."""
+    uids = {c["isolation"]["uid"] for c in graded.cards.values() if c["status"] == "graded"}
+    assert not leftover_sandbox_processes(uids, started_before=graded.ended)
+    assert not [p for folder in ("/tmp", "/dev/shm", "/var/tmp") for p in Path(folder).glob("attention-daemon-was-here-*")]
+    for path in (graded.out / "scorecards").glob("*.json"):
+        schema.validate("scorecard", json.loads(path.read_text()))
+
+
+def test_no_reference_is_reachable_from_the_sandbox(graded: Graded) -> None:
+    """Neither the grader's folder nor `solutions/` is on the worker's path or in its file view."""
+    card = graded.card("steals_references")
+    assert scores(card)["softmax"][0] == 0 and "NOT-STOLEN" in messages(card, "softmax")
+
+
+def test_the_grader_s_controls_are_out_of_the_sandbox_s_reach(graded: Graded) -> None:
+    """cgroups, /etc/shadow, the grader's cache and any socket path in an argv; signals stay inside the sandbox
+    (its own pid namespace, or Landlock's signal scope)."""
+    text = messages(graded.card("escapes_its_limits"), "softmax")
+    found = re.search(r"ESCAPE cgroup=(\w+) shadow=(\w+) cache=(\w+) argv=(\w+) signal=(\w+)", text)
+    assert found and "done" not in found.groups()[:4], text
+    assert found.group(5) == ("done" if graded.level == "namespace" else "PermissionError"), text
+
+
+def test_the_zygote_socket_cannot_be_replaced_from_a_sandbox(graded: Graded) -> None:
+    card = graded.card("hijacks_zygote")
+    assert scores(card)["softmax"][0] == 0 and "HIJACKED" not in messages(card, "softmax")
 
 
 def test_network_is_unreachable_inside_the_sandbox(graded: Graded) -> None:
@@ -143,13 +183,21 @@ def test_missing_module_is_a_clear_not_found(graded: Graded) -> None:
 
 @needs_memory_cgroup
 @pytest.mark.parametrize("trick", INTEGRITY, ids=[p.stem for p in INTEGRITY])
-def test_each_integrity_trick_scores_zero_and_the_correct_modules_keep_their_points(graded: Graded, trick) -> None:
-    """The red team's tricks against the bans and the memory measurement: the scan withholds the exercise."""
+def test_each_integrity_trick_earns_nothing_and_is_reported(graded: Graded, trick) -> None:
+    """The red team's tricks against the bans and the memory measurement. Caught as the attack's docstring says:
+    withheld (proof), or a review finding on its line while the runtime ban refuses what it reached (its tests fail
+    with the ban's message: the trick earns nothing, the exercise keeps what its honest parts earn)."""
     exercise, card = attacked_module(trick), graded.cards[student_of(trick)]
     assert card["status"] == "graded" and card["isolation"]["memory_figure"] == "cgroup", card["error"]
     by_id = {e["id"]: e for e in card["exercises"]}
-    assert by_id[exercise]["score"] == 0 and by_id[exercise]["withheld"].startswith("integrity finding: ")
-    assert all(t["points"] == 0 for t in by_id[exercise]["tests"])
+    if caught_as(trick) == "withhold":
+        assert by_id[exercise]["score"] == 0 and by_id[exercise]["withheld"].startswith("integrity finding: ")
+        assert all(t["points"] == 0 for t in by_id[exercise]["tests"])
+    else:
+        failed = [t for t in by_id[exercise]["tests"] if t["outcome"] != "passed" and t["counted"]]
+        assert "withheld" not in by_id[exercise] and failed, by_id[exercise]
+        assert all("is not allowed in this exercise" in t["message"] for t in failed), [t["message"] for t in failed]
+        assert any(f["severity"] == "review" and f["line"] > 0 for f in card["integrity"]), card["integrity"]
     assert all(e["score"] == e["max_score"] > 0 and "withheld" not in e for i, e in by_id.items() if i != exercise)
     assert card["integrity"] and {f["file"] for f in card["integrity"]} == {f"{exercise}.py"}
 

@@ -82,8 +82,11 @@ def test_garbage_and_empty_inputs_say_what_to_do(tmp_path):
     bad.write_bytes(b"not a zip")
     with pytest.raises(intake.IntakeError, match="not a valid zip"):
         intake.take(bad, modules=MODULES)
-    with pytest.raises(intake.IntakeError, match="no Python files"):
+    with pytest.raises(intake.IntakeError, match=r"s\.zip: not a valid zip"):  # a folder of one zip is that zip
         intake.take(tmp_path, modules=MODULES)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(intake.IntakeError, match="no Python files"):
+        intake.take(tmp_path / "empty", modules=MODULES)
     with pytest.raises(intake.IntakeError, match="unsupported"):
         (tmp_path / "x.rar").write_text("?")
         intake.take(tmp_path / "x.rar", modules=MODULES)

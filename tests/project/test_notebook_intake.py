@@ -3,7 +3,10 @@ computed constants are kept (evaluated only in the sandbox), exploratory lines n
 
 from __future__ import annotations
 
+import ast
 import json
+
+import pytest
 
 from grader import intake, schema
 from grader.grade import grade
@@ -91,3 +94,27 @@ def test_a_notebook_reading_a_computed_constant_grades_full_marks(tmp_path):
     card = grade(nb, exercises=["softmax"], isolation="process", seed=5)
     schema.validate("scorecard", card)
     assert (card["status"], card["score"], card["max_score"]) == ("graded", 6, 6), card.get("error")
+
+
+SEPARATORS = ["\u2028", "\u2029", "\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\x85"]  # str.splitlines splits at each
+
+
+@pytest.mark.parametrize("sep", SEPARATORS, ids=[f"U+{ord(s):04X}" for s in SEPARATORS])
+def test_a_line_separator_inside_a_comment_or_a_string_stays_there(tmp_path, sep):
+    """Python's tokenizer ends a line at \\n, \\r\\n or \\r only; intake split at every separator str.splitlines
+    knows, so an honest notebook became unreadable (an indented comment tail: IndentationError) and the text
+    after a separator in a comment became code (an `import os` the student never wrote)."""
+    nb = tmp_path / "alice.ipynb"
+    nb.write_bytes(_nb(f"def f():\n    return 1  # see p. 2{sep}   of the notes\n",
+                       f"# note{sep}import os\nS = 'a{sep}b'\r\nT = 2\rU = 3\n"))
+    sub = intake.take(nb, modules=MODULES)
+    try:
+        module = (sub.box / "alice.py").read_text("utf-8")
+    finally:
+        sub.cleanup()
+    tree = ast.parse(module)
+    assert not any(isinstance(n, ast.Import) for n in ast.walk(tree)), module  # the comment stayed a comment
+    names: dict = {}
+    exec(compile(tree, "alice.py", "exec"), names)
+    assert names["f"]() == 1 and names["S"] == f"a{sep}b" and (names["T"], names["U"]) == (2, 3)
+    assert f"# see p. 2{sep}   of the notes" in module

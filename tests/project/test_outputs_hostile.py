@@ -33,13 +33,14 @@ def card(student: str, *, sha: str = "", score: float = 4.0, error: str | None =
             "points": score, "max_points": 8, "message": f"expected 1, got 2 {text}", "duration": 0.01,
             "cuda": False, "counted": True}
     graded = error is None
-    return {"schema_version": 1, "assignment": "attention-basics",
+    return {"schema_version": 2, "assignment": "attention-basics",
             "submission": {"path": f"/class/{student}{text}", "student": student + text, "sha256": sha,
                            "layout": "directory", "files": [{"name": f"masks{text}.py", "bytes": 1, "sha256": "d" * 64}]},
             "status": "graded" if graded else "error", "error": None if graded else {"kind": "intake", "message": error},
             "score": score if graded else 0, "max_score": 8,
             "exercises": [{"id": "masks", "title": "Masks", "score": score, "max_score": 8, "tests": [test]}] if graded else [],
-            "isolation": {"backend": "namespace", "uid": 1000, "limits": {}, "cgroup": "v2", "seccomp": True, "threads": 1},
+            "isolation": {"backend": "namespace", "uid": 1000, "limits": {}, "cgroup": "v2", "seccomp": True, "threads": 1,
+                          "file_view": "namespace", "attested": True},
             "seed": 1, "grader": {"version": __version__},
             "environment": {"python": "3.11", "torch": "2", "cuda": None, "platform": "linux"},
             "timings": {"started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:00:01+00:00", "total_s": 1.0},
@@ -83,6 +84,21 @@ def test_gradebook_cells_that_a_spreadsheet_would_run_are_escaped_and_numbers_st
     assert all(not s.startswith(("=", "+", "-", "@", "\t", "\r")) for s in students)
     assert all(float(r["total"]) == 3.5 and float(r["masks"]) == 3.5 and float(r["max_score"]) == 8 for r in rows)
     assert outputs.csv_cell(-1) == -1 and outputs.csv_cell(0.5) == 0.5 and outputs.csv_cell("-1") == "'-1"
+
+
+def test_a_submission_that_was_not_graded_has_blank_points_with_its_status_beside(tmp_path):
+    """An LMS's own export leaves an ungraded submission blank; a 0 here would be uploaded as the grade of a
+    student whose zip was corrupt (issue 28, item 5). The Canvas and Moodle files agree."""
+    from grader.batch import lms
+    from grader.batch.roster import Student
+
+    named = [("alice", card("alice", score=3.5)), ("bob", card("bob", error="bob.zip: not a valid zip archive"))]
+    rows = {r["student"]: r for r in csv.DictReader(io.StringIO(outputs.gradebook_csv(named, ["masks"])))}
+    assert (rows["bob"]["masks"], rows["bob"]["total"], rows["bob"]["status"], rows["bob"]["error"]) == (
+        "", "", "error", "intake")
+    assert (float(rows["alice"]["masks"]), float(rows["alice"]["total"]), rows["alice"]["status"]) == (3.5, 3.5, "graded")
+    lines = lms.join(named, [Student(login="alice"), Student(login="bob"), Student(login="carol")])
+    assert [line.grade() for line in lines] == [3.5, "", 0]  # carol: on the roster, nothing submitted
 
 
 def test_identical_submissions_are_flagged_in_the_summary_and_the_report(tmp_path, assignment):

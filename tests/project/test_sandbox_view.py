@@ -188,7 +188,7 @@ def test_the_worker_queues_its_gpu_memory_cap_without_touching_cuda():
 
 
 def _card(isolation_record: dict) -> dict:
-    return {"schema_version": 1, "assignment": "a", "submission": {"path": "p", "sha256": "", "layout": "folder",
+    return {"schema_version": 2, "assignment": "a", "submission": {"path": "p", "sha256": "", "layout": "folder",
             "files": []}, "status": "graded", "error": None, "score": 0, "max_score": 0, "exercises": [],
             "isolation": isolation_record, "seed": 0, "grader": {"version": "0"},
             "environment": {"python": "3", "torch": "2", "cuda": None, "platform": "linux"},

@@ -54,7 +54,8 @@ def test_a_score_already_below_the_cap_is_kept(assignment):
 
 def test_the_cap_is_written_to_a_valid_scorecard(assignment):
     scores = [s for s in exercise_scores(_results("failed"), assignment) if s.id == "softmax"]
-    isolation = {"backend": "inprocess", "uid": 0, "limits": {}, "cgroup": "none", "seccomp": False, "threads": 1}
+    isolation = {"backend": "inprocess", "uid": 0, "limits": {}, "cgroup": "none", "seccomp": False, "threads": 1,
+                 "file_view": "inprocess", "attested": False}
     card = scorecard.new(assignment=assignment.id, max_score=6.0, path="x", isolation=isolation, seed=1)
     card = scorecard.finished(scorecard.scored(card, scores, require_cuda=False), seconds=0.1)
     assert card["exercises"][0]["capped"].startswith(f"capped at {SEVERE_CAP:.0%}")

@@ -205,11 +205,15 @@ def test_a_batchs_slots_share_one_zygote_and_the_next_batch_forks_from_it_too(ca
 
 
 def _zygote_pids(path: Path) -> list[int]:
-    """The zygote processes listening at ``path`` (their command line names it)."""
+    """The processes holding the socket bound at ``path`` (its path is in no argv: found by the socket's inode;
+    the kernel lists it under the name it was bound at, ``<path>.<pid>``, before the rename that publishes it)."""
+    inodes = {line.split()[6] for line in Path("/proc/net/unix").read_text().splitlines()[1:]
+              if line.split()[-1].startswith(f"{path}.") or line.split()[-1] == str(path)}
     found = []
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and str(path).encode() in (proc / "cmdline").read_bytes():
+            if proc.name.isdigit() and any(os.readlink(fd).removeprefix("socket:[").rstrip("]") in inodes
+                                           for fd in (proc / "fd").iterdir()):
                 found.append(int(proc.name))
         except OSError:
             continue

@@ -1,0 +1,128 @@
+"""The canary's proofs, cached, and what they teach the grades after them: per-test time limits.
+
+A proof (:mod:`grader.canary`) is cached per (grader source, manifest and suites, environment, launch
+configuration, exercises): a batch pays for it once, and so does every later run on an unchanged machine.
+It also keeps the CPU time each reference test took in the sandbox, measured there, and the per-test
+limit derived from it (:func:`limit_for`): ``FACTOR`` times the reference's own time, never under
+``FLOOR_S`` and never over the manifest's limit for the exercise. An infinite loop then costs a couple of
+seconds a test instead of the manifest's 10-30, while a correct but slow solution (Python loops where the
+reference vectorises) keeps a margin of ``FACTOR``. Kept below :mod:`grader.grade`, which reads the limits
+for its own configuration from here, so that every path that grades (a command, a batch slot, Gradescope,
+a cluster worker) uses them without passing them along.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grader import __version__, manifest, procs
+
+CACHE_ENV = procs.CACHE_ENV
+FORMAT = 3  # 2: per-test limits; 3: keyed on grader.fingerprint
+FACTOR, FLOOR_S = 25.0, 2.0
+
+
+@dataclass(frozen=True)
+class Proof:
+    key: str
+    solutions: float
+    stubs: float
+    max_score: float
+    cached: bool
+    limits: dict[str, float] = field(default_factory=dict)  # test id -> CPU seconds a student's run may take
+
+    def record(self) -> dict[str, Any]:
+        """What a scorecard and the summary keep of the canary."""
+        return {"key": self.key, "solutions": self.solutions, "stubs": self.stubs, "max_score": self.max_score,
+                "cached": self.cached}
+
+
+def limit_for(reference_cpu_s: float, exercise_limit_s: float) -> float:
+    """The CPU seconds a test may take, from what the reference took (see the module docstring)."""
+    return round(min(exercise_limit_s, max(FLOOR_S, FACTOR * reference_cpu_s)), 3)
+
+
+def limits_from(card: dict[str, Any], assignment: manifest.Assignment) -> dict[str, float]:
+    """Per-test limits from the reference solutions' scorecard (tests that ran in a sandbox: ``cpu_s``)."""
+    ceiling = {e.id: e.time_limit_s for e in assignment.exercises}
+    return {t["id"]: limit_for(t["cpu_s"], ceiling[e["id"]]) for e in card.get("exercises", [])
+            for t in e["tests"] if "cpu_s" in t and e["id"] in ceiling}
+
+
+def limits(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,
+           per_test_time_limit: float | None) -> dict[str, float]:
+    """The per-test limits a grade in this configuration uses: the cached proof's ({} when there is none, or when
+    an explicit per-test limit overrides them all)."""
+    if per_test_time_limit is not None or backend == "inprocess":
+        return {}
+    proof = cached(assignment, backend=backend, exercises=exercises, per_test_time_limit=None)
+    return dict(proof.limits) if proof is not None else {}
+
+
+def cached(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
+           per_test_time_limit: float | None = None) -> Proof | None:
+    """The cached proof for this configuration, or None when :func:`grader.canary.prove` would have to grade."""
+    return read(cache_key(assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit))
+
+
+def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,
+              per_test_time_limit: float | None) -> str:
+    """A hash of everything that could change the canary's outcome on this machine: what decides a grade
+    (:func:`grader.fingerprint.record`, the scorecard's own record), the stubs, and this machine's particulars,
+    the launch configuration the proof's workers actually get included (uid drop, file view, filters, limits):
+    a proof made under one configuration is never reused for another that may not even start a worker."""
+    from grader import fingerprint
+    from grader.options import launch_spec
+
+    grading = fingerprint.record(assignment, backend=backend, per_test_time_limit=per_test_time_limit)
+    stubs = fingerprint.files(assignment)["stubs"]
+    launch = launch_spec(assignment, backend).fingerprint() if backend != "inprocess" else "inprocess"
+    env = [grading["key"], hashlib.sha256(b"".join(p.read_bytes() for p in stubs)).hexdigest(), __version__,
+           sys.version, platform.platform(), _torch_build(), str(os.geteuid() if hasattr(os, "geteuid") else ""),
+           launch, assignment.id, ",".join(sorted(exercises or [])), str(FORMAT)]
+    return hashlib.sha256("\0".join(env).encode()).hexdigest()[:32]
+
+
+def _torch_build() -> str:
+    """torch's version file (release, CUDA, git revision), read without importing torch (about a second)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return "no torch"
+    version = Path(spec.origin).with_name("version.py")
+    return hashlib.sha256(version.read_bytes()).hexdigest() if version.is_file() else "no torch/version.py"
+
+
+def cache_dir() -> Path:
+    return procs.cache_root() / "canary"
+
+
+def read(key: str) -> Proof | None:
+    try:
+        data = json.loads((cache_dir() / f"{key}.json").read_text("utf-8"))
+        limits = {str(k): float(v) for k, v in data.get("limits", {}).items()}
+        return Proof(key, float(data["solutions"]), float(data["stubs"]), float(data["max_score"]), True, limits)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write(key: str, proof: Proof) -> None:
+    """Atomically; a cache that cannot be written only costs the next run another proof."""
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"solutions": proof.solutions, "stubs": proof.stubs, "max_score": proof.max_score,
+                       "limits": proof.limits}, fh)
+        os.replace(tmp, folder / f"{key}.json")
+    except OSError:
+        pass

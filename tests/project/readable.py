@@ -1,0 +1,49 @@
+"""A Python environment every user may run: what a test needs to run the grader as another (non-root) user, and
+what a root grader's leased uids would need if this machine's interpreter were not readable (pyenv's lives under
+/root, 0700). A ``--without-pip`` venv from a same-version interpreter that others can reach, in a folder anyone
+may enter, seeing this checkout and its packages through a ``.pth`` file (as ``pip install`` does in ``/opt``)."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.project.conftest import ROOT
+
+
+def reachable(path: Path) -> bool:
+    """Every folder above ``path`` lets others through (so another uid can exec and import from it)."""
+    return all(p.stat().st_mode & stat.S_IXOTH for p in [*path.parents][:-1] if p != Path("/"))
+
+
+def interpreter() -> Path | None:
+    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (Path(sys._base_executable).resolve(), Path("/usr/bin") / minor, Path("/usr/local/bin") / minor):
+        if candidate.is_file() and reachable(candidate) and reachable(candidate.parent.parent / "lib" / minor):
+            return candidate
+    return None
+
+
+@contextmanager
+def venv() -> Iterator[Path | None]:
+    """The venv's ``bin/python`` (None where no such interpreter exists), removed afterwards."""
+    base = interpreter()
+    if base is None:
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="gs-venv-"))
+    folder.chmod(0o755)
+    try:
+        subprocess.run([str(base), "-m", "venv", "--without-pip", str(folder)], check=True)
+        site = next(folder.glob("lib/python3*/site-packages"))
+        (site / "course.pth").write_text(f"{ROOT}\n{sysconfig.get_paths()['purelib']}\n")
+        yield folder / "bin" / "python"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
