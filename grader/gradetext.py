@@ -7,16 +7,22 @@ Plain text (it goes to a terminal, a pipe or a CI log alike); every student-infl
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from grader import safetext
 
 
 def split_message(message: str) -> tuple[str, str | None]:
-    """(the failure without its hint, the hint or None): checks end a message with ``\\n  hint: ...``
+    """(the failure without its diagnosis or hint, that diagnosis or hint or None): a check ends its message with
+    ``\\n  diagnosis [id]: ...`` (what the output shows, :mod:`grader.testing.diagnosis`) or ``\\n  hint: ...``
     (:func:`grader.testing.checks.fail`). Light: ``grader check``, this summary and the batch report share it."""
-    head, sep, hint = message.partition("\n  hint: ")
-    return head.strip(), (hint.strip() or None) if sep else None
+    found = re.search(r"\n  (diagnosis \[[a-z0-9, -]+\]: |hint: )", message)
+    if not found:
+        return message.strip(), None
+    head, said = message[:found.start()], message[found.end():]
+    said = said.split("\n(severe:")[0].strip()  # the cap's own note stays with the head's test
+    return head.strip(), (said or None)
 
 
 def summary(card: dict[str, Any]) -> list[str]:

@@ -27,6 +27,7 @@ _ABSENT = re.compile(r"is not implemented yet|not found in the submission|not fo
 
 HINT_CHARS = 2000
 _PARAMS = re.compile(r"\[.*\]$")
+_TAGGED = re.compile(r"\n  diagnosis \[([a-z0-9-]+(?:, [a-z0-9-]+)*)\]: ")  # grader.testing.diagnosis.TAG's form
 
 
 def failure_key(message: str) -> str:
@@ -37,12 +38,14 @@ def failure_key(message: str) -> str:
 
 def mistake_key(exercise: str, test: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The group a failing test belongs to, and what the report shows of it. With a ``diagnosis`` on the test
-    (a misconception id, or ``{"id": ..., "title": ...}``) that is the key; else the test without its parameters
+    (a misconception id, or ``{"id": ..., "title": ...}``) or a ``diagnosis [id]: `` tag in its message (how the
+    suites name one) that is the key; else the test without its parameters
     and :func:`failure_key` of its message. The one place the grouping is decided."""
     head, hint = split_message(test["message"])
     shown = {"test": f"{exercise}::{_PARAMS.sub('', test['name'])}", "message": failure_key(head),
              "hint": (hint or "")[:HINT_CHARS]}
-    diagnosis = test.get("diagnosis")
+    tagged = _TAGGED.search(test["message"])  # the suites name a misconception in the message itself
+    diagnosis = test.get("diagnosis") or (tagged.group(1) if tagged else None)
     if isinstance(diagnosis, dict) and isinstance(diagnosis.get("id"), str):
         return f"diagnosis:{diagnosis['id']}", {**shown, "diagnosis": diagnosis["id"],
                                                 "message": str(diagnosis.get("title") or shown["message"])}

@@ -30,7 +30,10 @@ RUNTIME = (
     "inside/ops.py", "inside/peak.py", "inside/standins.py", "inside/structure.py", "inside/banned_ops.py",
     "protocol/__init__.py", "protocol/errors.py", "protocol/values.py",
     "testing/__init__.py", "testing/attention.py", "testing/checks.py", "testing/gradients.py", "testing/hints.py",
-    "testing/params.py", "testing/plugin.py",
+    "testing/params.py", "testing/plugin.py", "testing/diagnosis.py", "testing/variants.py",
+    "testing/catalogue/__init__.py", "testing/catalogue/softmax.py", "testing/catalogue/sdp.py", "testing/oracles.py",
+    "testing/catalogue/heads.py", "testing/catalogue/modules.py", "testing/catalogue/structure.py",
+    "testing/catalogue/efficient.py", "testing/catalogue/masks.py",
     "classroom/__init__.py", "classroom/check.py", "classroom/ci.py", "classroom/cli.py", "classroom/nbruntime.py",
 )
 PACKAGE = Path(__file__).resolve().parents[1]

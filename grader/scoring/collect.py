@@ -27,7 +27,7 @@ class TestResult:
     duration: float = 0.0
     cuda: bool = False
     severe: str | None = None  # what a failure breaks, for a test that caps its exercise when it fails
-    finite_values_differ: bool = False  # it failed on finite wrong values only (checks.finite_values_differ)
+    caps: str | None = None  # a failure of the class its severe marker names: what was observed (checks.fail)
 
     @property
     def points(self) -> float:
@@ -66,7 +66,7 @@ class ResultCollector:
                 or (report.when == "setup" and outcome != "passed")
                 or (report.when == "teardown" and outcome != "passed" and result.outcome == "passed")):
             result.outcome, result.message = outcome, _message(report, outcome)
-            result.finite_values_differ = ("finite_values_differ", True) in report.user_properties
+            result.caps = next((str(v) for k, v in report.user_properties if k == "caps"), None)
 
 def _outcome(report: pytest.TestReport) -> str:
     if hasattr(report, "wasxfail") or report.skipped:

@@ -32,14 +32,17 @@ SEVERE_CAP = 0.5  # an exercise whose output is unusable for some ordinary input
 
 
 def cap(score: ExerciseScore) -> None:
-    """A failed ``severe`` test (e.g. NaN for inputs of size 30) caps the exercise: such a bug ruins training
-    however many other tests pass, so it must cost more than its one test's share. Not when all it got wrong
-    was finite values: the cap names what breaks, and a wrong scale that the large inputs reveal on some draws
-    and not on others must cost that test's points, not half the exercise on some runs."""
-    failed = [t for t in score.tests if t.severe and t.outcome in ("failed", "error") and not t.finite_values_differ]
+    """A failed ``severe`` test caps the exercise when its failure is of the class the test names (an output that
+    overflows for inputs of ordinary size: the test confirms that the same call works at ordinary scale and breaks
+    at large scale, :func:`grader.testing.regimes.expect_stable`): such a bug ruins training however many other
+    tests pass. Any other failure there (an exception that ordinary inputs raise too, a wrong shape, finite wrong
+    values) costs that test's points only: the cap names what breaks, and a bug it does not describe must not
+    be told "your softmax overflows"."""
+    failed = [t for t in score.tests if t.severe and t.outcome in ("failed", "error") and t.caps]
     if failed and score.score > score.max_score * SEVERE_CAP:
         score.score = round(score.max_score * SEVERE_CAP, 6)
-        score.capped = f"capped at {SEVERE_CAP:.0%} of its points: {failed[0].severe} ({failed[0].name} failed)"
+        score.capped = (f"capped at {SEVERE_CAP:.0%} of its points: {failed[0].severe} ({failed[0].name} failed: "
+                        f"{failed[0].caps})")
         for test in failed:  # the student sees why in the test's own feedback too
             test.message = f"{test.message}\n(severe: this failure caps the exercise at {SEVERE_CAP:.0%} of its points)"
 

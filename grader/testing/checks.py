@@ -7,13 +7,14 @@ These run in the trusted process on plain values the ``student`` proxy returned.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import pytest
 import torch
 
 from grader.protocol.errors import StudentError
+from grader.testing.diagnosis import NO_SUSPECTS, PRECISION, Suspects, tag, watching
 
 TOLERANCES = {  # (atol, rtol) per dtype for CPU comparisons
     torch.float64: (1e-10, 1e-7),
@@ -23,27 +24,29 @@ TOLERANCES = {  # (atol, rtol) per dtype for CPU comparisons
 }
 
 
-_FINITE = "grader_finite_values_differ"  # set on a failure whose differing values are all finite
+_CAPS = "grader_caps"  # set on a failure of the class a severe test names: what was observed
 
 
-def fail(message: str, hint: str | None = None, *, finite: bool = False) -> NoReturn:
-    """Fail the test; ``finite``: every value that differs is finite (see :func:`finite_values_differ`)."""
+def fail(message: str, hint: str | None = None, *, caps: str | None = None) -> NoReturn:
+    """Fail the test. ``caps``: this failure is the one a ``severe`` test exists for (an overflow, confirmed by
+    :func:`grader.testing.regimes.expect_stable`), and says what was observed; only such a failure caps."""
     __tracebackhide__ = True
     error = pytest.fail.Exception(message + (f"\n  hint: {hint}" if hint else ""), pytrace=False)
-    setattr(error, _FINITE, finite)
+    setattr(error, _CAPS, caps)
     raise error
 
 
-def finite_values_differ(error: BaseException) -> bool:
-    """Whether ``error`` is a value check's failure with no NaN or inf where finite values were due: the one
-    failure a ``severe`` test does not cap its exercise for (:func:`grader.scoring.points.cap`). The cap is for
-    outputs that break (NaN, inf, an exception); a wrong but finite value costs the test's own points."""
-    return getattr(error, _FINITE, False) is True
+def caps_observed(error: BaseException) -> str | None:
+    """What a failure of a severe test's own class observed (:func:`fail`'s ``caps``), else None: the cap of
+    :func:`grader.scoring.points.cap` is for that class alone, never for an exception, a shape or wrong values."""
+    observed = getattr(error, _CAPS, None)
+    return observed if isinstance(observed, str) else None
 
 
 @contextlib.contextmanager
 def hinted(hint: str) -> Iterator[None]:
-    """Student code that raises inside the block fails with ``hint`` (instead of the test's first hint)."""
+    """Student code that raises inside the block fails with ``hint`` (a neutral instruction the test needs
+    followed, such as an import it relies on; never a guess at a mistake: :mod:`grader.testing.diagnosis`)."""
     try:
         yield
     except StudentError as exc:
@@ -61,18 +64,70 @@ def expect(condition: bool, message: str, hint: str | None = None) -> None:
 
 
 def expect_tensor(got: Any, expected: torch.Tensor, *, what: str = "output", hint: str | None = None,
-                  atol: float | None = None, rtol: float | None = None, check_dtype: bool = True) -> None:
-    """Compare a student value with an expected tensor, reporting the first kind of difference."""
+                  atol: float | None = None, rtol: float | None = None, check_dtype: bool = True,
+                  suspects: Suspects | None = None) -> None:
+    """Compare a student value with an expected tensor, reporting the first kind of difference; on a failure,
+    ``suspects`` say which misconception the value shows, if any (:mod:`grader.testing.diagnosis`)."""
     __tracebackhide__ = True
-    expect_shape(got, tuple(expected.shape), what=what, hint=hint)
-    if check_dtype and got.dtype != expected.dtype:
-        fail(f"{what}: got dtype {got.dtype}, expected {expected.dtype}", hint)
     default_atol, default_rtol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
-    _expect_values(got, expected, what, hint, default_atol if atol is None else atol,
-                   default_rtol if rtol is None else rtol)
+    atol, rtol = default_atol if atol is None else atol, default_rtol if rtol is None else rtol
+    expect_shape(got, tuple(expected.shape), what=what, hint=hint, suspects=suspects, expected=expected)
+    if check_dtype and got.dtype != expected.dtype:
+        said = suspects.explain(got, expected, atol, rtol) if suspects else ""
+        said = said if _diagnosed(said) else "\n  " + tag(
+            "dtype-ignored", f"your result comes back in {got.dtype} for a computation due in {expected.dtype}: a "
+            "tensor made without dtype= (torch.zeros(...)), a constant or a cast of another dtype along the way")
+        fail(f"{what}: got dtype {got.dtype}, expected {expected.dtype}{said}")
+    _expect_values(got, expected, what, hint, atol, rtol, suspects)
 
 
-def expect_shape(got: Any, shape: tuple[int, ...], *, what: str = "output", hint: str | None = None) -> None:
+def expect_call(call: Callable[[], Any], expected: torch.Tensor, *, what: str, suspects: Suspects | None = None,
+                check_values: bool = True, **tolerances: Any) -> Any:
+    """``call()`` (a student's), compared with ``expected`` by :func:`expect_tensor` (only its shape, without
+    ``check_values``); an exception it raises is explained by ``suspects`` when one of their variants raises the
+    same. Returns what it returned."""
+    __tracebackhide__ = True
+    with watching(suspects):
+        got = call()
+    if check_values:
+        expect_tensor(got, expected, what=what, suspects=suspects, **tolerances)
+    else:
+        expect_shape(got, tuple(expected.shape), what=what, suspects=suspects, expected=expected)
+    return got
+
+
+def expect_tuple(call: Callable[[], Any], n: int, *, what: str, suspects: Suspects | None = None) -> tuple[Any, ...]:
+    """``call()`` (a student's), which must return a tuple of ``n`` values; an exception it raises is explained by
+    ``suspects`` when one of their variants raises the same."""
+    __tracebackhide__ = True
+    with watching(suspects):
+        got = call()
+    expect(isinstance(got, tuple) and len(got) == n, f"{what}: got {type(got).__name__}"
+           f"{f' of {len(got)}' if isinstance(got, tuple) else ''}, expected a tuple of {n}")
+    return tuple(got)
+
+
+def expect_raises(call: Callable[[], Any], exc_type: str | None, *, what: str) -> StudentError:
+    """``call()`` (a student's) must raise: ``exc_type`` (the type name the specification promises, such as
+    "ValueError") or, where it promises none, any exception. Returns the student's error."""
+    __tracebackhide__ = True
+    try:
+        call()
+    except StudentError as exc:
+        if exc.kind == "not_implemented":
+            raise
+        if exc_type is not None and exc.exc_type != exc_type:
+            fail(f"{what}: raised {exc.exc_type or exc.kind} ({exc.message.splitlines()[0][:160]}), expected the "
+                 f"{exc_type} the specification promises\n  " + tag(
+                     "error-unchecked", f"the invalid input is not checked where it should be: raise {exc_type} "
+                     "yourself before anything else fails on it"))
+        return exc
+    fail(f"{what}: no error, expected {exc_type or 'an error'}\n  " + tag(
+        "error-unchecked", f"an invalid input is accepted: check it and raise {exc_type or 'an error'}"))
+
+
+def expect_shape(got: Any, shape: tuple[int, ...], *, what: str = "output", hint: str | None = None,
+                 suspects: Suspects | None = None, expected: torch.Tensor | None = None) -> None:
     """Missing → type → shape, for a value that must be a tensor of ``shape``."""
     __tracebackhide__ = True
     if got is None:
@@ -80,7 +135,8 @@ def expect_shape(got: Any, shape: tuple[int, ...], *, what: str = "output", hint
     if type(got) is not torch.Tensor:
         fail(f"{what}: got {type(got).__name__}, expected a torch.Tensor of shape {shape}", hint)
     if tuple(got.shape) != tuple(shape):
-        fail(f"{what}: got shape {tuple(got.shape)}, expected {tuple(shape)}", hint)
+        said = suspects.explain(got, expected, 0.0, 0.0) if suspects and expected is not None else ""
+        fail(f"{what}: got shape {tuple(got.shape)}, expected {tuple(shape)}{said}", None if _diagnosed(said) else hint)
 
 
 def expect_finite(got: torch.Tensor, *, what: str = "output", hint: str | None = None) -> None:
@@ -91,19 +147,18 @@ def expect_finite(got: torch.Tensor, *, what: str = "output", hint: str | None =
 
 
 def _expect_values(got: torch.Tensor, expected: torch.Tensor, what: str, hint: str | None,
-                   atol: float, rtol: float) -> None:
+                   atol: float, rtol: float, suspects: Suspects | None = None) -> None:
     __tracebackhide__ = True
     detail = mismatch_summary(got, expected, atol, rtol)
     if detail:
-        fail(f"{what}: values differ from the expected ones: {detail}\n{mismatch_preview(got, expected, atol, rtol)}",
-             hint, finite=_finite_where_due(got, expected))
+        said = ((suspects or NO_SUSPECTS) + PRECISION).explain(got, expected, atol, rtol)
+        fail(f"{what}: values differ from the expected ones: {detail}\n{mismatch_preview(got, expected, atol, rtol)}"
+             f"{said}", None if _diagnosed(said) else hint)
 
 
-def _finite_where_due(got: torch.Tensor, expected: torch.Tensor) -> bool:
-    """No NaN or inf in ``got`` where ``expected`` is finite (a row of ``-inf`` may be due: a log-sum-exp of no
-    keys)."""
-    g, e = got.detach().cpu(), expected.detach().cpu()
-    return not bool((~torch.isfinite(g) & torch.isfinite(e)).any())
+def _diagnosed(said: str) -> bool:
+    """A diagnosis replaces the test's hint: it says what this output shows."""
+    return "diagnosis [" in said
 
 
 def mismatch_summary(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str | None:

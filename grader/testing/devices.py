@@ -12,20 +12,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from grader.testing.checks import expect, hinted
+from grader.testing.checks import expect
+from grader.testing.diagnosis import tag
 
 DEVICE_HINT = ("make every tensor on the input's device: torch.ones(..., device=x.device), "
                "torch.arange(..., device=x.device), torch.zeros_like(x); keep a fixed mask in a registered buffer "
                "(self.register_buffer) so that module.to(device) moves it")
 
 
-def expect_on_input_device(run: Callable[[], Any], *, what: str, hint: str = DEVICE_HINT) -> None:
+def expect_on_input_device(run: Callable[[], Any], *, what: str, hint: str | None = None) -> None:
     """Fail unless every tensor the ``on_meta`` call ``run`` returns is on ``meta``, the device of its inputs;
-    when the student's code raises there (a CPU tensor met a meta one), the failure carries ``hint``."""
+    when the student's code raises there because a CPU tensor met a meta one, its own message says so (the
+    diagnosis ``device-ignored``, :data:`grader.testing.diagnosis.TELLTALES`)."""
     __tracebackhide__ = True
-    with hinted(hint):
-        described = run()
+    described = run()
     for i, item in enumerate(described if isinstance(described, tuple) else (described,)):
         expect(isinstance(item, dict), f"{what}: returned {item}, expected a tensor", hint)
         expect(item["device"] == "meta", f"{what}: output {i} is on {item['device']}, expected the inputs' device "
-               "(meta): it was built without device=", hint)
+               "(meta)\n  " + tag("device-ignored", "your code builds its result on a device of its own (a tensor made "
+                                  "without device=, or kept as a plain attribute that .to() does not move)"))

@@ -1,9 +1,10 @@
 """Float64 gradient checks for student functions: the vector-Jacobian product against an oracle's.
 
 ``student.<module>.<fn>.grads(*inputs, grad_output=g)`` runs one forward and backward inside the executor;
-the oracle is a float64 hand computation run with autograd here. A gradient that is missing (``.detach()``,
-``.data``, ``torch.no_grad()``), wrong, or a backward that raises (an in-place op on a tensor autograd saved)
-fails with a hint that names the mistake.
+the oracle is a float64 hand computation run with autograd here. A gradient that is missing, or wrong while the
+output is right, shows a computation autograd does not see (``.detach()``, ``.data``, ``torch.no_grad()``): the
+failure says so (diagnosis ``no-gradient``); a backward that raises is explained by its own exception (an in-place
+op on a tensor autograd saved: :data:`grader.testing.diagnosis.TELLTALES`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,23 @@ from typing import Any
 import torch
 
 from grader.student.proxy import StudentCallable
-from grader.testing.checks import expect_tensor, fail, hinted
+from grader.testing.checks import expect_tensor, fail
+from grader.testing.diagnosis import Detector, Suspects, tag
 
 GRAD_HINT = ("keep the computation differentiable: no .detach(), .data, .item(), torch.no_grad() or new tensors "
              "built from values; never modify in place (x /= s, x.masked_fill_) a tensor autograd still needs")
+CUT_OFF = ("the output is right but this gradient is not: part of the computation is invisible to autograd "
+           "(.detach(), .data, torch.no_grad(), or a tensor rebuilt from values)")
+# the one suspect of a gradient check reached with the output already right (autograd computes both)
+GRADIENT_SUSPECTS = Suspects((Detector("no-gradient", lambda got, expected: CUT_OFF),))
+
+
+def no_gradient(what: str, name: str) -> None:
+    """Fail for a gradient that did not come back: the output does not depend on ``name`` through autograd."""
+    __tracebackhide__ = True
+    fail(f"{what}: got no gradient for {name}, expected one\n  " + tag(
+        "no-gradient", "the output does not depend on it through autograd (.detach(), .data, torch.no_grad(), or a "
+        "tensor rebuilt from values)"))
 
 
 GradOutput = torch.Tensor | tuple[torch.Tensor | None, ...]  # one upstream gradient per output (None: that output unused)
@@ -36,21 +50,21 @@ def oracle_grads(oracle: Callable[..., Any], inputs: Sequence[torch.Tensor],
 
 
 def expect_grads(student_fn: StudentCallable, inputs: Sequence[torch.Tensor], oracle: Callable[..., Any],
-                 grad_output: GradOutput, *,
-                 what: str, names: Sequence[str], hint: str = GRAD_HINT, **kwargs: Any) -> None:
-    """Fail unless the student function's float64 output and input gradients match the oracle's."""
+                 grad_output: GradOutput, *, what: str, names: Sequence[str], suspects: Suspects | None = None,
+                 gradient_suspects: Suspects = GRADIENT_SUSPECTS, **kwargs: Any) -> None:
+    """Fail unless the student function's float64 output and input gradients match the oracle's (``suspects``:
+    the output's misconceptions; ``gradient_suspects``: the gradients', by default the one that shows when autograd
+    computes both and only the gradient is wrong: a custom backward has others)."""
     __tracebackhide__ = True
-    with hinted(hint):  # a backward that raises (an in-place op on a saved tensor) gets the gradient hint
-        out, grads = student_fn.grads(*inputs, grad_output=grad_output, **kwargs)
+    out, grads = student_fn.grads(*inputs, grad_output=grad_output, **kwargs)
     want_out, want_grads = oracle_grads(lambda *xs: oracle(*xs, **kwargs), inputs, grad_output)
     outs, want_outs = (out, want_out) if isinstance(want_out, tuple) else ((out,), (want_out,))
     if not isinstance(outs, tuple) or len(outs) != len(want_outs):
         fail(f"{what}: got {type(out).__name__}, expected {len(want_outs)} output(s)")
     for i, (o, w) in enumerate(zip(outs, want_outs)):
         expect_tensor(o, w, what=f"{what}: output {i}" if len(want_outs) > 1 else f"{what}: output",
-                      hint="float64 inputs must give float64-accurate outputs: no .float() or float32 tensors inside")
+                      suspects=suspects)
     for name, got, want in zip(names, grads, want_grads):
         if got is None:
-            fail(f"{what}: got no gradient for {name}, expected one (the output does not depend on it through "
-                 "autograd)", hint)
-        expect_tensor(got, want, what=f"{what}: gradient of {name}", hint=hint)
+            no_gradient(what, name)
+        expect_tensor(got, want, what=f"{what}: gradient of {name}", suspects=gradient_suspects)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from grader.testing.checks import expect, expect_finite, expect_shape
+from grader.testing.checks import expect_shape, fail
+from grader.testing.diagnosis import Detector, Suspects, tag
 
 
 def value_coefficients(out: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -28,7 +29,11 @@ def expect_dropout_on_weights(out: torch.Tensor, weights: torch.Tensor, values: 
     """Fail unless ``out`` is ``(keep * weights / (1 - p)) @ values`` with about a fraction ``p`` dropped."""
     __tracebackhide__ = True
     expect_shape(out, tuple(weights.shape[:-1]) + (values.shape[-1],), what=what)
-    expect_finite(out, what=what, hint="dropout acts on the weights after the softmax, never on -inf scores")
+    bad = int((~torch.isfinite(out)).sum())
+    if bad:
+        fail(f"{what}: got {bad} NaN/inf value(s) of {out.numel()}, expected all finite\n  " + tag(
+            "dropout-wrong-place", "NaN or inf in training mode only: the random zeros hit the -inf scores of "
+            "masked keys (dropout on the scores, before the softmax)"))
     coeff, scaled = value_coefficients(out, values), weights.double() / (1 - p)
     # the solve amplifies rounding by the condition number of the value rows: widen the tolerance by it
     slack = tol * torch.linalg.cond(values.double()).clamp(min=1.0)[..., None, None] * (1 + scaled.abs())
@@ -38,16 +43,20 @@ def expect_dropout_on_weights(out: torch.Tensor, weights: torch.Tensor, values: 
     stray = ~(dropped | kept)
     if bool(stray.any()):
         index = tuple(int(i) for i in torch.nonzero(stray)[0])
-        expect(False, f"{what}: in training mode with dropout={p}, the output is not (dropped-out weights) @ values: "
-               f"an attention weight of {float(weights[index]):.4g} counts {float(coeff[index]):.4g} times its value "
-               f"row, expected 0 (dropped) or weight / (1 - p) = {float(scaled[index]):.4g} (kept)",
-               "dropout must act on the attention WEIGHTS (after the softmax), not on the scores, the values or the "
-               "output; nn.Dropout(p) zeroes with probability p and scales the kept weights by 1 / (1 - p)")
+        fail(f"{what}: in training mode with dropout={p}, the output is not (dropped-out weights) @ values: an "
+             f"attention weight of {float(weights[index]):.4g} counts {float(coeff[index]):.4g} times its value row, "
+             f"expected 0 (dropped) or weight / (1 - p) = {float(scaled[index]):.4g} (kept)\n  " + tag(
+                 "dropout-wrong-place", "each attention weight's share of the output "
+                 "is neither 0 nor weight / (1 - p): the random zeros fall somewhere else than on the attention "
+                 "weights (the scores, the values, the output)"))
     n = max(int(live.sum()), 1)
     frac = float((dropped & live).sum()) / n
-    expect(abs(frac - p) <= max(0.05, 5 * (p * (1 - p) / n) ** 0.5),  # 5 sigma: a fair draw never fails
-           f"{what}: got {frac:.1%} of the attention weights dropped with dropout={p}, expected about {p:.0%}",
-           "p is the probability of DROPPING a weight (not of keeping it): nn.Dropout(p), F.dropout(w, p)")
+    fair = max(0.05, 5 * (p * (1 - p) / n) ** 0.5)  # 5 sigma: a fair draw never fails
+    if abs(frac - p) > fair:
+        said = tag("dropout-keep-prob", f"about 1 - p = {1 - p:.0%} are dropped: p is read as the probability of "
+                   "keeping a weight") if abs(frac - (1 - p)) <= fair else None
+        fail(f"{what}: got {frac:.1%} of the attention weights dropped with dropout={p}, expected about {p:.0%}"
+             + (f"\n  {said}" if said else ""))
 
 
 def _expect_the_right_scale(coeff: torch.Tensor, weights: torch.Tensor, survivors: torch.Tensor, p: float,
@@ -58,8 +67,31 @@ def _expect_the_right_scale(coeff: torch.Tensor, weights: torch.Tensor, survivor
     if ratios.numel() < 2 or float(ratios.max() - ratios.min()) > 1e-4 * float(ratios.abs().max()):
         return  # no single factor: the generic check says what is wrong
     factor = float(ratios.mean())
-    expect(abs(factor * (1 - p) - 1) < 1e-2,  # a wrong reading of p is off by far more
-           f"{what}: with dropout={p} the kept attention weights are multiplied by {factor:.4g}, expected "
-           f"1 / (1 - p) = {1 / (1 - p):.4g}",
-           "p is the probability of DROPPING a weight (nn.Dropout(p), F.dropout(w, p)): keep with probability "
-           "1 - p and scale the kept weights by 1 / (1 - p)")
+    if abs(factor * (1 - p) - 1) < 1e-2:  # a wrong reading of p is off by far more
+        return
+    said = (tag("dropout-no-rescale", "the kept weights are not rescaled at all") if abs(factor - 1) < 1e-2 else
+            tag("dropout-keep-prob", f"the kept weights are divided by p = {p}: p is read as the probability of "
+                "keeping a weight") if abs(factor * p - 1) < 1e-2 else None)
+    fail(f"{what}: with dropout={p} the kept attention weights are multiplied by {factor:.4g}, expected "
+         f"1 / (1 - p) = {1 / (1 - p):.4g}" + (f"\n  {said}" if said else ""))
+
+
+def expect_repeatable(first: torch.Tensor, second: torch.Tensor, *, what: str) -> None:
+    """Two calls with the same inputs in eval mode (or with training=False) must agree: a difference is something
+    random acting outside training (dropout left on)."""
+    __tracebackhide__ = True
+    if tuple(first.shape) == tuple(second.shape) and not torch.equal(first, second):
+        fail(f"{what}: two calls with the same inputs give different results\n  " + tag(
+            "dropout-in-eval", "something random acts outside training: dropout left on in eval mode "
+            "(F.dropout(..., training=True), or dropout_p passed whatever `training` says)"))
+
+
+def returned_before_dropout(eval_weights: torch.Tensor, returned: torch.Tensor) -> Suspects:
+    """The suspect of a training-mode output that is not ``returned @ value``: weights returned as they were before
+    dropout (the returned ones equal the eval-mode weights)."""
+    def observe(got: torch.Tensor, expected: torch.Tensor) -> str | None:
+        same = returned.shape == eval_weights.shape and torch.allclose(returned.double(), eval_weights.double(),
+                                                                       atol=1e-6)
+        return ("the weights you return are the ones before dropout, the output used the dropped ones" if same
+                else None)
+    return Suspects((Detector("weights-before-dropout", observe),))

@@ -16,8 +16,10 @@ import torch
 from torch import nn
 
 from grader.student.proxy import Handle
+from grader.testing.catalogue.structure import diagnose_structure
 from grader.testing.checks import expect_tensor, fail
-from grader.testing.gradients import GRAD_HINT
+from grader.testing.diagnosis import Suspects
+from grader.testing.gradients import GRADIENT_SUSPECTS, no_gradient
 
 __all__ = ["compared_grads", "expect_module_grads", "params_of", "transplant"]
 
@@ -58,24 +60,28 @@ def compared_grads(ref: nn.Module, got: Mapping[str, torch.Tensor | None]
 
 
 def expect_module_grads(h: Handle, ref: nn.Module, *inputs: torch.Tensor, grad_output: torch.Tensor,
-                        names: Sequence[str] = ("x",), hints: Mapping[str, str] | None = None,
-                        param_hint: str | None = None) -> dict[str, torch.Tensor | None]:
+                        names: Sequence[str] = ("x",), suspects: Suspects | None = None
+                        ) -> dict[str, torch.Tensor | None]:
     """One forward and backward of the student's module ``h`` against ``ref`` (same weights, usually float64):
-    the output, the gradient of each floating-point input (``names``, in order) and of each parameter must
-    match. Returns the student's parameter gradients for further checks."""
+    the output (``suspects``: its misconceptions), the gradient of each floating-point input (``names``, in order)
+    and of each parameter must match. Returns the student's parameter gradients for further checks."""
     __tracebackhide__ = True
     out, input_grads, param_grads = h.grads(*inputs, grad_output=grad_output)
     leaves = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
     expected = ref(*leaves)
     (expected * grad_output).sum().backward()  # the same vector-Jacobian product; .backward(g) imports sympy
-    expect_tensor(out, expected.detach(), what="float64 output")
+    expect_tensor(out, expected.detach(), what="float64 output", suspects=suspects)
     floating = [(leaf, got) for leaf, got in zip(leaves, input_grads, strict=True) if leaf.is_floating_point()]
     for name, (leaf, got) in zip(names, floating, strict=True):
         assert leaf.grad is not None, f"the oracle's output does not depend on {name}"
-        expect_tensor(got, leaf.grad, what=f"gradient of the input {name}", hint=(hints or {}).get(name, GRAD_HINT))
+        if got is None:
+            no_gradient("backward", f"the input {name}")
+        expect_tensor(got, leaf.grad, what=f"gradient of the input {name}", suspects=GRADIENT_SUSPECTS)
     for pname, got, want in compared_grads(ref, param_grads):
         assert want is not None, f"the oracle's output does not depend on {pname}"
-        expect_tensor(got, want, what=f"gradient of {pname}", hint=param_hint)
+        if got is None:
+            no_gradient("backward", pname)
+        expect_tensor(got, want, what=f"gradient of {pname}", suspects=GRADIENT_SUSPECTS)
     return dict(param_grads)
 
 
@@ -85,10 +91,15 @@ def _stand_in(name: str, value: torch.Tensor, own: Mapping[str, torch.Tensor], h
     __tracebackhide__ = True
     if name in own:
         if tuple(own[name].shape) != tuple(value.shape):
-            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}", hint)
+            said = diagnose_structure({name: tuple(own[name].shape)}, {name: tuple(value.shape)})
+            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}"
+                 + (f"\n  {said}" if said else ""), None if said else hint)
         return value
     if name.endswith("bias"):
         return torch.zeros_like(value)  # a layer without its bias (the structure test charges the omission)
     if name in defaults:
         return defaults[name].to(value.dtype).expand_as(value).clone()
-    fail(f"named_parameters(): your module has no {name!r} (it has {sorted(own)[:6]})", hint)
+    said = diagnose_structure({n: tuple(t.shape) for n, t in own.items()}, {**{n: tuple(t.shape) for n, t in
+                                                                              own.items()}, name: tuple(value.shape)})
+    fail(f"named_parameters(): your module has no {name!r} (it has {sorted(own)[:6]})"
+         + (f"\n  {said}" if said else ""), None if said else hint)

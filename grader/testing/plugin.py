@@ -21,7 +21,8 @@ import torch
 from grader import manifest
 from grader.protocol.errors import StudentError
 from grader.student.proxy import Backend, StudentProxy
-from grader.testing.checks import finite_values_differ
+from grader.testing.checks import caps_observed
+from grader.testing.diagnosis import diagnosis_of
 from grader.testing.hints import hint_of
 
 backend_factory_key = pytest.StashKey[Callable[[], Backend]]()
@@ -57,22 +58,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     report = yield
     excinfo = call.excinfo
     if excinfo is not None and isinstance(excinfo.value, StudentError):
-        report.longrepr = excinfo.value.feedback() + _hint_for(item, excinfo.value)
+        report.longrepr = excinfo.value.feedback() + _said_under(item, excinfo.value)
         report.user_properties.append(("student_kind", excinfo.value.kind))
-    elif excinfo is not None and finite_values_differ(excinfo.value):
-        report.user_properties.append(("finite_values_differ", True))  # a severe test's cap is not for this
+    elif excinfo is not None and caps_observed(excinfo.value):
+        report.user_properties.append(("caps", caps_observed(excinfo.value)))  # a severe test's own class
     return report
 
 
-def _hint_for(item: pytest.Item, error: StudentError) -> str:
-    """The test's hint under a student exception: what the test checks says what to look at."""
+def _said_under(item: pytest.Item, error: StudentError) -> str:
+    """What follows a student exception: its diagnosis (a trusted variant raised the same, or the exception's
+    own text shows the mistake), else a hint the test gives explicitly; never a guess at a mistake."""
+    diagnosis = diagnosis_of(error)
+    if diagnosis:
+        return f"\n  {diagnosis}"
     if error.kind != "exception" or error.exc_type in _SELF_EXPLAINED or error.message.startswith("importing "):
         return ""  # not implemented, missing, banned, timeouts, import errors: the message says what to do
     hint = getattr(error, "hint", None) or hint_of(item)
     return f"\n  hint: {hint}" if hint else ""
 
 
-_SELF_EXPLAINED = frozenset({"InputModified", "ValueRejected"})
+_SELF_EXPLAINED = frozenset({"ValueRejected"})
 
 
 def _student_root(config: pytest.Config) -> Path:

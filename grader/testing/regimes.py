@@ -6,16 +6,28 @@ one-hot as for ordinary inputs. Scaling the inputs up (``x * 30``) overflows a n
 the softmax: each row's weights become nearly one-hot, and whether a wrong scale or a wrong bias still shows
 then depends on the seed. The same submission could lose a test's points on one run and keep them on the next.
 
+A severe test calls the student through :func:`expect_stable`: its failure caps the exercise only when it is the
+overflow the test is for, which it confirms by running the same call on ordinary-sized scores.
+
 Shared by the hidden suites (and shippable: nothing here is an exercise's solution).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 import torch
 
-__all__ = ["SHIFT", "constant_last_feature", "shift_heads", "shift_linears", "shifted_qk"]
+from grader.protocol.errors import StudentError
+from grader.testing.checks import fail
+from grader.testing.diagnosis import tag
+
+__all__ = ["SHIFT", "constant_last_feature", "expect_stable", "nonfinite", "shift_heads", "shift_linears", "shifted_qk",
+           "unshifted"]
+
+T = TypeVar("T")
 
 SHIFT = 150.0  # well past 88.7 whatever a draw's own spread (a few units), and exact enough in float32
 
@@ -53,8 +65,69 @@ def shift_linears(query: torch.nn.Linear, key: torch.nn.Linear, head_dim: int, s
     shift_heads(query.weight, key.weight, head_dim, shift, b_query=query.bias, b_key=key.bias)
 
 
+def unshifted(x: torch.Tensor) -> torch.Tensor:
+    """A copy of ``x`` whose last feature is 0: through :func:`shift_heads`' weights, the same scores as for
+    :func:`constant_last_feature`'s copy without the shift (the ordinary-sized twin of a large-score input)."""
+    x = x.clone()
+    x[..., -1] = 0.0
+    return x
+
+
 def constant_last_feature(x: torch.Tensor) -> torch.Tensor:
     """A copy of ``x`` whose last feature is 1 everywhere (the feature :func:`shift_heads` wires in)."""
     x = x.clone()
     x[..., -1] = 1.0
     return x
+
+
+def expect_stable(large: Callable[[], T], ordinary: Callable[[], Any], *, what: str, names: str | None = None) -> T:
+    """``large()`` (the student's call on large scores), failing the way that caps its exercise only when it is an
+    overflow: it raises or gives inf/NaN while ``ordinary()``, the same call on ordinary-sized scores, runs and gives
+    finite values. A call that breaks on ordinary scores too fails without the cap (its bug is not the one the cap
+    names; other tests charge it); finite wrong values are for the test's own value checks, which never cap.
+    ``names``: the diagnosis line of a confirmed break (default: a softmax without the max subtracted)."""
+    __tracebackhide__ = True
+    try:
+        got = large()
+    except StudentError as exc:
+        if exc.kind != "exception":
+            raise  # a timeout, a crash, a missing function: what it is, never the overflow
+        _broke(f"raised {exc.exc_type}: {exc.message.splitlines()[0][:200]}", ordinary, what, names, exc)
+    bad = nonfinite(got)
+    if bad:
+        _broke(f"got {bad} NaN/inf value(s)", ordinary, what, names)
+    return got
+
+
+OVERFLOWS = tag("softmax-no-max", "it overflows: an exp without the row's max subtracted first (exp is inf above 88.7 "
+                "in float32)")
+
+
+def _broke(observed: str, ordinary: Callable[[], Any], what: str, names: str | None,
+           error: StudentError | None = None) -> NoReturn:
+    __tracebackhide__ = True
+    if _runs_finite(ordinary):
+        fail(f"{what}: {observed} on these large scores, while the same call on ordinary-sized scores gives finite "
+             f"values\n  {names or OVERFLOWS}", caps=f"{observed} on large scores, finite values on ordinary ones")
+    if error is not None:
+        raise error  # the student's own exception, shown as it is: ordinary scores raise too, so no cap
+    fail(f"{what}: {observed} on these large scores, and on ordinary-sized scores too: not an overflow (this test's "
+         "points only)")
+
+
+def _runs_finite(call: Callable[[], Any]) -> bool:
+    try:
+        return nonfinite(call()) == 0
+    except StudentError:
+        return False
+
+
+def nonfinite(value: Any) -> int:
+    """How many NaN or inf values the tensors in ``value`` (nested in tuples, lists and dicts) hold."""
+    if type(value) is torch.Tensor:
+        return int((~torch.isfinite(value)).sum()) if value.is_floating_point() else 0
+    if isinstance(value, (tuple, list)):
+        return sum(nonfinite(v) for v in value)
+    if isinstance(value, dict):
+        return sum(nonfinite(v) for v in value.values())
+    return 0

@@ -15,9 +15,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from grader.testing.attention import sdpa_fused, sdpa_math
 from grader.testing.checks import expect, expect_finite, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
+from grader.testing.diagnosis import NO_SUSPECTS
 from grader.testing.gradients import expect_grads, oracle_grads
 from grader.testing.precision import expect_no_worse_than
-from grader.testing.regimes import shifted_qk
+from grader.testing.regimes import expect_stable, shifted_qk
 
 pytestmark = pytest.mark.exercise("flash_backward")
 
@@ -247,9 +248,9 @@ def test_autograd_gradients_match_float64_for_several_upstream_gradients(student
     for i in range(3):
         g = torch.randn(1, 2, 5, 3, generator=gen, dtype=torch.float64)
         expect_grads(student.flash_backward.flash_attention, (q, k, v), attention64, g, names=NAMES,
+                     gradient_suspects=NO_SUSPECTS,
                      what=f"flash_attention(float64, L=5, S=9, is_causal={is_causal}, block_size=3) backward #{i + 1}",
-                     hint="FlashAttentionFunction.backward returns (dq, dk, dv, None, None) from flash_attention_backward "
-                          "on the saved q, k, v, O, lse", is_causal=is_causal, block_size=3)
+                     is_causal=is_causal, block_size=3)
 
 
 @pytest.mark.points(1)
@@ -322,9 +323,8 @@ def test_autograd_gradients_match_sdpa_on_larger_inputs(student, gen, L, is_caus
 def test_autograd_defaults_are_non_causal_with_tiles_of_64(student, gen):
     q, k, v = qkv(gen, B=1, H=2, L=9, S=100, E=4, Ev=4, dtype=torch.float64)  # 100 = 64 + 36: a ragged last tile
     g = torch.randn(1, 2, 9, 4, generator=gen, dtype=torch.float64)
-    expect_grads(student.flash_backward.flash_attention, (q, k, v), attention64, g, names=NAMES,
-                 what="flash_attention(q, k, v) with default is_causal and block_size (L=9, S=100)",
-                 hint="defaults: is_causal=False, block_size=64; the last tile is shorter")
+    expect_grads(student.flash_backward.flash_attention, (q, k, v), attention64, g, names=NAMES, gradient_suspects=NO_SUSPECTS,
+                 what="flash_attention(q, k, v) with default is_causal and block_size (L=9, S=100)")
 
 
 @pytest.mark.points(0.5)
@@ -363,13 +363,16 @@ def test_large_scores_stay_finite_forward_and_backward(student, gen):
     q, k, v = qkv(gen, B=1, H=2, L=20, S=20, E=16, Ev=4)
     # every score ~150, the softmax unsaturated: a wrong scale shows on every draw; the shift rides on the first
     # feature, so that qkv's ramp (the last) still makes the last tile raise each rising head's running max
+    q0, k0 = q, k
     q, k = shifted_qk(q, k, feature=0)
     g = torch.randn(1, 2, 20, 4, generator=gen)
-    out, grads = student.flash_backward.flash_attention.grads(q, k, v, grad_output=g, block_size=6)
-    expect_finite(out, what="flash_attention(scores ~150)", hint="subtract the running max before exp")
-    _, want = oracle_grads(attention64, [x.double() for x in (q, k, v)], g.double())
+    grads_of = student.flash_backward.flash_attention.grads
+    out, grads = expect_stable(lambda: grads_of(q, k, v, grad_output=g, block_size=6),
+                               lambda: grads_of(q0, k0, v, grad_output=g, block_size=6),
+                               what="flash_attention(scores ~150), forward and backward")
+    want_out, want = oracle_grads(attention64, [x.double() for x in (q, k, v)], g.double())
+    expect_tensor(out, want_out.float(), what="flash_attention(scores ~150)", atol=1e-3, rtol=1e-3)
     for name, got, w in zip(NAMES, grads, want):
-        expect_finite(got, what=f"gradient of {name} (scores ~150)", hint="P = exp(S - lse) never overflows: lse >= S")
         expect_tensor(got, w.float(), what=f"gradient of {name} (scores ~150)", atol=1e-3, rtol=1e-3)
 
 

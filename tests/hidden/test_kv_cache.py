@@ -15,20 +15,19 @@ import torch.nn.functional as F
 from grader.inside.standins import StandInGroupedQueryAttention, stand_in_apply_rope, stand_in_rope_frequencies
 from grader.protocol.errors import StudentError
 from grader.testing.attention import sdpa_math
-from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor, fail, hinted
-from grader.testing.devices import DEVICE_HINT, expect_on_input_device
+from grader.testing.catalogue.kv import Decoding, kv_suspects, reset_suspects
+from grader.testing.checks import expect, expect_call, expect_raises, expect_shape, expect_tensor, fail, hinted
+from grader.testing.devices import expect_on_input_device
+from grader.testing.diagnosis import Detector, Suspects, tag
+from grader.testing.oracles import expect_repeatable
 from grader.testing.precision import expect_no_worse_than
+from grader.testing.regimes import expect_stable
 
 pytestmark = pytest.mark.exercise("kv_cache")
 
-DECODE_HINT = ("per chunk: project only the new tokens (model.W_query/W_key/W_value), split the heads, rotate q and k "
-               "with apply_rope(..., positions=cache.length .. cache.length + t - 1) when model.use_rope, "
-               "k_all, v_all = cache.update(k, v), group the kv heads (repeat_interleave), scale by 1/sqrt(head_dim), "
-               "bottom-right causal mask, softmax, model.dropout, merge the heads, model.out_proj")
-MASK_HINT = ("a chunk of t new tokens after P cached ones: query i sits at position P + i and sees keys 0 .. P + i: "
-             "torch.ones(t, S, dtype=torch.bool).tril(diagonal=S - t), not tril() (top-left)")
-POSITIONS_HINT = ("rotate the new tokens at their absolute positions cache.length + i (read cache.length BEFORE "
-                  "update), not 0 .. t-1")
+UNWRITTEN = Suspects((Detector("cache-unwritten-slots", lambda got, want: (
+    f"{got.shape[2]} positions returned where {want.shape[2]} are written: the unwritten slots (zeros) come back too"
+    if got.dim() == 4 and got.shape[2] > want.shape[2] else None)),))
 OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
 IMPORT_HINT = ("keep `from .grouped_query_attention import GroupedQueryAttention` in kv_cache.py: the grader builds "
                "its stand-in model through that name")
@@ -49,6 +48,20 @@ def full_forward(x: torch.Tensor, p: dict[str, torch.Tensor], H: int, Hkv: int,
     return F.linear(o, p["out_proj.weight"], p.get("out_proj.bias"))
 
 
+def chunks(T: int, size: int) -> list[int]:
+    """The chunk sizes of decode(x of T tokens, chunk_size=size)."""
+    return [size] * (T // size) + ([T % size] if T % size else [])
+
+
+def expect_decode(student, model, cache, x, tables, max_len: int, chunk_size: int, what: str) -> None:
+    """decode(model, cache, x, chunk_size) of the 4-head, 2-kv-head model from an empty cache gives the full forward;
+    a failure is diagnosed with the decoding catalogue."""
+    p = model.named_parameters()
+    expect_call(lambda: student.isolated.kv_cache.decode(model, cache, x, chunk_size=chunk_size),
+                full_forward(x, p, 4, 2, tables), what=what,
+                suspects=kv_suspects(x, p, Decoding(4, 2, tables, max_len), chunks(x.shape[1], chunk_size)))
+
+
 def setup(student, d=16, H=4, Hkv=2, max_len=16, B=2, rope=True, bias=False, base=10000.0, dropout=0.0,
           dtype=torch.float32):
     kv = student.isolated.kv_cache
@@ -67,17 +80,18 @@ def test_buffers_are_preallocated_at_full_size(student, gen):
     cache = student.isolated.kv_cache.KVCache(3, 2, 7, 5, dtype=torch.float64)
     got = {k: (tuple(v.shape), v.dtype) for k, v in cache.named_buffers().items()}
     want = {n: ((3, 2, 7, 5), torch.float64) for n in ("k_cache", "v_cache")}
-    expect(got == want, f"named_buffers() of KVCache(3, 2, 7, 5, dtype=torch.float64): got {got}, expected {want}",
-           "allocate both buffers once, at full size, in __init__: register_buffer('k_cache', torch.zeros(batch_size, "
-           "num_kv_heads, max_len, head_dim, dtype=dtype, device=device)); do not grow them with torch.cat")
+    expect(got == want, f"named_buffers() of KVCache(3, 2, 7, 5, dtype=torch.float64): got {got}, expected {want}\n  " + (
+        tag("dtype-ignored", "the buffers are not in the dtype asked for") if {s for s, _ in got.values()} == {(3, 2, 7, 5)}
+        else tag("cache-unbounded", "the buffers are not preallocated at full size (batch_size, num_kv_heads, max_len, "
+                 "head_dim): a cache that grows with torch.cat has no bound and copies at every step")))
     k = torch.randn(3, 2, 7, 5, generator=gen, dtype=torch.float64)
     expect_tensor(cache.invoke("update", k, 2 * k)[1], 2 * k, what="values after filling all 7 positions at once")
     default = student.isolated.kv_cache.KVCache(2, 1, 3, 4).named_buffers()
     got = {k: (tuple(v.shape), v.dtype) for k, v in default.items()}
     want = {n: ((2, 1, 3, 4), torch.float32) for n in ("k_cache", "v_cache")}
-    expect(got == want, f"named_buffers() of KVCache(2, 1, 3, 4) (default dtype): got {got}, expected {want}",
-           "the dtype argument defaults to torch.float32 (the model's default dtype): a half-precision cache "
-           "would round every key and value of a float32 model")
+    expect(got == want, f"named_buffers() of KVCache(2, 1, 3, 4) (default dtype): got {got}, expected {want}\n  " + tag(
+        "dtype-ignored", "the dtype argument's default is not torch.float32: a half-precision cache rounds every key and "
+        "value of a float32 model"))
 
 
 @pytest.mark.points(1.25)
@@ -90,10 +104,9 @@ def test_updates_return_exactly_the_filled_prefix(student, gen):
         k_all, v_all = cache.invoke("update", keys[-1], values[-1])
         n = sum(k.shape[2] for k in keys)
         expect_tensor(k_all, torch.cat(keys, dim=2), what=f"keys returned after {len(keys)} updates ({n} positions)",
-                      hint="write after the filled positions and return self.k_cache[:, :, :self.length]: never the "
-                           "unwritten (zero) slots")
+                      suspects=UNWRITTEN)
         expect_tensor(v_all, torch.cat(values, dim=2), what=f"values returned after {len(keys)} updates",
-                      hint="values go to v_cache, keys to k_cache")
+                      suspects=UNWRITTEN)
 
 
 @pytest.mark.points(1.25)
@@ -102,31 +115,21 @@ def test_overflow_is_refused_and_writes_nothing(student, gen):
     k = torch.randn(1, 2, 5, 2, generator=gen, dtype=torch.float64)
     cache.invoke("update", k, k)
     for t in (2, 7):
-        with pytest.raises(StudentError) as info:
-            cache.invoke("update", torch.ones(1, 2, t, 2, dtype=torch.float64), torch.ones(1, 2, t, 2, dtype=torch.float64))
-            fail(f"update of {t} positions into KVCache(max_len=6) holding 5 returned, expected a ValueError",
-                 "check self.length + t <= self.max_len before writing and raise ValueError otherwise")
-        expect(info.value.exc_type == "ValueError", f"overflowing update raised {info.value.exc_type} "
-               f"({info.value.message}), expected a ValueError", "raise ValueError('KV cache overflow: ...') yourself, "
-               "before writing anything")
+        ones = torch.ones(1, 2, t, 2, dtype=torch.float64)
+        expect_raises(lambda o=ones: cache.invoke("update", o, o), "ValueError",
+                      what=f"update of {t} positions into KVCache(max_len=6) holding 5")
     last = torch.randn(1, 2, 1, 2, generator=gen, dtype=torch.float64)
-    k_all, _ = cache.invoke("update", last, last)
+    try:
+        k_all, _ = cache.invoke("update", last, last)
+    except StudentError as exc:
+        fail(f"an update of 1 position into KVCache(max_len=6) holding 5, after two refused ones, raised "
+             f"{exc.exc_type}: {exc.message.splitlines()[0]}\n  " + tag(
+                 "cache-write-before-check", "the refused updates changed the cache (its length): the check runs "
+                 "after the write"))
     expect_tensor(k_all, torch.cat([k, last], dim=2), what="keys after two refused updates and one that fits",
-                  hint="a refused update must leave the cache as it was: check first, then write and advance length")
-
-
-@pytest.mark.points(1.5)
-def test_reset_forgets_the_sequence(student, gen):
-    model, cache, rope = setup(student, max_len=12)
-    x = torch.randn(2, 7, 16, generator=gen)
-    student.isolated.kv_cache.decode(model, cache, torch.randn(2, 9, 16, generator=gen), chunk_size=4)
-    cache.invoke("reset")
-    got = student.isolated.kv_cache.decode(model, cache, x)
-    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, rope), what="decoding 7 tokens after 9 others "
-                  "and reset()", hint="reset() sets length to 0: the next token is at position 0 and sees no old key")
-    k = torch.randn(2, 2, 5, 4, generator=gen)
-    cache.invoke("reset")
-    expect_tensor(cache.invoke("update", k, k)[0], k, what="keys of the first update after reset()")
+                  suspects=Suspects((Detector("cache-write-before-check", lambda got, want: (
+                      "the refused updates changed the cache: the check runs after the write" if got.shape != want.shape
+                      or not torch.equal(got[:, :, :5], want[:, :, :5]) else None)),)))
 
 
 @pytest.mark.points(0.5)
@@ -134,8 +137,7 @@ def test_the_cache_stores_in_its_own_dtype(student, gen):
     cache = student.isolated.kv_cache.KVCache(1, 1, 4, 8, dtype=torch.float16)
     k = torch.randn(1, 1, 3, 8, generator=gen)
     k_all, v_all = cache.invoke("update", k, -k)
-    expect_tensor(k_all, k.half(), what="keys of a float16 cache written with float32 keys",
-                  hint="copy into the preallocated buffer (self.k_cache[:, :, a:b] = k): it keeps the cache's dtype")
+    expect_tensor(k_all, k.half(), what="keys of a float16 cache written with float32 keys")
     expect_tensor(v_all, -k.half(), what="values of a float16 cache")
 
 
@@ -153,10 +155,10 @@ DECODE_CASES = [  # (d, H, Hkv, rope, bias, base)
 def test_token_by_token_decoding_gives_the_full_forward(student, gen, d, H, Hkv, rope, bias, base):
     model, cache, tables = setup(student, d, H, Hkv, max_len=16, rope=rope, bias=bias, base=base)
     x = torch.randn(2, 13, d, generator=gen)
-    got = student.isolated.kv_cache.decode(model, cache, x)
-    expect_tensor(got, full_forward(x, model.named_parameters(), H, Hkv, tables),
-                  what=f"decode(x of 13 tokens, one at a time) through GroupedQueryAttention({d}, {H}, {Hkv}, "
-                       f"rope={rope}, bias={bias})", hint=DECODE_HINT)
+    p = model.named_parameters()
+    expect_call(lambda: student.isolated.kv_cache.decode(model, cache, x), full_forward(x, p, H, Hkv, tables),
+                what=f"decode(x of 13 tokens, one at a time) through GroupedQueryAttention({d}, {H}, {Hkv}, "
+                     f"rope={rope}, bias={bias})", suspects=kv_suspects(x, p, Decoding(H, Hkv, tables, 16), [1] * 13))
 
 
 @pytest.mark.points(0.4)
@@ -164,35 +166,34 @@ def test_token_by_token_decoding_gives_the_full_forward(student, gen, d, H, Hkv,
 def test_chunked_decoding_gives_the_full_forward(student, gen, chunk_size):
     model, cache, tables = setup(student, max_len=16)
     x = torch.randn(2, 11, 16, generator=gen)
-    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=chunk_size)
-    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, tables),
-                  what=f"decode(x of 11 tokens, chunk_size={chunk_size})",
-                  hint=MASK_HINT + "; the last chunk may be shorter, and chunk_size may exceed T")
+    expect_decode(student, model, cache, x, tables, 16, chunk_size, f"decode(x of 11 tokens, chunk_size={chunk_size})")
 
 
 @pytest.mark.points(2)
 def test_decoding_continues_after_a_prefill(student, gen):
     model, cache, tables = setup(student, max_len=20)
     x = torch.randn(2, 17, 16, generator=gen)
-    want = full_forward(x, model.named_parameters(), 4, 2, tables)
+    p = model.named_parameters()
+    want = full_forward(x, p, 4, 2, tables)
     P = int(torch.randint(3, 12, (1,), generator=gen))
-    prefill = student.isolated.kv_cache.decode(model, cache, x[:, :P], chunk_size=P)
-    expect_tensor(prefill, want[:, :P], what=f"prefill of {P} tokens in one chunk", hint=DECODE_HINT)
-    step = student.isolated.kv_cache.decode_step(model, cache, x[:, P:P + 2])
-    expect_tensor(step, want[:, P:P + 2], what=f"decode_step of tokens {P}, {P + 1} after a prefill of {P}",
-                  hint=POSITIONS_HINT + "; " + MASK_HINT)
-    rest = student.isolated.kv_cache.decode(model, cache, x[:, P + 2:])
-    expect_tensor(rest, want[:, P + 2:], what=f"decode of tokens {P + 2}..16, one at a time, after them",
-                  hint=POSITIONS_HINT)
+    spec, order = Decoding(4, 2, tables, 20), [P, 2] + [1] * (15 - P)
+    kv = student.isolated.kv_cache
+    expect_call(lambda: kv.decode(model, cache, x[:, :P], chunk_size=P), want[:, :P], what=f"prefill of {P} tokens "
+                "in one chunk", suspects=kv_suspects(x, p, spec, order, slice(0, P)))
+    expect_call(lambda: kv.decode_step(model, cache, x[:, P:P + 2]), want[:, P:P + 2], what=f"decode_step of tokens "
+                f"{P}, {P + 1} after a prefill of {P}", suspects=kv_suspects(x, p, spec, order, slice(P, P + 2)))
+    expect_call(lambda: kv.decode(model, cache, x[:, P + 2:]), want[:, P + 2:], what=f"decode of tokens {P + 2}..16, "
+                "one at a time, after them", suspects=kv_suspects(x, p, spec, order, slice(P + 2, None)))
 
 
 @pytest.mark.points(1)
 def test_float64_decoding_is_exact(student, gen):
     model, cache, tables = setup(student, 16, 4, 2, max_len=12, B=3, bias=True, dtype=torch.float64)
     x = torch.randn(3, 12, 16, generator=gen, dtype=torch.float64)
-    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=5)
-    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, tables), what="float64 decode (chunk_size=5)",
-                  hint="keep the model's dtype throughout: no float32 tensors; the cache stores float64 here")
+    p = model.named_parameters()
+    expect_call(lambda: student.isolated.kv_cache.decode(model, cache, x, chunk_size=5), full_forward(x, p, 4, 2, tables),
+                what="float64 decode (chunk_size=5)", suspects=kv_suspects(x, p, Decoding(4, 2, tables, 12),
+                                                                              chunks(12, 5)))
 
 
 @pytest.mark.points(0.5)
@@ -206,64 +207,48 @@ def test_bfloat16_decoding_keeps_the_dtype_and_the_references_accuracy(student, 
     with torch.no_grad():
         kernel = reference.kv_cache.decode(twin, reference.kv_cache.KVCache(2, 2, 24, 8, dtype=torch.bfloat16), x, 5)
     exact = full_forward(x.double(), {n: w.double() for n, w in params.items()}, 4, 2)
-    expect_no_worse_than(got, kernel, exact, what="decode of a bfloat16 model and cache (24 tokens, chunks of 5)",
-                         hint="stay in the model's dtype: build the mask as a boolean (masked_fill), not as a float32 "
-                              "additive tensor that promotes the scores to float32")
-
-
-@pytest.mark.points(1)
-def test_decoding_runs_on_the_inputs_device(student, gen):
-    model, cache, tables = setup(student, max_len=12)
-    x = torch.randn(2, 7, 16, generator=gen)
-    expect_tensor(student.isolated.kv_cache.decode(model, cache, x, chunk_size=3),
-                  full_forward(x, model.named_parameters(), 4, 2, tables), what="decode(x of 7 tokens, chunk_size=3)",
-                  hint=DECODE_HINT)
-    for chunk_size in (1, 3):  # model, cache and x copied to the meta device: after the 7 tokens above
-        expect_on_input_device(lambda c=chunk_size: student.isolated.kv_cache.decode.on_meta(model, cache, x[:, :4], c),
-                               what=f"decode(model, cache, x, chunk_size={chunk_size}) with the model, the cache "
-                                    "(7 tokens held) and x on the meta device",
-                               hint=DEVICE_HINT + "; in decode_step: torch.arange(P, P + t, device=x.device) for the "
-                                    "positions, torch.ones(t, S, dtype=torch.bool, device=x.device) for the mask")
+    expect_no_worse_than(got, kernel, exact, what="decode of a bfloat16 model and cache (24 tokens, chunks of 5)")
 
 
 @pytest.mark.severe(OVERFLOW)
 @pytest.mark.points(0.5)
 def test_large_inputs_do_not_overflow(student, gen):
-    model, cache, tables = setup(student, bias=True)
-    x = torch.randn(2, 9, 16, generator=gen) * 30  # scores in the hundreds: exp overflows float32
+    model, _, tables = setup(student, bias=True)
+    x0 = torch.randn(2, 9, 16, generator=gen)
+    x = x0 * 30  # scores in the hundreds: exp overflows float32
     params = {n: w.double() for n, w in model.named_parameters().items()}
-    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=4)
-    hint = "subtract each row's max before exp (or call torch.softmax): scores of a few hundred overflow exp"
-    expect_finite(got, what="decode(x * 30, chunk_size=4)", hint=hint)
+    kv = student.isolated.kv_cache
+
+    def fresh(inputs: torch.Tensor) -> torch.Tensor:  # each run on a cache of its own
+        return kv.decode(model, kv.KVCache(2, 2, 16, 4), inputs, chunk_size=4)
+
+    got = expect_stable(lambda: fresh(x), lambda: fresh(x0), what="decode(x * 30, chunk_size=4)")
     expect_tensor(got, full_forward(x.double(), params, 4, 2, tables).float(), what="decode(x * 30, chunk_size=4)",
-                  atol=1e-3, rtol=1e-3, hint=hint)
+                  atol=1e-3, rtol=1e-3)
 
 
 @pytest.mark.points(0.5)
 def test_dropout_is_off_in_eval_mode(student, gen):
     model, cache, tables = setup(student, dropout=0.3)
     x = torch.randn(2, 8, 16, generator=gen)
-    got = student.isolated.kv_cache.decode(model, cache, x)
-    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, tables), what="decode through an eval-mode "
-                  "model with dropout=0.3", hint="use model.dropout (an nn.Dropout that follows model.eval()), not "
-                  "F.dropout(weights, p) whose training flag defaults to True")
+    decode = student.isolated.kv_cache.decode
+    first = decode(model, cache, x)
+    expect_repeatable(first, decode(model, student.isolated.kv_cache.KVCache(2, 2, 16, 4), x),
+                      what="two decodes through an eval-mode model with dropout=0.3")
+    p = model.named_parameters()
+    expect_tensor(first, full_forward(x, p, 4, 2, tables), what="decode through an eval-mode model with dropout=0.3",
+                  suspects=kv_suspects(x, p, Decoding(4, 2, tables, 16), [1] * 8))
 
 
 @pytest.mark.points(0.5)
 def test_bad_chunks_and_overflow_are_refused(student, gen):
     model, cache, tables = setup(student, max_len=6)
     x = torch.randn(2, 6, 16, generator=gen)
-    expect_tensor(student.isolated.kv_cache.decode(model, cache, x, chunk_size=4),
-                  full_forward(x, model.named_parameters(), 4, 2, tables), what="decode of exactly max_len tokens")
+    expect_decode(student, model, cache, x, tables, 6, 4, "decode of exactly max_len tokens")
     for call, what in ((lambda: student.isolated.kv_cache.decode(model, cache, x[:, :1]), "a 7th token into max_len 6"),
                        (lambda: student.isolated.kv_cache.decode(model, cache, x, chunk_size=0), "chunk_size=0")):
         cache.invoke("reset") if "chunk" in what else None
-        with pytest.raises(StudentError) as info:
-            call()
-            fail(f"decode of {what} returned, expected a ValueError",
-                 "raise ValueError for chunk_size < 1; update refuses to write beyond max_len")
-        expect(info.value.exc_type == "ValueError", f"decode of {what} raised {info.value.exc_type} "
-               f"({info.value.message}), expected a ValueError")
+        expect_raises(call, "ValueError", what=f"decode of {what}")
 
 
 # ----------------------------------------------------------------------------------------------- no recomputation
@@ -272,16 +257,14 @@ def test_bad_chunks_and_overflow_are_refused(student, gen):
 def test_each_token_is_projected_once(student, gen, chunk_size):
     model, cache, tables = setup(student, max_len=16)
     x = torch.randn(2, 14, 16, generator=gen)
-    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=chunk_size)
-    expect_tensor(got, full_forward(x, model.named_parameters(), 4, 2, tables), what=f"decode(chunk_size={chunk_size})",
-                  hint=DECODE_HINT)
+    expect_decode(student, model, cache, x, tables, 16, chunk_size, f"decode(chunk_size={chunk_size})")
     counts = model.named_buffers()
     for layer in ("W_key", "W_value"):  # the stand-in's layers count the token rows they project
         rows = int(counts[f"{layer}.rows"])
         expect(rows == 2 * 14, f"decoding 2 sequences of 14 tokens (chunk_size={chunk_size}) sent {rows} token rows "
-               f"through model.{layer}, expected 28: each token's key and value computed once",
-               "project only the NEW tokens of each step; earlier keys and values come from the cache "
-               "(never recompute the prefix, never cache the inputs instead of the keys)")
+               f"through model.{layer}, expected 28: each token's key and value computed once\n  " + tag(
+                   "recompute-prefix", "earlier tokens are projected again: the cache must hold their keys and values, "
+                   "not the inputs"))
 
 
 @pytest.mark.points(1)
@@ -295,8 +278,35 @@ def test_memory_stays_bounded_by_the_cache(student, gen):
     limit = 4 * max(cache_bytes, out_bytes)  # the grouped keys are 2x a buffer; 4x leaves room, T x T does not fit
     expect(stats["max_tensor_bytes"] <= limit, f"the largest tensor made while decoding {T} tokens had "
            f"{stats['max_tensor_bytes']:.0f} bytes, expected at most {limit} (4x the larger of one cache buffer and "
-           "the output)", "a step needs only (B, H, t, S) scores and a (t, S) mask: never build (T, T) or "
-           "(max_len, max_len) tensors, and never re-run attention over the whole prefix")
+           "the output)\n  " + tag("memory-full-matrix", "a (T, T)-sized tensor: a step needs only (B, H, t, S) "
+                                    "scores and a (t, S) mask, never attention over the whole prefix again"))
+
+
+@pytest.mark.points(1.5)
+def test_reset_forgets_the_sequence(student, gen):
+    model, cache, rope = setup(student, max_len=12)
+    x = torch.randn(2, 7, 16, generator=gen)
+    student.isolated.kv_cache.decode(model, cache, torch.randn(2, 9, 16, generator=gen), chunk_size=4)
+    cache.invoke("reset")
+    p = model.named_parameters()
+    spec, order = Decoding(4, 2, rope, 12), [1] * 7
+    expect_call(lambda: student.isolated.kv_cache.decode(model, cache, x), full_forward(x, p, 4, 2, rope),
+                what="decoding 7 tokens after 9 others and reset()",
+                suspects=reset_suspects(x, p, spec, order, 9) + kv_suspects(x, p, spec, order))
+    k = torch.randn(2, 2, 5, 4, generator=gen)
+    cache.invoke("reset")
+    expect_tensor(cache.invoke("update", k, k)[0], k, what="keys of the first update after reset()")
+
+
+@pytest.mark.points(1)
+def test_decoding_runs_on_the_inputs_device(student, gen):
+    model, cache, tables = setup(student, max_len=12)
+    x = torch.randn(2, 7, 16, generator=gen)
+    expect_decode(student, model, cache, x, tables, 12, 3, "decode(x of 7 tokens, chunk_size=3)")
+    for chunk_size in (1, 3):  # model, cache and x copied to the meta device: after the 7 tokens above
+        expect_on_input_device(lambda c=chunk_size: student.isolated.kv_cache.decode.on_meta(model, cache, x[:, :4], c),
+                               what=f"decode(model, cache, x, chunk_size={chunk_size}) with the model, the cache "
+                                    "(7 tokens held) and x on the meta device")
 
 
 # ----------------------------------------------------------------------------------------------- CUDA (extra)

@@ -52,13 +52,13 @@ def test_solutions_pass_and_the_message_still_says_hidden_tests_decide(tmp_path)
     assert "All public tests passed (14/14 public points)" in text and "hidden tests" in text
 
 
-def test_a_buggy_causal_mask_gets_the_tests_own_hint_as_next_step(tmp_path):
+def test_a_buggy_causal_mask_gets_its_diagnosis_as_next_step(tmp_path):
     sub = solutions_copy(tmp_path / "s")
     shutil.copy(CORPUS / "buggy" / "causal_attention" / "no_mask.py", sub / "causal_attention.py")
     card = check.check(exercises=["causal_attention"], root=ROOT, student=sub)
     (_exercise, points, failure, step), = check.rows(card)
     assert points != "12 / 12" and "not implemented" not in failure
-    assert "mask the future with -inf" in step, step
+    assert "no causal mask at all" in step and "diagnosis" not in failure, (failure, step)
 
 
 @pytest.mark.parametrize(("message", "expected"), [
@@ -68,6 +68,8 @@ def test_a_buggy_causal_mask_gets_the_tests_own_hint_as_next_step(tmp_path):
     ("BannedAPIError: torch.softmax is not allowed in this exercise: the point is to write it yourself",
      "torch.softmax is banned here"),
     ("outputs differ\n  hint: set the scores above the diagonal to -inf", "set the scores above the diagonal to -inf"),
+    ("values differ\n  diagnosis [mask-missing]: your output equals attention with no mask",
+     "your output equals attention with no mask"),
     ("something odd", "pytest tests/public/test_softmax.py::test_x --pdb"),
 ])
 def test_advice_maps_common_messages(message, expected):
@@ -93,5 +95,5 @@ def test_plain_pytest_on_the_public_tests_gives_the_same_messages():
     done = subprocess.run([sys.executable, "-m", "pytest", "tests/public/test_softmax.py", "-q", "-p", "no:randomly"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1
-    assert "3 failed" in done.stdout
+    assert "5 failed" in done.stdout
     assert "softmax.softmax_naive is not implemented yet" in done.stdout

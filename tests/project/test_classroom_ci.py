@@ -38,7 +38,7 @@ def test_stubs_give_a_valid_runner_json_in_github_output_with_score_0(tmp_path, 
     assert main(["ci", "--format", "github-classroom", "softmax", "masks"]) == 0
     result = _decode(out)
     assert result["status"] == "fail" and result["max_score"] == 14
-    assert len(result["tests"]) == 7 and all(t["score"] == 0 and t["status"] == "fail" for t in result["tests"])
+    assert len(result["tests"]) == 9 and all(t["score"] == 0 and t["status"] == "fail" for t in result["tests"])
     assert "public tests only" in result["message"]
     assert "0/14 public points" in capsys.readouterr().err
 

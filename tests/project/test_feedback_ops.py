@@ -1,4 +1,4 @@
-"""Round two of the hidden suites: hints under student exceptions, mismatch previews, and the ``grads`` and
+"""Round two of the hidden suites: explicit hints under student exceptions, mismatch previews, and the ``grads`` and
 ``on_meta`` operations (in-process and through the sandbox's wire)."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from grader.sandbox import isolation, remote
 from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
 from grader.testing.checks import hinted, mismatch_preview
-from grader.testing.hints import _first_hint
 
 FUNCS = '''
 import torch
@@ -46,16 +45,6 @@ def ignores_device(n, device=None):
 def _submission(tmp_path: Path) -> Path:
     (tmp_path / "mod.py").write_text(FUNCS)
     return tmp_path
-
-
-def test_a_check_hint_is_found_in_the_test_source_first_in_source_order():
-    def a_test(student):
-        hint = "local hint"
-        out = student.mod.f()
-        expect(out, "message", "positional hint")  # noqa: F821 - only parsed, never run
-        expect_tensor(out, out, hint=hint)  # noqa: F821
-
-    assert _first_hint(a_test) == "positional hint"
 
 
 def test_hinted_puts_the_hint_on_a_student_error():

@@ -69,6 +69,22 @@ def test_a_diagnosis_on_the_test_is_the_group_whatever_the_message():
     assert by["sums-dim0"]["students"] == ["a", "b"]
 
 
+def test_a_diagnosis_tag_in_the_message_is_the_group_and_its_text_the_hint():
+    """The suites name a misconception in the message (``diagnosis [id]: ...``, grader.testing.diagnosis.TAG): two
+    tests and two wordings of one diagnosed mistake make one row; an untagged failure of the same test its own."""
+    tagged = [_test("test_rows_sum_to_one", "rows sum to 3.2, expected 1\n  diagnosis [softmax-wrong-dim]: your "
+                    "output equals softmax over dim 0"),
+              _test("test_matches_torch", "max error 0.41 at [2, 1]\n  diagnosis [softmax-wrong-dim]: your output "
+                    "equals softmax over dim 0\n(severe: this failure caps the exercise at 50% of its points)")]
+    named = [("a", _card("a", [tagged[0]])), ("b", _card("b", [tagged[1]])),
+             ("c", _card("c", [_test("test_matches_torch", "max error 0.41 at [2, 1]")]))]
+    rows = students.common_mistakes(named)
+    by = {r.get("diagnosis", "-"): r for r in rows}
+    assert set(by) == {"softmax-wrong-dim", "-"} and by["softmax-wrong-dim"]["students"] == ["a", "b"]
+    assert by["softmax-wrong-dim"]["hint"] == "your output equals softmax over dim 0"
+    assert by["-"]["students"] == ["c"] and by["-"]["hint"] == ""
+
+
 def test_each_student_counts_tried_and_failed_apart_from_not_submitted():
     stub = "NotImplementedError: softmax.softmax_naive is not implemented yet (TODO: implement it)"
     card = _card("d", [_overflow(1), _test("test_a", stub), _test("test_b", stub), _test("test_c", "", "passed")])

@@ -16,11 +16,14 @@ from tests.project.conftest import ROOT, grade_inprocess, solutions_copy
 NAIVE = "import torch as _t\ndef _naive(x, dim=-1, **kw):\n    e = _t.exp(x)\n    return e / e.sum(dim, keepdim=True)\n"
 
 
-def _results(severe_outcome: str, other_failed: int = 0, finite_values_differ: bool = False) -> list[TestResult]:
+OVERFLOWED = "got 3 NaN/inf value(s) on large scores, finite values on ordinary ones"
+
+
+def _results(severe_outcome: str, other_failed: int = 0, caps: str | None = OVERFLOWED) -> list[TestResult]:
     tests = [TestResult(id=f"t{i}", name=f"t{i}", exercise="softmax", max_points=1.0,
                         outcome="failed" if i < other_failed else "passed") for i in range(5)]
     tests.append(TestResult(id="big", name="test_big", exercise="softmax", max_points=1.0, outcome=severe_outcome,
-                            severe="NaN for inputs of size 30", finite_values_differ=finite_values_differ))
+                            severe="NaN for inputs of size 30", caps=caps if severe_outcome == "failed" else None))
     return tests
 
 
@@ -28,6 +31,7 @@ def test_a_failed_severe_test_caps_the_exercise_at_half(assignment):
     (score,) = [s for s in exercise_scores(_results("failed"), assignment) if s.id == "softmax"]
     assert (score.score, score.max_score) == (3.0, 6.0)  # 5 of 6 passed, capped to half
     assert "NaN for inputs of size 30" in score.capped and "test_big" in score.capped
+    assert OVERFLOWED in score.capped  # what was observed, not only what the cap is for
 
 
 @pytest.mark.parametrize("outcome", ["passed", "skipped"])
@@ -37,9 +41,9 @@ def test_a_severe_test_that_did_not_fail_caps_nothing(assignment, outcome):
     assert score.score == 6.0 if outcome == "passed" else score.score == 5.0
 
 
-def test_a_severe_test_failed_on_finite_values_costs_its_points_and_caps_nothing(assignment):
-    (score,) = [s for s in exercise_scores(_results("failed", finite_values_differ=True), assignment)
-                if s.id == "softmax"]
+def test_a_severe_test_failed_by_something_else_costs_its_points_and_caps_nothing(assignment):
+    """Finite wrong values, a wrong shape, an exception that ordinary inputs raise too: not the cap's class."""
+    (score,) = [s for s in exercise_scores(_results("failed", caps=None), assignment) if s.id == "softmax"]
     assert (score.score, score.max_score, score.capped) == (5.0, 6.0, None)
 
 
@@ -49,7 +53,7 @@ def test_a_score_already_below_the_cap_is_kept(assignment):
 
 
 def test_the_cap_is_written_to_a_valid_scorecard(assignment):
-    scores = [s for s in exercise_scores(_results("error"), assignment) if s.id == "softmax"]
+    scores = [s for s in exercise_scores(_results("failed"), assignment) if s.id == "softmax"]
     isolation = {"backend": "inprocess", "uid": 0, "limits": {}, "cgroup": "none", "seccomp": False, "threads": 1,
                  "file_view": "inprocess", "attested": False}
     card = scorecard.new(assignment=assignment.id, max_score=6.0, path="x", isolation=isolation, seed=1)
@@ -120,8 +124,9 @@ def test_finite_wrong_values_in_the_severe_test_cost_its_points_never_the_cap(tm
     _with_softmax(sub, CLAMPED, "_clamped")
     score, max_score, capped, tests = _causal_scores(sub, assignment, seed)
     big = tests["test_large_inputs_do_not_overflow"]
-    assert big.outcome == "failed" and big.finite_values_differ and "values differ" in big.message, big
-    assert capped is None and score == pytest.approx(max_score - big.max_points)
+    assert big.outcome == "failed" and big.caps is None and "values differ" in big.message, big
+    lost = sum(t.max_points for t in tests.values() if t.outcome != "passed" and not t.cuda)
+    assert capped is None and score == pytest.approx(max_score - lost)  # each failed test its own points, no more
 
 
 RAISES_ON_OVERFLOW = ("import torch as _t\ndef _naive(x, dim=-1, **kw):\n    e = _t.exp(x)\n    out = e / e.sum(dim, "
@@ -137,3 +142,25 @@ def test_an_overflow_is_capped_whether_it_returns_nan_or_raises(tmp_path, assign
     score, max_score, capped, tests = _causal_scores(sub, assignment, seed=5)
     assert tests["test_large_inputs_do_not_overflow"].outcome == "failed"
     assert capped and score == pytest.approx(max_score * SEVERE_CAP)
+
+
+CUT = "def _cut(x, dim=-1, **kw):\n    return x.softmax(dim)[..., :-1]\n"
+
+
+def test_an_exception_ordinary_inputs_raise_too_costs_the_test_never_the_cap(tmp_path, assignment):
+    """A softmax that drops the last key makes the forward raise on every input, the severe test's included; it
+    does not overflow: no cap, and the message never says it does."""
+    sub = solutions_copy(tmp_path / "sub")
+    _with_softmax(sub, CUT, "_cut")
+    _, _, capped, tests = _causal_scores(sub, assignment, seed=5)
+    big = tests["test_large_inputs_do_not_overflow"]
+    assert big.outcome == "failed" and big.caps is None and "overflow" not in big.message, big
+    assert capped is None
+
+
+def test_the_cap_says_what_it_observed(tmp_path, assignment):
+    sub = solutions_copy(tmp_path / "sub")
+    _with_softmax(sub, NAIVE, "_naive")
+    _, _, capped, tests = _causal_scores(sub, assignment, seed=5)
+    assert "NaN/inf value(s) on large scores, finite values on ordinary ones" in capped, capped
+    assert "on ordinary-sized scores gives finite values" in tests["test_large_inputs_do_not_overflow"].message

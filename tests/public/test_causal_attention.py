@@ -1,12 +1,18 @@
-"""Public tests for `causal_attention`: the book's worked example, shapes, no peeking at the future, the buffer."""
+"""Public tests for `causal_attention`: the book's worked example, shapes, no peeking at the future, the buffer and
+the parameters, dropout in eval and training mode."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from grader.testing.attention import causal_oracle, expect_params
-from grader.testing.checks import expect, expect_shape, expect_tensor
+from grader.testing.catalogue.modules import causal_suspects
+from grader.testing.catalogue.structure import expect_structure
+from grader.testing.checks import expect, expect_call, expect_tensor
+from grader.testing.diagnosis import tag
+from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
 from grader.testing.params import transplant
 
 pytestmark = pytest.mark.exercise("causal_attention")
@@ -38,40 +44,46 @@ def sdpa_oracle(x: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
     return causal_oracle(x, p)
 
 
+NOT_A_BUFFER = tag("not-a-buffer", "the mask is not a registered (persistent) buffer: a plain attribute is missing "
+                   "from state_dict() and stays behind when .to() moves the module")
+
+
 @pytest.mark.points(2)
-def test_output_shape_for_a_sequence_shorter_than_the_context(student, gen):
-    h = student.causal_attention.CausalAttention(3, 4, 8, 0.0)
-    h.eval()
-    x = torch.randn(2, 5, 3, generator=gen)
-    expect_shape(h(x), (2, 5, 4), what="CausalAttention(d_in=3, d_out=4, context_length=8)(x of shape (2, 5, 3))",
-                 hint="the output is (B, T, d_out); for T < context_length use the mask's [:T, :T] corner")
-
-
-@pytest.mark.points(3)
-def test_gives_the_books_context_vectors(student):
-    h = student.causal_attention.CausalAttention(3, 2, 6, 0.0)
-    h.eval()
-    transplant(h, book_weights(), hint=NAMES_HINT)
-    batch = torch.stack((INPUTS, INPUTS), dim=0)  # (2, 6, 3)
-    got = h(batch)
-    expect_tensor(got, torch.stack((CONTEXT_VECS, CONTEXT_VECS)), what="ca(batch) with the book's weights",
-                  atol=1e-4, rtol=0,
-                  hint="scores = queries @ keys^T, mask the future with -inf, softmax(scores / sqrt(d_out)), "
-                       "then weights @ values")
+def test_the_parameters_and_the_mask_buffer(student):
+    for bias in (False, True):
+        h = student.causal_attention.CausalAttention(3, 2, 6, 0.0, qkv_bias=bias)
+        got = {k: tuple(v.shape) for k, v in h.named_parameters().items()}
+        want = {f"{n}.{kind}": shape for n in PROJECTIONS for kind, shape in (("weight", (2, 3)), ("bias", (2,)))[
+            : 1 + bias]}
+        expect_structure(got, want, what=f"named_parameters() of CausalAttention(3, 2, 6, 0.0, qkv_bias={bias})")
+    expect("mask" in h.named_buffers(), f"named_buffers(): got {sorted(h.named_buffers())}, expected a 'mask' entry"
+           f"\n  {NOT_A_BUFFER}")
+    expect("mask" in h.state_dict(), f"state_dict(): got keys {sorted(h.state_dict())}, expected a 'mask' entry"
+           f"\n  {NOT_A_BUFFER}")
 
 
 @pytest.mark.points(2.5)
-def test_future_tokens_do_not_change_earlier_outputs(student, gen):
-    h = student.causal_attention.CausalAttention(4, 4, 6, 0.0)
+def test_gives_the_books_context_vectors(student):
+    h = student.causal_attention.CausalAttention(3, 2, 6, 0.0)
+    h.eval()
+    params = transplant(h, book_weights(), hint=NAMES_HINT)
+    batch = torch.stack((INPUTS, INPUTS), dim=0)  # (2, 6, 3)
+    expect_call(lambda: h(batch), torch.stack((CONTEXT_VECS, CONTEXT_VECS)), what="ca(batch) with the book's weights",
+                atol=1e-4, rtol=0, suspects=causal_suspects(batch, params))
+
+
+@pytest.mark.points(3)
+def test_a_sequence_shorter_than_the_context_and_the_future(student, gen):
+    h = student.causal_attention.CausalAttention(4, 4, 8, 0.0)
     h.eval()
     x = torch.randn(2, 6, 4, generator=gen)
+    p = h.named_parameters()
+    expect_call(lambda: h(x), sdpa_oracle(x, p), what="CausalAttention(4, 4, context_length=8) on x of shape (2, 6, 4)",
+                suspects=causal_suspects(x, p, context_length=8))
     changed = x.clone()
     changed[:, 3:] += 10.0  # only tokens 3, 4, 5 change
     before, after = h(x), h(changed)
-    expect_shape(before, (2, 6, 4), what="output")
-    expect_tensor(after[:, :3], before[:, :3], what="outputs of tokens 0..2 after changing tokens 3..5",
-                  hint="token t must only see tokens 0..t: set the scores above the diagonal to -inf "
-                       "BEFORE the softmax")
+    expect_tensor(after[:, :3], before[:, :3], what="outputs of tokens 0..2 after changing tokens 3..5")
 
 
 @pytest.mark.points(2.5)
@@ -79,17 +91,28 @@ def test_matches_pytorch_causal_attention_with_its_own_weights(student, gen):
     h = student.causal_attention.CausalAttention(5, 4, 8, 0.0, qkv_bias=True)
     h.eval()
     x = torch.randn(2, 7, 5, generator=gen)
-    got = h(x)
-    expected = sdpa_oracle(x, h.named_parameters())
-    expect_tensor(got, expected, what="output vs F.scaled_dot_product_attention(q, k, v, is_causal=True)",
-                  hint="queries from W_query, keys from W_key, values from W_value; scale by 1/sqrt(d_out)")
+    p = h.named_parameters()
+    expect_call(lambda: h(x), sdpa_oracle(x, p), what="output vs F.scaled_dot_product_attention(q, k, v, "
+                "is_causal=True)", suspects=causal_suspects(x, p, context_length=8))
+    big = x.clone()
+    big[..., :] = x * 40  # scores of several hundred: exp overflows unless the row max is subtracted
+    expect_call(lambda: h(big), sdpa_oracle(big, p), what="output for inputs x * 40", atol=1e-4, rtol=1e-3,
+                suspects=causal_suspects(big, p, context_length=8))
 
 
 @pytest.mark.points(2)
-def test_mask_is_a_registered_buffer(student):
-    h = student.causal_attention.CausalAttention(3, 2, 6, 0.0)
-    expect("mask" in h.named_buffers(), f"named_buffers(): got {sorted(h.named_buffers())}, expected a 'mask' entry",
-           "store the causal mask with self.register_buffer('mask', ...), not as a plain attribute: "
-           "a buffer moves with .to(device) and is saved in state_dict()")
-    expect("mask" in h.state_dict(), f"state_dict(): got keys {sorted(h.state_dict())}, expected a 'mask' entry",
-           "register the mask with persistent=True (the default)")
+def test_dropout_is_off_in_eval_and_on_the_weights_in_training(student, gen):
+    h = student.causal_attention.CausalAttention(6, 12, 6, 0.2)
+    h.eval()
+    x = torch.randn(16, 6, 6, generator=gen, dtype=torch.float64)
+    h.to(dtype=torch.float64)
+    p = {k: v.double() for k, v in h.named_parameters().items()}
+    first = h(x)
+    expect_repeatable(first, h(x), what="two calls in eval mode with dropout=0.2")
+    expect_tensor(first, sdpa_oracle(x, p), what="eval-mode output with dropout=0.2",
+                  suspects=causal_suspects(x, p))
+    h.train()
+    q, k = (F.linear(x, p[f"{n}.weight"]) for n in ("W_query", "W_key"))
+    weights = torch.softmax((q @ k.transpose(1, 2) / 12 ** 0.5).masked_fill(
+        torch.ones(6, 6, dtype=torch.bool).triu(1), float("-inf")), dim=-1)
+    expect_dropout_on_weights(h(x), weights, F.linear(x, p["W_value.weight"]), 0.2, what="training-mode output")

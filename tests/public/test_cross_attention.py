@@ -1,4 +1,5 @@
-"""Public tests for `cross_attention`: shapes with L != S, agreement with nn.MultiheadAttention, padding."""
+"""Public tests for `cross_attention`: shapes with L != S, agreement with nn.MultiheadAttention, padding, the
+parameters, dropout in eval and training mode, large scores."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import pytest
 import torch
 
 from grader.testing.attention import expect_params, mha_oracle
-from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor
+from grader.testing.catalogue.modules import cross_suspects
+from grader.testing.catalogue.structure import expect_structure
+from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor
+from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
+from grader.testing.params import transplant
 
 pytestmark = pytest.mark.exercise("cross_attention")
 
@@ -18,47 +23,46 @@ def student_params(h) -> dict[str, torch.Tensor]:
     return expect_params(h.named_parameters(), NAMES, NAMES_HINT, what="CrossAttention parameters")
 
 
-@pytest.mark.points(2)
-def test_output_shape_when_query_and_context_lengths_differ(student, gen):
-    x, context = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen)
-    h = student.cross_attention.CrossAttention(8, 2)
-    h.eval()
-    out = h(x, context)
-    expect_shape(out, (2, 3, 8), what="CrossAttention(8, 2)(x of shape (2, 3, 8), context of shape (2, 5, 8))",
-                 hint="one output row per QUERY (L = 3); the keys and values have their own length S = 5: "
-                      "reshape them with context.shape[1], not with x's length")
+@pytest.mark.points(1.5)
+def test_the_parameters_follow_qkv_bias(student):
+    for bias in (False, True):
+        h = student.cross_attention.CrossAttention(8, 2, qkv_bias=bias)
+        got = {k: tuple(v.shape) for k, v in h.named_parameters().items()}
+        want = {f"{n}.{kind}": shape for n in ("W_query", "W_key", "W_value")
+                for kind, shape in (("weight", (8, 8)), ("bias", (8,)))[: 1 + bias]}
+        want.update({"out_proj.weight": (8, 8), "out_proj.bias": (8,)})
+        expect_structure(got, want, what=f"named_parameters() of CrossAttention(8, 2, qkv_bias={bias})")
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(2.5)
 def test_matches_nn_multihead_attention(student, gen):
-    x, context = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen)
+    x, context = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen)  # L = 3, S = 5
     h = student.cross_attention.CrossAttention(8, 2)
     h.eval()
-    expected = mha_oracle(student_params(h), 2, x, context)
-    expect_tensor(h(x, context), expected, what="CrossAttention(8, 2) vs nn.MultiheadAttention(8, 2) with your weights",
-                  hint="queries from x, keys and values from context; split into heads with "
-                       "view(B, T, H, head_dim).transpose(1, 2); scale by 1/sqrt(head_dim); end with out_proj")
+    p = student_params(h)
+    expect_call(lambda: h(x, context), mha_oracle(p, 2, x, context), suspects=cross_suspects(x, context, p, 2),
+                what="CrossAttention(8, 2) on x (2, 3, 8) and context (2, 5, 8) vs nn.MultiheadAttention(8, 2)")
+    big = x * 30  # scores of several hundred: exp overflows unless the row max is subtracted
+    expect_call(lambda: h(big, context * 30), mha_oracle(p, 2, big, context * 30), atol=1e-4, rtol=1e-3,
+                what="CrossAttention on x * 30 and context * 30", suspects=cross_suspects(big, context * 30, p, 2))
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(2.5)
 def test_padded_context_tokens_are_ignored(student, gen):
     x, context = torch.randn(2, 4, 8, generator=gen), torch.randn(2, 6, 8, generator=gen)
     keep = torch.tensor([[True] * 6, [True, True, True, False, False, False]])  # item 1 has 3 real tokens
     h = student.cross_attention.CrossAttention(8, 2)
     h.eval()
-    out = h(x, context, keep)
-    expect_finite(out, what="CrossAttention with a key_padding_mask",
-                  hint="True means 'real token, attend'; a row with every key masked turns into NaN")
-    expect_tensor(out, mha_oracle(student_params(h), 2, x, context, keep=keep),
-                  what="CrossAttention with key_padding_mask vs nn.MultiheadAttention(key_padding_mask=~mask)",
-                  hint="mask the scores where key_padding_mask is False, broadcast as (B, 1, 1, S)")
+    p = student_params(h)
+    out = expect_call(lambda: h(x, context, keep), mha_oracle(p, 2, x, context, keep=keep),
+                      what="CrossAttention with key_padding_mask vs nn.MultiheadAttention(key_padding_mask=~mask)",
+                      suspects=cross_suspects(x, context, p, 2, keep))
     noisy = context.clone()
     noisy[1, 3:] += 10 * torch.randn(3, 8, generator=gen)
-    expect_tensor(h(x, noisy, keep), out, what="output after changing the PADDED context tokens",
-                  hint="padding (mask False) must get weight exactly 0, so its keys and values cannot matter")
+    expect_tensor(h(x, noisy, keep), out, what="output after changing the PADDED context tokens")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1.5)
 def test_each_output_row_depends_only_on_its_own_query(student, gen):
     x, context = torch.randn(2, 4, 8, generator=gen), torch.randn(2, 5, 8, generator=gen)
     h = student.cross_attention.CrossAttention(8, 2)
@@ -69,7 +73,35 @@ def test_each_output_row_depends_only_on_its_own_query(student, gen):
     out2 = h(changed, context)
     expect_shape(out2, (2, 4, 8), what="CrossAttention output")
     rows = [0, 1, 3]
-    expect_tensor(out2[:, rows], out[:, rows], what="rows 0, 1, 3 of the output after changing query token 2",
-                  hint="cross-attention lets each query look at the CONTEXT only: queries never mix with each other")
-    expect(not torch.allclose(out2[:, 2], out[:, 2]), "row 2 of the output did not change when query token 2 did",
-           "the queries must come from x")
+    expect_tensor(out2[:, rows], out[:, rows], what="rows 0, 1, 3 of the output after changing query token 2")
+    expect(not torch.allclose(out2[:, 2], out[:, 2]), "row 2 of the output did not change when query token 2 did")
+
+
+@pytest.mark.points(2)
+def test_dropout_is_off_in_eval_and_on_in_training(student, gen):
+    x, context = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen)
+    h = student.cross_attention.CrossAttention(8, 2, dropout=0.5)
+    h.eval()
+    first = h(x, context)
+    expect_repeatable(first, h(x, context), what="two eval-mode calls of CrossAttention(dropout=0.5)")
+    p = student_params(h)
+    expect_tensor(first, mha_oracle(p, 2, x, context), what="eval-mode output with dropout=0.5",
+                  suspects=cross_suspects(x, context, p, 2))
+    h.train()
+    expect(not torch.equal(h(x, context), h(x, context)), "two training-mode calls with dropout=0.5 gave identical "
+           "outputs")
+    # W_value and out_proj the identity: the output is each head's dropout(weights) @ the context's slice
+    d, H, S, p_drop = 16, 2, 5, 0.3
+    h = student.cross_attention.CrossAttention(d, H, dropout=p_drop)
+    w = {"W_query.weight": torch.randn(d, d, generator=gen) / 4, "W_key.weight": torch.randn(d, d, generator=gen) / 4,
+         "W_value.weight": torch.eye(d), "out_proj.weight": torch.eye(d), "out_proj.bias": torch.zeros(d)}
+    transplant(h, w, hint=NAMES_HINT)
+    h.to(dtype=torch.float64)
+    h.train()
+    x, context = (torch.randn(32, n, d, generator=gen, dtype=torch.float64) for n in (3, S))
+    heads = h(x, context).view(32, 3, H, d // H).transpose(1, 2)
+    q = (x @ w["W_query.weight"].double().T).view(32, 3, H, d // H).transpose(1, 2)
+    k = (context @ w["W_key.weight"].double().T).view(32, S, H, d // H).transpose(1, 2)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / (d // H) ** 0.5, dim=-1)
+    expect_dropout_on_weights(heads, weights, context.view(32, S, H, d // H).transpose(1, 2), p_drop,
+                              what="training-mode output (W_value and out_proj the identity), per head")

@@ -1,5 +1,6 @@
 """Public tests for `grouped_query_attention`: shapes and parameters, agreement with PyTorch's grouped SDPA
-(`enable_gqa=True`), MHA and MQA as special cases, causality, RoPE on queries and keys, the divisibility checks."""
+(`enable_gqa=True`), MHA and MQA as special cases, causality, RoPE on queries and keys and its tables, dropout, large
+inputs, the divisibility checks."""
 
 from __future__ import annotations
 
@@ -8,16 +9,16 @@ import torch
 import torch.nn.functional as F
 
 from grader.inside.standins import stand_in_apply_rope, stand_in_rope_frequencies
-from grader.protocol.errors import StudentError
 from grader.testing.attention import mha_oracle, sdpa_math
-from grader.testing.checks import expect, expect_shape, expect_tensor, fail
+from grader.testing.catalogue.modules import gqa_suspects
+from grader.testing.catalogue.structure import expect_structure
+from grader.testing.checks import expect, expect_call, expect_raises, expect_shape, expect_tensor
+from grader.testing.diagnosis import Suspects, Variant, tag
+from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
+from grader.testing.params import transplant
 
 pytestmark = pytest.mark.exercise("grouped_query_attention")
 
-NAMES_HINT = ("name the layers W_query (d_model -> d_model), W_key and W_value (d_model -> num_kv_heads * head_dim) "
-              "and out_proj (d_model -> d_model), all nn.Linear(..., bias=bias)")
-GROUP_HINT = ("query head h uses kv head h // (num_heads // num_kv_heads): k.repeat_interleave(group, dim=1), "
-              "not k.repeat(1, group, 1, 1)")
 
 
 def gqa_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], H: int, Hkv: int,
@@ -35,75 +36,109 @@ def gqa_oracle(x: torch.Tensor, p: dict[str, torch.Tensor], H: int, Hkv: int,
     return F.linear(o, p["out_proj.weight"], p.get("out_proj.bias"))
 
 
-@pytest.mark.points(3)
+def gqa(student, *args, **kwargs):
+    return student.isolated.grouped_query_attention.GroupedQueryAttention(*args, **kwargs).eval()
+
+
+@pytest.mark.points(2.5)
 def test_output_and_parameter_shapes(student, gen):
-    h = student.isolated.grouped_query_attention.GroupedQueryAttention(16, 4, 2).eval()
-    got = {k: tuple(v.shape) for k, v in h.named_parameters().items()}
-    expected = {"W_query.weight": (16, 16), "W_key.weight": (8, 16), "W_value.weight": (8, 16),
-                "out_proj.weight": (16, 16)}
-    expect(got == expected, f"named_parameters() of GroupedQueryAttention(16, num_heads=4, num_kv_heads=2): got {got}, "
-           f"expected {expected}", NAMES_HINT + "; head_dim = d_model // num_heads = 4, so W_key maps 16 -> 2 * 4")
+    for bias in (False, True):
+        h = gqa(student, 16, 4, 2, bias=bias)
+        got = {k: tuple(v.shape) for k, v in h.named_parameters().items()}
+        shapes = {"W_query": (16, 16), "W_key": (8, 16), "W_value": (8, 16), "out_proj": (16, 16)}
+        expected = {f"{n}.weight": s for n, s in shapes.items()}
+        expected.update({f"{n}.bias": (s[0],) for n, s in shapes.items() if bias})
+        expect_structure(got, expected, what=f"named_parameters() of GroupedQueryAttention(16, 4, 2, bias={bias})")
     expect_shape(h(torch.randn(2, 5, 16, generator=gen)), (2, 5, 16), what="GroupedQueryAttention(16, 4, 2)(x (2, 5, 16))")
 
 
 @pytest.mark.points(5)
 def test_matches_sdpa_with_enable_gqa(student, gen):
-    h = student.isolated.grouped_query_attention.GroupedQueryAttention(24, 6, 2).eval()
+    h = gqa(student, 24, 6, 2)
     x = torch.randn(2, 7, 24, generator=gen)
-    expect_tensor(h(x), gqa_oracle(x, h.named_parameters(), 6, 2),
-                  what="GroupedQueryAttention(24, 6 heads, 2 kv heads) vs F.scaled_dot_product_attention(enable_gqa=True)",
-                  hint=GROUP_HINT + "; scale by 1/sqrt(head_dim); causal mask; softmax over the keys")
+    p = h.named_parameters()
+    expect_call(lambda: h(x), gqa_oracle(x, p, 6, 2), suspects=gqa_suspects(x, p, 6, 2),
+                what="GroupedQueryAttention(24, 6 heads, 2 kv heads) vs F.scaled_dot_product_attention(enable_gqa=True)")
+    big = x * 30  # scores in the hundreds: exp overflows unless the row max is subtracted
+    expect_call(lambda: h(big), gqa_oracle(big, p, 6, 2), what="GroupedQueryAttention on x * 30", atol=1e-4,
+                rtol=1e-3, suspects=gqa_suspects(big, p, 6, 2))
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(2.5)
 def test_as_many_kv_heads_as_heads_is_multi_head_attention(student, gen):
-    h = student.isolated.grouped_query_attention.GroupedQueryAttention(8, 2, 2).eval()
+    h = gqa(student, 8, 2, 2)
     x = torch.randn(3, 6, 8, generator=gen)
-    expect_tensor(h(x), mha_oracle(h.named_parameters(), 2, x, causal=True),
-                  what="GroupedQueryAttention(8, 2, num_kv_heads=2) vs nn.MultiheadAttention (causal)",
-                  hint="with num_kv_heads == num_heads every query head has its own key/value head")
+    p = h.named_parameters()
+    expect_call(lambda: h(x), mha_oracle(p, 2, x, causal=True), suspects=gqa_suspects(x, p, 2, 2),
+                what="GroupedQueryAttention(8, 2, num_kv_heads=2) vs nn.MultiheadAttention (causal)")
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(2.5)
 def test_one_kv_head_is_multi_query_attention(student, gen):
-    h = student.isolated.grouped_query_attention.GroupedQueryAttention(16, 4, 1).eval()
+    h = gqa(student, 16, 4, 1)
     x = torch.randn(2, 5, 16, generator=gen)
-    expect_tensor(h(x), gqa_oracle(x, h.named_parameters(), 4, 1),
-                  what="GroupedQueryAttention(16, 4, num_kv_heads=1): every head shares one key/value head",
-                  hint=GROUP_HINT)
+    p = h.named_parameters()
+    expect_call(lambda: h(x), gqa_oracle(x, p, 4, 1), suspects=gqa_suspects(x, p, 4, 1),
+                what="GroupedQueryAttention(16, 4, num_kv_heads=1): every head shares one key/value head")
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(2)
 def test_is_causal(student, gen):
-    h = student.isolated.grouped_query_attention.GroupedQueryAttention(16, 4, 2).eval()
+    h = gqa(student, 16, 4, 2)
     x = torch.randn(2, 8, 16, generator=gen)
     changed = x.clone()
     changed[:, 5:] += 10.0
     before, after = h(x), h(changed)
     expect_shape(before, (2, 8, 16), what="output")
-    expect_tensor(after[:, :5], before[:, :5], what="outputs of tokens 0..4 after changing tokens 5..7",
-                  hint="mask every key j > i with -inf before the softmax: torch.ones(T, T, dtype=torch.bool).tril()")
+    expect_tensor(after[:, :5], before[:, :5], what="outputs of tokens 0..4 after changing tokens 5..7")
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(4)
 def test_rope_rotates_queries_and_keys(student, gen):
     # graded on its own: rope.py's functions are replaced by the grader's stand-ins (not RoPE, but position
     # dependent), so this test checks WHERE you call them, not your rope.py
-    h = student.isolated.grouped_query_attention.GroupedQueryAttention(16, 4, 2, rope=True, max_len=12).eval()
+    h = gqa(student, 16, 4, 2, rope=True, max_len=12, rope_base=500.0)
+    buffers = h.named_buffers()
+    for i, name in enumerate(("rope_cos", "rope_sin")):
+        expect(name in buffers, f"named_buffers(): got {sorted(buffers)}, expected {name!r}\n  " + tag(
+            "not-a-buffer", f"{name} is not a registered buffer: .to() leaves a plain attribute behind"))
+        want = stand_in_rope_frequencies(4, 12, 500.0)[i]
+        expect_tensor(buffers[name], want, what=f"buffer {name} of GroupedQueryAttention(16, 4, 2, rope=True, "
+                      "max_len=12, rope_base=500)", suspects=Suspects((Variant(
+                          "rope-base-ignored", "tables built with base 10000 whatever rope_base is",
+                          lambda i=i: stand_in_rope_frequencies(4, 12, 10000.0)[i]),)))
     x = torch.randn(2, 9, 16, generator=gen)
-    expect_tensor(h(x), gqa_oracle(x, h.named_parameters(), 4, 2, rope=(12, 10000.0)),
-                  what="GroupedQueryAttention(16, 4, 2, rope=True, max_len=12) with the grader's stand-in rope.py",
-                  hint="in __init__: self.rope_cos, self.rope_sin = rope_frequencies(head_dim, max_len, rope_base) "
-                       "(as buffers); in forward, after splitting the heads: q = apply_rope(q, cos, sin), the same for "
-                       "k, never for v")
+    p = h.named_parameters()
+    expect_call(lambda: h(x), gqa_oracle(x, p, 4, 2, rope=(12, 500.0)), suspects=gqa_suspects(x, p, 4, 2, rope=(12, 500.0)),
+                what="GroupedQueryAttention(16, 4, 2, rope=True, max_len=12) with the grader's stand-in rope.py")
+
+
+@pytest.mark.points(1.5)
+def test_dropout_is_off_in_eval_and_on_in_training(student, gen):
+    h = gqa(student, 16, 4, 2, dropout=0.5)
+    x = torch.randn(2, 6, 16, generator=gen)
+    expect_repeatable(h(x), h(x), what="two eval-mode calls (dropout=0.5)")
+    h.train()
+    expect(not torch.equal(h(x), h(x)), "two training-mode calls with dropout=0.5 gave identical outputs")
+    # 2 heads and 2 kv heads of 8, W_value and out_proj the identity: the output is each head's dropout(weights) @ x
+    d, H, T, p_drop = 16, 2, 4, 0.3
+    h = gqa(student, d, H, H, dropout=p_drop)
+    w = {"W_query.weight": torch.randn(d, d, generator=gen) / 4, "W_key.weight": torch.randn(d, d, generator=gen) / 4,
+         "W_value.weight": torch.eye(d), "out_proj.weight": torch.eye(d)}
+    transplant(h, w, hint="name the layers W_query, W_key, W_value and out_proj")
+    h.to(dtype=torch.float64)
+    h.train()
+    x = torch.randn(32, T, d, generator=gen, dtype=torch.float64)
+    heads = h(x).view(32, T, H, d // H).transpose(1, 2)
+    q, k = ((x @ w[f"{n}.weight"].double().T).view(32, T, H, d // H).transpose(1, 2) for n in ("W_query", "W_key"))
+    scores = (q @ k.transpose(-2, -1) / (d // H) ** 0.5).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1),
+                                                                      float("-inf"))
+    expect_dropout_on_weights(heads, torch.softmax(scores, dim=-1), x.view(32, T, H, d // H).transpose(1, 2), p_drop,
+                              what="training-mode output (W_value and out_proj the identity), per head")
 
 
 @pytest.mark.points(2)
 def test_heads_not_divisible_by_kv_heads_are_refused(student):
     for args in ((16, 4, 3), (10, 4, 2)):
-        with pytest.raises(StudentError) as info:
-            student.isolated.grouped_query_attention.GroupedQueryAttention(*args)
-            fail(f"GroupedQueryAttention{args} was built without an error, expected a ValueError",
-                 "raise ValueError unless num_heads % num_kv_heads == 0 and d_model % num_heads == 0")
-        expect(info.value.exc_type == "ValueError", f"GroupedQueryAttention{args} raised {info.value.exc_type}, "
-               "expected a ValueError", "raise ValueError(...) in __init__")
+        expect_raises(lambda a=args: student.isolated.grouped_query_attention.GroupedQueryAttention(*a), "ValueError",
+                      what=f"GroupedQueryAttention{args}")

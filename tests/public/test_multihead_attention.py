@@ -1,5 +1,5 @@
-"""Public tests for `multihead_attention`: the wrapper's worked example, shapes, agreement with
-nn.MultiheadAttention, causality, and the d_out % num_heads check."""
+"""Public tests for `multihead_attention`: the wrapper's worked example, shapes and gradients; the fused module's
+parameters and buffer, agreement with nn.MultiheadAttention, causality, dropout, and the d_out % num_heads check."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ from torch import nn
 
 from grader.protocol.errors import StudentError
 from grader.testing.attention import expect_params, mha_oracle
-from grader.testing.checks import expect, expect_shape, expect_tensor, fail
+from grader.testing.catalogue.modules import mha_suspects, wrapper_suspects
+from grader.testing.catalogue.structure import expect_structure
+from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor, fail
+from grader.testing.diagnosis import tag
+from grader.testing.gradients import GRADIENT_SUSPECTS, no_gradient
+from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
 from grader.testing.params import transplant
 
 pytestmark = pytest.mark.exercise("multihead_attention")
@@ -31,16 +36,30 @@ MHA_NAMES = ("W_query.weight", "W_key.weight", "W_value.weight", "out_proj.weigh
 MHA_HINT = "name the layers W_query, W_key, W_value (nn.Linear) and out_proj (nn.Linear with bias)"
 
 
-@pytest.mark.points(2)
+def wrapper_heads(x: torch.Tensor, p: dict[str, torch.Tensor], H: int) -> list[torch.Tensor]:
+    """Each head's causal attention (nn.MultiheadAttention with one head and identity in/out maps)."""
+    outs = []
+    for i in range(H):
+        q, k, v = (x @ p[f"heads.{i}.{n}.weight"].T for n in PROJECTIONS)
+        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        w = torch.softmax((q @ k.transpose(1, 2) / q.shape[-1] ** 0.5).masked_fill(mask, float("-inf")), dim=-1)
+        outs.append(w @ v)
+    return outs
+
+
+@pytest.mark.points(1)
 def test_wrapper_concatenates_the_heads(student, gen):
     h = student.multihead_attention.MultiHeadAttentionWrapper(3, 2, 8, 0.0, num_heads=3)
     h.eval()
     x = torch.randn(2, 5, 3, generator=gen)
-    expect_shape(h(x), (2, 5, 6), what="MultiHeadAttentionWrapper(d_in=3, d_out=2, num_heads=3)(x of shape (2, 5, 3))",
-                 hint="each head returns (B, T, d_out); concatenate the num_heads outputs on the last dim")
+    p = h.named_parameters()
+    on = wrapper_suspects(lambda: wrapper_heads(x, p, 3), 2, 3)
+    what = "MultiHeadAttentionWrapper(d_in=3, d_out=2, num_heads=3)(x of shape (2, 5, 3))"
+    got = expect_call(lambda: h(x), torch.zeros(2, 5, 6), what=what, suspects=on, check_values=False)
+    expect_tensor(got, torch.cat(wrapper_heads(x, p, 3), dim=-1), what=what, suspects=on)
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(2)
 def test_wrapper_gives_the_books_context_vectors(student):
     with torch.random.fork_rng():  # the book builds the heads one after the other after torch.manual_seed(123)
         torch.manual_seed(123)
@@ -49,33 +68,57 @@ def test_wrapper_gives_the_books_context_vectors(student):
     h = student.multihead_attention.MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3)
     h.eval()
     transplant(h, params, hint="keep the heads in self.heads = nn.ModuleList([CausalAttention(...) for _ in range(H)])")
-    got = h(torch.stack((INPUTS, INPUTS)))
-    expect_tensor(got, torch.stack((WRAPPER_OUT, WRAPPER_OUT)), what="mha(batch) with the book's weights",
-                  atol=1e-4, rtol=0, hint="torch.cat([head(x) for head in self.heads], dim=-1)")
+    batch = torch.stack((INPUTS, INPUTS))
+    expect_call(lambda: h(batch), torch.stack((WRAPPER_OUT, WRAPPER_OUT)), what="mha(batch) with the book's weights",
+                atol=1e-4, rtol=0, suspects=wrapper_suspects(lambda: wrapper_heads(batch, params, 3), 2, 3))
 
 
-@pytest.mark.points(2)
-def test_fused_output_shape(student, gen):
-    h = student.multihead_attention.MultiHeadAttention(6, 8, 8, 0.0, num_heads=2)
+@pytest.mark.points(1)
+def test_wrapper_gradients_reach_the_input(student):
+    h = student.multihead_attention.MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=2)
     h.eval()
-    x = torch.randn(2, 5, 6, generator=gen)
-    expect_shape(h(x), (2, 5, 8), what="MultiHeadAttention(d_in=6, d_out=8, context_length=8, num_heads=2)(x (2, 5, 6))",
-                 hint="view (B, T, H, hd), transpose(1, 2), attend, transpose back, contiguous().view(B, T, d_out)")
+    h.to(dtype=torch.float64)
+    x = torch.stack((INPUTS, INPUTS.flip(0))).double()
+    g = torch.linspace(-1.0, 1.0, 24, dtype=torch.float64).reshape(2, 6, 2)
+    out, (gx,), _ = h.grads(x, grad_output=g.repeat(1, 1, 2))
+    p = h.named_parameters()
+    leaf = x.clone().requires_grad_(True)
+    want = torch.cat(wrapper_heads(leaf, p, 2), dim=-1)
+    (want * g.repeat(1, 1, 2)).sum().backward()
+    expect_tensor(out, want.detach(), what="float64 wrapper output")
+    if gx is None:
+        no_gradient("backward", "the input x")
+    expect_tensor(gx, leaf.grad, what="gradient of the input x", suspects=GRADIENT_SUSPECTS)
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(1.5)
+def test_fused_parameters_and_mask_buffer(student):
+    for bias in (False, True):
+        h = student.multihead_attention.MultiHeadAttention(6, 8, 8, 0.0, num_heads=2, qkv_bias=bias)
+        got = {k: tuple(v.shape) for k, v in h.named_parameters().items()}
+        want = {f"{n}.{kind}": shape for n in PROJECTIONS for kind, shape in (("weight", (8, 6)), ("bias", (8,)))[
+            : 1 + bias]}
+        want.update({"out_proj.weight": (8, 8), "out_proj.bias": (8,)})
+        expect_structure(got, want, what=f"named_parameters() of MultiHeadAttention(6, 8, 8, 0.0, 2, qkv_bias={bias})")
+    expect("mask" in h.named_buffers(), f"named_buffers(): got {sorted(h.named_buffers())}, expected a 'mask' entry\n  "
+           + tag("not-a-buffer", "the mask is not a registered buffer: a plain attribute is missing from state_dict() "
+                 "and stays behind when .to() moves the module"))
+
+
+@pytest.mark.points(3.5)
 def test_fused_matches_nn_multiheadattention_with_its_own_weights(student, gen):
     h = student.multihead_attention.MultiHeadAttention(8, 8, 7, 0.0, num_heads=2, qkv_bias=True)
     h.eval()
-    x = torch.randn(2, 5, 8, generator=gen)
-    got = h(x)
-    expect_tensor(got, mha_oracle(expect_params(h.named_parameters(), MHA_NAMES, MHA_HINT), 2, x, causal=True),
-                  what="output vs nn.MultiheadAttention with the same weights and a causal mask",
-                  hint="scale each head's scores by 1/sqrt(head_dim) (not d_out), split heads with "
-                       "view(B, T, H, hd).transpose(1, 2), and finish with out_proj")
+    x = torch.randn(2, 5, 8, generator=gen)  # T = 5 < context_length = 7
+    p = expect_params(h.named_parameters(), MHA_NAMES, MHA_HINT)
+    expect_call(lambda: h(x), mha_oracle(p, 2, x, causal=True), suspects=mha_suspects(x, p, 2, context_length=7),
+                what="output vs nn.MultiheadAttention with the same weights and a causal mask")
+    big = x * 30  # scores of several hundred: exp overflows unless the row max is subtracted
+    expect_call(lambda: h(big), mha_oracle(p, 2, big, causal=True), atol=1e-4, rtol=1e-3,
+                what="output for inputs x * 30", suspects=mha_suspects(big, p, 2))
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1.5)
 def test_fused_future_tokens_do_not_change_earlier_outputs(student, gen):
     h = student.multihead_attention.MultiHeadAttention(4, 8, 6, 0.0, num_heads=4)
     h.eval()
@@ -84,11 +127,39 @@ def test_fused_future_tokens_do_not_change_earlier_outputs(student, gen):
     changed[:, 2:] += 10.0
     before, after = h(x), h(changed)
     expect_shape(before, (2, 6, 8), what="output")
-    expect_tensor(after[:, :2], before[:, :2], what="outputs of tokens 0..1 after changing tokens 2..5",
-                  hint="mask the scores of keys j > i with -inf in every head, before the softmax")
+    expect_tensor(after[:, :2], before[:, :2], what="outputs of tokens 0..1 after changing tokens 2..5")
 
 
 @pytest.mark.points(2)
+def test_fused_dropout_is_off_in_eval_and_on_in_training(student, gen):
+    h = student.multihead_attention.MultiHeadAttention(8, 8, 6, 0.5, num_heads=2)
+    h.eval()
+    x = torch.randn(2, 6, 8, generator=gen)
+    first = h(x)
+    expect_repeatable(first, h(x), what="two eval-mode calls (dropout=0.5)")
+    p = expect_params(h.named_parameters(), MHA_NAMES, MHA_HINT)
+    expect_tensor(first, mha_oracle(p, 2, x, causal=True), what="eval-mode output with dropout=0.5",
+                  suspects=mha_suspects(x, p, 2))
+    h.train()
+    expect(not torch.equal(h(x), h(x)), "two training-mode calls with dropout=0.5 gave identical outputs")
+    # W_value and out_proj the identity: the output is each head's dropout(weights) @ x's slice, recoverable
+    d, H, T, p_drop = 16, 2, 4, 0.3
+    h = student.multihead_attention.MultiHeadAttention(d, d, T, p_drop, num_heads=H)
+    w = {"W_query.weight": torch.randn(d, d, generator=gen) / 4, "W_key.weight": torch.randn(d, d, generator=gen) / 4,
+         "W_value.weight": torch.eye(d), "out_proj.weight": torch.eye(d), "out_proj.bias": torch.zeros(d)}
+    transplant(h, w, hint=MHA_HINT)
+    h.train()
+    x = torch.randn(32, T, d, generator=gen, dtype=torch.float64)
+    h.to(dtype=torch.float64)
+    heads = h(x).view(32, T, H, d // H).transpose(1, 2)
+    q, k = ((x @ w[f"{n}.weight"].double().T).view(32, T, H, d // H).transpose(1, 2) for n in ("W_query", "W_key"))
+    scores = (q @ k.transpose(-2, -1) / (d // H) ** 0.5).masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1),
+                                                                      float("-inf"))
+    expect_dropout_on_weights(heads, torch.softmax(scores, dim=-1), x.view(32, T, H, d // H).transpose(1, 2), p_drop,
+                              what="training-mode output (W_value and out_proj the identity), per head")
+
+
+@pytest.mark.points(1.5)
 def test_fused_rejects_d_out_not_divisible_by_num_heads(student, gen):
     ok = student.multihead_attention.MultiHeadAttention(4, 8, 5, 0.0, num_heads=4)
     ok.eval()
@@ -98,5 +169,6 @@ def test_fused_rejects_d_out_not_divisible_by_num_heads(student, gen):
     except StudentError as exc:
         expect(exc.kind != "not_implemented", f"got {exc.message}, expected an error about d_out % num_heads")
     else:
-        fail("MultiHeadAttention(d_in=4, d_out=6, num_heads=4) was built without an error, expected one",
-             "6 features cannot be split into 4 equal heads: assert d_out % num_heads == 0 in __init__")
+        fail("MultiHeadAttention(d_in=4, d_out=6, num_heads=4) was built without an error, expected one\n  " + tag(
+            "error-unchecked", "an invalid configuration is accepted: 6 features cannot be split into 4 equal heads; "
+            "check d_out % num_heads == 0 in __init__ and raise"))

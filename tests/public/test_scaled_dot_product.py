@@ -1,4 +1,5 @@
-"""Public tests for `scaled_dot_product`: the course's worked example, shapes, masks, and dropout at eval."""
+"""Public tests for `scaled_dot_product`: the course's worked example, shapes, masks, the scale argument, dropout
+at eval and in training, large scores and gradients."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import pytest
 import torch
 
 from grader.testing.attention import sdpa_float64
-from grader.testing.checks import expect, expect_finite, expect_shape, expect_tensor
+from grader.testing.catalogue.sdp import sdp_suspects
+from grader.testing.checks import expect_shape, expect_tensor, expect_tuple
+from grader.testing.diagnosis import Suspects
+from grader.testing.gradients import expect_grads
+from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable, returned_before_dropout
 
 pytestmark = pytest.mark.exercise("scaled_dot_product")
 
@@ -33,75 +38,131 @@ def seed_qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return x @ w_q, x @ w_k, x @ w_v
 
 
-@pytest.mark.points(3)
-def test_reproduces_the_seed_example(student):
-    q, k, v = seed_qkv()
-    got = student.scaled_dot_product.scaled_dot_product_attention(q, k, v)
-    expect(isinstance(got, tuple) and len(got) == 2, f"got {type(got).__name__}, expected a tuple (output, weights)",
-           "return output, weights")
-    out, weights = got
-    expect_tensor(weights, SEED_WEIGHTS, what="weights for the seed's Q, K (E = 4)", atol=1e-4, rtol=1e-3,
-                  hint="softmax(Q @ K^T / sqrt(E)) over the last dim (the keys); E = 4 here, so divide by 2")
-    expect_tensor(out, SEED_OUTPUT, what="output for the seed's Q, K, V", atol=1e-4, rtol=1e-3,
-                  hint="output = weights @ V")
+def sdpa(student, *args, suspects: Suspects | None = None, **kwargs):
+    return expect_tuple(lambda: student.scaled_dot_product.scaled_dot_product_attention(*args, **kwargs), 2,
+                        what="scaled_dot_product_attention(...) (output, weights)", suspects=suspects)
+
+
+def weights64(q, k, mask=None, scale=None):
+    """softmax(q k^T * scale + mask) in float64 (no fully-masked rows), cast back."""
+    out = sdpa_float64(q.double(), k.double(), torch.eye(k.shape[-2], dtype=torch.float64).expand(
+        *k.shape[:-2], -1, -1), mask, scale)
+    return out.to(q.dtype)
 
 
 @pytest.mark.points(2)
+def test_reproduces_the_seed_example(student):
+    q, k, v = seed_qkv()
+    on_w = sdp_suspects(q, k, v, part=1)
+    out, weights = sdpa(student, q, k, v, suspects=on_w)
+    expect_tensor(weights, SEED_WEIGHTS, what="weights for the seed's Q, K (E = 4)", atol=1e-4, rtol=1e-3,
+                  suspects=on_w)
+    expect_tensor(out, SEED_OUTPUT, what="output for the seed's Q, K, V", atol=1e-4, rtol=1e-3,
+                  suspects=sdp_suspects(q, k, v))
+
+
+@pytest.mark.points(1.5)
 def test_shapes_with_batch_dims_L_not_S_and_Ev_not_E(student, gen):
     q = torch.randn(2, 3, 4, 8, generator=gen)
     k = torch.randn(2, 3, 6, 8, generator=gen)
     v = torch.randn(2, 3, 6, 5, generator=gen)
-    out, weights = student.scaled_dot_product.scaled_dot_product_attention(q, k, v)
-    expect_shape(weights, (2, 3, 4, 6), what="weights for query (2, 3, L=4, E=8), key (2, 3, S=6, E=8)",
-                 hint="weights are (..., L, S): one row per query, one column per key")
-    expect_shape(out, (2, 3, 4, 5), what="output for value (2, 3, S=6, Ev=5)", hint="output is (..., L, Ev)")
+    on_w = sdp_suspects(q, k, v, part=1)
+    out, weights = sdpa(student, q, k, v, suspects=on_w)
+    expect_tensor(weights, weights64(q, k), what="weights for query (2, 3, L=4, E=8), key (2, 3, S=6, E=8)",
+                  suspects=on_w)
+    expect_shape(out, (2, 3, 4, 5), what="output for value (2, 3, S=6, Ev=5)")
     expect_tensor(out, sdpa_float64(q, k, v), what="output vs F.scaled_dot_product_attention",
-                  hint="transpose only the last two dims of key: key.transpose(-2, -1); scale by 1/sqrt(E)")
-    sums = weights.double().sum(dim=-1)
-    expect_tensor(sums, torch.ones_like(sums), what="weights.sum(dim=-1)", atol=1e-5, rtol=0,
-                  hint="softmax over the keys (dim=-1): each query's weights must sum to 1")
+                  suspects=sdp_suspects(q, k, v))
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1.5)
 def test_bool_causal_mask_matches_sdpa(student, gen):
     q, k, v = (torch.randn(2, 5, 4, generator=gen) for _ in range(3))
     causal = torch.ones(5, 5, dtype=torch.bool).tril()  # True = may attend: the past and itself
-    out, weights = student.scaled_dot_product.scaled_dot_product_attention(q, k, v, mask=causal)
-    expect_finite(out, what="output with a causal bool mask")
-    future = weights.masked_select(~causal.expand(2, 5, 5))
-    expect(bool((future == 0).all()), "a query gives non-zero weight to a key where the bool mask is False",
-           "bool masks follow SDPA: True = may attend; fill the False positions with -inf before softmax")
-    expect_tensor(out, sdpa_float64(q, k, v, causal), what="output with a causal bool mask vs SDPA")
+    on_w = sdp_suspects(q, k, v, mask=causal, part=1)
+    out, weights = sdpa(student, q, k, v, mask=causal, suspects=on_w)
+    expect_tensor(weights, weights64(q, k, causal), what="weights with a causal bool mask", suspects=on_w)
+    expect_tensor(out, sdpa_float64(q, k, v, causal), what="output with a causal bool mask vs SDPA",
+                  suspects=sdp_suspects(q, k, v, mask=causal))
+    q, k, v = (torch.randn(3, 4, 5, 4, generator=gen) for _ in range(3))  # (B, H, T, E)
+    pad = torch.tensor([[True] * 5, [True] * 2 + [False] * 3, [True] * 4 + [False]])[:, None, None, :]  # (B, 1, 1, S)
+    on_w = sdp_suspects(q, k, v, mask=pad, part=1)
+    _, weights = sdpa(student, q, k, v, mask=pad, suspects=on_w)
+    expect_tensor(weights, weights64(q, k, pad), what="weights with a (B=3, 1, 1, S) padding mask", suspects=on_w)
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1.5)
 def test_additive_mask_is_added_to_the_scaled_scores(student, gen):
     q, k, v = (torch.randn(1, 4, 8, generator=gen) for _ in range(3))
     pos = torch.arange(4)
     bias = -0.5 * (pos[:, None] - pos[None, :]).abs().float()  # (4, 4), finite: ALiBi-like distance penalty
-    out, _ = student.scaled_dot_product.scaled_dot_product_attention(q, k, v, mask=bias)
+    bias[0, 3] = float("-inf")  # and one blocked key
+    on_out = sdp_suspects(q, k, v, mask=bias)
+    out, _ = sdpa(student, q, k, v, mask=bias, suspects=on_out)
     expect_tensor(out, sdpa_float64(q, k, v, bias), what="output with an additive (float) mask vs SDPA",
-                  hint="a float mask is ADDED to the scores after scaling: softmax(Q K^T * scale + mask); "
-                       "it is not a 0/1 keep-mask")
+                  suspects=on_out)
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_fully_masked_query_gets_zero_weights_and_zero_output(student, gen):
     q, k, v = torch.randn(3, 4, generator=gen), torch.randn(5, 4, generator=gen), torch.randn(5, 2, generator=gen)
     mask = torch.ones(3, 5, dtype=torch.bool)
     mask[1] = False  # query 1 may attend to no key at all
-    out, weights = student.scaled_dot_product.scaled_dot_product_attention(q, k, v, mask=mask)
-    expect_finite(weights, what="weights with a fully-masked query row",
-                  hint="softmax of a row that is all -inf is NaN: detect such rows and give them zero weights")
-    expect_tensor(weights[1], torch.zeros(5), what="weights of the fully-masked query 1",
-                  hint="SDPA gives a query with no visible key all-zero weights (not a uniform row: no -1e9 fill)")
-    expect_tensor(out[1], torch.zeros(2), what="output of the fully-masked query 1")
-    expect_tensor(out, sdpa_float64(q, k, v, mask), what="output vs SDPA")
+    on_w = sdp_suspects(q, k, v, mask=mask, part=1)
+    out, weights = sdpa(student, q, k, v, mask=mask, suspects=on_w)
+    want = weights64(q, k, mask)
+    want[1] = 0.0
+    expect_tensor(weights, want, what="weights with query 1 fully masked (its row all zeros, as SDPA)", suspects=on_w)
+    expect_tensor(out, want @ v, what="output with query 1 fully masked", suspects=sdp_suspects(q, k, v, mask=mask))
+
+
+@pytest.mark.points(1)
+def test_an_explicit_scale_is_used(student, gen):
+    q, k, v = torch.randn(2, 4, 6, generator=gen), torch.randn(2, 5, 6, generator=gen), torch.randn(2, 5, 3, generator=gen)
+    for scale in (0.7, 0.0):  # 0.0 is a scale too: every key gets the same weight
+        on_w = sdp_suspects(q, k, v, scale=scale, part=1)
+        _, weights = sdpa(student, q, k, v, scale=scale, suspects=on_w)
+        expect_tensor(weights, weights64(q, k, scale=scale), what=f"weights with scale={scale}", suspects=on_w)
+
+
+@pytest.mark.points(1)
+def test_no_dropout_when_not_training(student, gen):
+    q, k, v = (torch.randn(2, 6, 4, generator=gen) for _ in range(3))
+    on_out = sdp_suspects(q, k, v)
+    out, _ = sdpa(student, q, k, v, dropout_p=0.5, training=False, suspects=on_out)
+    again, _ = sdpa(student, q, k, v, dropout_p=0.5)  # training defaults to False
+    expect_repeatable(out, again, what="output of two calls with dropout_p=0.5 and training=False (or its default)")
+    expect_tensor(out, sdpa_float64(q, k, v), what="output with dropout_p=0.5, training=False", suspects=on_out)
 
 
 @pytest.mark.points(1.5)
-def test_no_dropout_when_not_training(student, gen):
-    q, k, v = (torch.randn(2, 6, 4, generator=gen) for _ in range(3))
-    out, _ = student.scaled_dot_product.scaled_dot_product_attention(q, k, v, dropout_p=0.5, training=False)
-    expect_tensor(out, sdpa_float64(q, k, v), what="output with dropout_p=0.5, training=False",
-                  hint="dropout acts only when training=True; at evaluation the weights are used as they are")
+def test_dropout_in_training_drops_weights_and_rescales_the_rest(student, gen):
+    q, k, v = torch.randn(2, 24, 8, generator=gen), torch.randn(2, 24, 8, generator=gen), \
+        torch.randn(2, 24, 4, generator=gen)
+    p = 0.2  # not 0.5: there 1/p == 1/(1-p) and keeping with p looks like dropping with p
+    _, w_eval = sdpa(student, q, k, v, dropout_p=p, training=False)
+    out, w = sdpa(student, q, k, v, dropout_p=p, training=True)
+    expect_tensor(out, w @ v, what="output in training mode vs the returned weights @ value",
+                  suspects=returned_before_dropout(w_eval, w))
+    expect_dropout_on_weights(w, weights64(q, k), torch.eye(24), p, what="weights returned in training mode",
+                              tol=1e-5)
+
+
+@pytest.mark.points(1)
+def test_large_scores_and_gradients(student, gen):
+    q, k, v = (torch.randn(2, 5, 4, generator=gen, dtype=torch.float64) for _ in range(3))
+    big = q * 0 + torch.tensor([30.0, 0.0, 0.0, 0.0], dtype=torch.float64)  # every score 900 / 2 = 450
+    keys = k.clone()
+    keys[..., 0] = 30.0
+    on_out = sdp_suspects(big.float(), keys.float(), v.float())
+    out, _ = sdpa(student, big.float(), keys.float(), v.float(), suspects=on_out)
+    expect_tensor(out, sdpa_float64(big.float(), keys.float(), v.float()), what="output for scores of about 450",
+                  atol=1e-4, rtol=1e-4, suspects=on_out)
+    g = torch.linspace(-1.0, 1.0, 40, dtype=torch.float64).reshape(2, 5, 4)
+
+    def oracle(q, k, v):
+        weights = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1)
+        return weights @ v, weights
+
+    expect_grads(student.scaled_dot_product.scaled_dot_product_attention, (q, k, v), oracle, (g, None),
+                 what="scaled_dot_product_attention(float64) backward", names=("query", "key", "value"))

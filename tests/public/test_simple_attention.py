@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.testing.checks import expect_tensor
+from grader.testing.catalogue.softmax import context_suspects, scores_suspects, softmax_suspects
+from grader.testing.checks import expect_call
+from grader.testing.gradients import expect_grads
 
 pytestmark = pytest.mark.exercise("simple_attention")
 
@@ -47,33 +49,47 @@ CONTEXT = torch.tensor([
 
 @pytest.mark.points(2)
 def test_scores_match_the_books_attn_scores(student):
-    got = student.simple_attention.attention_scores(INPUTS)
-    expect_tensor(got, SCORES, what="attention_scores(inputs)", atol=1e-4, rtol=0,
-                  hint="scores[i, j] is the dot product of token i with token j: inputs @ inputs^T")
+    expect_call(lambda: student.simple_attention.attention_scores(INPUTS), SCORES, what="attention_scores(inputs)",
+                atol=1e-4, rtol=0, suspects=scores_suspects(INPUTS))
 
 
 @pytest.mark.points(2)
 def test_weights_match_the_books_attn_weights(student):
-    got = student.simple_attention.attention_weights(SCORES)
-    expect_tensor(got, WEIGHTS, what="attention_weights(attn_scores)", atol=1e-4, rtol=0,
-                  hint="softmax over the last dimension (the keys), so that every row sums to 1; "
-                       "dividing by the plain sum is not softmax")
+    weights = student.simple_attention.attention_weights
+    expect_call(lambda: weights(SCORES), WEIGHTS, what="attention_weights(attn_scores)", atol=1e-4, rtol=0,
+                suspects=softmax_suspects(SCORES))
+    large = torch.tensor([[1000.0, 999.0, -1000.0]])  # scores this large overflow exp(x) in float32
+    expect_call(lambda: weights(large), torch.tensor([[0.7310586, 0.2689414, 0.0]]),
+                what="attention_weights([[1000, 999, -1000]])", suspects=softmax_suspects(large))
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1.5)
 def test_context_vectors_match_the_books_context_vecs(student):
-    got = student.simple_attention.context_vectors(INPUTS)
-    expect_tensor(got, CONTEXT, what="context_vectors(inputs)", atol=1e-4, rtol=0,
-                  hint="multiply the attention WEIGHTS (not the scores) by the inputs: weights @ inputs")
+    expect_call(lambda: student.simple_attention.context_vectors(INPUTS), CONTEXT, what="context_vectors(inputs)",
+                atol=1e-4, rtol=0, suspects=context_suspects(INPUTS))
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1.5)
 def test_a_batch_of_two_gives_one_result_per_item(student):
     batch = torch.stack([INPUTS, INPUTS.flip(0)])  # (2, 6, 3): the sentence and its reverse
-    scores = student.simple_attention.attention_scores(batch)
-    expect_tensor(scores, torch.stack([SCORES, SCORES.flip(0, 1)]), what="attention_scores(batch of shape (2, 6, 3))",
-                  atol=1e-4, rtol=0,
-                  hint="on a 3-D tensor `.T` reverses all dimensions; transpose only the last two: x.transpose(-2, -1)")
-    context = student.simple_attention.context_vectors(batch)
-    expect_tensor(context, torch.stack([CONTEXT, CONTEXT.flip(0)]), what="context_vectors(batch of shape (2, 6, 3))",
-                  atol=1e-4, rtol=0, hint="take the softmax over dim=-1 so that it works for 2-D and 3-D scores")
+    sa = student.simple_attention
+    expect_call(lambda: sa.attention_scores(batch), torch.stack([SCORES, SCORES.flip(0, 1)]),
+                what="attention_scores(batch of shape (2, 6, 3))", atol=1e-4, rtol=0, suspects=scores_suspects(batch))
+    expect_call(lambda: sa.attention_weights(batch @ batch.transpose(1, 2)), torch.stack([WEIGHTS, WEIGHTS.flip(0, 1)]),
+                what="attention_weights(scores of shape (2, 6, 6))", atol=1e-4, rtol=0,
+                suspects=softmax_suspects(batch @ batch.transpose(1, 2)))
+    expect_call(lambda: sa.context_vectors(batch), torch.stack([CONTEXT, CONTEXT.flip(0)]),
+                what="context_vectors(batch of shape (2, 6, 3))", atol=1e-4, rtol=0,
+                suspects=context_suspects(batch) + scores_suspects(batch))
+
+
+@pytest.mark.points(1)
+def test_gradients_flow_back_to_the_inputs(student):
+    x = torch.stack([INPUTS, INPUTS.flip(0)]).double()
+    g = torch.linspace(-1.0, 1.0, 36, dtype=torch.float64).reshape(2, 6, 3)
+
+    def oracle(t: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(t @ t.transpose(-2, -1), dim=-1) @ t
+
+    expect_grads(student.simple_attention.context_vectors, (x,), oracle, g, what="context_vectors(float64 batch) "
+                 "backward", names=("inputs",), suspects=context_suspects(x))

@@ -1,4 +1,7 @@
-"""Bug: an additive 0/-inf mask is tested with `mask == 0`, which blocks the allowed keys instead of the future (seed 003 line ~355 / misconception #7)."""
+"""Bug: an additive 0/-inf mask is tested with `mask == 0`, which blocks the allowed keys instead of the future (seed 003 line ~355 / misconception #7).
+
+Misconception: additive-as-bool
+"""
 
 import torch
 from torch import nn

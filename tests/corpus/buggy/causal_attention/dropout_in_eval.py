@@ -1,4 +1,7 @@
-"""Bug: F.dropout(training=True) keeps dropping weights in eval mode (misconception #10)."""
+"""Bug: F.dropout(training=True) keeps dropping weights in eval mode (misconception #10).
+
+Misconception: dropout-in-eval
+"""
 
 import torch
 from torch import nn

@@ -1,5 +1,8 @@
 """Bug: CausalAttention builds nn.Dropout(1 - dropout), reading the dropout rate as a keep probability
-(TensorFlow 1 keep_prob habit; cs231n's dropout assignment uses p as the keep probability)."""
+(TensorFlow 1 keep_prob habit; cs231n's dropout assignment uses p as the keep probability).
+
+Misconception: dropout-keep-prob
+"""
 
 from __future__ import annotations
 

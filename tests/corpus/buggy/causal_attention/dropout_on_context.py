@@ -1,4 +1,7 @@
-"""Bug: dropout on the context vectors (weights @ values) instead of on the attention weights (GPT-2's resid_dropout moved into the attention; misconception #11)."""
+"""Bug: dropout on the context vectors (weights @ values) instead of on the attention weights (GPT-2's resid_dropout moved into the attention; misconception #11).
+
+Misconception: dropout-wrong-place
+"""
 
 from __future__ import annotations
 

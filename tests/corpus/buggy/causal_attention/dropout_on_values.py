@@ -1,5 +1,8 @@
 """Bug: CausalAttention applies dropout to the values instead of the attention weights (nanoGPT's
-attn_dropout / resid_dropout mixed up)."""
+attn_dropout / resid_dropout mixed up).
+
+Misconception: dropout-wrong-place
+"""
 
 from __future__ import annotations
 

@@ -20,6 +20,9 @@ Conventions used across the pack:
 - inputs may be shorter than context_length: use the top-left (T, T) corner of the mask;
 - dropout acts on the attention WEIGHTS (after softmax), and nn.Dropout is only active in `.train()`.
 Do not call F.scaled_dot_product_attention or nn.MultiheadAttention here: they are banned in this exercise.
+
+
+Misconception: qkv-bias-ignored
 """
 
 from __future__ import annotations

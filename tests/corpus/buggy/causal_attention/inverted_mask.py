@@ -1,4 +1,7 @@
-"""Bug: the mask is inverted: keys j > i are kept and the past is blocked, so tokens attend only to the future (rasbt #1061 / misconception #7)."""
+"""Bug: the mask is inverted: keys j > i are kept and the past is blocked, so tokens attend only to the future (rasbt #1061 / misconception #7).
+
+Misconception: mask-inverted
+"""
 
 import torch
 from torch import nn

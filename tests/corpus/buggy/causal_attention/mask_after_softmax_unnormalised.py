@@ -1,4 +1,7 @@
-"""Bug: the future weights are zeroed after the softmax without renormalising the rows (seed 001 line ~367)."""
+"""Bug: the future weights are zeroed after the softmax without renormalising the rows (seed 001 line ~367).
+
+Misconception: mask-after-softmax
+"""
 
 import torch
 from torch import nn

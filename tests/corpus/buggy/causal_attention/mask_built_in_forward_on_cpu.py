@@ -1,6 +1,9 @@
 """Bug: CausalAttention builds its causal mask in forward with torch.ones(T, T) on the default device instead of
 slicing a registered buffer (the buffer exists but is unused) (LLMs-from-scratch discussions: the mask
-stays on the CPU when the model moves to the GPU)."""
+stays on the CPU when the model moves to the GPU).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: no causal mask at all: every token attends to the future (seed 001 line ~480 / misconception #7)."""
+"""Bug: no causal mask at all: every token attends to the future (seed 001 line ~480 / misconception #7).
+
+Misconception: mask-missing
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: the scores are not scaled by 1/sqrt(d_out) at all (misconception #5)."""
+"""Bug: the scores are not scaled by 1/sqrt(d_out) at all (misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: the queries are computed with W_key (copy-paste), so the scores are symmetric (misconception #6)."""
+"""Bug: the queries are computed with W_key (copy-paste), so the scores are symmetric (misconception #6).
+
+Misconception: queries-from-w-key
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: the scores are divided by d_out, as in the seed's `softmax(masked / keys.shape[-1])` (seed 001 line 414 / misconception #5)."""
+"""Bug: the scores are divided by d_out, as in the seed's `softmax(masked / keys.shape[-1])` (seed 001 line 414 / misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: the scores are divided by d_out**2 instead of sqrt(d_out) (misconception #5)."""
+"""Bug: the scores are divided by d_out**2 instead of sqrt(d_out) (misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: softmax over dim=1 (the queries) instead of the keys, as the book's v2 solution does on 2-D scores (misconception #1)."""
+"""Bug: softmax over dim=1 (the queries) instead of the keys, as the book's v2 solution does on 2-D scores (misconception #1).
+
+Misconception: softmax-wrong-dim
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: a causal (top-left triu) mask is applied although cross-attention has none (misconception #15 / seed 004's causal section)."""
+"""Bug: a causal (top-left triu) mask is applied although cross-attention has none (misconception #15 / seed 004's causal section).
+
+Misconception: mask-spurious
+"""
 
 import math
 

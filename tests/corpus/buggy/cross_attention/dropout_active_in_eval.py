@@ -1,4 +1,7 @@
-"""Bug: dropout is applied with F.dropout(training=True), so it stays on in eval mode (misconception #10)."""
+"""Bug: dropout is applied with F.dropout(training=True), so it stays on in eval mode (misconception #10).
+
+Misconception: dropout-in-eval
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: dropout on each head's context vectors (weights @ v) instead of on the attention weights (misconception #11)."""
+"""Bug: dropout on each head's context vectors (weights @ v) instead of on the attention weights (misconception #11).
+
+Misconception: dropout-wrong-place
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: dropout applied to the scores before softmax instead of to the attention weights (misconception #11)."""
+"""Bug: dropout applied to the scores before softmax instead of to the attention weights (misconception #11).
+
+Misconception: dropout-wrong-place
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: keys and values are split into heads with the QUERY's length L, so it only works when L == S (source: seed 004 CrossAttention ~line 44 / misconception #8)."""
+"""Bug: keys and values are split into heads with the QUERY's length L, so it only works when L == S (source: seed 004 CrossAttention ~line 44 / misconception #8).
+
+Misconception: kv-length-from-query
+"""
 
 import math
 

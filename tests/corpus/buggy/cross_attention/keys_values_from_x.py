@@ -1,4 +1,7 @@
-"""Bug: keys and values are projected from x instead of from the context (self-attention by copy-paste; seed 004 section 1 -> 2)."""
+"""Bug: keys and values are projected from x instead of from the context (self-attention by copy-paste; seed 004 section 1 -> 2).
+
+Misconception: kv-from-x
+"""
 
 import math
 

@@ -1,5 +1,8 @@
 """Bug: CrossAttention tests the mask with `if key_padding_mask:` instead of `is not None`, which raises for
-any mask with more than one element (a classic Python-truthiness slip; PyTorch forum FAQ)."""
+any mask with more than one element (a classic Python-truthiness slip; PyTorch forum FAQ).
+
+Misconception: mask-truthiness
+"""
 
 from __future__ import annotations
 

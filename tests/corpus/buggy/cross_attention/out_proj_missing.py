@@ -1,4 +1,7 @@
-"""Bug: no output projection: the concatenated heads are returned directly (source: seed 004 CrossAttention ~line 52)."""
+"""Bug: no output projection: the concatenated heads are returned directly (source: seed 004 CrossAttention ~line 52).
+
+Misconception: out-proj-missing
+"""
 
 import math
 

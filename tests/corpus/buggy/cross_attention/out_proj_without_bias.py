@@ -15,6 +15,9 @@ Conventions (the same as `F.scaled_dot_product_attention`):
 - Scores are scaled by 1/sqrt(head_dim), with head_dim = d_model // num_heads.
 - Dropout acts on the attention weights, and only in training mode.
 Do not call F.scaled_dot_product_attention or nn.MultiheadAttention here: they are banned in this exercise.
+
+
+Misconception: out-proj-bias
 """
 
 from __future__ import annotations

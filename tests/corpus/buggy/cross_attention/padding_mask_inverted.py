@@ -1,4 +1,7 @@
-"""Bug: the padding mask is used with MHA's convention (True = ignore), so only the padding is attended to (misconception #7)."""
+"""Bug: the padding mask is used with MHA's convention (True = ignore), so only the padding is attended to (misconception #7).
+
+Misconception: mask-inverted
+"""
 
 import math
 

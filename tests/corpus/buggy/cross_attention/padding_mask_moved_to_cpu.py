@@ -1,5 +1,8 @@
 """Bug: CrossAttention converts the key padding mask with `torch.as_tensor(mask, dtype=torch.bool)` on the
-default device, then a `.cpu()` 'to be safe' (a device fix copied from a Stack Overflow answer)."""
+default device, then a `.cpu()` 'to be safe' (a device fix copied from a Stack Overflow answer).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

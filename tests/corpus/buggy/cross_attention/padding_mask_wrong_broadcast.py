@@ -1,4 +1,7 @@
-"""Bug: the (B, S) padding mask is unsqueezed to (B, 1, S), which lines the batch axis up with the HEADS (runs only when B == H) (misconception #8)."""
+"""Bug: the (B, S) padding mask is unsqueezed to (B, 1, S), which lines the batch axis up with the HEADS (runs only when B == H) (misconception #8).
+
+Misconception: mask-broadcast
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: scores divided by sqrt(d_model) instead of sqrt(head_dim) (misconception #5)."""
+"""Bug: scores divided by sqrt(d_model) instead of sqrt(head_dim) (misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import math
 

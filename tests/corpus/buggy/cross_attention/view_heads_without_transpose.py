@@ -1,4 +1,7 @@
-"""Bug: heads split with view(B, H, -1, hd) instead of view(B, T, H, hd).transpose(1, 2): tokens and heads mix (source: seed 004 CrossAttention's view(batch, -1, ...) / misconception #2)."""
+"""Bug: heads split with view(B, H, -1, hd) instead of view(B, T, H, hd).transpose(1, 2): tokens and heads mix (source: seed 004 CrossAttention's view(batch, -1, ...) / misconception #2).
+
+Misconception: heads-no-transpose
+"""
 
 import math
 

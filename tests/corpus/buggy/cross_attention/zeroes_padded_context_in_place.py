@@ -1,5 +1,8 @@
 """Bug: CrossAttention zeroes the padded context tokens in place (`context.masked_fill_(...)`) before the
-projections 'to be safe', changing the caller's context (Hugging Face encoder-decoder forum code)."""
+projections 'to be safe', changing the caller's context (Hugging Face encoder-decoder forum code).
+
+Misconception: inplace-input
+"""
 
 from __future__ import annotations
 

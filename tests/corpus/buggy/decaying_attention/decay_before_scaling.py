@@ -1,4 +1,7 @@
-"""Bug: the decay bias is added before dividing by sqrt(head_dim), so it is scaled down too (source: seed 000 line ~35 order; exercise-content.md section 2.3)."""
+"""Bug: the decay bias is added before dividing by sqrt(head_dim), so it is scaled down too (source: seed 000 line ~35 order; exercise-content.md section 2.3).
+
+Misconception: bias-before-scale
+"""
 
 import math
 

@@ -1,5 +1,8 @@
 """Bug: DecayingAttention builds the token positions with torch.arange(L) on the default device
-(ALiBi re-implementations on GitHub with this exact CUDA device-mismatch issue)."""
+(ALiBi re-implementations on GitHub with this exact CUDA device-mismatch issue).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

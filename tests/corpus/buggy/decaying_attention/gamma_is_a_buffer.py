@@ -1,4 +1,7 @@
-"""Bug: gamma is a registered buffer, not an nn.Parameter, so it never learns (source: seed 000 line ~27 'learnable decay scale')."""
+"""Bug: gamma is a registered buffer, not an nn.Parameter, so it never learns (source: seed 000 line ~27 'learnable decay scale').
+
+Misconception: gamma-not-parameter
+"""
 
 import math
 

@@ -14,6 +14,9 @@ distance (both directions decay; there is no causal mask), and each head has its
 
 ALiBi fixes the slopes instead: `alibi_slopes(n)` returns the standard per-head slopes m_h.
 Do not call F.scaled_dot_product_attention or nn.MultiheadAttention here: they are banned in this exercise.
+
+
+Misconception: gamma-not-parameter
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Bug: gamma reshaped to (1, 1, H, 1), so it scales each QUERY position instead of each head (runs only when L == H) (source: exercise-content.md section 2.9)."""
+"""Bug: gamma reshaped to (1, 1, H, 1), so it scales each QUERY position instead of each head (runs only when L == H) (source: exercise-content.md section 2.9).
+
+Misconception: gamma-wrong-axis
+"""
 
 import math
 

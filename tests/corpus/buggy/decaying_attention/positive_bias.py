@@ -1,4 +1,7 @@
-"""Bug: the bias is +gamma * |i - j|, so far tokens get MORE attention (source: seed 000 line ~43 sign)."""
+"""Bug: the bias is +gamma * |i - j|, so far tokens get MORE attention (source: seed 000 line ~43 sign).
+
+Misconception: decay-sign
+"""
 
 import math
 

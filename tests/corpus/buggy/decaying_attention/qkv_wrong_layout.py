@@ -1,4 +1,7 @@
-"""Bug: qkv split with reshape(B, L, H, 3, hd): q, k and v are interleaved per head instead of [q | k | v] (source: seed 000 line ~30)."""
+"""Bug: qkv split with reshape(B, L, H, 3, hd): q, k and v are interleaved per head instead of [q | k | v] (source: seed 000 line ~30).
+
+Misconception: qkv-split-layout
+"""
 
 import math
 

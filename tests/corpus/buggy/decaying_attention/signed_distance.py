@@ -1,4 +1,7 @@
-"""Bug: the distance is i - j without abs, so past tokens are boosted instead of decayed (source: seed 000 line ~39)."""
+"""Bug: the distance is i - j without abs, so past tokens are boosted instead of decayed (source: seed 000 line ~39).
+
+Misconception: decay-sign
+"""
 
 import math
 

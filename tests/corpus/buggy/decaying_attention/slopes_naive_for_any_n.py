@@ -1,4 +1,7 @@
-"""Bug: alibi_slopes uses 2 ** (-8h/n) for every n, also when n is not a power of two (source: exercise-content.md section 2.3)."""
+"""Bug: alibi_slopes uses 2 ** (-8h/n) for every n, also when n is not a power of two (source: exercise-content.md section 2.3).
+
+Misconception: slopes-wrong
+"""
 
 import math
 

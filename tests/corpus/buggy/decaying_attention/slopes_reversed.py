@@ -1,4 +1,7 @@
-"""Bug: alibi_slopes returns the slopes in reverse order (smallest first) (source: exercise-content.md section 2.3)."""
+"""Bug: alibi_slopes returns the slopes in reverse order (smallest first) (source: exercise-content.md section 2.3).
+
+Misconception: slopes-wrong
+"""
 
 import math
 

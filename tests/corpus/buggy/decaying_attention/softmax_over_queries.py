@@ -1,4 +1,7 @@
-"""Bug: softmax over the query axis (dim=-2) instead of the keys (misconception #1)."""
+"""Bug: softmax over the query axis (dim=-2) instead of the keys (misconception #1).
+
+Misconception: softmax-wrong-dim
+"""
 
 import math
 

@@ -1,5 +1,8 @@
 """Bug: flash_attention keeps its running statistics in the input dtype (acc_dtype = query.dtype), so half
-inputs accumulate in half precision (errors 4-8x the reference's) (FlashAttention ports tested in float32 only)."""
+inputs accumulate in half precision (errors 4-8x the reference's) (FlashAttention ports tested in float32 only).
+
+Misconception: precision-lowered
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: flash_attention just calls F.scaled_dot_product_attention (banned inside flash_attention)."""
+"""Bug: flash_attention just calls F.scaled_dot_product_attention (banned inside flash_attention).
+
+Misconception: banned-api
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: flash_attention calls SDPA bound at import time (`from torch.nn.functional import ...`), a ban dodge."""
+"""Bug: flash_attention calls SDPA bound at import time (`from torch.nn.functional import ...`), a ban dodge.
+
+Misconception: banned-api
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: flash_attention defaults to is_causal=True ('decoders are causal'), against the spec's False
-(nanoGPT-derived FlashAttention ports hard-wire causal attention)."""
+(nanoGPT-derived FlashAttention ports hard-wire causal attention).
+
+Misconception: default-causal
+"""
 
 from __future__ import annotations
 

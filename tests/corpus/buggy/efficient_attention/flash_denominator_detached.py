@@ -1,5 +1,8 @@
 """Bug: flash_attention detaches the final denominator ('a normaliser needs no gradient'): forward values are
-right, gradients wrong (a FlashAttention-from-scratch blog port)."""
+right, gradients wrong (a FlashAttention-from-scratch blog port).
+
+Misconception: no-gradient
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: flash_attention builds the full L x S score matrix, then softmaxes it (memory bound, §2.7)."""
+"""Bug: flash_attention builds the full L x S score matrix, then softmaxes it (memory bound, §2.7).
+
+Misconception: memory-full-matrix
+"""
 
 import math
 
@@ -19,7 +22,7 @@ def flash_attention(query, key, value, is_causal=False, block_size=64):
     L, S = query.shape[-2], key.shape[-2]
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     if is_causal:
-        keep = torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L)
+        keep = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(diagonal=S - L)
         scores = scores.masked_fill(~keep, float("-inf"))
     weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
     return weights @ value

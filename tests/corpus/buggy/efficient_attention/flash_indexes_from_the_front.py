@@ -1,6 +1,9 @@
 """Bug: flash_attention counts dims from the front, as tutorials written for (B, H, L, E) do: L and S are
 shape[2], the tile's keys are transposed with transpose(2, 3). Right for 4-D inputs only; the module's shapes
-are (..., L, E), so (B, L, E) or (B, G, H, L, E) inputs break it."""
+are (..., L, E), so (B, L, E) or (B, G, H, L, E) inputs break it.
+
+Misconception: dims-from-front
+"""
 
 import math
 

@@ -1,6 +1,9 @@
 """Bug: flash_attention applies the causal mask after exp, zeroing the tile's probabilities in place
 (`p.masked_fill_(...)`): forward values are right, but backward raises because exp saved p
-(FlashAttention ports that mask 'where the kernel does', seen in GitHub issues)."""
+(FlashAttention ports that mask 'where the kernel does', seen in GitHub issues).
+
+Misconception: inplace-autograd
+"""
 
 from __future__ import annotations
 

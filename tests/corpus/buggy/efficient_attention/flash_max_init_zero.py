@@ -1,4 +1,7 @@
-"""Bug: flash_attention starts the running max at 0 instead of -inf (GPU-puzzle notebook, §2.7)."""
+"""Bug: flash_attention starts the running max at 0 instead of -inf (GPU-puzzle notebook, §2.7).
+
+Misconception: flash-max-init
+"""
 
 import math
 
@@ -18,15 +21,15 @@ def sdpa_attention(query, key, value, mask=None, is_causal=False, dropout_p=0.0,
 def flash_attention(query, key, value, is_causal=False, block_size=64):
     L, S = query.shape[-2], key.shape[-2]
     q = query * (1.0 / math.sqrt(query.shape[-1]))
-    m = torch.zeros((*query.shape[:-1], 1), dtype=query.dtype)
+    m = torch.zeros((*query.shape[:-1], 1), dtype=query.dtype, device=query.device)
     l = torch.zeros_like(m)
-    acc = torch.zeros((*query.shape[:-1], value.shape[-1]), dtype=query.dtype)
-    q_pos = torch.arange(L)[:, None] + (S - L)
+    acc = torch.zeros((*query.shape[:-1], value.shape[-1]), dtype=query.dtype, device=query.device)
+    q_pos = torch.arange(L, device=query.device)[:, None] + (S - L)
     for start in range(0, S, block_size):
         end = min(start + block_size, S)
         s = q @ key[..., start:end, :].transpose(-2, -1)
         if is_causal:
-            s = s.masked_fill(torch.arange(start, end) > q_pos, float("-inf"))
+            s = s.masked_fill(torch.arange(start, end, device=query.device) > q_pos, float("-inf"))
         m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
         m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
         p = torch.exp(s - m_safe)

@@ -1,5 +1,8 @@
 """Bug: flash_attention makes its query and key positions with torch.arange on the default device
-(the causal branch of FlashAttention ports, device argument forgotten)."""
+(the causal branch of FlashAttention ports, device argument forgotten).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

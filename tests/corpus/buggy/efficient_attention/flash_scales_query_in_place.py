@@ -1,6 +1,9 @@
 """Bug: flash_attention folds the scale into the query with `q = query.to(acc_dtype); q *= scale`: for float32
 inputs .to() returns the same tensor, so the caller's query is scaled in place (a subtle aliasing bug
-reported in FlashAttention re-implementations)."""
+reported in FlashAttention re-implementations).
+
+Misconception: inplace-input
+"""
 
 from __future__ import annotations
 

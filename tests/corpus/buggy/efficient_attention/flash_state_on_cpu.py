@@ -1,5 +1,8 @@
 """Bug: flash_attention allocates its running max and accumulator without device= (works on CPU only)
-(FlashAttention-from-scratch notebooks written and tested on CPU)."""
+(FlashAttention-from-scratch notebooks written and tested on CPU).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

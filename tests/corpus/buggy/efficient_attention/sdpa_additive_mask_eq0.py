@@ -1,4 +1,7 @@
-"""Bug: every mask goes through masked_fill(mask == 0, -1e9): additive masks invert (seed 004 line ~14 / #7)."""
+"""Bug: every mask goes through masked_fill(mask == 0, -1e9): additive masks invert (seed 004 line ~14 / #7).
+
+Misconception: additive-as-bool
+"""
 
 import math
 

@@ -1,5 +1,8 @@
 """Bug: sdpa_attention builds its bottom-right causal mask without device=query.device
-(a frequent fix in PyTorch and Hugging Face pull requests: masks created on the CPU)."""
+(a frequent fix in PyTorch and Hugging Face pull requests: masks created on the CPU).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: sdpa_attention passes dropout_p even when not training (misconception #10)."""
+"""Bug: sdpa_attention passes dropout_p even when not training (misconception #10).
+
+Misconception: dropout-in-eval
+"""
 
 import math
 

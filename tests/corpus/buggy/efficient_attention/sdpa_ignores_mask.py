@@ -1,4 +1,7 @@
-"""Bug: sdpa_attention never passes the mask to SDPA (masks have no effect)."""
+"""Bug: sdpa_attention never passes the mask to SDPA (masks have no effect).
+
+Misconception: mask-missing
+"""
 
 import math
 

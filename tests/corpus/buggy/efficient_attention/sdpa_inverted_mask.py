@@ -1,4 +1,7 @@
-"""Bug: sdpa_attention passes ~mask, so True means 'blocked' (rasbt #1061 / misconception #7)."""
+"""Bug: sdpa_attention passes ~mask, so True means 'blocked' (rasbt #1061 / misconception #7).
+
+Misconception: mask-inverted
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: sdpa_attention passes is_causal straight to SDPA, top-left aligned when L != S (misconception #15)."""
+"""Bug: sdpa_attention passes is_causal straight to SDPA, top-left aligned when L != S (misconception #15).
+
+Misconception: mask-top-left
+"""
 
 import math
 

@@ -1,5 +1,8 @@
 """Bug: sdpa_attention builds the bottom-right mask for L != S but still passes is_causal=True, which SDPA
-refuses ('Explicit attn_mask should not be set when is_causal=True') (PyTorch issue reports of this error)."""
+refuses ('Explicit attn_mask should not be set when is_causal=True') (PyTorch issue reports of this error).
+
+Misconception: causal-with-mask
+"""
 
 from __future__ import annotations
 

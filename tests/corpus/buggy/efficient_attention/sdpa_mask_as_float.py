@@ -1,4 +1,7 @@
-"""Bug: sdpa_attention passes mask.float(): a 0/1 additive mask that masks nothing (misconception #9)."""
+"""Bug: sdpa_attention passes mask.float(): a 0/1 additive mask that masks nothing (misconception #9).
+
+Misconception: mask-dtype
+"""
 
 import math
 

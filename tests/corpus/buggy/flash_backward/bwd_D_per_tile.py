@@ -1,5 +1,8 @@
 """Bug: D is computed per tile as rowsum(P_j * dP_j) instead of over the whole row (or as rowsum(dO * O)): right
-with one tile, wrong with several."""
+with one tile, wrong with several.
+
+Misconception: bwd-delta
+"""
 
 from __future__ import annotations
 

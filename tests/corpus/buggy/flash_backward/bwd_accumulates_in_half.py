@@ -1,5 +1,8 @@
 """Bug: flash_attention_backward computes P, dP, dS and accumulates dq in the input dtype: half-precision gradients
-several times less accurate than they need be."""
+several times less accurate than they need be.
+
+Misconception: precision-lowered
+"""
 
 from __future__ import annotations
 

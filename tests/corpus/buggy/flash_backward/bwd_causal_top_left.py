@@ -1,5 +1,8 @@
 """Bug: the backward's causal mask is top-left aligned (key j > query i) while the forward's is bottom-right:
-gradients are wrong whenever L != S."""
+gradients are wrong whenever L != S.
+
+Misconception: mask-top-left
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: dQ is scaled by 1/sqrt(E) but dK is not (the scale is remembered for one operand only)."""
+"""Bug: dQ is scaled by 1/sqrt(E) but dK is not (the scale is remembered for one operand only).
+
+Misconception: bwd-scale
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: dQ is assigned, not accumulated, in the loop over key tiles: only the last tile's contribution survives."""
+"""Bug: dQ is assigned, not accumulated, in the loop over key tiles: only the last tile's contribution survives.
+
+Misconception: bwd-dq-overwritten
+"""
 
 from __future__ import annotations
 

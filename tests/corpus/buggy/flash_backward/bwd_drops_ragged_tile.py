@@ -1,4 +1,7 @@
-"""Bug: the backward loops over S // block_size full tiles and drops the shorter last tile (T % block != 0)."""
+"""Bug: the backward loops over S // block_size full tiles and drops the shorter last tile (T % block != 0).
+
+Misconception: ragged-dropped
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: dS is multiplied by the scale and dQ, dK are scaled again (scale applied twice)."""
+"""Bug: dS is multiplied by the scale and dQ, dK are scaled again (scale applied twice).
+
+Misconception: bwd-scale
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: the backward recomputes the whole L x S score and probability matrices in one go (right gradients, but the
-memory FlashAttention exists to save)."""
+memory FlashAttention exists to save).
+
+Misconception: memory-full-matrix
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: the backward's softmax gradient forgets D = rowsum(dO * O): dS = P * dP (the issue's list; the derivative of
-softmax has two terms)."""
+softmax has two terms).
+
+Misconception: bwd-delta
+"""
 
 from __future__ import annotations
 

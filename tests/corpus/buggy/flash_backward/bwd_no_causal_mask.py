@@ -1,5 +1,8 @@
 """Bug: the backward recomputes the tiles without the causal mask (the forward masks, the backward forgets): future
-keys get probability mass and gradients."""
+keys get probability mass and gradients.
+
+Misconception: mask-missing
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: the backward uses exp(S - lse) without guarding lse = -inf: rows that see no key (causal, L > S) give
-exp(-inf + inf) = NaN gradients."""
+exp(-inf + inf) = NaN gradients.
+
+Misconception: fully-masked-nan
+"""
 
 from __future__ import annotations
 

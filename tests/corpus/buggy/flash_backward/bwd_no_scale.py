@@ -1,4 +1,7 @@
-"""Bug: dQ and dK miss the 1/sqrt(E) factor of the scores' chain rule (the issue's 'wrong scale in dS')."""
+"""Bug: dQ and dK miss the 1/sqrt(E) factor of the scores' chain rule (the issue's 'wrong scale in dS').
+
+Misconception: bwd-scale
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: the backward softmaxes each tile of scores on its own: every tile's probabilities sum to 1 instead of the
-whole row's."""
+whole row's.
+
+Misconception: bwd-probabilities
+"""
 
 from __future__ import annotations
 

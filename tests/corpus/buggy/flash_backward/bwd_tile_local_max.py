@@ -1,5 +1,8 @@
 """Bug: the backward recomputes each tile's probabilities as exp(S - rowmax of the tile), as in the forward loop,
-instead of exp(S - lse): P is unnormalised, so dV and dS are wrong."""
+instead of exp(S - lse): P is unnormalised, so dV and dS are wrong.
+
+Misconception: bwd-probabilities
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: flash_attention defaults to is_causal=True ('attention in a decoder is causal'), against the spec's
-False."""
+False.
+
+Misconception: default-causal
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: FlashAttentionFunction.backward does not call flash_attention_backward: it recomputes softmax(q k^T) v with autograd and differentiates that (right gradients, but the L x S scores and probabilities are built again)."""
+"""Bug: FlashAttentionFunction.backward does not call flash_attention_backward: it recomputes softmax(q k^T) v with autograd and differentiates that (right gradients, but the L x S scores and probabilities are built again).
+
+Misconception: memory-full-matrix
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: FlashAttentionFunction.backward returns (dq, dk, dv) only: autograd needs one gradient per forward argument,
-None for is_causal and block_size."""
+None for is_causal and block_size.
+
+Misconception: function-grad-count
+"""
 
 from __future__ import annotations
 

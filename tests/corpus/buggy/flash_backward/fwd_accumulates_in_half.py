@@ -1,5 +1,8 @@
 """Bug: flash_forward keeps m, l and the accumulator in the input dtype: half inputs accumulate in half precision
-(and lse comes back in half)."""
+(and lse comes back in half).
+
+Misconception: precision-lowered
+"""
 
 from __future__ import annotations
 

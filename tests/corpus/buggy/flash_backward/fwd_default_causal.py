@@ -1,4 +1,7 @@
-"""Bug: flash_forward defaults to is_causal=True ('the forward of a decoder is causal'): FlashAttentionFunction passes is_causal on, but a direct call with the defaults masks the future."""
+"""Bug: flash_forward defaults to is_causal=True ('the forward of a decoder is causal'): FlashAttentionFunction passes is_causal on, but a direct call with the defaults masks the future.
+
+Misconception: default-causal
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: the log-sum-exp is updated inside the loop before m takes m_new, so it pairs the final denominator with the
-previous tile's max (saved before the final rescale)."""
+previous tile's max (saved before the final rescale).
+
+Misconception: lse-wrong
+"""
 
 from __future__ import annotations
 

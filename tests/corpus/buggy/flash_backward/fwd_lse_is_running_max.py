@@ -1,5 +1,8 @@
 """Bug: the forward returns (and saves) the running max m as the log-sum-exp, without log(l): the backward's P =
-exp(S - m) is unnormalised (the issue's 'log-sum-exp not saved')."""
+exp(S - m) is unnormalised (the issue's 'log-sum-exp not saved').
+
+Misconception: lse-wrong
+"""
 
 from __future__ import annotations
 

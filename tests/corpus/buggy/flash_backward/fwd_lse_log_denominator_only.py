@@ -1,4 +1,7 @@
-"""Bug: the log-sum-exp is log(l) alone: the running max subtracted inside the exponentials is never added back."""
+"""Bug: the log-sum-exp is log(l) alone: the running max subtracted inside the exponentials is never added back.
+
+Misconception: lse-wrong
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: FlashAttentionFunction's forward also computes and saves the full probability matrix P, and its backward
-uses it ('P is cheap to keep'): right gradients, L x S memory in the forward."""
+uses it ('P is cheap to keep'): right gradients, L x S memory in the forward.
+
+Misconception: memory-full-matrix
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: flash_forward folds the scale into q in place: query.to(acc_dtype) is query itself for float32 and float64 inputs, so q.mul_(scale) rescales the caller's tensor."""
+"""Bug: flash_forward folds the scale into q in place: query.to(acc_dtype) is query itself for float32 and float64 inputs, so q.mul_(scale) rescales the caller's tensor.
+
+Misconception: inplace-input
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: dropout with F.dropout(training=True): also active in eval mode."""
+"""Bug: dropout with F.dropout(training=True): also active in eval mode.
+
+Misconception: dropout-in-eval
+"""
 
 from __future__ import annotations
 

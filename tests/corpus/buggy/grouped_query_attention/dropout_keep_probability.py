@@ -1,4 +1,7 @@
-"""Bug: nn.Dropout(1 - dropout): p read as the keep probability."""
+"""Bug: nn.Dropout(1 - dropout): p read as the keep probability.
+
+Misconception: dropout-keep-prob
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: q, k and v reshaped with view(B, H, T, hd) directly: tokens mixed across heads."""
+"""Bug: q, k and v reshaped with view(B, H, T, hd) directly: tokens mixed across heads.
+
+Misconception: heads-no-transpose
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: W_key and W_value project to d_model (num_heads heads) as in multi-head attention: no memory saved (issue #16's list)."""
+"""Bug: W_key and W_value project to d_model (num_heads heads) as in multi-head attention: no memory saved (issue #16's list).
+
+Misconception: kv-heads-full-width
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: the causal mask is built without device=: it stays on the CPU."""
+"""Bug: the causal mask is built without device=: it stays on the CPU.
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

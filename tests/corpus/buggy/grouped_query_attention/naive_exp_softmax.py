@@ -1,4 +1,7 @@
-"""Bug: softmax written as exp(s) / sum(exp(s)) without subtracting the row max: inf/NaN for large scores."""
+"""Bug: softmax written as exp(s) / sum(exp(s)) without subtracting the row max: inf/NaN for large scores.
+
+Misconception: softmax-no-max
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: the causal mask is never applied: every token sees the future."""
+"""Bug: the causal mask is never applied: every token sees the future.
+
+Misconception: mask-missing
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: num_heads % num_kv_heads is never checked: an indivisible grouping is built and fails later, or silently drops heads."""
+"""Bug: num_heads % num_kv_heads is never checked: an indivisible grouping is built and fails later, or silently drops heads.
+
+Misconception: error-unchecked
+"""
 
 from __future__ import annotations
 

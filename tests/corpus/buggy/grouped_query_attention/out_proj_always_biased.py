@@ -1,4 +1,7 @@
-"""Bug: out_proj = nn.Linear(d_model, d_model) keeps its bias when bias=False (copied from the first assignment's MultiHeadAttention)."""
+"""Bug: out_proj = nn.Linear(d_model, d_model) keeps its bias when bias=False (copied from the first assignment's MultiHeadAttention).
+
+Misconception: out-proj-bias
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: kv heads tiled with k.repeat(1, group, 1, 1): query head h reads kv head h % num_kv_heads instead of h // group (issue #16's list; same shapes, wrong pairing)."""
+"""Bug: kv heads tiled with k.repeat(1, group, 1, 1): query head h reads kv head h % num_kv_heads instead of h // group (issue #16's list; same shapes, wrong pairing).
+
+Misconception: gqa-repeat
+"""
 
 from __future__ import annotations
 

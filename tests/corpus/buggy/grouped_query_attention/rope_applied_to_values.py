@@ -1,4 +1,7 @@
-"""Bug: RoPE applied to the values as well as to queries and keys (issue #16's list)."""
+"""Bug: RoPE applied to the values as well as to queries and keys (issue #16's list).
+
+Misconception: rope-on-values
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: rope_base is not passed to rope_frequencies: always 10000."""
+"""Bug: rope_base is not passed to rope_frequencies: always 10000.
+
+Misconception: rope-base-ignored
+"""
 
 from __future__ import annotations
 

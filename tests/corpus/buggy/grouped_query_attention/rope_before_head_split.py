@@ -1,4 +1,7 @@
-"""Bug: RoPE applied on (B, T, H, hd) before the transpose: the heads axis is taken for the positions."""
+"""Bug: RoPE applied on (B, T, H, hd) before the transpose: the heads axis is taken for the positions.
+
+Misconception: rope-before-head-split
+"""
 
 from __future__ import annotations
 

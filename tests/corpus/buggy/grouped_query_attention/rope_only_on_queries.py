@@ -1,4 +1,7 @@
-"""Bug: RoPE turns the queries but not the keys: the scores lose the relative position."""
+"""Bug: RoPE turns the queries but not the keys: the scores lose the relative position.
+
+Misconception: rope-only-queries
+"""
 
 from __future__ import annotations
 

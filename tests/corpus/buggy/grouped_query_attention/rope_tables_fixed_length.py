@@ -1,4 +1,7 @@
-"""Bug: the RoPE tables are built for a fixed 4096 positions (Llama 2's context) whatever max_len is: memory for rows no sequence can reach, and a max_len above 4096 fails at the first long sequence."""
+"""Bug: the RoPE tables are built for a fixed 4096 positions (Llama 2's context) whatever max_len is: memory for rows no sequence can reach, and a max_len above 4096 fails at the first long sequence.
+
+Misconception: rope-tables-length
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: the RoPE tables are plain attributes, not buffers: .to() leaves them behind."""
+"""Bug: the RoPE tables are plain attributes, not buffers: .to() leaves them behind.
+
+Misconception: not-a-buffer
+"""
 
 from __future__ import annotations
 

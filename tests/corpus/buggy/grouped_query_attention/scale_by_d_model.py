@@ -1,4 +1,7 @@
-"""Bug: scores divided by sqrt(d_model) instead of sqrt(head_dim)."""
+"""Bug: scores divided by sqrt(d_model) instead of sqrt(head_dim).
+
+Misconception: wrong-scale
+"""
 
 from __future__ import annotations
 

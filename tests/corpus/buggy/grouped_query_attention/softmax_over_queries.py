@@ -1,4 +1,7 @@
-"""Bug: softmax over the queries (dim=-2) instead of the keys."""
+"""Bug: softmax over the queries (dim=-2) instead of the keys.
+
+Misconception: softmax-wrong-dim
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: decode_step adds a float32 additive mask (0 / -inf) to the scores: a bfloat16 or float16 model's scores are promoted to float32 and the weighted sum with the half-precision values fails."""
+"""Bug: decode_step adds a float32 additive mask (0 / -inf) to the scores: a bfloat16 or float16 model's scores are promoted to float32 and the weighted sum with the half-precision values fails.
+
+Misconception: dtype-ignored
+"""
 
 from __future__ import annotations
 

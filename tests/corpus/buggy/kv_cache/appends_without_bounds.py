@@ -1,4 +1,7 @@
-"""Bug: the cache grows with torch.cat from empty buffers: nothing preallocated, no max_len bound (issue #16's list)."""
+"""Bug: the cache grows with torch.cat from empty buffers: nothing preallocated, no max_len bound (issue #16's list).
+
+Misconception: cache-unbounded
+"""
 
 from __future__ import annotations
 

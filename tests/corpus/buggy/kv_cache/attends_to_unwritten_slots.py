@@ -1,4 +1,7 @@
-"""Bug: update returns the whole buffers: decoding attends to the zero keys of unwritten slots (issue #16's list)."""
+"""Bug: update returns the whole buffers: decoding attends to the zero keys of unwritten slots (issue #16's list).
+
+Misconception: cache-unwritten-slots
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: KVCache's dtype defaults to float16 ('caches are stored in half precision'): a float32 model that takes the default gets its keys and values rounded to half precision."""
+"""Bug: KVCache's dtype defaults to float16 ('caches are stored in half precision'): a float32 model that takes the default gets its keys and values rounded to half precision.
+
+Misconception: dtype-ignored
+"""
 
 from __future__ import annotations
 

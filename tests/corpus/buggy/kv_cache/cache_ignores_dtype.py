@@ -1,4 +1,7 @@
-"""Bug: the buffers are always float32, whatever dtype is asked: float64 decoding loses precision."""
+"""Bug: the buffers are always float32, whatever dtype is asked: float64 decoding loses precision.
+
+Misconception: dtype-ignored
+"""
 
 from __future__ import annotations
 

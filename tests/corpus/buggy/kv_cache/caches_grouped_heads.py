@@ -1,4 +1,7 @@
-"""Bug: keys and values are repeated to num_heads BEFORE caching: the cache (sized for num_kv_heads) overflows its head axis and GQA's memory saving is lost."""
+"""Bug: keys and values are repeated to num_heads BEFORE caching: the cache (sized for num_kv_heads) overflows its head axis and GQA's memory saving is lost.
+
+Misconception: cache-grouped-heads
+"""
 
 from __future__ import annotations
 

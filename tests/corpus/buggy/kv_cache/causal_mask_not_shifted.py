@@ -1,4 +1,7 @@
-"""Bug: the chunk's causal mask is tril() of (t, S), top-left aligned: the cached prefix is masked out (issue #16's list)."""
+"""Bug: the chunk's causal mask is tril() of (t, S), top-left aligned: the cached prefix is masked out (issue #16's list).
+
+Misconception: mask-top-left
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: F.dropout(weights, model.dropout.p) in decode_step: training=True by default, so dropout acts in eval mode."""
+"""Bug: F.dropout(weights, model.dropout.p) in decode_step: training=True by default, so dropout acts in eval mode.
+
+Misconception: dropout-in-eval
+"""
 
 from __future__ import annotations
 

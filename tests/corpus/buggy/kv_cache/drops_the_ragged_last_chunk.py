@@ -1,4 +1,7 @@
-"""Bug: decode loops over range(0, T - chunk_size + 1, chunk_size): a shorter last chunk is never decoded."""
+"""Bug: decode loops over range(0, T - chunk_size + 1, chunk_size): a shorter last chunk is never decoded.
+
+Misconception: ragged-dropped
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: every step re-runs causal attention over the whole prefix and keeps the last rows: (S, S) scores per step."""
+"""Bug: every step re-runs causal attention over the whole prefix and keeps the last rows: (S, S) scores per step.
+
+Misconception: memory-full-matrix
+"""
 
 from __future__ import annotations
 

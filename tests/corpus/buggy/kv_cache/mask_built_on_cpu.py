@@ -1,4 +1,7 @@
-"""Bug: decode_step builds the chunk's causal mask without device=: it stays on the CPU while the model, the cache and x sit elsewhere (a GPU, or meta)."""
+"""Bug: decode_step builds the chunk's causal mask without device=: it stays on the CPU while the model, the cache and x sit elsewhere (a GPU, or meta).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

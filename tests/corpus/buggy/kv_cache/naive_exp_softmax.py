@@ -1,4 +1,7 @@
-"""Bug: decode_step writes the softmax as exp(s) / sum(exp(s)) without subtracting the row max: inf/NaN once the scores reach a few hundred."""
+"""Bug: decode_step writes the softmax as exp(s) / sum(exp(s)) without subtracting the row max: inf/NaN once the scores reach a few hundred.
+
+Misconception: softmax-no-max
+"""
 
 from __future__ import annotations
 

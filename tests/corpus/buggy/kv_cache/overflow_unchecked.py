@@ -1,4 +1,7 @@
-"""Bug: no bounds check: writing beyond max_len fails inside torch with a shape error, not a clear ValueError."""
+"""Bug: no bounds check: writing beyond max_len fails inside torch with a shape error, not a clear ValueError.
+
+Misconception: error-unchecked
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: RoPE positions restart at 0 in every chunk: positions not offset during decoding (issue #16's list)."""
+"""Bug: RoPE positions restart at 0 in every chunk: positions not offset during decoding (issue #16's list).
+
+Misconception: positions-not-offset
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: caches the INPUTS and re-projects the whole prefix every step: right values, O(T^2) projections."""
+"""Bug: caches the INPUTS and re-projects the whole prefix every step: right values, O(T^2) projections.
+
+Misconception: recompute-prefix
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: cached kv heads tiled with repeat(1, group, 1, 1) instead of repeat_interleave."""
+"""Bug: cached kv heads tiled with repeat(1, group, 1, 1) instead of repeat_interleave.
+
+Misconception: gqa-repeat
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: reset() zeroes the buffers but keeps length: the next sequence continues the old one's positions and attends to zero keys."""
+"""Bug: reset() zeroes the buffers but keeps length: the next sequence continues the old one's positions and attends to zero keys.
+
+Misconception: cache-reset
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: decode_step rotates the values too before caching them."""
+"""Bug: decode_step rotates the values too before caching them.
+
+Misconception: rope-on-values
+"""
 
 from __future__ import annotations
 

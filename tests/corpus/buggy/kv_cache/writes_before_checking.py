@@ -1,4 +1,7 @@
-"""Bug: the overflow check runs after the write: a refused update has already changed the cache (the fitting part is written and length advanced)."""
+"""Bug: the overflow check runs after the write: a refused update has already changed the cache (the fitting part is written and length advanced).
+
+Misconception: cache-write-before-check
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: to_additive always returns float32 whatever `dtype` says (source: seed 001 torch.zeros without dtype)."""
+"""Bug: to_additive always returns float32 whatever `dtype` says (source: seed 001 torch.zeros without dtype).
+
+Misconception: dtype-ignored
+"""
 
 import torch
 
@@ -12,4 +15,4 @@ def padding_mask(lengths, max_len):
 
 
 def to_additive(mask, dtype=torch.float32):
-    return torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+    return torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, float("-inf"))

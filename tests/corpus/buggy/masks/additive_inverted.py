@@ -1,4 +1,7 @@
-"""Bug: to_additive puts -inf where the mask is True (allowed) and 0 where it is False (misconception #7)."""
+"""Bug: to_additive puts -inf where the mask is True (allowed) and 0 where it is False (misconception #7).
+
+Misconception: mask-inverted
+"""
 
 import torch
 

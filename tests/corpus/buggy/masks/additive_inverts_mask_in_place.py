@@ -1,5 +1,8 @@
 """Bug: to_additive inverts the caller's mask in place (`mask.logical_not_()`), so the caller's mask is
-flipped after the call (an in-place idiom from C++/CUDA ports)."""
+flipped after the call (an in-place idiom from C++/CUDA ports).
+
+Misconception: inplace-input
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: to_additive fills blocked positions with -1e9 instead of -inf (misconception #13)."""
+"""Bug: to_additive fills blocked positions with -1e9 instead of -inf (misconception #13).
+
+Misconception: mask-fill-finite
+"""
 
 import torch
 

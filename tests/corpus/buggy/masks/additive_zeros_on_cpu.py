@@ -1,5 +1,8 @@
 """Bug: to_additive allocates its zeros without device= (works on CPU, fails for a CUDA mask)
-(a common copy of the seed's torch.zeros(mask.shape) line)."""
+(a common copy of the seed's torch.zeros(mask.shape) line).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: causal mask of the right values but dtype float, torch.tril(torch.ones(T, T)) (source: seed 003 line ~353 / misconception #9)."""
+"""Bug: causal mask of the right values but dtype float, torch.tril(torch.ones(T, T)) (source: seed 003 line ~353 / misconception #9).
+
+Misconception: mask-dtype
+"""
 
 import torch
 

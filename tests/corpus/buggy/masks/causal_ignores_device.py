@@ -1,5 +1,8 @@
 """Bug: causal_mask accepts `device` but builds the mask on the default device (the argument is never passed
-to torch.ones) (a frequent review comment on nanoGPT forks: 'mask on CPU while the model is on CUDA')."""
+to torch.ones) (a frequent review comment on nanoGPT forks: 'mask on CPU while the model is on CUDA').
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

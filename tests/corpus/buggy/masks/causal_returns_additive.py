@@ -1,4 +1,7 @@
-"""Bug: causal_mask returns the 0/-inf additive mask instead of a boolean one (source: seed 003 line ~355)."""
+"""Bug: causal_mask returns the 0/-inf additive mask instead of a boolean one (source: seed 003 line ~355).
+
+Misconception: mask-dtype
+"""
 
 import torch
 

@@ -1,4 +1,7 @@
-"""Bug: causal mask = torch.triu(ones, diagonal=1).bool(), the BLOCKED set used as the keep-mask (source: rasbt #1061; seed 003 line ~532 / misconception #7)."""
+"""Bug: causal mask = torch.triu(ones, diagonal=1).bool(), the BLOCKED set used as the keep-mask (source: rasbt #1061; seed 003 line ~532 / misconception #7).
+
+Misconception: mask-inverted
+"""
 
 import torch
 

@@ -1,5 +1,8 @@
 """Bug: padding_mask builds its positions with torch.arange(max_len) on the default device, not lengths.device
-(Hugging Face issue reports of 'Expected all tensors to be on the same device' in padding helpers)."""
+(Hugging Face issue reports of 'Expected all tensors to be on the same device' in padding helpers).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: padding mask returned as a float 0/1 tensor, which SDPA adds as a bias and so masks nothing (misconception #9)."""
+"""Bug: padding mask returned as a float 0/1 tensor, which SDPA adds as a bias and so masks nothing (misconception #9).
+
+Misconception: mask-dtype
+"""
 
 import torch
 

@@ -1,4 +1,7 @@
-"""Bug: padding mask True = pad, nn.MultiheadAttention key_padding_mask convention (source: §3.6 / misconception #7)."""
+"""Bug: padding mask True = pad, nn.MultiheadAttention key_padding_mask convention (source: §3.6 / misconception #7).
+
+Misconception: mask-inverted
+"""
 
 import torch
 

@@ -1,4 +1,7 @@
-"""Bug: arange(max_len) < lengths without adding the broadcast dims, so positions are compared with the wrong lengths (misconception #8)."""
+"""Bug: arange(max_len) < lengths without adding the broadcast dims, so positions are compared with the wrong lengths (misconception #8).
+
+Misconception: mask-broadcast
+"""
 
 import torch
 

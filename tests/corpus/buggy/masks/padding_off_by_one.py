@@ -1,4 +1,7 @@
-"""Bug: padding mask uses <= lengths, letting queries see one padding token (misconception #8)."""
+"""Bug: padding mask uses <= lengths, letting queries see one padding token (misconception #8).
+
+Misconception: padding-off-by-one
+"""
 
 import torch
 

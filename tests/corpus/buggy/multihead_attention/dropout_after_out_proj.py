@@ -1,4 +1,7 @@
-"""Bug: dropout after out_proj instead of on the attention weights (nanoGPT's resid_dropout used as the attention dropout; karpathy/nanoGPT model.py has both attn_dropout and resid_dropout)."""
+"""Bug: dropout after out_proj instead of on the attention weights (nanoGPT's resid_dropout used as the attention dropout; karpathy/nanoGPT model.py has both attn_dropout and resid_dropout).
+
+Misconception: dropout-wrong-place
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: dropout is applied to the scores before the softmax instead of to the weights (misconception #11)."""
+"""Bug: dropout is applied to the scores before the softmax instead of to the weights (misconception #11).
+
+Misconception: dropout-wrong-place
+"""
 
 import torch
 from torch import nn

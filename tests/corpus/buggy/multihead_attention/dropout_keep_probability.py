@@ -1,5 +1,8 @@
 """Bug: MultiHeadAttention builds nn.Dropout(1 - dropout), reading the dropout rate as a keep probability
-(TensorFlow 1 keep_prob habit)."""
+(TensorFlow 1 keep_prob habit).
+
+Misconception: dropout-keep-prob
+"""
 
 from __future__ import annotations
 

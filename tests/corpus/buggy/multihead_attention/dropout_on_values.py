@@ -1,5 +1,8 @@
 """Bug: MultiHeadAttention applies dropout to the values instead of the attention weights (a mix-up with
-'attention dropout' vs 'residual dropout' in nanoGPT's attn_dropout / resid_dropout)."""
+'attention dropout' vs 'residual dropout' in nanoGPT's attn_dropout / resid_dropout).
+
+Misconception: dropout-wrong-place
+"""
 
 from __future__ import annotations
 

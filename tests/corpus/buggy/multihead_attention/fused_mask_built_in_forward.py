@@ -1,5 +1,8 @@
 """Bug: MultiHeadAttention rebuilds the causal mask in forward with torch.triu(torch.ones(T, T)) on the default
-device instead of using its buffer (nanoGPT forks before the bias buffer; CUDA device mismatch reports)."""
+device instead of using its buffer (nanoGPT forks before the bias buffer; CUDA device mismatch reports).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

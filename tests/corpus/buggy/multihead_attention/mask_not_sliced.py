@@ -1,4 +1,7 @@
-"""Bug: the (context_length, context_length) mask is not sliced to [:T, :T], so T < context_length breaks (misconception #8)."""
+"""Bug: the (context_length, context_length) mask is not sliced to [:T, :T], so T < context_length breaks (misconception #8).
+
+Misconception: mask-not-sliced
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: the mask is a plain attribute, not a registered buffer (misconception #17)."""
+"""Bug: the mask is a plain attribute, not a registered buffer (misconception #17).
+
+Misconception: not-a-buffer
+"""
 
 import torch
 from torch import nn

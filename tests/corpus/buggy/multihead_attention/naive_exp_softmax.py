@@ -1,4 +1,7 @@
-"""Bug: exp / sum(exp) without subtracting the max (d2l.ai's softmax from scratch: X_exp = torch.exp(X); partition = X_exp.sum(1, keepdims=True); misconception #14)."""
+"""Bug: exp / sum(exp) without subtracting the max (d2l.ai's softmax from scratch: X_exp = torch.exp(X); partition = X_exp.sum(1, keepdims=True); misconception #14).
+
+Misconception: softmax-no-max
+"""
 
 from __future__ import annotations
 

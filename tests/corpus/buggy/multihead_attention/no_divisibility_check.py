@@ -1,4 +1,7 @@
-"""Bug: no check that d_out % num_heads == 0: a bad configuration is built silently and fails later."""
+"""Bug: no check that d_out % num_heads == 0: a bad configuration is built silently and fails later.
+
+Misconception: error-unchecked
+"""
 
 import torch
 from torch import nn

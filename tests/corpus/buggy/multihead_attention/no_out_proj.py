@@ -1,4 +1,7 @@
-"""Bug: out_proj is created but never applied to the concatenated heads (seed 003 line ~750)."""
+"""Bug: out_proj is created but never applied to the concatenated heads (seed 003 line ~750).
+
+Misconception: out-proj-missing
+"""
 
 import torch
 from torch import nn

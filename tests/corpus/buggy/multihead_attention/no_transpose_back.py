@@ -1,4 +1,7 @@
-"""Bug: the heads' outputs are viewed back to (b, T, d_out) without transposing (b, H, T, hd) to (b, T, H, hd) first (misconception #2)."""
+"""Bug: the heads' outputs are viewed back to (b, T, d_out) without transposing (b, H, T, hd) to (b, T, H, hd) first (misconception #2).
+
+Misconception: heads-no-transpose
+"""
 
 import torch
 from torch import nn

@@ -22,6 +22,9 @@ Conventions (as in `causal_attention`): a boolean mask is True where a query may
 mask is a buffer named `mask` (contents up to you); inputs may be shorter than context_length; dropout acts on
 the attention weights and only in training mode.
 Do not call F.scaled_dot_product_attention or nn.MultiheadAttention here: they are banned in this exercise.
+
+
+Misconception: out-proj-bias
 """
 
 from __future__ import annotations

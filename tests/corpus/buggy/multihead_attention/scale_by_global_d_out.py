@@ -1,4 +1,7 @@
-"""Bug: the scores are divided by sqrt(d_out) instead of sqrt(head_dim) (seed 003 line 737 / misconception #5)."""
+"""Bug: the scores are divided by sqrt(d_out) instead of sqrt(head_dim) (seed 003 line 737 / misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import torch
 from torch import nn

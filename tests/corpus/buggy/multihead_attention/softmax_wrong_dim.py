@@ -1,4 +1,7 @@
-"""Bug: softmax over dim=-2 (the queries) instead of dim=-1 (the keys) (misconception #1)."""
+"""Bug: softmax over dim=-2 (the queries) instead of dim=-1 (the keys) (misconception #1).
+
+Misconception: softmax-wrong-dim
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: the heads are split with view(b, num_heads, T, head_dim) instead of view(b, T, num_heads, head_dim).transpose(1, 2) (misconception #2)."""
+"""Bug: the heads are split with view(b, num_heads, T, head_dim) instead of view(b, T, num_heads, head_dim).transpose(1, 2) (misconception #2).
+
+Misconception: heads-no-transpose
+"""
 
 import torch
 from torch import nn

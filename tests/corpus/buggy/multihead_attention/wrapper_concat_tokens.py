@@ -1,4 +1,7 @@
-"""Bug: the wrapper concatenates the heads along the token dimension (dim=1) instead of the features."""
+"""Bug: the wrapper concatenates the heads along the token dimension (dim=1) instead of the features.
+
+Misconception: concat-wrong-dim
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: the wrapper's forward runs under torch.no_grad() (the book's inference snippet `with torch.no_grad(): context_vecs = mha(batch)` copied into forward), so nothing trains."""
+"""Bug: the wrapper's forward runs under torch.no_grad() (the book's inference snippet `with torch.no_grad(): context_vecs = mha(batch)` copied into forward), so nothing trains.
+
+Misconception: no-gradient
+"""
 
 from __future__ import annotations
 

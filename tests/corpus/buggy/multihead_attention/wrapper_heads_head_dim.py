@@ -1,4 +1,7 @@
-"""Bug: the wrapper builds each head with d_out // num_heads features instead of d_out (seed 003 line 642)."""
+"""Bug: the wrapper builds each head with d_out // num_heads features instead of d_out (seed 003 line 642).
+
+Misconception: head-width
+"""
 
 import torch
 from torch import nn

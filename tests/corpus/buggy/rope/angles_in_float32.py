@@ -1,4 +1,7 @@
-"""Bug: angles computed in float32 (positions * theta), then cast: large positions lose ~m * 6e-8 rad, and float64 tables are only float32-accurate."""
+"""Bug: angles computed in float32 (positions * theta), then cast: large positions lose ~m * 6e-8 rad, and float64 tables are only float32-accurate.
+
+Misconception: precision-lowered
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: the base argument is ignored: 10000 always (breaks Llama 3's 500000)."""
+"""Bug: the base argument is ignored: 10000 always (breaks Llama 3's 500000).
+
+Misconception: rope-base-ignored
+"""
 
 from __future__ import annotations
 

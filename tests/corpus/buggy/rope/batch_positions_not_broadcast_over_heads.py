@@ -1,4 +1,7 @@
-"""Bug: (B, T) positions give (B, T, hd/2) rows that broadcast against the HEAD axis instead of the batch axis (no unsqueeze)."""
+"""Bug: (B, T) positions give (B, T, hd/2) rows that broadcast against the HEAD axis instead of the batch axis (no unsqueeze).
+
+Misconception: rope-positions-broadcast
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: theta_i = base ** (2i / head_dim): the minus sign is lost, pairs turn faster and faster."""
+"""Bug: theta_i = base ** (2i / head_dim): the minus sign is lost, pairs turn faster and faster.
+
+Misconception: rope-frequencies
+"""
 
 from __future__ import annotations
 

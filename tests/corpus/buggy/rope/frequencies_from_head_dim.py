@@ -1,4 +1,7 @@
-"""Bug: theta_i = base ** (-i / head_dim) over arange(head_dim), cut to head_dim // 2: the exponent uses head_dim steps instead of head_dim / 2 pairs (issue #16's list)."""
+"""Bug: theta_i = base ** (-i / head_dim) over arange(head_dim), cut to head_dim // 2: the exponent uses head_dim steps instead of head_dim / 2 pairs (issue #16's list).
+
+Misconception: rope-frequencies
+"""
 
 from __future__ import annotations
 

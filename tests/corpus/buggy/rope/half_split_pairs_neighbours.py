@@ -1,4 +1,7 @@
-"""Bug: apply_rope pairs neighbouring features (x[2i], x[2i+1]) and concatenates: the interleaved pairing in the half-split layout."""
+"""Bug: apply_rope pairs neighbouring features (x[2i], x[2i+1]) and concatenates: the interleaved pairing in the half-split layout.
+
+Misconception: rope-pairing
+"""
 
 from __future__ import annotations
 

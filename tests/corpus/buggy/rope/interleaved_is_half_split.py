@@ -1,4 +1,7 @@
-"""Bug: apply_rope_interleaved pairs (x[i], x[i + hd/2]) like the half-split variant."""
+"""Bug: apply_rope_interleaved pairs (x[i], x[i + hd/2]) like the half-split variant.
+
+Misconception: rope-pairing
+"""
 
 from __future__ import annotations
 

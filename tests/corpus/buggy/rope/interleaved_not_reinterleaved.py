@@ -1,4 +1,7 @@
-"""Bug: apply_rope_interleaved rotates the right pairs but concatenates the results (cat) instead of putting each pair back in place (stack + flatten)."""
+"""Bug: apply_rope_interleaved rotates the right pairs but concatenates the results (cat) instead of putting each pair back in place (stack + flatten).
+
+Misconception: rope-pairing
+"""
 
 from __future__ import annotations
 

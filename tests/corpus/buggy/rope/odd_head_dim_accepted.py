@@ -1,4 +1,7 @@
-"""Bug: no check of head_dim: an odd head_dim silently gets ceil(head_dim / 2) frequencies."""
+"""Bug: no check of head_dim: an odd head_dim silently gets ceil(head_dim / 2) frequencies.
+
+Misconception: error-unchecked
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: positions are ignored: rows 0 .. T-1 always, so a decoding chunk is rotated as if it started the sequence (positions not offset during decoding)."""
+"""Bug: positions are ignored: rows 0 .. T-1 always, so a decoding chunk is rotated as if it started the sequence (positions not offset during decoding).
+
+Misconception: positions-not-offset
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: the tables start at position 1 (arange(1, max_len + 1)): position 0 is not the identity."""
+"""Bug: the tables start at position 1 (arange(1, max_len + 1)): position 0 is not the identity.
+
+Misconception: rope-positions-start-one
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: the result stays in float32 for half-precision inputs (no cast back)."""
+"""Bug: the result stays in float32 for half-precision inputs (no cast back).
+
+Misconception: dtype-ignored
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: the tables are cast to x.dtype and the rotation runs in half precision (four roundings instead of one)."""
+"""Bug: the tables are cast to x.dtype and the rotation runs in half precision (four roundings instead of one).
+
+Misconception: precision-lowered
+"""
 
 from __future__ import annotations
 

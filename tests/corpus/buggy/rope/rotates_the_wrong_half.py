@@ -1,4 +1,7 @@
-"""Bug: rotate_half written as cat(x2, -x1) instead of cat(-x2, x1): every pair turns by -angle (a common port error between Meta's and HF's Llama code)."""
+"""Bug: rotate_half written as cat(x2, -x1) instead of cat(-x2, x1): every pair turns by -angle (a common port error between Meta's and HF's Llama code).
+
+Misconception: rope-rotation-sign
+"""
 
 from __future__ import annotations
 

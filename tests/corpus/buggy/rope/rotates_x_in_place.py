@@ -1,4 +1,7 @@
-"""Bug: writes the rotated halves back into x (x[..., :half] = ...): the caller's tensor changes."""
+"""Bug: writes the rotated halves back into x (x[..., :half] = ...): the caller's tensor changes.
+
+Misconception: inplace-input
+"""
 
 from __future__ import annotations
 

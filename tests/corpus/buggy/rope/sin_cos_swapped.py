@@ -1,4 +1,7 @@
-"""Bug: returns (sin, cos) instead of (cos, sin)."""
+"""Bug: returns (sin, cos) instead of (cos, sin).
+
+Misconception: rope-return-order
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: the table rows are reshaped to (1, 1, T, hd/2) for (B, H, T, hd) inputs: a (T, hd) or (B, T, hd) input comes back with extra leading dims (a port of code that only ever sees 4-D queries)."""
+"""Bug: the table rows are reshaped to (1, 1, T, hd/2) for (B, H, T, hd) inputs: a (T, hd) or (B, T, hd) input comes back with extra leading dims (a port of code that only ever sees 4-D queries).
+
+Misconception: rope-shape
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: rope_frequencies checks only head_dim % 2 (0 passes) and never max_len: rope_frequencies(0, 4) and rope_frequencies(4, 0) return empty tables instead of refusing."""
+"""Bug: rope_frequencies checks only head_dim % 2 (0 passes) and never max_len: rope_frequencies(0, 4) and rope_frequencies(4, 0) return empty tables instead of refusing.
+
+Misconception: error-unchecked
+"""
 
 from __future__ import annotations
 

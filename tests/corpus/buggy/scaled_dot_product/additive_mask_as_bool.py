@@ -1,4 +1,7 @@
-"""Bug: masked_fill(mask == 0, -inf) for every mask, so additive masks are inverted and biases ignored (source: seed 004 line ~13 / misconception #7)."""
+"""Bug: masked_fill(mask == 0, -inf) for every mask, so additive masks are inverted and biases ignored (source: seed 004 line ~13 / misconception #7).
+
+Misconception: additive-as-bool
+"""
 
 import math
 

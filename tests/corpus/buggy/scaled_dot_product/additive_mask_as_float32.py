@@ -1,5 +1,8 @@
 """Bug: an additive mask is converted with `mask.float()`, so a float64 bias is rounded to float32
-(a 'make it a float mask' line from Hugging Face attention code)."""
+(a 'make it a float mask' line from Hugging Face attention code).
+
+Misconception: precision-lowered
+"""
 
 from __future__ import annotations
 

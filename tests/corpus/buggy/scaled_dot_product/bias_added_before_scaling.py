@@ -1,4 +1,7 @@
-"""Bug: adds the float mask to Q K^T before scaling, so the bias is scaled too (source: research section 2.3 ALiBi / misconception #5)."""
+"""Bug: adds the float mask to Q K^T before scaling, so the bias is scaled too (source: research section 2.3 ALiBi / misconception #5).
+
+Misconception: bias-before-scale
+"""
 
 import math
 

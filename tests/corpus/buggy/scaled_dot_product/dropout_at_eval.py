@@ -1,4 +1,7 @@
-"""Bug: applies dropout whenever dropout_p > 0, ignoring `training` (source: misconception #10)."""
+"""Bug: applies dropout whenever dropout_p > 0, ignoring `training` (source: misconception #10).
+
+Misconception: dropout-in-eval
+"""
 
 import math
 

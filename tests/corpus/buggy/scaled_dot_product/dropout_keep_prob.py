@@ -1,4 +1,7 @@
-"""Bug: passes 1 - dropout_p to F.dropout, reading p as the KEEP probability (TF1's tf.nn.dropout(x, keep_prob))."""
+"""Bug: passes 1 - dropout_p to F.dropout, reading p as the KEEP probability (TF1's tf.nn.dropout(x, keep_prob)).
+
+Misconception: dropout-keep-prob
+"""
 
 from __future__ import annotations
 

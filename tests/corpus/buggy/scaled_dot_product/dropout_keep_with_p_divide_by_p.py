@@ -1,4 +1,7 @@
-"""Bug: hand-written dropout keeps each weight with probability p and divides by p (CS231n assignment 2's dropout, where p is the keep probability), with PyTorch's p = drop probability."""
+"""Bug: hand-written dropout keeps each weight with probability p and divides by p (CS231n assignment 2's dropout, where p is the keep probability), with PyTorch's p = drop probability.
+
+Misconception: dropout-keep-prob
+"""
 
 from __future__ import annotations
 

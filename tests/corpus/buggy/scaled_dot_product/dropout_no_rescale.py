@@ -1,4 +1,7 @@
-"""Bug: zeroes weights but never scales the survivors by 1/(1-p) (source: seed 003 line ~467 / misconception #11)."""
+"""Bug: zeroes weights but never scales the survivors by 1/(1-p) (source: seed 003 line ~467 / misconception #11).
+
+Misconception: dropout-no-rescale
+"""
 
 import math
 

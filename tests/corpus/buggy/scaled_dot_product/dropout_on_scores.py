@@ -1,4 +1,7 @@
-"""Bug: applies dropout to the scores before softmax instead of to the weights (source: seed 003 line ~471 / misconception #11)."""
+"""Bug: applies dropout to the scores before softmax instead of to the weights (source: seed 003 line ~471 / misconception #11).
+
+Misconception: dropout-wrong-place
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: fills blocked scores with -1e9: raises in float16, fully-masked rows get uniform weights (source: seed 004 line ~13 / misconception #13)."""
+"""Bug: fills blocked scores with -1e9: raises in float16, fully-masked rows get uniform weights (source: seed 004 line ~13 / misconception #13).
+
+Misconception: mask-fill-finite
+"""
 
 import math
 

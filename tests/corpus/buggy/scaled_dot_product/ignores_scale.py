@@ -1,4 +1,7 @@
-"""Bug: ignores the `scale` argument and always uses 1/sqrt(E) (source: SDPA section 3.1 / misconception #5)."""
+"""Bug: ignores the `scale` argument and always uses 1/sqrt(E) (source: SDPA section 3.1 / misconception #5).
+
+Misconception: scale-argument-ignored
+"""
 
 import math
 

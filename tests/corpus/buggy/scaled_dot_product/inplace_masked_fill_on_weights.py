@@ -1,5 +1,8 @@
 """Bug: the fully-masked rows are zeroed with an in-place masked_fill_ on the softmax output: values right,
-backward raises (softmax saved its output; the in-place op bumps its version) (PyTorch forum threads)."""
+backward raises (softmax saved its output; the in-place op bumps its version) (PyTorch forum threads).
+
+Misconception: inplace-autograd
+"""
 
 from __future__ import annotations
 

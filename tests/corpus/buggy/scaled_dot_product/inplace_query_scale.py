@@ -1,5 +1,8 @@
 """Bug: the queries are scaled in place (`query *= scale`) to save an L x S multiply, which changes the
-caller's query tensor (an optimisation seen in hand-written attention kernels, applied to the input)."""
+caller's query tensor (an optimisation seen in hand-written attention kernels, applied to the input).
+
+Misconception: inplace-input
+"""
 
 from __future__ import annotations
 

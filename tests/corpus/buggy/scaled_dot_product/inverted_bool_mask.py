@@ -1,4 +1,7 @@
-"""Bug: masked_fill(mask, -inf) blocks where the bool mask says True = may attend (source: MHA's convention / misconception #7)."""
+"""Bug: masked_fill(mask, -inf) blocks where the bool mask says True = may attend (source: MHA's convention / misconception #7).
+
+Misconception: mask-inverted
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: `query @ key.T` reverses every dim of a batched key, not just the last two (source: seed 003 line ~170 `Q @ K.T` / misconception #4)."""
+"""Bug: `query @ key.T` reverses every dim of a batched key, not just the last two (source: seed 003 line ~170 `Q @ K.T` / misconception #4).
+
+Misconception: keys-dot-t
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: squeezes the mask (turning an HF-style extended (B, 1, 1, S) padding mask back into (B, S)), which then broadcasts the batch against the queries when B > 1."""
+"""Bug: squeezes the mask (turning an HF-style extended (B, 1, 1, S) padding mask back into (B, S)), which then broadcasts the batch against the queries when B > 1.
+
+Misconception: mask-broadcast
+"""
 
 from __future__ import annotations
 

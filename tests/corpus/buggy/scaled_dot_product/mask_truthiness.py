@@ -1,5 +1,8 @@
 """Bug: `if mask:` instead of `if mask is not None:` (raises 'Boolean value of Tensor with more than one value
-is ambiguous' for every real mask) (PyTorch forum FAQ)."""
+is ambiguous' for every real mask) (PyTorch forum FAQ).
+
+Misconception: mask-truthiness
+"""
 
 from __future__ import annotations
 

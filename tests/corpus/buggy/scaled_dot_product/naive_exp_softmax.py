@@ -1,5 +1,8 @@
 """Bug: the softmax is written out as exp(scores) / exp(scores).sum(-1) without subtracting the row max
-(d2l.ai's first masked_softmax sketch; overflows for scores of a few hundred)."""
+(d2l.ai's first masked_softmax sketch; overflows for scores of a few hundred).
+
+Misconception: softmax-no-max
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: plain softmax over a row of -inf gives NaN for a query with no visible key (source: misconception #12)."""
+"""Bug: plain softmax over a row of -inf gives NaN for a query with no visible key (source: misconception #12).
+
+Misconception: fully-masked-nan
+"""
 
 import math
 

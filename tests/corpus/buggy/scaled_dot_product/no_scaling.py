@@ -1,4 +1,7 @@
-"""Bug: never scales the scores, softmax(Q K^T) (source: misconception #5)."""
+"""Bug: never scales the scores, softmax(Q K^T) (source: misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: returns the pre-dropout weights, not the ones used for the output (source: misconception #11)."""
+"""Bug: returns the pre-dropout weights, not the ones used for the output (source: misconception #11).
+
+Misconception: weights-before-dropout
+"""
 
 import math
 

@@ -1,5 +1,8 @@
 """Bug: the default scale is a float32 tensor (`1 / torch.sqrt(torch.tensor(E))`): float64 scores are scaled by
-a rounded factor (seed tutorials write torch.sqrt(torch.tensor(d_k)); LLMs reproduce it)."""
+a rounded factor (seed tutorials write torch.sqrt(torch.tensor(d_k)); LLMs reproduce it).
+
+Misconception: precision-lowered
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: scales the scores by 1/E instead of 1/sqrt(E) (source: misconception #5)."""
+"""Bug: scales the scores by 1/E instead of 1/sqrt(E) (source: misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import math
 

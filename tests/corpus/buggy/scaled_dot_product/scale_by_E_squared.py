@@ -1,4 +1,7 @@
-"""Bug: scales the scores by 1/E**2 (source: seed 001 line ~223 `attn_scores_2/d_k**2` / misconception #5)."""
+"""Bug: scales the scores by 1/E**2 (source: seed 001 line ~223 `attn_scores_2/d_k**2` / misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import math
 

@@ -1,4 +1,7 @@
-"""Bug: `scale or 1/sqrt(E)` treats scale=0.0 as missing (microsoft/Swin-Transformer's `self.scale = qk_scale or head_dim ** -0.5`)."""
+"""Bug: `scale or 1/sqrt(E)` treats scale=0.0 as missing (microsoft/Swin-Transformer's `self.scale = qk_scale or head_dim ** -0.5`).
+
+Misconception: scale-zero-as-default
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: softmax over dim=-2 (the queries) instead of the keys (source: misconception #1)."""
+"""Bug: softmax over dim=-2 (the queries) instead of the keys (source: misconception #1).
+
+Misconception: softmax-wrong-dim
+"""
 
 import math
 

@@ -1,5 +1,8 @@
 """Bug: the softmax is computed in float32 'for stability' and cast back (`torch.softmax(scores.float(), -1)
-.to(query.dtype)`): float64 inputs lose their precision (a habit from mixed-precision training code, timm)."""
+.to(query.dtype)`): float64 inputs lose their precision (a habit from mixed-precision training code, timm).
+
+Misconception: precision-lowered
+"""
 
 from __future__ import annotations
 

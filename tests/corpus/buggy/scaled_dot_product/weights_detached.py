@@ -1,6 +1,9 @@
 """Bug: returns `weights.detach()` so that callers cannot backprop through the returned weights, and uses the
 detached weights for the output too: no gradient reaches query and key (Hugging Face issue threads on
-output_attentions)."""
+output_attentions).
+
+Misconception: no-gradient
+"""
 
 from __future__ import annotations
 

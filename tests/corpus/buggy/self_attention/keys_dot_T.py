@@ -1,4 +1,7 @@
-"""Bug: `queries @ keys.T`, which reverses every dim of batched keys (source: seed 001 line ~255 `keys.T` / misconception #4)."""
+"""Bug: `queries @ keys.T`, which reverses every dim of batched keys (source: seed 001 line ~255 `keys.T` / misconception #4).
+
+Misconception: keys-dot-t
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: softmax of the unscaled scores (source: misconception #5)."""
+"""Bug: softmax of the unscaled scores (source: misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import torch
 from torch import nn

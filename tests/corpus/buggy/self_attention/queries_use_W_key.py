@@ -1,4 +1,7 @@
-"""Bug: queries are projected with W_key, so the scores are symmetric (source: seed 001 lines ~254 and ~293 / misconception #6)."""
+"""Bug: queries are projected with W_key, so the scores are symmetric (source: seed 001 lines ~254 and ~293 / misconception #6).
+
+Misconception: queries-from-w-key
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: divides the scores by d_out**2 instead of sqrt(d_out) (source: seed 001 line ~223 `d_k**2` / misconception #5)."""
+"""Bug: divides the scores by d_out**2 instead of sqrt(d_out) (source: seed 001 line ~223 `d_k**2` / misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: scales by sqrt(d_in), the input width, instead of sqrt(d_out) (source: misconception #5)."""
+"""Bug: scales by sqrt(d_in), the input width, instead of sqrt(d_out) (source: misconception #5).
+
+Misconception: wrong-scale
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: softmax(dim=1), right for one (T, T) matrix but over the queries for a batch (source: rasbt exercise-solutions v2 / misconception #1)."""
+"""Bug: softmax(dim=1), right for one (T, T) matrix but over the queries for a batch (source: rasbt exercise-solutions v2 / misconception #1).
+
+Misconception: softmax-wrong-dim
+"""
 
 import torch
 from torch import nn

@@ -1,5 +1,8 @@
 """Bug: SelfAttentionV1 allocates its projections with torch.empty and forgets to fill them (uninitialised
-memory; a cs231n-style 'allocate, then init' pattern with the init step lost)."""
+memory; a cs231n-style 'allocate, then init' pattern with the init step lost).
+
+Misconception: v1-init
+"""
 
 from __future__ import annotations
 

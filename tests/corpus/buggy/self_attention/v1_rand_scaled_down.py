@@ -1,5 +1,8 @@
 """Bug: SelfAttentionV1 scales its torch.rand init by 0.01 ('small init is stable'), against the spec
-(GPT-2 style 0.02 init carried over from nanoGPT)."""
+(GPT-2 style 0.02 init carried over from nanoGPT).
+
+Misconception: v1-init
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: SelfAttentionV1 initialises its projections with torch.randn instead of the specified torch.rand
-(nanoGPT/minGPT habit of normal init; the seed book uses torch.rand)."""
+(nanoGPT/minGPT habit of normal init; the seed book uses torch.rand).
+
+Misconception: v1-init
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: V1 stores (d_out, d_in) matrices like nn.Linear and uses x @ W.T, so the book's weight.T transfer breaks (source: seed 001 line ~318 transfer)."""
+"""Bug: V1 stores (d_out, d_in) matrices like nn.Linear and uses x @ W.T, so the book's weight.T transfer breaks (source: seed 001 line ~318 transfer).
+
+Misconception: v1-weights-layout
+"""
 
 import torch
 from torch import nn

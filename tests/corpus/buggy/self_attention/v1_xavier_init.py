@@ -1,5 +1,8 @@
 """Bug: SelfAttentionV1 uses nn.init.xavier_uniform_ on its projections ('better init'), not torch.rand
-(common advice in Hugging Face and timm code, here against the spec)."""
+(common advice in Hugging Face and timm code, here against the spec).
+
+Misconception: v1-init
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: SelfAttentionV2 builds its Linear layers with bias=False whatever qkv_bias says (source: brief / seed 001 line ~288)."""
+"""Bug: SelfAttentionV2 builds its Linear layers with bias=False whatever qkv_bias says (source: brief / seed 001 line ~288).
+
+Misconception: qkv-bias-ignored
+"""
 
 import torch
 from torch import nn

@@ -1,4 +1,7 @@
-"""Bug: context vectors computed from the unnormalised scores instead of the weights (source: seed 001 line ~150)."""
+"""Bug: context vectors computed from the unnormalised scores instead of the weights (source: seed 001 line ~150).
+
+Misconception: context-from-scores
+"""
 
 import torch
 

@@ -1,4 +1,7 @@
-"""Bug: context vector of query x^2 only, the seed's context_vec_2 loop (source: seed 001 line ~80)."""
+"""Bug: context vector of query x^2 only, the seed's context_vec_2 loop (source: seed 001 line ~80).
+
+Misconception: context-single-query
+"""
 
 import torch
 

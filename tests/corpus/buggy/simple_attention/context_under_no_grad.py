@@ -1,5 +1,8 @@
 """Bug: context_vectors computes the weights under torch.no_grad() ('we only need them for the product'):
-values right, no gradient through the weights (a misuse of no_grad from inference snippets)."""
+values right, no gradient through the weights (a misuse of no_grad from inference snippets).
+
+Misconception: no-gradient
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: weights = scores / scores.sum(), the seed's attn_weights_2_tmp instead of softmax (source: seed 001 line ~48)."""
+"""Bug: weights = scores / scores.sum(), the seed's attn_weights_2_tmp instead of softmax (source: seed 001 line ~48).
+
+Misconception: not-softmax
+"""
 
 import torch
 

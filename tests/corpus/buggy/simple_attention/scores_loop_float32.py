@@ -1,4 +1,7 @@
-"""Bug: scores filled by a double loop into torch.zeros(T, T): float32 always, and 2-D inputs only (source: seed 001 line ~100)."""
+"""Bug: scores filled by a double loop into torch.zeros(T, T): float32 always, and 2-D inputs only (source: seed 001 line ~100).
+
+Misconception: scores-loop
+"""
 
 import torch
 

@@ -1,4 +1,7 @@
-"""Bug: softmax over dim=0, normalising columns instead of each query's row (source: seed 001 line ~62 / misconception #1)."""
+"""Bug: softmax over dim=0, normalising columns instead of each query's row (source: seed 001 line ~62 / misconception #1).
+
+Misconception: softmax-wrong-dim
+"""
 
 import torch
 

@@ -1,4 +1,7 @@
-"""Bug: softmax over dim=1, right for (T, T) scores but the query dim of a (B, T, T) batch (misconception #1)."""
+"""Bug: softmax over dim=1, right for (T, T) scores but the query dim of a (B, T, T) batch (misconception #1).
+
+Misconception: softmax-wrong-dim
+"""
 
 import torch
 

@@ -1,4 +1,7 @@
-"""Bug: scores as `inputs @ inputs.T`, which on a 3-D batch reverses all dims (source: seed 001 line ~113 / misconception #4)."""
+"""Bug: scores as `inputs @ inputs.T`, which on a 3-D batch reverses all dims (source: seed 001 line ~113 / misconception #4).
+
+Misconception: keys-dot-t
+"""
 
 import torch
 

@@ -1,5 +1,8 @@
 """Bug: attention_weights exponentiates the caller's scores in place (`scores.exp_()`) before normalising
-(a memory-saving rewrite of the seed's softmax_naive)."""
+(a memory-saving rewrite of the seed's softmax_naive).
+
+Misconception: inplace-input
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: attention_weights exponentiates a copy and normalises it in place (`e /= e.sum(...)`): correct values,
-but backward raises because exp saved its output (seed tutorial rewritten 'to save memory')."""
+but backward raises because exp saved its output (seed tutorial rewritten 'to save memory').
+
+Misconception: inplace-autograd
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: banded_attention computes in the input dtype: half inputs get half-precision scores, softmax and sums."""
+"""Bug: banded_attention computes in the input dtype: half inputs get half-precision scores, softmax and sums.
+
+Misconception: precision-lowered
+"""
 
 from __future__ import annotations
 

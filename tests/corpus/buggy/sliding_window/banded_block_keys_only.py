@@ -1,5 +1,8 @@
 """Bug: each block attends only to its own keys (lo = start): the first queries of every block lose the window - 1
-keys before the block."""
+keys before the block.
+
+Misconception: band-range
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: each block of queries is scored against every earlier key 0 .. end - 1 and masked (causal attention with a
-window mask): right values, but T * block memory and T * T work."""
+window mask): right values, but T * block memory and T * T work.
+
+Misconception: memory-full-matrix
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: banded_attention loops over T // block_size full blocks and drops the shorter last block of queries."""
+"""Bug: banded_attention loops over T // block_size full blocks and drops the shorter last block of queries.
+
+Misconception: ragged-dropped
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: banded_attention writes the softmax as exp(s) / sum(exp(s)) without subtracting the row max: scores of a few
-hundred overflow to inf and NaN."""
+hundred overflow to inf and NaN.
+
+Misconception: softmax-no-max
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: banded_attention builds the full T x T scores and masks them with the window (right values, T * T memory:
-the whole point of the exercise missed)."""
+the whole point of the exercise missed).
+
+Misconception: memory-full-matrix
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: the band starts at start - window + 1 without clamping at 0: for the first blocks the slice key[...,
-negative:end] wraps around (or comes out empty)."""
+negative:end] wraps around (or comes out empty).
+
+Misconception: band-range
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: banded_attention forgets the 1/sqrt(head_dim) scale of the scores."""
+"""Bug: banded_attention forgets the 1/sqrt(head_dim) scale of the scores.
+
+Misconception: wrong-scale
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: banded_attention scales each block of queries in place: query[..., start:end, :].to(acc_dtype) is a view of the caller's query for float32 and float64 inputs, so q.mul_(scale) changes the caller's tensor."""
+"""Bug: banded_attention scales each block of queries in place: query[..., start:end, :].to(acc_dtype) is a view of the caller's query for float32 and float64 inputs, so q.mul_(scale) changes the caller's tensor.
+
+Misconception: inplace-input
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: banded_attention slices each tile's mask out of sliding_window_mask(T, window), building a T x T boolean
-mask anyway."""
+mask anyway.
+
+Misconception: memory-full-matrix
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: the tile mask is built with the tile's local indices, top-left aligned (query r sees key columns r - window
-+ 1 .. r of the band), forgetting that the band starts window - 1 keys before the block."""
++ 1 .. r of the band), forgetting that the band starts window - 1 keys before the block.
+
+Misconception: band-tile-mask
+"""
 
 from __future__ import annotations
 

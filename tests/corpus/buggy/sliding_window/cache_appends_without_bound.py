@@ -1,5 +1,8 @@
 """Bug: the cache appends every token with torch.cat and never drops the old ones (a plain KV cache): memory grows
-with the sequence and old keys stay visible."""
+with the sequence and old keys stay visible.
+
+Misconception: cache-unbounded
+"""
 
 from __future__ import annotations
 

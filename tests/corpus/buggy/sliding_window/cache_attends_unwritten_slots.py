@@ -1,5 +1,8 @@
 """Bug: held() always returns all `window` slots, so before the window is full the new tokens attend to zero keys of
-slots never written."""
+slots never written.
+
+Misconception: cache-unwritten-slots
+"""
 
 from __future__ import annotations
 

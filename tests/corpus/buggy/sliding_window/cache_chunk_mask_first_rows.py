@@ -1,5 +1,8 @@
 """Bug: for a chunk of t new tokens, forward takes the first t rows of the square (S, S) window mask instead of the
-last t: the chunk's mask is top-left aligned."""
+last t: the chunk's mask is top-left aligned.
+
+Misconception: mask-top-left
+"""
 
 from __future__ import annotations
 

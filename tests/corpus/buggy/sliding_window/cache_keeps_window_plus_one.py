@@ -1,4 +1,7 @@
-"""Bug: the rolling cache holds window + 1 tokens ('the window plus the new one')."""
+"""Bug: the rolling cache holds window + 1 tokens ('the window plus the new one').
+
+Misconception: window-off-by-one
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: reset() zeroes the storage but not the token count, so the next sequence attends to zeroed slots of the old
-one."""
+one.
+
+Misconception: cache-reset
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: held() returns the ring buffer's slots in storage order: right until the ring wraps around, then the oldest
-token is no longer first."""
+token is no longer first.
+
+Misconception: cache-ring-order
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: forward writes the chunk into the cache first and then attends to what the cache holds: fine one token at a
-time, but a chunk's first tokens lose their oldest keys."""
+time, but a chunk's first tokens lose their oldest keys.
+
+Misconception: cache-write-before-attend
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: sliding_window_mask builds its positions on the CPU whatever device it is given (torch.arange(seq_len) with
-no device=)."""
+no device=).
+
+Misconception: device-ignored
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: the mask marks BLOCKED positions (True = masked, nn.MultiheadAttention's convention), and the attention code
-inverts it back, so only the mask itself is wrong."""
+inverts it back, so only the mask itself is wrong.
+
+Misconception: mask-inverted
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: the window is symmetric, |i - j| < window (TorchLeet's encoder local attention): queries see window - 1
-future keys."""
+future keys.
+
+Misconception: window-symmetric
+"""
 
 from __future__ import annotations
 

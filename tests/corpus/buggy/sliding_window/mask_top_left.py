@@ -1,5 +1,8 @@
 """Bug: the rectangular mask is top-left aligned: query i sees keys i - window + 1 .. i whatever kv_len is, so a
-chunk after a cache looks at the oldest keys (misconception #15 of the first assignment)."""
+chunk after a cache looks at the oldest keys (misconception #15 of the first assignment).
+
+Misconception: mask-top-left
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: the mask keeps only window - 1 keys (`behind < window - 1`: 'the window is the tokens before i'), so window
-= 1 sees nothing at all."""
+= 1 sees nothing at all.
+
+Misconception: window-off-by-one
+"""
 
 from __future__ import annotations
 

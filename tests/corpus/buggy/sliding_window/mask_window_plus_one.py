@@ -1,5 +1,8 @@
 """Bug: the mask keeps keys i - window .. i, window + 1 keys (`behind <= window`), the off-by-one the research notes
-warn about (Mistral's window counts the token itself)."""
+warn about (Mistral's window counts the token itself).
+
+Misconception: window-off-by-one
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: no function refuses window < 1: a window of 0 gives an all-False mask and NaN attention instead of an
-error."""
+error.
+
+Misconception: error-unchecked
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: softmax_stable subtracts the max in place (`x -= ...`), changing the caller's scores tensor
-(a common "save memory" habit; PyTorch forum threads on in-place ops in softmax code)."""
+(a common "save memory" habit; PyTorch forum threads on in-place ops in softmax code).
+
+Misconception: inplace-input
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: softmax_naive's default dim is 0 (seed 001's softmax_naive hard-codes sum(dim=0); the default kept it)."""
+"""Bug: softmax_naive's default dim is 0 (seed 001's softmax_naive hard-codes sum(dim=0); the default kept it).
+
+Misconception: softmax-wrong-dim
+"""
 
 from __future__ import annotations
 

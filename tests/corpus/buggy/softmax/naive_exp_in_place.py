@@ -1,5 +1,8 @@
 """Bug: softmax_naive exponentiates in place (`x.exp_()`) 'to save memory', overwriting the caller's tensor
-(NumPy-style np.exp(x, out=x) habit carried to PyTorch; forum threads on in-place exp)."""
+(NumPy-style np.exp(x, out=x) habit carried to PyTorch; forum threads on in-place exp).
+
+Misconception: inplace-input
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Bug: softmax_naive detaches the denominator ('it is only a normaliser'): values right, gradients wrong
-(a misreading of the log-sum-exp trick, seen in LLM-generated answers)."""
+(a misreading of the log-sum-exp trick, seen in LLM-generated answers).
+
+Misconception: no-gradient
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Bug: softmax_naive sums along dim 0 whatever `dim` says (seed 001's `softmax_naive`)."""
+"""Bug: softmax_naive sums along dim 0 whatever `dim` says (seed 001's `softmax_naive`).
+
+Misconception: softmax-wrong-dim
+"""
 
 import torch
 

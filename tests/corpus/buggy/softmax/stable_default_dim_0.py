@@ -1,5 +1,8 @@
 """Bug: softmax_stable's default is dim=0 (the signature copied from scipy.special.softmax(x, axis=None) and
-then 'fixed' to 0), so a call without dim normalises the wrong axis."""
+then 'fixed' to 0), so a call without dim normalises the wrong axis.
+
+Misconception: softmax-wrong-dim
+"""
 
 from __future__ import annotations
 

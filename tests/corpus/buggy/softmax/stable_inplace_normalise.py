@@ -1,6 +1,9 @@
 """Bug: softmax_stable divides the exponentials in place (`exp /= exp.sum(...)`): the values are right, but exp's
 backward needs its own output, so backward raises (an in-place habit from NumPy code; PyTorch forum
-"one of the variables needed for gradient computation has been modified by an inplace operation")."""
+"one of the variables needed for gradient computation has been modified by an inplace operation").
+
+Misconception: inplace-autograd
+"""
 
 from __future__ import annotations
 

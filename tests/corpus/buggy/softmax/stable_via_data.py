@@ -1,5 +1,8 @@
 """Bug: softmax_stable shifts `x.data` (old tutorials' way to avoid autograd work): values right, no gradient
-flows back to x (pre-0.4 PyTorch tutorials and cs231n-style code using .data)."""
+flows back to x (pre-0.4 PyTorch tutorials and cs231n-style code using .data).
+
+Misconception: no-gradient
+"""
 
 from __future__ import annotations
 

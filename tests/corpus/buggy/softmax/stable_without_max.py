@@ -1,4 +1,7 @@
-"""Bug: the "stable" softmax forgets to subtract the max, so it overflows (misconception #14)."""
+"""Bug: the "stable" softmax forgets to subtract the max, so it overflows (misconception #14).
+
+Misconception: softmax-no-max
+"""
 
 import torch
 

@@ -1,4 +1,7 @@
-"""Bug: calls the banned torch.softmax instead of writing softmax (banned API)."""
+"""Bug: calls the banned torch.softmax instead of writing softmax (banned API).
+
+Misconception: banned-api
+"""
 
 import torch
 
