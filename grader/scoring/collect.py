@@ -28,6 +28,7 @@ class TestResult:
     cuda: bool = False
     severe: str | None = None  # what a failure breaks, for a test that caps its exercise when it fails
     finite_values_differ: bool = False  # it failed on finite wrong values only (checks.finite_values_differ)
+    wrong_answer: str | None = None  # digest of the values it failed on (grader.scoring.answers), trusted side
 
     @property
     def points(self) -> float:
@@ -67,6 +68,7 @@ class ResultCollector:
                 or (report.when == "teardown" and outcome != "passed" and result.outcome == "passed")):
             result.outcome, result.message = outcome, _message(report, outcome)
             result.finite_values_differ = ("finite_values_differ", True) in report.user_properties
+            result.wrong_answer = next((str(v) for k, v in report.user_properties if k == "wrong_answer"), None)
 
 def _outcome(report: pytest.TestReport) -> str:
     if hasattr(report, "wasxfail") or report.skipped:
