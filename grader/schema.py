@@ -15,8 +15,8 @@ from typing import Any
 
 SCHEMAS = {
     "assignments": 1,
-    "scorecard": 2,  # 2: the attested isolation record
-    "summary": 2,  # 2: `cuda` (who was graded with CUDA)
+    "scorecard": 2,  # 2: the attested isolation record; integrity findings' `severity` and `exercises`
+    "summary": 3,  # 2: `cuda` (who was graded with CUDA); 3: integrity findings' `construct` and `severity`
     "shard": 1,  # grader batch --shard's manifest, read by grader merge
     "gradescope": None,  # external formats: no schema_version field of ours
     "github-classroom": None,

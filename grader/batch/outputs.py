@@ -186,7 +186,7 @@ def summarize(named: Named, *, assignment: manifest.Assignment, backend: str, sl
     ids = exercise_ids or assignment.ids()
     missing = [s for s in roster or [] if s.key not in dict(named)]
     doc = {
-        "schema_version": 2, "assignment": assignment.id, "title": assignment.title,
+        "schema_version": 3, "assignment": assignment.id, "title": assignment.title,
         "grader": {"version": __version__}, "generated": scorecard.now(), "isolation": backend, "slots": slots,
         "wall_s": round(wall_s, 3), "submissions_per_minute": _rate(len(cards) - skipped, wall_s),
         "counts": {"submissions": len(cards), "graded": len(graded), "errors": len(cards) - len(graded),

@@ -89,7 +89,10 @@ def render(summary: dict[str, Any]) -> str:
     exercise_ids = list(rows[0]["exercises"]) if rows else [e["id"] for e in summary["exercises"]]
     tests = sorted(((e["id"], t) for e in summary["exercises"] for t in e["tests"]),
                    key=lambda et: (et[1]["pass_rate"], et[0], et[1]["name"]))
+    findings = [{**f, "student": r["student"]} for r in rows for f in r.get("integrity", [])]
+    findings.sort(key=lambda f: (f["severity"] != "withhold", f["student"], f["file"], f["line"]))
     return _environment().get_template(TEMPLATE).render(
         s=summary, chart=bars(summary["histogram"]), identical=summary.get("identical_submissions", []),
+        findings=findings,
         students=rows, exercise_ids=exercise_ids, tests=tests, last=summary.get("last_graded_run"),
         script=Markup(SORT_SCRIPT), script_hash=script_hash())

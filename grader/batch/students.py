@@ -54,7 +54,10 @@ def _flags(card: dict[str, Any], group: int | None) -> list[str]:
     flags = [f"error: {card['error']['kind']}"] if card["status"] == "error" else []
     flags += [f"{timeouts} timeout(s)"] if timeouts else []
     flags += sorted({f"{i['kind']}" for i in card["incidents"] if i["kind"] != "timeout"})
-    flags += [f"integrity: {len(card.get('integrity', []))} finding(s)"] if card.get("integrity") else []
+    proofs = sum(f["severity"] == "withhold" for f in card.get("integrity", []))
+    reviews = len(card.get("integrity", [])) - proofs
+    flags += [f"integrity: {proofs} finding(s)"] if proofs else []
+    flags += [f"needs review: {reviews}"] if reviews else []
     flags += [f"withheld: {ex['id']}" for ex in card["exercises"] if ex.get("withheld")]
     flags += [f"capped: {ex['id']}" for ex in card["exercises"] if ex.get("capped")]
     flags += [f"identical #{group}"] if group is not None else []
@@ -71,7 +74,8 @@ def row(key: str, card: dict[str, Any], exercise_ids: list[str], group: int | No
         "exercises": {ex: points.get(ex, 0) for ex in exercise_ids},
         "flags": _flags(card, group), "identical_group": group,
         "error": {"kind": error["kind"], "message": error["message"][:MESSAGE_CHARS]} if error else None,
-        "integrity": [{k: f[k] for k in ("file", "line", "rule", "reason")} for f in card.get("integrity", [])][:20],
+        "integrity": [{k: f[k] for k in ("file", "line", "construct", "rule", "severity", "reason")}
+                      for f in sorted(card.get("integrity", []), key=lambda f: f["severity"] != "withhold")][:20],
         "withheld": [{"exercise": ex["id"], "reason": ex["withheld"][:MESSAGE_CHARS]}
                      for ex in card["exercises"] if ex.get("withheld")],
         "incidents": [{"kind": i["kind"], "test": i["test"], "message": i["message"][:MESSAGE_CHARS]}

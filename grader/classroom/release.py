@@ -26,7 +26,7 @@ RUNTIME = (
     "scoring/__init__.py", "scoring/collect.py", "scoring/points.py", "scoring/runner.py", "scoring/scorecard.py",
     "student/__init__.py", "student/inprocess.py", "student/proxy.py",
     "inside/__init__.py", "inside/bans.py", "inside/executor.py", "inside/frames.py", "inside/handles.py",
-    "inside/ops.py", "inside/peak.py", "inside/standins.py",
+    "inside/ops.py", "inside/peak.py", "inside/standins.py", "inside/structure.py", "inside/banned_ops.py",
     "protocol/__init__.py", "protocol/errors.py", "protocol/values.py",
     "testing/__init__.py", "testing/attention.py", "testing/checks.py", "testing/gradients.py", "testing/hints.py",
     "testing/params.py", "testing/plugin.py",

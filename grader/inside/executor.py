@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from grader.inside import bans, handles, ops, standins
+from grader.inside import bans, handles, ops, standins, structure
 from grader.inside.frames import raised_in, safe_str, student_frames
 from grader.protocol.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
 from grader.protocol.values import Args, HandleRef, Kwargs, ValueRejected, to_plain
@@ -123,18 +123,18 @@ class Executor:
         with torch.no_grad():
             return ops.unchanged(f"{type(m).__name__}.{name}", args, kwargs, lambda: method(*args, **kwargs))
 
+    # structure is read from nn.Module's registries (grader.inside.structure), never asked of the student's methods
     def _m_state_dict(self, m: nn.Module) -> dict[str, Any]:
-        return dict(m.state_dict())
+        return structure.state_dict(m)
 
     def _m_load_state_dict(self, m: nn.Module, state: dict[str, Any], strict: bool = True) -> dict[str, list[str]]:
-        result = m.load_state_dict(state, strict=strict)
-        return {"missing_keys": list(result.missing_keys), "unexpected_keys": list(result.unexpected_keys)}
+        return structure.load_state_dict(m, state, strict=strict)
 
-    def _m_named_parameters(self, m: nn.Module) -> dict[str, nn.Parameter]:
-        return dict(m.named_parameters())
+    def _m_named_parameters(self, m: nn.Module) -> dict[str, torch.Tensor]:
+        return structure.named_parameters(m)
 
     def _m_named_buffers(self, m: nn.Module) -> dict[str, torch.Tensor]:
-        return dict(m.named_buffers())
+        return structure.named_buffers(m)
 
     def _m_train(self, m: nn.Module) -> None:
         m.train()
@@ -160,7 +160,7 @@ class Executor:
             # import sympy on first use: 0.5 s in every fresh worker
             (out * grad_output).sum().backward()
         input_grads = tuple(x.grad if isinstance(x, torch.Tensor) and x.requires_grad else None for x in leaves)
-        param_grads = {n: p.grad for n, p in m.named_parameters()}
+        param_grads = {n: p.grad for n, p in structure.named_parameters(m).items()}
         return out.detach(), input_grads, param_grads
 
     def _m_meta_forward(self, m: nn.Module, *args: object, **kwargs: object) -> object:

@@ -37,7 +37,7 @@ def environment() -> dict[str, Any]:
             "platform": platform.platform(terse=True)}
 
 
-SCHEMA_VERSION = 2  # 2: the isolation record is attested (attested, file_view, ...)
+SCHEMA_VERSION = 2  # 2: the attested isolation record; integrity findings' severity and exercises
 
 
 def new(*, assignment: str, max_score: float, path: object, isolation: dict[str, Any], seed: int,

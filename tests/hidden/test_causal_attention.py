@@ -15,6 +15,7 @@ from grader.testing.devices import expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
 from grader.testing.params import expect_module_grads, params_of, transplant
 from grader.testing.regimes import constant_last_feature, shift_linears
+from grader.testing.structure import expect_buffer_is_used
 
 pytestmark = pytest.mark.exercise("causal_attention")
 
@@ -227,6 +228,8 @@ def test_mask_is_a_buffer_not_a_parameter(student, reference, gen):
            "register the mask as a persistent buffer (the default)")
     expect("mask" not in params, "named_parameters() contains 'mask': the mask must not be trainable",
            "use register_buffer, not nn.Parameter")
+    expect_buffer_is_used(h, "mask", x, what="CausalAttention(4, 4, 7, 0.1).eval()",
+                          hint="attend with self.mask (the registered buffer), not with a copy kept elsewhere")
 
 
 @pytest.mark.points(1)

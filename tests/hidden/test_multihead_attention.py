@@ -16,6 +16,7 @@ from grader.testing.devices import DEVICE_HINT, expect_on_input_device
 from grader.testing.oracles import expect_dropout_on_weights
 from grader.testing.params import expect_module_grads, params_of, transplant
 from grader.testing.regimes import constant_last_feature, shift_linears
+from grader.testing.structure import expect_buffer_is_used
 
 pytestmark = pytest.mark.exercise("multihead_attention")
 
@@ -360,6 +361,8 @@ def test_gpt2_size_parameter_count_and_mask_buffer(student, gen):
     x = torch.randn(1, 5, 768, generator=gen)
     expect_tensor(h(x), sdpa_heads_oracle(x, own_params(params, FUSED_PARAMS, FUSED_NAMES), 12),
                   what="the GPT-2-size module on x of shape (1, 5, 768)", atol=1e-4)
+    expect_buffer_is_used(h, "mask", x, what="the GPT-2-size module",
+                          hint="attend with self.mask (the registered buffer), not with a copy kept elsewhere")
 
 
 @pytest.mark.severe(OVERFLOW)

@@ -2,7 +2,8 @@
 
 Students: one per top-level attack (it replaces ``softmax.py`` in a correct submission), one with no
 ``softmax.py`` at all, one per integrity attack (it replaces the exercise its docstring names), one per
-hostile notebook (it replaces ``softmax``), and honest controls (the reference solutions, twice, under odd ids).
+hostile notebook (it replaces ``softmax``), and honest controls (the reference solutions, twice, under odd ids, and a
+sample of the honest styles of tests/corpus/honest).
 
 test_hostile_class.py grades it with `grader batch .` from inside the class folder, every worker forked from
 this user's zygote (the batch's default); test_hostile_class_root.py from the repository root with
@@ -37,6 +38,17 @@ LIMIT_S = 2  # per-test CPU seconds (the manifest's are 10-30 s): the controls' 
 needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
                                      reason="needs the namespace sandbox (root on Linux); fork bombs are unsafe without it")
 _ATTACKED = re.compile(r"Attack \((\w+)\)")
+_CAUGHT = re.compile(r"Caught: (withhold|review|test)")
+# honest styles graded beside the attacks (tests/corpus/honest; all of them: benchmarks/integrity.py): each keeps full
+# marks, whatever its names look like (a local `eval`, a message naming the grader, os for a debug flag)
+HONEST_SAMPLE = ("softmax_eval_and_vars_locals", "softmax_assert_and_grader_message", "masks_debug_env_os",
+                 "sdp_matmul_compile_local", "flash_helpers_partial_and_messages")
+
+
+def caught_as(path: Path) -> str:
+    """How an integrity attack is caught, from its docstring: withhold, review or test."""
+    found = _CAUGHT.search(" ".join(path.read_text("utf-8", "replace")[:600].split()))
+    return found.group(1) if found else ""
 
 
 def attacked_module(path: Path) -> str:
@@ -47,6 +59,11 @@ def attacked_module(path: Path) -> str:
 
 def student_of(attack: Path) -> str:
     return f"{attack.parent.name}-{attack.stem}"
+
+
+# integrity attacks caught by a review finding: the runtime ban refuses what they reach (their attacked functions
+# earn nothing) while the rest of the exercise, honest, keeps its points
+REFUSED_AT_RUN_TIME = frozenset(student_of(p) for p in INTEGRITY if caught_as(p) == "review")
 
 
 def build(folder: Path) -> dict[str, str]:
@@ -63,6 +80,11 @@ def build(folder: Path) -> dict[str, str]:
     for control in CONTROLS:
         solutions_copy(folder / control)
         attacked[control] = ""
+    for style in HONEST_SAMPLE:
+        sub = solutions_copy(folder / f"honest-{style}")
+        for file in (CORPUS / "honest" / style).glob("*.py"):
+            shutil.copy(file, sub / file.name)
+        attacked[f"honest-{style}"] = ""
     return attacked
 
 

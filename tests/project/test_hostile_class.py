@@ -21,9 +21,11 @@ from grader.sandbox import isolation, memwatch
 from tests.project.hostile_class import (
     HOSTILE,
     INTEGRITY,
+    REFUSED_AT_RUN_TIME,
     Graded,
     attacked_module,
     build,
+    caught_as,
     grade_class,
     leftover_sandbox_processes,
     messages,
@@ -32,7 +34,7 @@ from tests.project.hostile_class import (
     student_of,
 )
 
-pytestmark = [pytest.mark.cost(78), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = [pytest.mark.cost(120), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 needs_memory_cgroup = pytest.mark.skipif(
     "namespace" not in isolation.available() or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths())
@@ -66,7 +68,8 @@ def test_the_whole_class_is_graded_and_every_output_written(graded: Graded) -> N
         if not module:
             assert card["score"] == card["max_score"] > 0, (student, got)
             continue
-        assert got[module][0] == 0, f"{student} earned {got[module]} on {module}"
+        if student not in REFUSED_AT_RUN_TIME:  # those keep what their honest parts earn: see the test below
+            assert got[module][0] == 0, f"{student} earned {got[module]} on {module}"
         assert got["masks"][0] == got["masks"][1] > 0, f"{student} cost the correct masks module points"
     for name in ("gradebook.csv", "summary.json", "report.html"):
         assert (out / name).stat().st_size > 0
@@ -180,13 +183,21 @@ def test_missing_module_is_a_clear_not_found(graded: Graded) -> None:
 
 @needs_memory_cgroup
 @pytest.mark.parametrize("trick", INTEGRITY, ids=[p.stem for p in INTEGRITY])
-def test_each_integrity_trick_scores_zero_and_the_correct_modules_keep_their_points(graded: Graded, trick) -> None:
-    """The red team's tricks against the bans and the memory measurement: the scan withholds the exercise."""
+def test_each_integrity_trick_earns_nothing_and_is_reported(graded: Graded, trick) -> None:
+    """The red team's tricks against the bans and the memory measurement. Caught as the attack's docstring says:
+    withheld (proof), or a review finding on its line while the runtime ban refuses what it reached (its tests fail
+    with the ban's message: the trick earns nothing, the exercise keeps what its honest parts earn)."""
     exercise, card = attacked_module(trick), graded.cards[student_of(trick)]
     assert card["status"] == "graded" and card["isolation"]["memory_figure"] == "cgroup", card["error"]
     by_id = {e["id"]: e for e in card["exercises"]}
-    assert by_id[exercise]["score"] == 0 and by_id[exercise]["withheld"].startswith("integrity finding: ")
-    assert all(t["points"] == 0 for t in by_id[exercise]["tests"])
+    if caught_as(trick) == "withhold":
+        assert by_id[exercise]["score"] == 0 and by_id[exercise]["withheld"].startswith("integrity finding: ")
+        assert all(t["points"] == 0 for t in by_id[exercise]["tests"])
+    else:
+        failed = [t for t in by_id[exercise]["tests"] if t["outcome"] != "passed" and t["counted"]]
+        assert "withheld" not in by_id[exercise] and failed, by_id[exercise]
+        assert all("is not allowed in this exercise" in t["message"] for t in failed), [t["message"] for t in failed]
+        assert any(f["severity"] == "review" and f["line"] > 0 for f in card["integrity"]), card["integrity"]
     assert all(e["score"] == e["max_score"] > 0 and "withheld" not in e for i, e in by_id.items() if i != exercise)
     assert card["integrity"] and {f["file"] for f in card["integrity"]} == {f"{exercise}.py"}
 

@@ -9,7 +9,7 @@ import pytest
 from tests.project.conftest import ROOT
 from tests.project.hostile_class import Graded, build, grade_class, needs_namespace, shared_tests
 
-pytestmark = [pytest.mark.cost(130), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = [pytest.mark.cost(200), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
 globals().update(shared_tests())
 
 

@@ -41,7 +41,10 @@ def _class() -> list[tuple[str, dict]]:
     eve = _card("eve", 2)
     eve["incidents"] = [{"kind": "timeout", "test": "t", "message": "ran past its time limit"}]
     eve["integrity"] = [{"file": "masks.py", "line": 3, "construct": "sys.modules", "rule": "module-registry",
-                         "reason": "reaches the module registry"}]
+                         "severity": "withhold", "reason": "reaches the module registry", "exercises": ["masks"]},
+                        {"file": "masks.py", "line": 9, "construct": "getattr(self.heads, name)",
+                         "rule": "dynamic-access", "severity": "review", "reason": "a name known only at run time",
+                         "exercises": []}]
     eve["exercises"][0]["withheld"] = "an integrity finding in its code"
     return [("alice", _card("alice", 8, sha="a" * 64)), ("bob", _card("bob", 3)), ("carol", _card("carol", 3)),
             ("dave", _card("dave", 0, NOT_IMPLEMENTED, sha="a" * 64)), ("erin", _card("erin", 0, MISSING)),
@@ -68,7 +71,8 @@ def test_summary_rows_flag_what_to_look_at_and_count_mistakes_by_students(finish
     rows = {r["key"]: r for r in s["students"]}
     assert list(rows) == ["alice", "bob", "carol", "dave", "erin", "eve", "frank", "zoe"]
     assert rows["zoe"]["status"] == "missing" and rows["zoe"]["total"] == 0 and s["counts"]["missing"] == 1
-    assert rows["eve"]["flags"] == ["1 timeout(s)", "integrity: 1 finding(s)", "withheld: masks"]
+    assert rows["eve"]["flags"] == ["1 timeout(s)", "integrity: 1 finding(s)", "needs review: 1", "withheld: masks"]
+    assert [(f["line"], f["severity"]) for f in rows["eve"]["integrity"]] == [(3, "withhold"), (9, "review")]
     assert rows["alice"]["flags"] == ["identical #1"] and rows["dave"]["identical_group"] == 1
     assert rows["frank"]["flags"] == ["error: intake"] and rows["frank"]["error"]["message"] == "could not read it"
     assert [f["message"] for f in rows["bob"]["failing"]] == [WRONG, WRONG] and rows["bob"]["failed_tests"] == 2
@@ -86,6 +90,10 @@ def test_report_has_the_student_table_drill_down_and_a_readable_histogram(finish
     assert table.count("<tr class=") == 8 and '<tr class="missing" id="student-zoe">' in table
     assert "<details><summary>2 failing</summary>" in table and "got 1.5, expected 2.5" in table
     assert "reaches the module registry" in table and "withheld masks" in table
+    assert "<b>needs review</b> masks.py line 9: <code>getattr(self.heads, name)</code> (dynamic-access)" in table
+    findings = page[page.index('<table id="integrity"'):page.index("</table>", page.index('<table id="integrity"'))]
+    assert findings.index(">withheld<") < findings.index(">needs review<")  # proofs first, then what to read
+    assert "masks.py line 9" in findings and "getattr(self.heads, name)" in findings
     counts = re.findall(r'<text class="count" x="[\d.]+" y="([\d.-]+)" text-anchor="middle">(\d+)</text>', page)
     assert len(counts) == 10 and all(float(y) > 10 for y, _ in counts)  # the tallest bar's count is on the page
     assert [int(n) for _, n in counts] == [2, 0, 1, 2, 0, 0, 0, 0, 0, 1]

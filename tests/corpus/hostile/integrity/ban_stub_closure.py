@@ -1,4 +1,5 @@
-"""Attack (scaled_dot_product): take the real SDPA out of the ban stub's closure (`stub.__closure__`)."""
+"""Attack (scaled_dot_product): take the real SDPA out of the ban stub's closure (`stub.__closure__`).
+Caught: withhold (the banned SDPA named by binding; a function's closure)."""
 import math
 
 import torch

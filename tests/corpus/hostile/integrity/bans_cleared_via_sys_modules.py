@@ -1,4 +1,5 @@
-"""Attack (scaled_dot_product): clear the grader's ban table through sys.modules, then call the banned SDPA."""
+"""Attack (scaled_dot_product): clear the grader's ban table through sys.modules, then call the banned SDPA.
+Caught: withhold (the module registry)."""
 import math
 import sys
 

@@ -1,5 +1,6 @@
 """Attack (efficient_attention): build the full L x S score matrix with the grader's measuring dispatch
-mode switched off (`_disable_current_modes`), so its in-process memory figure sees nothing."""
+mode switched off (`_disable_current_modes`), so its in-process memory figure sees nothing.
+Caught: withhold (torch's mode stack)."""
 import math
 
 import torch

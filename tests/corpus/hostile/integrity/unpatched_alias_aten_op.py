@@ -1,4 +1,5 @@
-"""Attack (scaled_dot_product): call SDPA through its unpatched op overload `torch.ops.aten.scaled_dot_product_attention.default`."""
+"""Attack (scaled_dot_product): call SDPA through its unpatched op overload `torch.ops.aten.scaled_dot_product_attention.default`.
+Caught: withhold (by binding, an alias of the banned SDPA)."""
 import math
 
 import torch

@@ -1,4 +1,5 @@
-"""Attack (scaled_dot_product): call SDPA through the unpatched alias `torch._C._nn.scaled_dot_product_attention`."""
+"""Attack (scaled_dot_product): call SDPA through the unpatched alias `torch._C._nn.scaled_dot_product_attention`.
+Caught: withhold (by binding, an alias of the banned SDPA)."""
 import math
 
 import torch
