@@ -37,6 +37,7 @@ class Student:
     key: str
     modules: dict[str, str] = field(default_factory=dict)  # module -> source
     origin: dict[str, str] = field(default_factory=dict)  # module -> key of whoever wrote it first
+    base: dict[str, int] = field(default_factory=dict)  # module -> the base it was made from (its index)
     disguises: dict[str, list[str]] = field(default_factory=dict)  # module -> what the copier did
 
 
@@ -389,13 +390,15 @@ def make_class(bases: dict[str, list[str]], n: int, *, copy_rate: float = 0.1, s
     students = [Student(f"s{i:04d}") for i in range(n)]
     for s in students:
         for module, pool in bases.items():
-            s.modules[module] = independent(rng.choice(pool), rng)
+            s.base[module] = rng.randrange(len(pool))
+            s.modules[module] = independent(pool[s.base[module]], rng)
             s.origin[module] = s.key
     for s in rng.sample(students, k=int(copy_rate * n)):
         source = rng.choice([o for o in students if o is not s])
         for module in rng.sample(sorted(bases), k=rng.randint(1, len(bases))):
-            chosen = rng.sample(kinds or sorted(DISGUISES), k=rng.randint(1, 4))
+            chosen = rng.sample(kinds or sorted(DISGUISES), k=rng.randint(1, min(4, len(kinds or DISGUISES))))
             s.modules[module] = disguise(source.modules[module], chosen, rng)
             s.origin[module] = source.origin[module]
+            s.base[module] = source.base[module]
             s.disguises[module] = chosen
     return students

@@ -45,9 +45,11 @@ def decode(data: bytes) -> str | None:
         return None
 
 
-def tokens(source: str, lines: set[int] | None = None, keep: frozenset[str] = frozenset()) -> list[Token]:
+def tokens(source: str, lines: set[int] | None = None, keep: frozenset[str] = frozenset(),
+           attrs: frozenset[str] = frozenset()) -> list[Token]:
     """The normalised tokens of ``source`` (only those starting on ``lines`` when given); ``keep``: names that stay as
-    they are (:func:`given_names`). A file that stops tokenizing part-way is read up to there."""
+    they are (:func:`prescribed_names`), ``attrs``: attribute names that do (:func:`given_names`). A file that stops
+    tokenizing part-way is read up to there."""
     out: list[Token] = []
     raw: list[tokenize.TokenInfo] = []
     try:
@@ -58,7 +60,7 @@ def tokens(source: str, lines: set[int] | None = None, keep: frozenset[str] = fr
     except (tokenize.TokenError, SyntaxError, ValueError):  # unterminated string, bad dedent, null byte...
         pass
     kinds = [tokenize.tok_name[t.type] for t in raw]
-    defined = _assigned_attributes(raw, kinds) - keep
+    defined = _assigned_attributes(raw, kinds) - attrs
     depth = 0
     for i, tok in enumerate(raw):
         kind = kinds[i]
@@ -141,9 +143,24 @@ def exercise_lines(source: str, names: set[str]) -> set[int] | None:
 
 
 def given_names(stub: str) -> frozenset[str]:
-    """Every word of the exercise's stub, its docstrings included: the names the exercise prescribes (``W_query``,
-    ``context_length``, ``CausalAttention``) are the same in every submission, and kept, not turned into ``V``."""
+    """Every word of the exercise's stub, its docstrings included: the attribute names the exercise prescribes
+    (``self.W_query``, ``self.mask``) are the same in every submission, and kept after a ``.``, not turned into ``V``.
+    A local variable named like a word of the docstring (``queries``, ``T``) is the student's choice: renamed."""
     return frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", stub))
+
+
+def prescribed_names(stub: str) -> frozenset[str]:
+    """The names the stub's code makes every submission use wherever they appear: its top-level functions and
+    classes (the grader imports them) and the modules it imports (``torch``, ``nn``, ``math``)."""
+    try:
+        tree = ast.parse(stub)
+    except SyntaxError:
+        return frozenset()
+    names = set(stub_names(stub))
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return frozenset(names)
 
 
 def stub_names(stub: str) -> set[str]:

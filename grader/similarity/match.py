@@ -70,10 +70,11 @@ class Pair:
         return min(self.share_a, self.share_b)
 
 
-def doc(key: str, source: str, lines: set[int] | None = None, keep: frozenset[str] = frozenset()) -> Doc:
-    """``source``'s code (only ``lines`` when given) as one side of a comparison (``keep``: names kept as they are,
-    :func:`grader.similarity.code.given_names`)."""
-    return Doc(key, tokens(source, lines, keep), source.splitlines())
+def doc(key: str, source: str, lines: set[int] | None = None, keep: frozenset[str] = frozenset(),
+        attrs: frozenset[str] = frozenset()) -> Doc:
+    """``source``'s code (only ``lines`` when given) as one side of a comparison (``keep``, ``attrs``: names kept as
+    they are, :func:`grader.similarity.code.tokens`)."""
+    return Doc(key, tokens(source, lines, keep, attrs), source.splitlines())
 
 
 def fingerprints(toks: list[Token], k: int) -> list[int]:
@@ -142,9 +143,10 @@ def fragments(a: Doc, b: Doc, shared: set[int], k: int) -> list[Fragment]:
             where_b.setdefault(h, j)
     runs: list[tuple[int, int, int]] = []  # (start in a, start in b, fingerprints)
     for i, h in enumerate(a.hashes):
-        j = where_b.get(h)
-        if j is None:
+        found = where_b.get(h)
+        if found is None:
             continue
+        j = found
         if runs and runs[-1][0] + runs[-1][2] == i and runs[-1][1] + runs[-1][2] == j:
             start_a, start_b, n = runs[-1]
             runs[-1] = (start_a, start_b, n + 1)
