@@ -30,6 +30,18 @@ if TYPE_CHECKING:
 CACHE_ENV = procs.CACHE_ENV
 
 
+PROVING = ("proving the grader first: grading the reference solutions (full marks expected) and the stubs (zero "
+           "expected) in the sandbox, as the students will be; cached until the grader, suites or machine change…")
+
+
+def proven(record: dict[str, Any], seconds: float) -> str:
+    """The line that says the proof holds (``record``: :meth:`Proof.record`)."""
+    how = "cached proof" if record["cached"] else f"proven in {seconds:.0f} s"
+    top = record["max_score"]
+    return (f"canary: reference solutions {record['solutions']:g}/{top:g}, stubs {record['stubs']:g}/{top:g} "
+            f"({how})")
+
+
 class CanaryFailed(GraderFault):
     """This machine cannot grade correctly: the message names what failed."""
 

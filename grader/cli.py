@@ -13,11 +13,10 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from grader.errors import ExitCode, GraderFault, UsageError, exit_now
+from grader.errors import NO_NUMPY, ExitCode, GraderFault, UsageError, exit_now
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAULT = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE, ExitCode.FAULT
 QUICK = frozenset({"grade", "check", "ci"})  # commands a person (or a CI step) waits on: see run()
-NO_NUMPY = "Failed to initialize NumPy"  # torch's import warning without numpy: not a dependency, never used here
 
 
 def _cmd_build(args: argparse.Namespace) -> int:

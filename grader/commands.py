@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,10 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     from grader.sandbox import isolation as iso
 
     backend = iso.choose(options.isolation, options.require_isolation)  # once: the canary's, workers' and zygote's
+    from grader import canary
+
+    if options.canary and canary.cached(assignment, backend=backend) is None:  # tens of seconds: say so, on and off
+        print(f"grader: {canary.PROVING}", file=sys.stderr, flush=True)  # a terminal (a CI log shows it as it runs)
     shared = _shared_zygote(backend, options, assignment)
     proof = _canary(options, assignment, backend, shared)
     warm = _prestart(options, assignment, backend, shared)  # starts while this process imports the grader's side
@@ -40,10 +45,10 @@ def _cmd_grade(args: argparse.Namespace) -> int:
             shared.close()
     if proof is not None:
         card["canary"] = proof
-    _emit(card, out)
+    _emit(card, out, as_json=args.json)
     if shared is None and warm is not None:
         _keep_warm(backend)
-    return ExitCode.OK
+    return ExitCode.OK if card["status"] == "graded" else ExitCode.FAILED  # as `grader batch`: an error card is 1
 
 
 def _shared_zygote(backend: str, options: GradeOptions, assignment: manifest.Assignment) -> SharedZygote | None:
@@ -94,18 +99,24 @@ def _grade(submission: str, options: GradeOptions, assignment: manifest.Assignme
                  starter=PrestartedStarter(warm, then=then) if warm is not None else then)
 
 
-def _emit(card: dict[str, Any], out: Path | None) -> None:
+def _emit(card: dict[str, Any], out: Path | None, *, as_json: bool) -> None:
+    """The scorecard to ``out`` and/or as JSON on stdout (``--json``), and the human summary: on stdout when it is
+    all that is printed, else on stderr (stdout then holds only the JSON)."""
+    from grader import gradetext
     from grader.schema import SchemaError
     from grader.scoring import scorecard
 
     try:
+        text = scorecard.dumps(card)
         if out:
             scorecard.write(card, out)
-            print(f"{card['status']}: {card['score']:g}/{card['max_score']:g} -> {out}", file=sys.stderr)
-        else:
-            print(scorecard.dumps(card))
     except SchemaError as exc:
         raise GraderFault(f"internal error: the scorecard failed its schema ({exc}); please report this") from None
+    lines = [line for line in gradetext.summary(card) if line]
+    lines += [f"scorecard: {out}"] if out else [] if as_json else ["(the whole scorecard: --json, or --out FILE)"]
+    print("\n".join(lines), file=sys.stderr if as_json or out else sys.stdout, flush=True)
+    if as_json:
+        print(text)
 
 
 def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:
@@ -126,7 +137,10 @@ def _canary(options: GradeOptions, assignment: manifest.Assignment, backend: str
 
     if not options.canary:
         return None
-    return canary.prove(assignment, backend=backend, starter=ZygoteStarter(zygote) if zygote else None).record()
+    t0 = time.monotonic()
+    record = canary.prove(assignment, backend=backend, starter=ZygoteStarter(zygote) if zygote else None).record()
+    print(f"grader: {canary.proven(record, time.monotonic() - t0)}", file=sys.stderr, flush=True)
+    return record
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -135,7 +149,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--assignment", default=DEFAULTS.assignment)
     p.add_argument("--manifest", metavar="FILE", help="assignments.json (default: this checkout's); the solutions "
                    "and suites beside it are used")
-    p.add_argument("--out", help="scorecard file (default: print to stdout)")
+    p.add_argument("--out", help="also write the scorecard to this file")
+    p.add_argument("--json", action="store_true", help="print the scorecard as JSON on stdout (the summary then "
+                   "goes to stderr)")
     p.add_argument("--isolation", choices=ISOLATION_CHOICES, default=DEFAULTS.isolation,
                    help="sandbox backend (default: the strongest available)")
     p.add_argument("--require-isolation", choices=LEVELS, metavar="LEVEL",

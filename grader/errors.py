@@ -17,6 +17,10 @@ import sys
 from enum import IntEnum
 from typing import NoReturn
 
+# torch's import warning without numpy (not a dependency, never used here): every command filters it (the grader's,
+# a student's `grader check`/`ci`, a student repository's pytest ini), as nothing a student can act on
+NO_NUMPY = "Failed to initialize NumPy"
+
 
 class ExitCode(IntEnum):
     """As pytest's ``ExitCode``: what a ``grader`` command's exit status means."""

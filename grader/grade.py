@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import pytest
 
-from grader import intake, manifest, proofs
+from grader import fingerprint, intake, manifest, proofs
 from grader.errors import GraderFault, UsageError
 from grader.options import GradeOptions, launch_spec
 from grader.sandbox import isolation as iso
@@ -71,6 +71,9 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
     except iso.IsolationError as exc:
         raise GradeRefused(str(exc)) from None
     card = _skeleton(spec_assignment, submission, seed, spec, backend, started, student_id, options.exercises)
+    card["grader"]["fingerprint"] = fingerprint.record(  # what decides this grade: a rerun regrades what it no longer is
+        spec_assignment, backend=backend, require_cuda=options.require_cuda,
+        per_test_time_limit=options.per_test_time_limit)
     try:
         sub = intake.take(submission, modules={e.module for e in spec_assignment.exercises})
     except intake.IntakeError as exc:

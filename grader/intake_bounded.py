@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 from typing import BinaryIO
 
@@ -31,15 +30,8 @@ _KILLED = (-signal.SIGXCPU, -signal.SIGKILL)  # the CPU limit (soft, then hard),
 
 def notebook_module(name: str, source: BinaryIO) -> str:
     """The module text of notebook ``name`` (sanitised), read from the open file ``source`` by a bounded child."""
-    argv = procs.module_argv("grader.intake_bounded", name, site=False)
-    try:
-        done = subprocess.run(argv, stdin=source, capture_output=True, timeout=WALL_S, check=False,
-                              **procs.popen_kwargs())
-    except subprocess.TimeoutExpired:
-        raise GraderFault(f"the notebook reader ran for {WALL_S} s without using {CPU_S} s of CPU "
-                          "(the machine is overloaded)") from None
-    except OSError as exc:
-        raise GraderFault(f"the notebook reader could not start: {exc}") from None
+    done = procs.run_bounded("grader.intake_bounded", name, what="the notebook reader", wall_s=WALL_S, cpu_s=CPU_S,
+                             stdin=source)
     if done.returncode in _KILLED:
         raise IntakeError(f"{name}: takes more than {CPU_S} s of CPU or {MEMORY_BYTES >> 20} MiB of memory to read; "
                           "submit a .py file")

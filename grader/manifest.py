@@ -100,7 +100,8 @@ def find_root(start: Path | None = None) -> Path:
 def load(path: Path | None = None, assignment: str | None = None) -> Assignment:
     """Load, validate and return one assignment from the manifest: ``assignment``, or by default
     :data:`DEFAULT_ASSIGNMENT` where the manifest has it, else its first (a student repository released
-    for another assignment holds only that one)."""
+    for another assignment holds only that one). A caller that will use its suites checks them with
+    :func:`check_paths`."""
     path = Path(path) if path else DEFAULT_MANIFEST
     document = _document(path)
     ids = [a["id"] for a in document["assignments"]]
@@ -115,6 +116,54 @@ def load_all(path: Path | None = None) -> list[Assignment]:
     """Every assignment of the manifest, in its order."""
     path = Path(path) if path else DEFAULT_MANIFEST
     return [_assignment(raw, path) for raw in _document(path)["assignments"]]
+
+
+def check_paths(spec: Assignment, suites: tuple[str, ...]) -> Assignment:
+    """``spec`` when every file of ``suites`` it names is a file inside its folder (and, for ``hidden``, each
+    exercise's reference ``solutions/<module>.py``); else :class:`ManifestError` naming each, with its line in the
+    manifest: a misspelled path is the caller's mistake, found before anything is graded, not a broken machine."""
+    wrong = [f"{spec.manifest}:{_line(spec.manifest, field, name)}: {field} of exercise {e.id!r}: {why}"
+             for e in spec.exercises for field, name, why in _path_problems(spec, e, suites)]
+    if wrong:
+        raise ManifestError(f"{len(wrong)} path(s) of assignment {spec.id!r} are wrong (fix the manifest):\n  "
+                            + "\n  ".join(wrong))
+    return spec
+
+
+def _path_problems(spec: Assignment, exercise: Exercise, suites: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    named = [(f"{kind}_tests", getattr(exercise, f"{kind}_tests")) for kind in suites]
+    if "hidden" in suites:
+        named.append(("module", exercise.module))
+    root = spec.root.resolve()
+    problems = []
+    for field, name in named:
+        target = root / "solutions" / f"{name}.py" if field == "module" else root / name
+        shown = f"solutions/{name}.py" if field == "module" else name
+        if not target.resolve().is_relative_to(root):
+            problems.append((field, name, f"{shown!r} is outside the manifest's folder {spec.root}"))
+        elif not target.is_file():
+            problems.append((field, name, f"{shown!r} is not a file in {spec.root}{_near(target)}"))
+    return problems
+
+
+def _near(target: Path) -> str:
+    """``(did you mean test_softmax.py?)`` from the files beside a missing one."""
+    import difflib
+
+    siblings = [p.name for p in target.parent.glob("*")] if target.parent.is_dir() else []
+    close = difflib.get_close_matches(target.name, siblings, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _line(path: Path, field: str, value: str) -> int:
+    """The first line of the manifest giving ``field`` the value ``value`` (else holding the value; else 1)."""
+    lines = path.read_text("utf-8").splitlines()
+    quoted = json.dumps(value)
+    for wanted in (f'"{field}"', ""):
+        for number, line in enumerate(lines, 1):
+            if quoted in line and wanted in line:
+                return number
+    return 1
 
 
 def text_of(spec: Assignment) -> str:

@@ -33,8 +33,9 @@ class GradeOptions:
     canary: bool = True  # the commands prove the machine first (False: the project's own tests only)
 
     def load(self) -> manifest.Assignment:
-        """The assignment these options name (raises ``manifest.ManifestError``)."""
-        return manifest.load(self.manifest_path, self.assignment)
+        """The assignment these options name, its hidden suites and references there (raises
+        ``manifest.ManifestError``)."""
+        return manifest.check_paths(manifest.load(self.manifest_path, self.assignment), ("hidden",))
 
 
 DEFAULTS = GradeOptions()  # what the CLIs show and use when an option is not given

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -73,3 +74,20 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def run_bounded(module: str, *args: str, what: str, wall_s: float, cpu_s: float,
+                **io: Any) -> subprocess.CompletedProcess[bytes]:
+    """Run stdlib-only ``module`` (which limits its own CPU time and memory) to completion, its output captured;
+    ``io``: ``stdin=`` or ``input=``. A child that cannot start, or runs ``wall_s`` without using its ``cpu_s``
+    (the machine is starved), is the grader's problem: :class:`~grader.errors.GraderFault` naming ``what``."""
+    from grader.errors import GraderFault
+
+    try:
+        return subprocess.run(module_argv(module, *args, site=False), capture_output=True, timeout=wall_s,
+                              check=False, **io, **popen_kwargs())
+    except subprocess.TimeoutExpired:
+        raise GraderFault(f"{what} ran for {wall_s:g} s without using {cpu_s:g} s of CPU "
+                          "(the machine is overloaded)") from None
+    except OSError as exc:
+        raise GraderFault(f"{what} could not start: {exc}") from None

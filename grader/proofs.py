@@ -27,7 +27,7 @@ from typing import Any
 from grader import __version__, manifest, procs
 
 CACHE_ENV = procs.CACHE_ENV
-FORMAT = 2  # 2: per-test limits
+FORMAT = 3  # 2: per-test limits; 3: keyed on grader.fingerprint
 FACTOR, FLOOR_S = 25.0, 2.0
 
 
@@ -76,20 +76,20 @@ def cached(assignment: manifest.Assignment, *, backend: str, exercises: list[str
 
 def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,
               per_test_time_limit: float | None) -> str:
-    """A hash of everything that could change the canary's outcome on this machine, the launch configuration the
-    proof's workers actually get included (uid drop, file view, filters, limits): a proof made under one
-    configuration is never reused for another that may not even start a worker."""
+    """A hash of everything that could change the canary's outcome on this machine: what decides a grade
+    (:func:`grader.fingerprint.record`, the scorecard's own record), the stubs, and this machine's particulars,
+    the launch configuration the proof's workers actually get included (uid drop, file view, filters, limits):
+    a proof made under one configuration is never reused for another that may not even start a worker."""
+    from grader import fingerprint
     from grader.options import launch_spec
 
-    digest = hashlib.sha256()
-    for path in inputs(assignment):
-        digest.update(path.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    grading = fingerprint.record(assignment, backend=backend, per_test_time_limit=per_test_time_limit)
+    stubs = fingerprint.files(assignment)["stubs"]
     launch = launch_spec(assignment, backend).fingerprint() if backend != "inprocess" else "inprocess"
-    env = [__version__, sys.version, platform.platform(), _torch_build(),
-           str(os.geteuid() if hasattr(os, "geteuid") else ""), backend, launch, assignment.id,
-           ",".join(sorted(exercises or [])), str(per_test_time_limit), str(FORMAT)]
-    digest.update("\0".join(env).encode())
-    return digest.hexdigest()[:32]
+    env = [grading["key"], hashlib.sha256(b"".join(p.read_bytes() for p in stubs)).hexdigest(), __version__,
+           sys.version, platform.platform(), _torch_build(), str(os.geteuid() if hasattr(os, "geteuid") else ""),
+           launch, assignment.id, ",".join(sorted(exercises or [])), str(FORMAT)]
+    return hashlib.sha256("\0".join(env).encode()).hexdigest()[:32]
 
 
 def _torch_build() -> str:
@@ -99,17 +99,6 @@ def _torch_build() -> str:
         return "no torch"
     version = Path(spec.origin).with_name("version.py")
     return hashlib.sha256(version.read_bytes()).hexdigest() if version.is_file() else "no torch/version.py"
-
-
-def inputs(assignment: manifest.Assignment) -> list[Path]:
-    """Every file whose content decides a grade: the grader's sources and schemas, the manifest, the references,
-    the stubs and the hidden suites."""
-    grader_pkg = Path(__file__).resolve().parent
-    root = assignment.root
-    files = [*grader_pkg.rglob("*.py"), *grader_pkg.rglob("*.json"), assignment.manifest,
-             *(root / "solutions").glob("*.py"), *(root / "exercises").glob("*.py"),
-             *(root / e.hidden_tests for e in assignment.exercises)]
-    return sorted({p for p in files if p.is_file()})
 
 
 def cache_dir() -> Path:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grader import manifest
+from grader import fingerprint, manifest
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
 
@@ -35,13 +35,22 @@ def load(path: Path) -> dict[str, Any] | None:
     return card
 
 
-def is_current(card: dict[str, Any] | None, *, sha256: str, assignment: str, exercise_ids: list[str]) -> bool:
-    """True when ``card`` already grades this content, assignment, grader version and exercise set."""
+def stale(card: dict[str, Any] | None, *, sha256: str, assignment: str, exercise_ids: list[str],
+          grading: dict[str, str]) -> list[str]:
+    """Why ``card`` does not already grade this content, assignment and exercise set with what decides a grade
+    now (``grading``: :func:`grader.fingerprint.record`); [] when it does. The reasons are keys of
+    :data:`REASONS` (``grader.fingerprint.REASONS`` names the parts)."""
     if card is None or not sha256:
-        return False
+        return ["new"]
     if card["status"] == "error" and (card["error"] or {}).get("kind") in RETRY_KINDS:
-        return False
-    graded_ids = sorted(e["id"] for e in card["exercises"])
-    return (card["submission"]["sha256"] == sha256 and card["assignment"] == assignment
-            and card["grader"]["version"] == scorecard.version()["version"]
-            and (card["status"] == "error" or graded_ids == sorted(exercise_ids)))
+        return ["error"]
+    if card["submission"]["sha256"] != sha256 or card["assignment"] != assignment:
+        return ["submission"]
+    if card["status"] != "error" and sorted(e["id"] for e in card["exercises"]) != sorted(exercise_ids):
+        return ["exercises"]
+    return fingerprint.changed(card["grader"].get("fingerprint"), grading)
+
+
+REASONS = {**fingerprint.REASONS, "new": "not graded before", "error": "its last grading ended in an error to retry",
+           "submission": "the submission changed", "exercises": "another set of exercises is graded",
+           "force": "--force was given"}

@@ -45,6 +45,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             raise UsageError("--shards N is the count for --shard auto: give --shard auto (or --shard K/N)")
         return shard_cli.batch_shard(args, options)
     roster = _roster(args.roster)
+    warn_exports(args.export or (), roster)
     try:
         outcome = job.batch(args.submissions, out=args.out, options=options, export=tuple(args.export or ()),
                             progress=Progress(rich=False if args.quiet else None), roster=roster,
@@ -79,6 +80,15 @@ def finished(outcome: Outcome) -> int:
           f"{s['counts']['skipped']} unchanged; mean {s['score']['mean']:g}/{s['score']['max_score']:g}; "
           f"report: {outcome.out / 'report.html'}", file=sys.stderr)
     return report_errors(outcome.error_kinds())
+
+
+def warn_exports(formats: tuple[str, ...] | list[str], roster: list[Any] | None) -> None:
+    """Say before any work what an export will lack (a Canvas export without a roster)."""
+    from grader.batch import lms
+
+    why = lms.warning(formats, roster)
+    if why:
+        print(f"grader: warning: {why}", file=sys.stderr, flush=True)
 
 
 def report_errors(errors: dict[str, int]) -> int:
@@ -125,6 +135,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     except manifest.ManifestError:
         ids, title = sorted({e["id"] for _, c in named for e in c["exercises"]}), ""
     roster = _roster(args.roster)
+    warn_exports([args.format], roster)
     if args.out:
         for path in outputs.export(named, args.format, Path(args.out), ids, roster=roster, title=title):
             print(f"wrote {path}", file=sys.stderr)

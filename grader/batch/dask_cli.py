@@ -53,6 +53,7 @@ def batch_dask(args: argparse.Namespace, options: Options) -> int:
     submissions, out = os.path.abspath(args.submissions), os.path.abspath(args.out)
     options = _absolute(options)
     roster = cli._roster(args.roster)
+    cli.warn_exports(args.export or (), roster)
     # local worker processes are spawned with `python -c`, which puts their working folder first on sys.path:
     # never the class folder (a student's planted module), so they start, and we run, in /
     os.chdir("/")

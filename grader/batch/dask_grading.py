@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +50,9 @@ class DaskGrading:
     backend = wire.REQUIRED_LEVEL
 
     def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment, target: Target,
-                 gpu: bool = False) -> None:
+                 gpu: bool = False, say: Callable[[str], None] | None = None) -> None:
         self.out, self.options, self.assignment, self.target, self.gpu = out, options, assignment, target, gpu
+        self.say = say or (lambda line: None)
         self.name = f"attention-grader-{secrets.token_hex(6)}"  # this run's plugin: runs sharing a cluster stay apart
         self.session: Session | None = None
         self.records: dict[str, dict[str, Any]] = {}
@@ -68,6 +69,8 @@ class DaskGrading:
             # canary of the run that graded what is kept
             kept = (outputs.read_summary(self.out / "summary.json") or {}).get("canary")
             return kept if wire.is_canary(kept) else None
+        self.say("starting or joining the Dask cluster; every worker then checks itself (sandbox level, network, "
+                 "canary, fingerprint) before anyone is graded…")
         try:
             self.session = Session(self.target)
             client = self.session.client

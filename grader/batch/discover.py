@@ -70,8 +70,9 @@ def discover(root: Path | str, *, assignment: str | None = None) -> Discovery:
     ignored: list[str]
     if nb is not None:
         found, ignored, layout = _nbgrader(nb, assignment), [], "nbgrader"
-    elif classroom50.is_download(root):  # `gh teacher download` (Classroom 50)
-        found = [(login, path, "classroom50", _refused(path)) for login, path in classroom50.download_entries(root)]
+    elif classroom50.is_download(root, assignment):  # `gh teacher download` (Classroom 50)
+        found = [(login, path, "classroom50", _refused(path))
+                 for login, path in classroom50.download_entries(root, assignment)]
         ignored, layout = [], "classroom50"
     elif _is_classroom(root):
         found, ignored, layout = _classroom(root), [], "github-classroom"

@@ -1,7 +1,8 @@
 """The batch engine: resumable, one scorecard written atomically as soon as it is ready.
 
-It decides what to grade (a rerun skips submissions whose content, assignment and grader version
-are unchanged), hands the rest to a :class:`Grading` and writes what comes back. By default that is
+It decides what to grade (a rerun skips submissions whose content, assignment and exercise set are unchanged
+and whose scorecard records what decides a grade as it is now: :mod:`grader.fingerprint`), hands the rest to
+a :class:`Grading` and writes what comes back. By default that is
 :class:`LocalGrading`: the :class:`grader.batch.pool.Pool` of slots on this machine (each a long-lived
 trusted process in its own session, with its own uids and cgroups under the namespace backend and
 sandboxed workers forked from a zygote that has already imported torch), proven by the canary here
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from grader import canary, intake, manifest, schema
+from grader import canary, fingerprint, intake, manifest, schema
 from grader.batch import cards
 from grader.batch.discover import Entry
 from grader.batch.pool import Pool
@@ -53,25 +54,40 @@ class Grading(Protocol):
 
 
 class GradingFactory(Protocol):
-    def __call__(self, *, out: Path, options: Options, assignment: manifest.Assignment) -> Grading: ...
+    def __call__(self, *, out: Path, options: Options, assignment: manifest.Assignment,
+                 say: Callable[[str], None] | None = None) -> Grading: ...
+
+
+def _quiet(line: str) -> None:
+    """Where nobody listens for what a run is doing."""
 
 
 class LocalGrading:
     """This machine: the canary proven here, then the slots of :class:`grader.batch.pool.Pool`."""
 
-    def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment) -> None:
-        self.out, self.options, self.assignment = out, options, assignment
+    def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment,
+                 say: Callable[[str], None] | None = None) -> None:
+        self.out, self.options, self.assignment, self.say = out, options, assignment, say or _quiet
         self.backend = iso.choose(options.isolation, options.require_isolation)
         self.pool: Pool | None = None
         self.slots = 1
 
     def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
+        o = self.options
+        due = o.canary and canary.cached(self.assignment, backend=self.backend, exercises=o.exercises,
+                                         per_test_time_limit=o.per_test_time_limit) is None
+        if due:
+            self.say(canary.PROVING)
         zygote = self._canary_zygote()
+        t0 = time.monotonic()
         try:
-            return _canary(self.assignment, self.backend, self.options, zygote)  # even when nothing is pending
+            proof = _canary(self.assignment, self.backend, self.options, zygote)  # even when nothing is pending
         finally:
             if zygote is not None:
                 zygote.close()
+        if proof is not None:
+            self.say(canary.proven(proof, time.monotonic() - t0))
+        return proof
 
     def _canary_zygote(self) -> SharedZygote | None:
         """This user's zygote when the canary has to grade (:func:`grader.canary.zygote_for_proof`): its workers
@@ -84,6 +100,9 @@ class LocalGrading:
 
     def grade(self, todo: list[Entry]) -> Iterator[Result]:
         self.slots = max(1, min(self.options.jobs or os.cpu_count() or 1, len(todo) or 1))
+        if todo:
+            self.say(f"starting {self.slots} grading slot(s) for {len(todo)} submission(s) under `{self.backend}` "
+                     "isolation (their sandboxed workers come from a zygote that imports torch once)…")
         self.pool = Pool(out=self.out, options=self.options, assignment=self.assignment, backend=self.backend)
         return self.pool.grade(todo, self.slots)
 
@@ -100,12 +119,13 @@ def card_path(out: Path, key: str) -> Path:
 
 
 def run(entries: list[Entry], *, out: Path, options: Options, assignment: manifest.Assignment | None = None,
-        on_result: Callable[[Result], None] | None = None, on_plan: Callable[[int, int], None] | None = None,
-        grading: GradingFactory | None = None) -> Run:
+        on_result: Callable[[Result], None] | None = None, on_plan: Callable[[int, int, dict[str, int]], None] | None = None,
+        grading: GradingFactory | None = None, on_phase: Callable[[str], None] | None = None) -> Run:
     """Grade ``entries`` into ``out/scorecards``; return every entry's result (skipped ones read back).
 
     ``assignment`` is the one the command loaded (default: ``options.load()``); ``grading`` says where
-    (default: :class:`LocalGrading`). Raises ``manifest.ManifestError`` / ``iso.IsolationError`` before
+    (default: :class:`LocalGrading`); ``on_phase`` hears what is happening between results (the canary's proof,
+    slots starting), one line each. Raises ``manifest.ManifestError`` / ``iso.IsolationError`` before
     anything starts, :class:`BatchFault` when slots cannot start, :class:`BatchInterrupted` on Ctrl-C
     (finished scorecards stay).
     """
@@ -113,8 +133,8 @@ def run(entries: list[Entry], *, out: Path, options: Options, assignment: manife
     assignment = assignment or options.load()
     for exercise_id in options.exercises or ():
         assignment.exercise(exercise_id)
-    where = (grading or LocalGrading)(out=out, options=options, assignment=assignment)
-    kept, todo = _plan(entries, out, options, assignment)
+    where = (grading or LocalGrading)(out=out, options=options, assignment=assignment, say=on_phase)
+    kept, todo, stale = _plan(entries, out, options, assignment, where.backend)
     proof = where.prove(todo) if entries else None  # before any student is graded
     (out / "scorecards").mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
@@ -128,7 +148,7 @@ def run(entries: list[Entry], *, out: Path, options: Options, assignment: manife
         elif entry.key in kept:
             done[entry.key] = kept[entry.key]
     if on_plan:
-        on_plan(len(entries), len(kept))
+        on_plan(len(entries), len(kept), stale)
     for result in done.values():
         if on_result:
             on_result(result)
@@ -146,23 +166,30 @@ def run(entries: list[Entry], *, out: Path, options: Options, assignment: manife
                round(time.monotonic() - t0, 3), meta={**where.figures(), "canary": proof})
 
 
-def _plan(entries: list[Entry], out: Path, options: Options,
-          assignment: manifest.Assignment) -> tuple[dict[str, Result], list[Entry]]:
-    """The unchanged submissions' results (read back) and the entries to grade; clashes are in neither."""
+def _plan(entries: list[Entry], out: Path, options: Options, assignment: manifest.Assignment,
+          backend: str) -> tuple[dict[str, Result], list[Entry], dict[str, int]]:
+    """The unchanged submissions' results (read back), the entries to grade (clashes are in neither), and how
+    many earlier scorecards are graded again, by their reasons (``+``-joined keys of
+    :data:`grader.batch.cards.REASONS`)."""
     ids = options.exercises or assignment.ids()
     modules = {e.module for e in assignment.exercises}
+    grading = fingerprint.record(assignment, backend=backend, require_cuda=options.require_cuda,
+                                 per_test_time_limit=options.per_test_time_limit)
     kept: dict[str, Result] = {}
     todo: list[Entry] = []
-    for entry in entries:
-        if entry.clash:
-            continue
-        old = None if options.force else cards.load(card_path(out, entry.key))
-        if old is not None and cards.is_current(old, sha256=_fingerprint(entry.path, modules),
-                                                assignment=assignment.id, exercise_ids=list(ids)):
+    stale: dict[str, int] = {}
+    for entry in (e for e in entries if not e.clash):
+        old = cards.load(card_path(out, entry.key))
+        why = ["force"] if options.force and old is not None else cards.stale(
+            old, sha256=_fingerprint(entry.path, modules), assignment=assignment.id, exercise_ids=list(ids),
+            grading=grading)
+        if not why and old is not None:
             kept[entry.key] = Result(entry, old, skipped=True)
-        else:
-            todo.append(entry)
-    return kept, todo
+            continue
+        todo.append(entry)
+        if old is not None:
+            stale["+".join(why)] = stale.get("+".join(why), 0) + 1
+    return kept, todo, stale
 
 
 def _fingerprint(path: Path, modules: set[str]) -> str:

@@ -49,7 +49,7 @@ def batch(submissions: Path | str, *, out: Path | str, options: engine.Options |
     progress = progress or Progress()
     with progress:
         run = engine.run(entries, out=out, options=options, assignment=assignment, on_result=progress.update,
-                         on_plan=progress.plan, grading=grading)
+                         on_plan=progress.plan, grading=grading, on_phase=progress.say)
     return finish(run, out=out, options=options, export=export, ignored=found.ignored, roster=roster,
                   assignment=assignment, similarity=similarity)
 

@@ -63,6 +63,16 @@ def join(named: list[tuple[str, dict[str, Any]]], students: list[Student] | None
     return lines + [Line(key, card, None) for key, card in sorted(named) if key not in listed]
 
 
+def warning(formats: tuple[str, ...] | list[str], roster: list[Student] | None) -> str | None:
+    """What an export without a roster leaves out, and what to pass; None when nothing is left out."""
+    if "canvas" not in formats or roster is not None:
+        return None
+    return ("the Canvas export has no roster: its ID and SIS User ID columns are blank, so Canvas can match each "
+            "row only by SIS Login ID (the submission's login) or by name, and rows it cannot match are skipped. "
+            "Pass --roster roster.csv (columns login, name, and lms_id for Canvas's user ID, sis_user_id, "
+            "sis_login_id, section) to fill them")
+
+
 def canvas(lines: list[Line], title: str, points: float, cell: Cell) -> str:
     """Canvas's import CSV: one assignment column named ``title``; ``cell`` escapes formulas."""
     rows: list[list[object]] = [[*CANVAS_STUDENT_COLUMNS, title], ["    Points Possible", "", "", "", "", f"{points:g}"]]

@@ -50,12 +50,22 @@ class Progress:
         if self._bar is not None:
             self._bar.__exit__(*exc)
 
-    def plan(self, total: int, skipped: int) -> None:
+    def plan(self, total: int, skipped: int, stale: dict[str, int] | None = None) -> None:
+        """What the run will do: ``skipped`` scorecards kept, and the earlier ones ``stale`` regrades, by reason."""
         self.total = total
         if self._bar is not None:
             self._bar.update(self._task, total=total)
-        elif skipped:
-            print(f"{total} submissions, {skipped} unchanged since the last run", file=self.stream, flush=True)
+        line = plan_line(total, skipped, stale or {})
+        if line:
+            self.say(line)
+
+    def say(self, line: str) -> None:
+        """One line about what is happening between results, on a terminal (above the bar) and off it (flushed
+        at once: a CI log shows it while the step runs)."""
+        if self._bar is not None:
+            self._bar.console.print(_escape(safetext.name(line, 1000)))
+        else:
+            print(safetext.name(line, 1000), file=self.stream, flush=True)
 
     def update(self, result: Result) -> None:
         self.count += 1
@@ -68,6 +78,20 @@ class Progress:
                 self._bar.console.print(f"[{'red' if failed else 'yellow'}]{_escape(line)}")
         else:
             print(line, file=self.stream, flush=True)
+
+
+def plan_line(total: int, skipped: int, stale: dict[str, int]) -> str:
+    """``12 submissions: 3 unchanged since the last run; 9 earlier scorecards graded again: the hidden suites
+    changed (9)``; ``stale`` counts earlier scorecards by their reasons, ``+``-joined keys of
+    :data:`grader.batch.cards.REASONS`."""
+    from grader.batch.cards import REASONS
+
+    parts = [f"{skipped} unchanged since the last run"] if skipped else []
+    if stale:
+        why = "; ".join(f"{' and '.join(REASONS.get(k, k) for k in key.split('+'))} ({n})"
+                        for key, n in sorted(stale.items(), key=lambda kv: (-kv[1], kv[0])))
+        parts.append(f"{sum(stale.values())} earlier scorecard(s) graded again: {why}")
+    return f"{total} submissions: {'; '.join(parts)}" if parts else ""
 
 
 def _escape(text: str) -> str:

@@ -4,9 +4,10 @@ Rendered with Jinja2, autoescape on: every student-influenced string (ids, failu
 after :func:`grader.batch.outputs.clean_tree` has made every string safe text (a lone surrogate in an
 old summary once made the page fail to encode, so no report and no exports, on every rerun).
 
-The only script is :data:`SORT_SCRIPT` (click a column header to sort a table; ``#sort=<column>`` in
-the address sorts on load). The page's Content-Security-Policy allows that script by its SHA-256 and
-nothing else: even a string that escaped escaping could not run.
+The only script is :data:`SORT_SCRIPT` (a column heading is a button: click it, or Tab to it and press Enter
+or Space, to sort its table; ``#sort=<column>`` in the address sorts on load). The page's
+Content-Security-Policy allows that script by its SHA-256 and nothing else: even a string that escaped
+escaping could not run.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ function sortBy(th, descending) {
   table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
   th.setAttribute("aria-sort", descending ? "descending" : "ascending");
 }
-document.querySelectorAll("table.sortable th").forEach(function (th) {
-  th.addEventListener("click", function () { sortBy(th, th.getAttribute("aria-sort") === "ascending"); });
+document.querySelectorAll("table.sortable th button").forEach(function (button) {
+  var th = button.closest("th");
+  button.addEventListener("click", function () { sortBy(th, th.getAttribute("aria-sort") === "ascending"); });
 });
 var wanted = /^#sort=([\\w-]+)$/.exec(location.hash);
 var first = wanted && document.querySelector('th[data-col="' + wanted[1] + '"]');

@@ -53,7 +53,9 @@ def _cmd_merge(args: argparse.Namespace) -> int:
 
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise UsageError(f"--out {args.out} is a file: give a folder for the gradebook, summary and report")
-    outcome = merge.merge(args.folders, out=args.out, export=tuple(args.export or ()), roster=cli._roster(args.roster),
+    roster = cli._roster(args.roster)
+    cli.warn_exports(args.export or (), roster)
+    outcome = merge.merge(args.folders, out=args.out, export=tuple(args.export or ()), roster=roster,
                           manifest_path=Path(args.manifest) if args.manifest else None)
     s = outcome.summary
     print(f"merged: {s['counts']['submissions']} submissions, {s['counts']['graded']} graded, "

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader import __version__, canary, manifest, proofs, schema
+from grader import __version__, manifest, schema
+from grader import fingerprint as grading_fingerprint
 from grader.batch import discover as disc
 from grader.batch import engine, outputs
 from grader.batch.progress import Progress
@@ -60,7 +61,7 @@ def grade_shard(submissions: Path | str, *, out: Path | str, options: engine.Opt
     progress = progress or Progress()
     with progress:
         run = engine.run(mine, out=out, options=options, assignment=assignment, on_result=progress.update,
-                         on_plan=progress.plan)
+                         on_plan=progress.plan, on_phase=progress.say)
     doc = finished(doc, run)
     write(path, doc)
     return ShardOutcome(run, path, doc, len(entries))
@@ -105,18 +106,6 @@ def class_digest(keys: list[str]) -> str:
 
 
 def fingerprint(assignment: manifest.Assignment) -> str:
-    """sha256 of the files the canary's proof depends on, named by relative path (the checkout may sit
-    elsewhere on each machine); the machine-specific parts of the canary's key are left out on purpose."""
-    package = Path(canary.__file__).resolve().parent
-    root = assignment.root.resolve()
-    digest = hashlib.sha256(f"{__version__}\0{assignment.id}\0".encode())
-    for path in proofs.inputs(assignment):  # the canary's own list, so the two cannot drift apart
-        digest.update(_relative(path.resolve(), package, root).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def _relative(path: Path, package: Path, root: Path) -> str:
-    for base, label in ((package, "grader"), (root, "assignment")):
-        if path.is_relative_to(base):
-            return f"{label}/{path.relative_to(base).as_posix()}"
-    return path.name
+    """sha256 of the files a grade and the canary's proof depend on, named by relative path (the checkout may sit
+    elsewhere on each machine): :func:`grader.fingerprint.inputs_digest`, the one list of them."""
+    return grading_fingerprint.inputs_digest(assignment)

@@ -2,10 +2,12 @@
 
 A row holds what an instructor acts on for one student: points per exercise, status, flags (timeouts,
 integrity findings, withheld exercises, an identical-submission group, errors, a roster mismatch)
-and the failing tests with their messages (the drill-down). Common mistakes are counted by distinct
-students, not by failing tests, and leave out "not implemented yet" and missing-file messages: those
-say the work is absent, not what was misunderstood. Every string here comes from a card that
-:func:`grader.batch.outputs.clean_tree` has already made safe text.
+and the failing tests with their messages (the drill-down), counting the tests a student tried and failed apart
+from those of work not submitted (a stub, a missing file or name). Common mistakes are grouped by what was
+misunderstood: a test's ``diagnosis`` (a misconception id, where the suites give one) or else the test (its name
+without parameters) and its message's first line with numbers masked; each group is counted by distinct
+students, its hint shown in full. Absent work is left out there: it says nothing about a misconception. Every
+string here comes from a card that :func:`grader.batch.outputs.clean_tree` has already made safe text.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from grader.gradetext import split_message
+
 Named = list[tuple[str, dict[str, Any]]]
 MESSAGE_CHARS = 600  # per failing test in the summary; the scorecard keeps the full message
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE)
@@ -21,10 +25,30 @@ _ABSENT = re.compile(r"is not implemented yet|not found in the submission|not fo
                      r"|earlier tests of this exercise timed out")  # the timeout itself is counted, once
 
 
+HINT_CHARS = 2000
+_PARAMS = re.compile(r"\[.*\]$")
+
+
 def failure_key(message: str) -> str:
     """A message's first line with numbers as ``#``: one key for the same mistake on other inputs."""
     first = message.strip().splitlines()[0] if message.strip() else "(no message)"
     return _NUMBER.sub("#", first)[:240]
+
+
+def mistake_key(exercise: str, test: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The group a failing test belongs to, and what the report shows of it. With a ``diagnosis`` on the test
+    (a misconception id, or ``{"id": ..., "title": ...}``) that is the key; else the test without its parameters
+    and :func:`failure_key` of its message. The one place the grouping is decided."""
+    head, hint = split_message(test["message"])
+    shown = {"test": f"{exercise}::{_PARAMS.sub('', test['name'])}", "message": failure_key(head),
+             "hint": (hint or "")[:HINT_CHARS]}
+    diagnosis = test.get("diagnosis")
+    if isinstance(diagnosis, dict) and isinstance(diagnosis.get("id"), str):
+        return f"diagnosis:{diagnosis['id']}", {**shown, "diagnosis": diagnosis["id"],
+                                                "message": str(diagnosis.get("title") or shown["message"])}
+    if isinstance(diagnosis, str) and diagnosis:
+        return f"diagnosis:{diagnosis}", {**shown, "diagnosis": diagnosis}
+    return f"{shown['test']}\0{shown['message']}", shown
 
 
 def is_absent(message: str) -> bool:
@@ -34,7 +58,12 @@ def is_absent(message: str) -> bool:
 
 def _failing(card: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"exercise": ex["id"], "test": t["name"], "outcome": t["outcome"], "message": t["message"][:MESSAGE_CHARS]}
-            for ex in card["exercises"] for t in ex["tests"]
+            for ex, t in _failed_tests(card)]
+
+
+def _failed_tests(card: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(exercise, test) of every counted test that did not pass."""
+    return [(ex, t) for ex in card["exercises"] for t in ex["tests"]
             if t["counted"] and t["outcome"] not in ("passed", "skipped")]
 
 
@@ -81,6 +110,8 @@ def row(key: str, card: dict[str, Any], exercise_ids: list[str], group: int | No
         "incidents": [{"kind": i["kind"], "test": i["test"], "message": i["message"][:MESSAGE_CHARS]}
                       for i in card["incidents"]][:20],
         "failed_tests": len(failing), "failing": _drill_down(failing),
+        "tried_failed": sum(not is_absent(f["message"]) for f in failing),
+        "not_submitted": sum(is_absent(f["message"]) for f in failing),
     }
 
 
@@ -88,7 +119,8 @@ def missing_row(key: str, student: str, exercise_ids: list[str], max_score: floa
     """A roster student with no submission: 0 points, status ``missing``."""
     return {"key": key, "student": student, "status": "missing", "total": 0, "max_score": max_score,
             "exercises": {ex: 0 for ex in exercise_ids}, "flags": ["no submission"], "identical_group": None,
-            "error": None, "integrity": [], "withheld": [], "incidents": [], "failed_tests": 0, "failing": []}
+            "error": None, "integrity": [], "withheld": [], "incidents": [], "failed_tests": 0, "failing": [],
+            "tried_failed": 0, "not_submitted": 0}
 
 
 def rows(named: Named, exercise_ids: list[str], identical: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -98,20 +130,22 @@ def rows(named: Named, exercise_ids: list[str], identical: list[dict[str, Any]])
 
 
 def common_mistakes(named: Named, top: int = 15) -> list[dict[str, Any]]:
-    """Failure messages by the number of distinct students who got them (absent work left out)."""
+    """Mistakes (:func:`mistake_key`) by the number of distinct students who made them (absent work left out)."""
     students: dict[str, set[str]] = defaultdict(set)
     tests: dict[str, int] = defaultdict(int)
     where: dict[str, set[str]] = defaultdict(set)
+    shown: dict[str, dict[str, Any]] = {}
     for key, card in named:
         if card["status"] != "graded":
             continue
-        for failure in _failing(card):
-            if is_absent(failure["message"]):
+        for exercise, test in _failed_tests(card):
+            if is_absent(test["message"]):
                 continue
-            message = failure_key(failure["message"])
-            students[message].add(key)
-            tests[message] += 1
-            where[message].add(failure["exercise"])
-    ranked = sorted(students, key=lambda m: (-len(students[m]), -tests[m], m))[:top]
-    return [{"message": m, "count": len(students[m]), "tests": tests[m], "exercises": sorted(where[m]),
-             "students": sorted(students[m])[:8]} for m in ranked]
+            group, shown_as = mistake_key(exercise["id"], test)
+            shown.setdefault(group, shown_as)
+            students[group].add(key)
+            tests[group] += 1
+            where[group].add(exercise["id"])
+    ranked = sorted(students, key=lambda g: (-len(students[g]), -tests[g], g))[:top]
+    return [{**shown[g], "count": len(students[g]), "tests": tests[g], "exercises": sorted(where[g]),
+             "students": sorted(students[g])[:8]} for g in ranked]

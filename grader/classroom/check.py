@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from grader import manifest
 from grader.errors import UsageError
+from grader.gradetext import split_message
 from grader.scoring import scorecard
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
@@ -34,7 +35,7 @@ def load(*, manifest_path: Path | None = None, root: Path | None = None,
     """The assignment from ``manifest_path``, else from the repository found from here (or ``root``)."""
     path = manifest_path or (root or manifest.find_root(Path.cwd())) / "assignments.json"
     try:
-        return manifest.load(path, assignment)
+        return manifest.check_paths(manifest.load(path, assignment), ("public",))
     except manifest.ManifestError as exc:
         raise CheckError(str(exc)) from None
 
@@ -94,12 +95,6 @@ _ADVICE: tuple[tuple[str, str], ...] = (
     (r"ImportError|ModuleNotFoundError", "exercises/{module}.py imports something that is not installed: "
                                          "use torch and the standard library only"),
 )
-
-
-def split_message(message: str) -> tuple[str, str | None]:
-    """(the failure without its hint, the hint or None): checks end a message with ``\\n  hint: ...``."""
-    head, sep, hint = message.partition("\n  hint: ")
-    return head.strip(), (hint.strip() or None) if sep else None
 
 
 def advice(message: str, module: str, test: str = "") -> str:

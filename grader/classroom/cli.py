@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.errors import ExitCode, exit_now
+from grader.errors import NO_NUMPY, ExitCode, exit_now
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
 
@@ -97,6 +98,7 @@ def student_main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_student_commands(sub)
     args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", message=NO_NUMPY, category=UserWarning)  # nothing a student can act on
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

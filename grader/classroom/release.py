@@ -16,11 +16,12 @@ from pathlib import Path
 
 from grader import __version__, manifest
 from grader.classroom import texts
-from grader.errors import UsageError
+from grader.errors import NO_NUMPY, UsageError
 
 # Package files a student repository needs, relative to the ``grader`` package folder.
 RUNTIME = (
     "__init__.py", "py.typed", "errors.py", "manifest.py", "schema.py", "exports.py", "safetext.py", "references.py",
+    "gradetext.py",
     "schemas/__init__.py", "schemas/assignments.schema.json", "schemas/scorecard.schema.json",
     "schemas/github-classroom.schema.json",
     "scoring/__init__.py", "scoring/collect.py", "scoring/points.py", "scoring/runner.py", "scoring/scorecard.py",
@@ -84,14 +85,14 @@ def copy_runtime(dest: Path) -> list[Path]:
 
 def _write_texts(spec: manifest.Assignment, out: Path) -> list[Path]:
     torch, index = texts.torch_version(), texts.CPU_INDEX
-    table = "\n".join(f"| `{e.id}` | {e.title} | {e.points:g} |" for e in spec.exercises)
     # The manifest names the hidden test files (the schema requires it) but nothing reads them here;
     # it holds this assignment alone, so the student's commands default to it.
     manifest_text = manifest.text_of(spec)
     return [
-        write_file(out / "README.md", texts.README.substitute(title=spec.title, table=table, torch=torch, index=index)),
+        write_file(out / "README.md", texts.readme(spec, torch=torch, index=index)),
         write_file(out / "pyproject.toml", texts.PYPROJECT.substitute(
-            name=f"{spec.id}-exercises", version=__version__, title=spec.title, torch=torch, index=index)),
+            name=f"{spec.id}-exercises", version=__version__, title=spec.title, torch=torch, index=index,
+            no_numpy=NO_NUMPY)),
         write_file(out / ".github" / "workflows" / "classroom.yml", texts.WORKFLOW.substitute(
             torch=torch, index=index, runner=texts.RUNNER_ID, env_name=f"{texts.RUNNER_ID.upper()}_RESULTS")),
         write_file(out / ".gitignore", texts.GITIGNORE),

@@ -11,10 +11,38 @@ its runners in September 2026.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from string import Template
 
+from grader import manifest
+
 RUNNER_ID = "grader"
+# what the student README says of CI (no platform named: GitHub Classroom is retired; a Classroom 50 template
+# replaces it with what Classroom 50 does)
+CI = ("- If your course runs the tests on each push (continuous integration set up by your instructor), those\n"
+      "  points also come from the public tests only.")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def readme(spec: manifest.Assignment, *, torch: str, index: str) -> str:
+    """The student README of ``spec``: every exercise, file and test name it shows is one of this assignment's
+    (a test runs each command it shows in a released repository)."""
+    first, one = spec.exercises[0], spec.exercises[min(1, len(spec.exercises) - 1)]
+    table = "\n".join(f"| `{e.id}` | {e.title} | {e.points:g} |" for e in spec.exercises)
+    banned = next((e for e in spec.exercises if e.banned), None)
+    bans = (f"- Some exercises ban library shortcuts (for example `{banned.banned[0]}` in `{banned.id}`): the point is "
+            "to\n  write them yourself. Calling a banned function fails the test with a message saying so."
+            if banned else "")
+    return README.substitute(title=spec.title, table=table, torch=torch, index=index, one=one.id, first=first.id, ci=CI,
+                             public_file=first.public_tests, test_name=_first_test(spec.root / first.public_tests),
+                             bans=bans)
+
+
+def _first_test(path: Path) -> str:
+    """The name of the first test function in a public suite (what ``pytest -k`` is shown selecting)."""
+    found = re.search(r"^def (test_\w+)", path.read_text("utf-8"), re.MULTILINE)
+    return found[1] if found else "test"
 
 
 def torch_version() -> str:
@@ -89,6 +117,8 @@ grader = ["schemas/*.json", "py.typed"]
 [tool.pytest.ini_options]
 testpaths = ["tests/public"]
 addopts = "-p grader.testing.plugin --import-mode=importlib -p no:cacheprovider"
+# torch warns at import when numpy is absent (it is not needed here): nothing a student can act on
+filterwarnings = ["ignore:$no_numpy:UserWarning"]
 """)
 
 README = Template("""\
@@ -117,10 +147,10 @@ pip install -e .
 
 ```bash
 grader check                  # every exercise: a table of points, the first failure, what to do next
-grader check causal_attention # one exercise (or several)
-grader check softmax --pdb    # stop in the debugger at the first failure
+grader check $one   # one exercise (or several)
+grader check $first --pdb    # stop in the debugger at the first failure
 pytest tests/public           # the same tests with plain pytest, with the same messages
-pytest tests/public/test_softmax.py -k stable -x --pdb
+pytest $public_file -k $test_name -x --pdb
 ```
 
 `grader check` exits with status 1 while any public test fails. `grader check --json` prints the
@@ -133,10 +163,8 @@ result as JSON.
 - **These are the public tests only.** After the deadline your instructor grades your code with
   **hidden tests**, in a sandbox, with fresh random inputs. The hidden tests decide your grade:
   passing every public test is a good sign, not a guarantee of full marks.
-- On every push, GitHub Classroom runs the public tests (`.github/workflows/classroom.yml`) and
-  shows their points; those CI points also come from the public tests only.
-- Some exercises ban library shortcuts (for example `torch.softmax` in `softmax`): the point is to
-  write them yourself. Calling a banned function fails the test with a message saying so.
+$ci
+$bans
 
 ## Rules
 

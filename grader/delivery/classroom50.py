@@ -10,7 +10,8 @@ refused (and removed) if one is found.
 
 :func:`download_entries` yields (login, repository folder) for the folder ``gh teacher download``
 writes: ``<classroom>-<assignment>_submissions_<timestamp>/<classroom>-<assignment>-<login>/`` with
-``scores.csv`` at its root.
+``scores.csv`` at its root, or with ``-d DIR --by-pattern`` the same repositories in ``DIR`` with no
+``scores.csv``: the login is then what follows ``-<assignment>-``, as the timestamped folder's prefix gives it.
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ from grader.delivery.gradescope import fill
 
 MARKER = ".classroom50-release"
 WORKFLOW = Path(".github") / "workflows" / "classroom.yml"
-CI_SENTENCE = ("- On every push, GitHub Classroom runs the public tests (`.github/workflows/classroom.yml`) and\n"
-               "  shows their points; those CI points also come from the public tests only.")
 C50_SENTENCE = ("- On every submission, Classroom 50 runs the public tests and shows their points on the\n"
                 "  submission's Release; those points also come from the public tests only.")
 BUNDLE_SCHEMAS = ("schemas/classroom50-result.schema.json",)
@@ -60,7 +59,7 @@ def _template(dest: Path, spec: manifest.Assignment) -> list[Path]:
     for folder in (dest / WORKFLOW.parent, dest / WORKFLOW.parent.parent):
         folder.rmdir()
     readme = dest / "README.md"
-    readme.write_text(readme.read_text("utf-8").replace(CI_SENTENCE, C50_SENTENCE), "utf-8")
+    readme.write_text(readme.read_text("utf-8").replace(texts.CI, C50_SENTENCE), "utf-8")
     return [p for p in written if p.exists()]
 
 
@@ -122,21 +121,31 @@ def _logins(root: Path) -> list[str]:
         return []
 
 
-def is_download(root: Path) -> bool:
-    """``root`` looks like what ``gh teacher download`` wrote: its name (or ``scores.csv``) and repositories."""
+def is_download(root: Path, assignment: str | None = None) -> bool:
+    """``root`` looks like what ``gh teacher download`` wrote: its name, ``scores.csv``, or (``-d DIR
+    --by-pattern``, which writes neither) repositories all named ``<classroom>-<assignment>-<login>``."""
     root = Path(root)
     if not stat.S_ISDIR(_lmode(root)):
         return False
-    named = DOWNLOAD_NAME.match(root.name) is not None
-    if not named and not _logins(root):  # `-d DIR` keeps the name literal: scores.csv still says it is one
+    repos = [p for p in _repos(root) if stat.S_ISDIR(_lmode(p))]
+    if not any(stat.S_ISDIR(_lmode(p / "exercises")) for p in repos):
         return False
-    return any(stat.S_ISDIR(_lmode(p / "exercises")) for p in _repos(root) if stat.S_ISDIR(_lmode(p)))
+    if DOWNLOAD_NAME.match(root.name) is not None or _logins(root):  # `-d DIR` keeps the name literal
+        return True
+    return assignment is not None and all(_by_pattern(p.name, assignment) for p in _repos(root))
 
 
-def download_entries(root: Path) -> Iterator[tuple[str, Path]]:
+def _by_pattern(name: str, assignment: str) -> str | None:
+    """The login in ``<classroom>-<assignment>-<login>`` (the first ``-<assignment>-`` in the name), else None."""
+    found = re.match(rf"^.+?-{re.escape(assignment.lower())}-(?P<login>.+)$", name.lower())
+    return name[found.start("login"):] if found else None
+
+
+def download_entries(root: Path, assignment: str | None = None) -> Iterator[tuple[str, Path]]:
     """(login, repository folder) for each entry of a ``gh teacher download`` folder, links included
     (never followed here: the caller refuses them). The login is the repository name without the
-    ``<classroom>-<assignment>-`` prefix, matched against ``scores.csv`` when present."""
+    ``<classroom>-<assignment>-`` prefix: matched against ``scores.csv`` when present, else the prefix the
+    folder's name gives, else (``--by-pattern`` into a folder of any name) what follows ``-<assignment>-``."""
     root = Path(root)
     named = DOWNLOAD_NAME.match(root.name)
     prefix = named["prefix"].lower() + "-" if named else ""
@@ -144,7 +153,8 @@ def download_entries(root: Path) -> Iterator[tuple[str, Path]]:
     for repo in _repos(root):
         name = repo.name.lower()
         login = next((u for u in logins if name.endswith("-" + u.lower())), None)
-        if login is None:
-            login = repo.name[len(prefix):] if prefix and name.startswith(prefix) and len(name) > len(prefix) \
-                else repo.name
-        yield login, repo
+        if login is None and prefix and name.startswith(prefix) and len(name) > len(prefix):
+            login = repo.name[len(prefix):]
+        if login is None and assignment:
+            login = _by_pattern(repo.name, assignment)
+        yield login or repo.name, repo

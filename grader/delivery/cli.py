@@ -54,9 +54,12 @@ def output(path: str, spec: manifest.Assignment, *, many: bool) -> Path:
 
 
 def release_one(args: argparse.Namespace, spec: manifest.Assignment, *, many: bool) -> None:
-    """Write every output the options ask for, for ``spec``; ``ReleaseError`` says what went wrong."""
+    """Write every output the options ask for, for ``spec``; ``ReleaseError`` says what went wrong, and
+    ``ManifestError`` names a suite file the manifest gives wrong (every release ships the public suites; the
+    Gradescope zip the hidden ones and the references too)."""
     from grader.classroom import release
 
+    manifest.check_paths(spec, ("public", "hidden") if args.gradescope else ("public",))
     release_deliveries(args, spec, many=many)
     if args.out:
         out = output(args.out, spec, many=many)

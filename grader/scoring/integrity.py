@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader import safetext
+from grader.scoring import parse_probe
 from grader.scoring.bindings import UNKNOWN, Scopes, accessor_operands
 from grader.scoring.integrity_rules import (
     ACCESSORS,
@@ -102,6 +103,9 @@ def _parse_cached(data: bytes, filename: str, local_modules: frozenset[str]) -> 
 
 
 def _parse(source: bytes, filename: str, local_modules: frozenset[str]) -> Parsed:
+    costly = parse_probe.too_costly(filename, source)  # a large file is parsed in a bounded child first
+    if costly is not None:
+        return Parsed(filename, None, None, [], Finding(filename, 0, costly, "unscannable"))
     try:
         tree = ast.parse(source, filename)
     except SyntaxError:

@@ -123,3 +123,12 @@ def running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def course_copy(dest: Path) -> Path:
+    """A copy of the course at ``dest`` (the manifest, solutions, stubs and both suites), for tests that change it."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "assignments.json", dest / "assignments.json")
+    for part in ("solutions", "exercises", "tests/hidden", "tests/public"):
+        shutil.copytree(ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest

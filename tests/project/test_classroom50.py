@@ -150,6 +150,28 @@ def test_a_download_with_a_literal_dir_name_is_recognised_by_scores_csv(tmp_path
     assert not classroom50.is_download(plain)
 
 
+def test_a_by_pattern_download_into_a_named_folder_gives_logins_not_repository_names(tmp_path):
+    """`gh teacher download -d DIR --by-pattern` writes no scores.csv into a folder of any name (issue 28.15): the
+    login is what follows `-<assignment>-`, as for the timestamped folder (on 4ad1d57 the whole repository name
+    was the id, so a roster marked everyone missing)."""
+    from grader.batch import discover, lms, roster
+
+    root = _download(tmp_path / "hw", ["alice", "bob-smith"])
+    (root / "scores.csv").unlink()
+    (root / "cs-principles-attention-basics-mallory").symlink_to("/etc")
+    found = discover.discover(root, assignment="attention-basics")
+    assert found.layout == "classroom50"
+    by_id = {e.student: e for e in found.entries}
+    assert set(by_id) == {"alice", "bob-smith", "mallory"} and "link" in by_id["mallory"].clash
+    assert by_id["bob-smith"].path == root / "cs-principles-attention-basics-bob-smith"
+    students = roster.parse("login,name\nalice,Alice\nbob-smith,Bob\n")
+    lines = lms.join([(e.key, {"status": "graded"}) for e in found.entries], students)
+    assert [line.key for line in lines if line.card is None] == []  # nobody on the roster is missing
+    other = _download(tmp_path / "class", ["carol"], prefix="cs-principles-transformers")  # another assignment's
+    (other / "scores.csv").unlink()
+    assert discover.discover(other, assignment="attention-basics").layout == "folder"
+
+
 def test_the_github_classroom_workflow_uses_node24_actions(tmp_path):
     assert main(["release", str(tmp_path / "repo")]) == 0
     steps = yaml.safe_load((tmp_path / "repo" / ".github" / "workflows" / "classroom.yml").read_text())[

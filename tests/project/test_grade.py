@@ -35,7 +35,7 @@ def test_reference_gets_100_under_the_strongest_backend(tmp_path):
 
 
 def test_stubs_get_zero_and_a_valid_scorecard_on_stdout():
-    done = _grade_cli(str(ROOT / "exercises"), "--isolation", "process")
+    done = _grade_cli(str(ROOT / "exercises"), "--isolation", "process", "--json")
     assert done.returncode == 0, done.stderr
     assert "NumPy" not in done.stderr  # torch's import warning without numpy (not a dependency) reads like an error
     card = json.loads(done.stdout)
@@ -48,15 +48,16 @@ def test_stubs_get_zero_and_a_valid_scorecard_on_stdout():
 def test_each_run_draws_a_fresh_seed_and_seed_reproduces(tmp_path):
     sub = solutions_copy(tmp_path / "s")
     (sub / "masks.py").unlink()
-    cards = [json.loads(_grade_cli(str(sub), "--isolation", "process").stdout) for _ in range(2)]
+    cards = [json.loads(_grade_cli(str(sub), "--isolation", "process", "--json").stdout) for _ in range(2)]
     assert cards[0]["seed"] != cards[1]["seed"]
 
 
 def test_a_broken_archive_is_an_error_scorecard_not_a_crash(tmp_path):
     bad = tmp_path / "alice.zip"
     bad.write_bytes(b"PK\x03\x04 truncated")
-    done = _grade_cli(str(bad))
-    assert done.returncode == 0
+    done = _grade_cli(str(bad), "--json")
+    assert done.returncode == 1  # as `grader batch`: an error card (0 on 4ad1d57)
+    assert "error (intake): " in done.stderr  # the reason, beside the JSON
     card = json.loads(done.stdout)
     schema.validate("scorecard", card)
     assert card["status"] == "error" and card["error"]["kind"] == "intake" and card["score"] == 0
@@ -81,7 +82,7 @@ def test_schema_command_prints_the_scorecard_schema(capsys):
 
 @pytest.mark.skipif(STRONGEST != "namespace", reason="needs root on Linux")
 def test_isolation_block_records_uid_limits_and_cgroup(tmp_path):
-    card = json.loads(_grade_cli(str(ROOT / "solutions"), "--seed", "3").stdout)
+    card = json.loads(_grade_cli(str(ROOT / "solutions"), "--seed", "3", "--json").stdout)
     iso = card["isolation"]
     assert iso["backend"] == "namespace" and iso["uid"] >= isolation.UID_BASE
     assert iso["limits"]["memory_mb"] == 4096 and iso["limits"]["processes"] == 64

@@ -14,8 +14,8 @@ GRADER = Path(__file__).resolve().parents[2] / "grader"
 
 LAYERS: list[set[str]] = [
     {"grader", "errors", "protocol", "safetext", "schema", "schemas"},  # plain data, the error tree, schemas
-    {"inside", "manifest", "references", "exports", "procs", "intake_fs"},
-    {"student", "sandbox", "intake_archive", "intake_notebook"},
+    {"inside", "manifest", "references", "exports", "procs", "intake_fs", "gradetext"},
+    {"student", "sandbox", "intake_archive", "intake_notebook", "fingerprint"},
     {"intake_bounded"},  # reads a notebook in a child process, through intake_notebook
     {"intake", "testing", "options"},
     {"scoring", "proofs"},  # proofs: the canary's cache, read by grade() for its per-test limits

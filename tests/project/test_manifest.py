@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from grader import errors, manifest, schema
+from grader.classroom import check
+from grader.cli import main
 from grader.scoring.runner import run_suites
-from tests.project.conftest import ROOT
+from tests.project.conftest import ROOT, course_copy
 
 
 @pytest.fixture(params=[a.id for a in manifest.load_all()])
@@ -87,3 +90,48 @@ def test_exercise_names_exist_in_the_solutions(assignment, monkeypatch):
         module = importlib.import_module(f"solutions.{ex.module}")
         missing = [n for n in ex.names if not hasattr(module, n)]
         assert not missing, f"solutions/{ex.module}.py lacks {missing}"
+
+
+# -- every path the manifest names, checked when a command loads it (issue 28.8) ----------------------------------
+def _misspell(course: Path, field: str, wrong: str) -> int:
+    """Point softmax's ``field`` at ``wrong`` in the course copy's manifest; the line it is on."""
+    path = course / "assignments.json"
+    document = json.loads(path.read_text())
+    document["assignments"][0]["exercises"][0][field] = wrong
+    path.write_text(json.dumps(document, indent=2))
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if f'"{field}": "{wrong}"' in line)
+
+
+def test_a_misspelled_hidden_suite_is_a_usage_error_naming_its_line(tmp_path, capsys):
+    """On 4ad1d57 this was exit 3 after the canary had graded for 13 s: "this machine cannot grade"."""
+    course = course_copy(tmp_path / "course")
+    line = _misspell(course, "hidden_tests", "tests/hidden/test_sofmax.py")
+    path = course / "assignments.json"
+    for command in (["grade", str(course / "solutions"), "--out", str(tmp_path / "card.json")],
+                    ["batch", str(course / "solutions"), "--out", str(tmp_path / "out")]):
+        assert main([*command, "--manifest", str(path)]) == errors.ExitCode.USAGE
+        err = capsys.readouterr().err
+        assert f"{path}:{line}: hidden_tests of exercise 'softmax': 'tests/hidden/test_sofmax.py' is not a file" in err
+        assert "did you mean test_softmax.py?" in err and "cannot grade" not in err, err
+    assert not (tmp_path / "card.json").exists() and not (tmp_path / "out" / "scorecards").exists()
+
+
+def test_every_wrong_path_is_named_at_once_and_none_may_lead_out_of_the_course(tmp_path):
+    course = course_copy(tmp_path / "course")
+    _misspell(course, "public_tests", "tests/public/test_softmaxx.py")
+    (course / "solutions" / "masks.py").unlink()
+    outside = tmp_path / "test_elsewhere.py"
+    outside.write_text("def test_x():\n    pass\n")
+    (course / "tests/hidden/test_masks.py").unlink()
+    (course / "tests/hidden/test_masks.py").symlink_to(outside)  # the schema's pattern holds; the file is elsewhere
+    spec = manifest.load(course / "assignments.json")
+    with pytest.raises(manifest.ManifestError) as raised:
+        manifest.check_paths(spec, ("public", "hidden"))
+    text = str(raised.value)
+    assert text.startswith("3 path(s) of assignment 'attention-basics' are wrong"), text
+    assert "public_tests of exercise 'softmax': 'tests/public/test_softmaxx.py' is not a file" in text
+    assert "hidden_tests of exercise 'masks': 'tests/hidden/test_masks.py' is outside the manifest's folder" in text
+    assert "module of exercise 'masks': 'solutions/masks.py' is not a file" in text
+    assert manifest.check_paths(spec, ()) is spec  # a student repository has no hidden suites: nothing asked, none checked
+    with pytest.raises(check.CheckError, match="public_tests of exercise 'softmax'"):  # grader check: exit 2 too
+        check.load(manifest_path=course / "assignments.json")

@@ -158,3 +158,35 @@ def test_ci_runs_exactly_the_readmes_test_command():
     readme = re.findall(r"^(python -m pytest [^#\n]*?)\s*(?:#.*)?$", (ROOT / "README.md").read_text(), re.M)
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("python -m pytest")]
     assert readme and ci == readme[:1], (readme, ci)
+
+
+def test_the_version_is_written_once_and_the_changelog_names_it():
+    """`grader.__version__` is the one place: pyproject reads it, the installed metadata says it, and CHANGELOG.md's
+    latest entry is it (on 4ad1d57 pyproject and the package each wrote 0.1.0, and there was no changelog)."""
+    import grader
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "grader.__version__"}
+    assert md.version("attention-grader") == grader.__version__
+    headings = re.findall(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text("utf-8"), re.MULTILINE)
+    assert headings and headings[0] == grader.__version__, headings
+    assert len(set(headings)) == len(headings)
+
+
+def test_the_pythons_said_to_be_tested_are_the_classifiers_and_gradescope_s_choices():
+    """The README says what runs on which Python (issue 28.13; 4ad1d57 claimed >= 3.11 and ran 3.11 alone): its
+    table, the classifiers and the Pythons Gradescope's setup.sh picks from agree, and the script that ran the
+    other versions is valid shell."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    section = readme[readme.index("## Python versions"):readme.index("## Student workflow")]
+    rows = dict(re.findall(r"^\| (3\.\d+) \| .*\| ([^|]+) \|$", section, re.MULTILINE))
+    tested = {v for v, result in rows.items() if "untested" not in result}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    classified = {c.rsplit(" :: ", 1)[1] for c in project["classifiers"] if c.startswith("Programming Language :: Python :: 3.")}
+    assert tested == classified and {"3.11", "3.12", "3.13", "3.14"} <= set(rows), rows
+    assert project["requires-python"] == f">={min(tested, key=lambda v: tuple(map(int, v.split('.'))))}"
+    setup = (GRADER / "delivery" / "templates" / "setup.sh").read_text("utf-8")
+    picked = set(re.findall(r"python(3\.\d+)", setup.split("for candidate in", 1)[1].split(";", 1)[0]))
+    assert picked and picked <= tested, picked
+    assert subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "python_checks.sh")]).returncode == 0

@@ -1,0 +1,62 @@
+"""What ``grader grade`` says to a person: the total, one line per exercise, the reason for an error.
+
+Plain text (it goes to a terminal, a pipe or a CI log alike); every student-influenced part passes through
+:mod:`grader.safetext` (a test message cannot forge a line). The scorecard itself is JSON on request
+(``--json``) or in a file (``--out``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grader import safetext
+
+
+def split_message(message: str) -> tuple[str, str | None]:
+    """(the failure without its hint, the hint or None): checks end a message with ``\\n  hint: ...``
+    (:func:`grader.testing.checks.fail`). Light: ``grader check``, this summary and the batch report share it."""
+    head, sep, hint = message.partition("\n  hint: ")
+    return head.strip(), (hint.strip() or None) if sep else None
+
+
+def summary(card: dict[str, Any]) -> list[str]:
+    """The human summary of one scorecard, first line ``graded: 87/100 ...`` or ``error (intake): why``."""
+    if card["status"] == "error":
+        error = card["error"] or {}
+        return [f"error ({safetext.name(error.get('kind', 'grader'))}): {safetext.name(error.get('message', ''), 1000)}",
+                _NEXT.get(error.get("kind", ""), "")]
+    iso = card["isolation"]
+    head = (f"graded: {card['score']:g}/{card['max_score']:g} ({safetext.name(card['submission']['path'], 200)}; "
+            f"`{iso['backend']}` isolation{', attested' if iso.get('attested') else ''}; seed {card['seed']})")
+    width = max((len(e["id"]) for e in card["exercises"]), default=0)
+    return [head, *(_exercise(e, width) for e in card["exercises"]), *_incidents(card)]
+
+
+def _exercise(exercise: dict[str, Any], width: int) -> str:
+    points = f"{exercise['score']:g}/{exercise['max_score']:g}"
+    line = f"  {exercise['id']:<{width}}  {points:>9}"
+    bad = [t for t in exercise["tests"] if t["counted"] and t["outcome"] != "passed"]
+    if exercise.get("withheld"):
+        return f"{line}  withheld: {safetext.name(exercise['withheld'], 300)}"
+    if not bad:
+        return line
+    first = bad[0]
+    head = (first["message"].strip().splitlines() or [first["outcome"]])[0]
+    capped = "  (capped at half: a severe failure)" if exercise.get("capped") else ""
+    return (f"{line}  {len(bad)} of {len(exercise['tests'])} tests failing; first: {safetext.name(first['name'])}: "
+            f"{safetext.name(head, 200)}{capped}")
+
+
+def _incidents(card: dict[str, Any]) -> list[str]:
+    kinds: dict[str, int] = {}
+    for incident in card["incidents"]:
+        kinds[incident["kind"]] = kinds.get(incident["kind"], 0) + 1
+    return [f"incidents: {', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}"] if kinds else []
+
+
+_NEXT = {
+    "intake": "the submission could not be read as given: give a folder, .py, .ipynb, .zip or .tar.gz of the "
+              "exercise modules",
+    "grader": "the grader could not grade it (not the student's fault): run the same command again",
+    "isolation": "the sandbox level was refused: see --isolation and --require-isolation",
+}
