@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000])
     parser.add_argument("--copy-rate", type=float, default=0.1)
     parser.add_argument("--no-copydetect", action="store_true")
+    parser.add_argument("--no-disguises", action="store_true", help="skip the recall per disguise")
     parser.add_argument("--min-tokens", type=int, default=match.Settings().min_tokens)
     args = parser.parse_args(argv)
     assignment = manifest.load(None, args.assignment)
@@ -178,7 +179,8 @@ def main(argv: list[str] | None = None) -> None:
         p, r, f1 = figures(scores, m_pos, chosen[name])
         print(f"{name:18} threshold {chosen[name]:.3f}  precision {p:.3f}  recall {r:.3f}  F1 {f1:.3f}  "
               f"time {elapsed:.2f} s for {n}")
-    per_disguise(pool, stubs, detectors, chosen, n, args.copy_rate)
+    if not args.no_disguises:
+        per_disguise(pool, stubs, detectors, chosen, n, args.copy_rate)
     for size in args.sizes[1:]:
         timing(pool, stubs, detectors, chosen, size, args.copy_rate)
 

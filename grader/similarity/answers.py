@@ -2,8 +2,9 @@
 
 Each failed test's ``wrong_answer`` (a digest of the values the student's code gave back, taken by the trusted
 runner: :mod:`grader.scoring.answers`) is comparable only with the same test graded on the same seed. A wrong
-answer more than ``few`` students share is a common mistake (students make it independently), never evidence; what
-is left groups the students who share it, and a group is listed when they share at least ``min_tests`` of them.
+answer more than ``few`` students share is a common mistake (students make it independently), never evidence, nor
+is a failure whose test names its misconception (a ``diagnosis`` from the feedback catalogue, where the scorecard
+carries one); what is left groups the students who share it, and a group is listed when they share at least ``min_tests`` of them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ MIN_TESTS = 2  # distinct failed tests a group must share
 
 
 def _wrong(named: Iterable[tuple[str, dict[str, Any]]]) -> dict[tuple[int, str, str], set[str]]:
-    """(seed, test id, digest) -> the students whose card failed that test with that digest."""
+    """(seed, test id, digest) -> the students whose card failed that test with that digest (a diagnosed
+    misconception: under the key ``(seed, test, "")``, which counts as common)."""
     seen: dict[tuple[int, str, str], set[str]] = defaultdict(set)
     for key, card in named:
         if card.get("status") != "graded":
@@ -26,7 +28,8 @@ def _wrong(named: Iterable[tuple[str, dict[str, Any]]]) -> dict[tuple[int, str, 
             for test in ex.get("tests", []):
                 digest = test.get("wrong_answer")
                 if digest and test.get("outcome") == "failed":
-                    seen[(int(card.get("seed", 0)), str(test["id"]), str(digest))].add(key)
+                    named_mistake = "" if test.get("diagnosis") else str(digest)
+                    seen[(int(card.get("seed", 0)), str(test["id"]), named_mistake)].add(key)
     return seen
 
 
@@ -36,7 +39,7 @@ def groups(named: Iterable[tuple[str, dict[str, Any]]], *, few: int = FEW,
     by_students: dict[frozenset[str], list[tuple[int, str, str]]] = defaultdict(list)
     common = 0
     for answer, who in _wrong(named).items():
-        if len(who) > few:
+        if len(who) > few or not answer[2]:
             common += 1
         elif len(who) > 1:
             by_students[frozenset(who)].append(answer)

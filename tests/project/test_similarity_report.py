@@ -52,6 +52,10 @@ def test_same_wrong_answers_group_and_common_mistakes_are_left_out():
     assert found == [{"students": ["ann", "ben"], "seed": 7, "tests": [TEST.format(2), TEST.format(3)],
                       "digests": ["2" * 16, "3" * 16]}]
     assert answers.groups(named, few=5) == (found, 0)  # answer 4 now counts, but five students share only that one
+    for _, c in named[:2]:  # a misconception the feedback names (a test's diagnosis) is never evidence
+        c["exercises"][0]["tests"][1]["diagnosis"] = "scale-by-d-out"
+    found, left_out = answers.groups(named)
+    assert (found, left_out) == ([], 2)  # ann and ben now share test 3 only: under min_tests
 
 
 def test_the_digest_survives_equivalent_calls_and_tells_formulas_apart():
