@@ -1,4 +1,4 @@
-"""``grader similarity PATH``: the class's similar code and same wrong answers (thin shell over the library).
+"""``grader similarity PATH``: the class's similar code and same wrong answers (thin shell over grader.similarity).
 
 PATH is a ``grader batch`` output folder (its ``scorecards/``; with ``--class``, the class's code too: the
 summary and report there are rewritten with the evidence), a folder of scorecards, or a class folder (code only).
