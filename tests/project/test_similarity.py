@@ -164,3 +164,12 @@ def test_hostile_text_in_matched_code_stays_text_in_the_fragments(tmp_path):
                folder(tmp_path, "b", {"causal_attention": disguised(hostile)})]
     pairs, _ = evidence.code_pairs(entries=entries, assignment=ASSIGNMENT, exercise_ids=["causal_attention"])
     assert any("<script>" in s["text"] for p in pairs for f in p["fragments"] for s in (f["a"], f["b"]))  # as written
+
+
+def test_the_example_class_shows_peggys_copy_of_bob():
+    klass = ROOT / "examples" / "submissions"
+    entries = [(p.name.split(".")[0], p) for p in sorted(klass.iterdir())]
+    pairs, unread = evidence.code_pairs(entries=entries, assignment=ASSIGNMENT)
+    assert unread == []
+    peggy = [(p["exercise"], p["a"], p["b"]) for p in pairs if "peggy" in (p["a"], p["b"])]
+    assert peggy == [("multihead_attention", "bob", "peggy")]  # her softmax and causal attention are her own
