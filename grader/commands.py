@@ -167,3 +167,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     batch_cli.register(sub)
     classroom_cli.register(sub)
     delivery_cli.register(sub)
+    from grader.batch import similarity_cli
+
+    similarity_cli.register(sub)

@@ -12,6 +12,15 @@ from typing import Any
 
 from grader import safetext
 
+_TAGGED = re.compile(r"\n  diagnosis \[([a-z0-9-]+(?:, [a-z0-9-]+)*)\]: ")  # grader.testing.diagnosis.TAG's form
+
+
+def diagnosed(test: dict[str, Any]) -> Any:
+    """The misconception a failing test names: its ``diagnosis`` field, or the ``diagnosis [id]: `` tag in its
+    message (how the suites name one); None where it names none. The one place that reads it."""
+    tagged = _TAGGED.search(str(test.get("message") or ""))
+    return test.get("diagnosis") or (tagged.group(1) if tagged else None)
+
 
 def split_message(message: str) -> tuple[str, str | None]:
     """(the failure without its diagnosis or hint, that diagnosis or hint or None): a check ends its message with

@@ -35,8 +35,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                              require_isolation=args.require_isolation, jobs=args.jobs, threads=args.threads,
                              force=args.force, exercises=args.exercise or None,
                              per_test_time_limit=args.per_test_time_limit, warm="off" if args.no_warm else args.warm,
-                             seed=args.seed,
-                             canary=not args.no_canary)
+                             seed=_seed(args), canary=not args.no_canary)
     if args.dask is not None or dask_cli.dask_only(args):  # a Dask cluster grades: this process coordinates
         return dask_cli.batch_dask(args, options)
     if args.shard is not None or args.shards is not None:  # one shard of the class: grader merge writes the rest
@@ -49,10 +48,23 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     warn_exports(args.export or (), roster)
     try:
         outcome = job.batch(args.submissions, out=args.out, options=options, export=tuple(args.export or ()),
-                            progress=Progress(rich=False if args.quiet else None), roster=roster)
+                            progress=Progress(rich=False if args.quiet else None), roster=roster,
+                            similarity=args.similarity)
     except engine.BatchInterrupted as exc:
         return interrupted(exc, args.out)
     return finished(outcome)
+
+
+def _seed(args: argparse.Namespace) -> int | None:
+    """``--seed``; with ``--similarity`` and no seed, one drawn for the whole class: wrong answers compare only
+    between cards graded on the same seed (grader.similarity.answers)."""
+    if args.seed is None and args.similarity:
+        import secrets
+
+        seed = secrets.randbelow(2**31)
+        print(f"grader: --similarity grades the class on one seed: {seed}", file=sys.stderr)
+        return seed
+    return int(args.seed) if args.seed is not None else None
 
 
 def interrupted(exc: BaseException, out: str) -> int:
@@ -167,6 +179,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--roster", metavar="CSV", help="class list (login, name, email, lms_id): adds those columns to "
                    "the gradebook and a 0 `missing` row for each student with no submission")
     p.add_argument("--seed", type=int, help="one seed for every submission (default: a fresh seed each)")
+    p.add_argument("--similarity", action="store_true", help="also list pairs of similar code per exercise (renaming "
+                   "undone, the stubs left out) and groups with the same wrong answers, in summary.json and report.html")
     p.add_argument("--per-test-time-limit", type=float, metavar="S", help=argparse.SUPPRESS)
     p.add_argument("--warm", choices=("fork", "start", "off"), default="fork",
                    help="how sandboxed workers get torch before a submission arrives: fork them from a zygote that "

@@ -62,7 +62,8 @@ def batch_dask(args: argparse.Namespace, options: Options) -> int:
     grading = functools.partial(DaskGrading, target=target, gpu=args.dask_gpu)
     try:
         outcome = job.batch(submissions, out=out, options=options, export=tuple(args.export or ()),
-                            progress=Progress(rich=False if args.quiet else None), roster=roster, grading=grading)
+                            progress=Progress(rich=False if args.quiet else None), roster=roster, grading=grading,
+                            similarity=args.similarity)
     except engine.BatchInterrupted as exc:
         return cli.interrupted(exc, out)
     return cli.finished(outcome)

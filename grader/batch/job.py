@@ -33,9 +33,11 @@ class Outcome:
 
 def batch(submissions: Path | str, *, out: Path | str, options: engine.Options | None = None,
           export: tuple[str, ...] = (), progress: Progress | None = None,
-          roster: list[Student] | None = None, grading: engine.GradingFactory | None = None) -> Outcome:
+          roster: list[Student] | None = None, grading: engine.GradingFactory | None = None,
+          similarity: bool = False) -> Outcome:
     """Grade every submission under ``submissions`` into ``out`` (see ``grader batch --help``); ``grading``
-    says where (default: this machine's slots; ``grader batch --dask``: a Dask cluster)."""
+    says where (default: this machine's slots; ``grader batch --dask``: a Dask cluster); ``similarity``: add the
+    class's code similarity and same-wrong-answer groups to the summary and report (:mod:`grader.similarity`)."""
     options = options or engine.Options()
     out = Path(out)
     assignment = options.load()  # once for the whole command: discovery, the engine, the canary and the summary
@@ -49,7 +51,7 @@ def batch(submissions: Path | str, *, out: Path | str, options: engine.Options |
         run = engine.run(entries, out=out, options=options, assignment=assignment, on_result=progress.update,
                          on_plan=progress.plan, grading=grading, on_phase=progress.say)
     return finish(run, out=out, options=options, export=export, ignored=found.ignored, roster=roster,
-                  assignment=assignment)
+                  assignment=assignment, similarity=similarity)
 
 
 def _is_output(path: Path, out: Path) -> bool:
@@ -59,7 +61,7 @@ def _is_output(path: Path, out: Path) -> bool:
 
 def finish(run: engine.Run, *, out: Path, options: engine.Options, export: tuple[str, ...] = (),
            ignored: list[str] | None = None, roster: list[Student] | None = None,
-           assignment: manifest.Assignment | None = None) -> Outcome:
+           assignment: manifest.Assignment | None = None, similarity: bool = False) -> Outcome:
     assignment = assignment or options.load()
     ids = options.exercises or assignment.ids()
     named = [(r.entry.key, r.card) for r in run.results]
@@ -69,6 +71,12 @@ def finish(run: engine.Run, *, out: Path, options: engine.Options, export: tuple
                                 roster=roster, previous=outputs.read_summary(out / "summary.json"), exercise_ids=ids)
     if run.meta.get("canary"):
         summary["canary"] = run.meta["canary"]
+    if similarity:
+        from grader.similarity import summary as evidence
+
+        summary["similarity"] = evidence.compute(entries=[(r.entry.key, r.entry.path) for r in run.results
+                                                          if not r.entry.clash],
+                                                 cards=named, assignment=assignment, exercise_ids=ids)
     outputs.write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     outputs.write_text(out / "report.html", report.render(summary))
     exported: list[Path] = []

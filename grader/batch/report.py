@@ -95,6 +95,6 @@ def render(summary: dict[str, Any]) -> str:
     findings.sort(key=lambda f: (f["severity"] != "withhold", f["student"], f["file"], f["line"]))
     return _environment().get_template(TEMPLATE).render(
         s=summary, chart=bars(summary["histogram"]), identical=summary.get("identical_submissions", []),
-        findings=findings,
+        findings=findings, similarity=summary.get("similarity"),
         students=rows, exercise_ids=exercise_ids, tests=tests, last=summary.get("last_graded_run"),
         script=Markup(SORT_SCRIPT), script_hash=script_hash())

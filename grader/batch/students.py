@@ -16,7 +16,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from grader.gradetext import split_message
+from grader.gradetext import diagnosed, split_message
 
 Named = list[tuple[str, dict[str, Any]]]
 MESSAGE_CHARS = 600  # per failing test in the summary; the scorecard keeps the full message
@@ -27,7 +27,6 @@ _ABSENT = re.compile(r"is not implemented yet|not found in the submission|not fo
 
 HINT_CHARS = 2000
 _PARAMS = re.compile(r"\[.*\]$")
-_TAGGED = re.compile(r"\n  diagnosis \[([a-z0-9-]+(?:, [a-z0-9-]+)*)\]: ")  # grader.testing.diagnosis.TAG's form
 
 
 def failure_key(message: str) -> str:
@@ -44,8 +43,7 @@ def mistake_key(exercise: str, test: dict[str, Any]) -> tuple[str, dict[str, Any
     head, hint = split_message(test["message"])
     shown = {"test": f"{exercise}::{_PARAMS.sub('', test['name'])}", "message": failure_key(head),
              "hint": (hint or "")[:HINT_CHARS]}
-    tagged = _TAGGED.search(test["message"])  # the suites name a misconception in the message itself
-    diagnosis = test.get("diagnosis") or (tagged.group(1) if tagged else None)
+    diagnosis = diagnosed(test)
     if isinstance(diagnosis, dict) and isinstance(diagnosis.get("id"), str):
         return f"diagnosis:{diagnosis['id']}", {**shown, "diagnosis": diagnosis["id"],
                                                 "message": str(diagnosis.get("title") or shown["message"])}

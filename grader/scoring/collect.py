@@ -28,6 +28,7 @@ class TestResult:
     cuda: bool = False
     severe: str | None = None  # what a failure breaks, for a test that caps its exercise when it fails
     caps: str | None = None  # a failure of the class its severe marker names: what was observed (checks.fail)
+    wrong_answer: str | None = None  # digest of the values it failed on (grader.scoring.answers), trusted side
 
     @property
     def points(self) -> float:
@@ -67,6 +68,7 @@ class ResultCollector:
                 or (report.when == "teardown" and outcome != "passed" and result.outcome == "passed")):
             result.outcome, result.message = outcome, _message(report, outcome)
             result.caps = next((str(v) for k, v in report.user_properties if k == "caps"), None)
+            result.wrong_answer = next((str(v) for k, v in report.user_properties if k == "wrong_answer"), None)
 
 def _outcome(report: pytest.TestReport) -> str:
     if hasattr(report, "wasxfail") or report.skipped:

@@ -16,6 +16,7 @@ import pytest
 
 from grader import manifest
 from grader.errors import GraderFault
+from grader.scoring.answers import Answers, Observing, Recorder
 from grader.scoring.collect import ResultCollector, TestResult
 from grader.student.proxy import Backend
 from grader.testing.plugin import assignment_key, backend_factory_key
@@ -71,6 +72,10 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
     """
     collector = ResultCollector()
     plugins: list[object] = [collector, _QuickReports()]
+    if backend_factory is not None:  # a grade: each failed test's wrong answer, observed here (grader.scoring.answers)
+        recorder = Recorder()
+        plugins.append(Answers(recorder))
+        backend_factory = _observed(backend_factory, recorder)
     if backend_factory is not None or assignment is not None:
         plugins.append(_Inject(backend_factory, assignment))
     root = assignment.root if assignment else SUITES_ROOT  # test ids are relative to it: tests/hidden/...
@@ -103,6 +108,12 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
     if collector.collection_errors:
         raise SuiteError("test collection failed: " + "; ".join(collector.collection_errors))
     return list(collector.results.values()), int(code)
+
+
+def _observed(factory: Callable[[], Backend], recorder: Recorder) -> Callable[[], Backend]:
+    def make() -> Backend:
+        return Observing(factory(), recorder)
+    return make
 
 
 def _forget_other_copies(files: Sequence[Path], root: Path) -> None:

@@ -82,7 +82,8 @@ def finished(card: dict[str, Any], *, seconds: float) -> dict[str, Any]:
 def test_entry(result: TestResult, *, require_cuda: bool) -> dict[str, Any]:
     return {"id": result.id, "name": result.name, "outcome": result.outcome, "points": result.points,
             "max_points": result.max_points, "message": clean(result.message), "duration": round(result.duration, 4),
-            "cuda": result.cuda, "counted": counts_toward_max(result, require_cuda=require_cuda)}
+            "cuda": result.cuda, "counted": counts_toward_max(result, require_cuda=require_cuda),
+            **({"wrong_answer": result.wrong_answer} if result.wrong_answer and result.outcome == "failed" else {})}
 
 
 def exercise_entries(scores: list[ExerciseScore], *, require_cuda: bool) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
     {"canary", "selfcheck"},  # both grade the reference solutions through grade()
     {"classroom"},
     {"delivery"},
+    {"similarity"},  # reads a class's code and scorecards: evidence for the batch's summary and report
     {"batch"},
     {"commands"},
     {"cli"},
