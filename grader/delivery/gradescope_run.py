@@ -132,12 +132,34 @@ def run(tree: Tree, isolation: str | None = None) -> int:
     return 0
 
 
+def prove_image(tree: Tree, isolation: str | None = None) -> int:
+    """``setup.sh``'s step: prove the grader once, in the image, under the configuration ``run_autograder`` will use.
+    The proof is cached under its key (the launch configuration, torch, Python, the kernel, the suites: as for any
+    proof), so each submission's run finds it instead of grading the references again; a run whose configuration
+    differs (another kernel on the grading host) does not match the key and proves again, never trusting it."""
+    from grader import canary
+
+    settings = config(tree)
+    if not settings["canary"]:
+        return 0
+    try:
+        spec = manifest.load(tree.source / "assignments.json", settings["assignment"])
+        record = canary.prove(spec, backend=choose_backend(isolation or settings["isolation"])).record()
+    except GraderFault as exc:
+        print(f"could not prove the grader in the image ({exc}); run_autograder will prove it for each submission")
+        return 1
+    print(f"canary: reference solutions {record['solutions']:g}/{record['max_score']:g}, stubs {record['stubs']:g} "
+          "(proven in the image; run_autograder reuses the proof while its configuration matches)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gradescope_run", description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=os.environ.get(ROOT_ENV, "/autograder"), help="the autograder folder")
     parser.add_argument("--isolation", choices=["auto", "namespace", "bwrap", "process"], default=None)
+    parser.add_argument("--prove", action="store_true", help="prove the grader only (setup.sh, once per image)")
     args = parser.parse_args(argv)
-    return run(Tree(Path(args.root)), args.isolation)
+    return (prove_image if args.prove else run)(Tree(Path(args.root)), args.isolation)
 
 
 if __name__ == "__main__":

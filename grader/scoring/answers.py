@@ -19,6 +19,7 @@ student's own outputs (never of the expected ones, nor of the inputs), and the e
 
 from __future__ import annotations
 
+import array
 import hashlib
 from collections.abc import Generator
 from typing import Any
@@ -38,17 +39,22 @@ def _rounded(value: float, scale: float, digits: int) -> str:
     return "0" if abs(value) <= 1e-6 * scale else f"{value:.{digits}g}"
 
 
+def _exact(t: torch.Tensor, code: str) -> bytes:
+    """An integer tensor's values as bytes, without NumPy (not a dependency: ``Tensor.numpy()`` raises without it)."""
+    return array.array(code, t.contiguous().reshape(-1).tolist()).tobytes()
+
+
 def _tensor_bytes(t: torch.Tensor) -> bytes:
     t = t.detach().cpu()
     head = f"T:{t.dtype}:{tuple(t.shape)}:".encode()
     if t.is_complex():
         t = torch.view_as_real(t)
     if not t.is_floating_point():
-        return head + hashlib.sha256(t.contiguous().view(-1).to(torch.int64).numpy().tobytes()).digest()
+        return head + hashlib.sha256(_exact(t.to(torch.int64), "q")).digest()
     x = t.to(torch.float64).reshape(-1)
     finite = torch.isfinite(x)
     pattern = b"" if bool(finite.all()) else hashlib.sha256(
-        (torch.isnan(x).to(torch.int8) + 2 * (x == float("inf")).to(torch.int8)).numpy().tobytes()).digest()
+        _exact(torch.isnan(x).to(torch.int8) + 2 * (x == float("inf")).to(torch.int8), "b")).digest()
     f = x[finite]
     if f.numel() == 0:
         return head + pattern

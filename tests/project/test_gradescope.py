@@ -53,8 +53,9 @@ def zip_path(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tree(zip_path, tmp_path_factory) -> Path:
-    """/autograder, as Gradescope builds it: the zip in source/, setup.sh run (network part skipped)."""
+def tree(zip_path, python, tmp_path_factory) -> Path:
+    """/autograder, as Gradescope builds it: the zip in source/, setup.sh run (network part skipped), which proves
+    the grader once under run_autograder's configuration."""
     root = tmp_path_factory.mktemp("autograder")
     course.extract(zip_path, root / "source")
     manifest = json.loads((root / "source" / "assignments.json").read_text())
@@ -63,9 +64,16 @@ def tree(zip_path, tmp_path_factory) -> Path:
     for folder in ("submission", "results"):
         (root / folder).mkdir()
     done = subprocess.run(["bash", str(root / "source" / "setup.sh")], capture_output=True, text=True,
-                          env={**os.environ, "GRADER_AUTOGRADER_ROOT": str(root), "GRADER_SETUP_SKIP_INSTALL": "1"})
+                          env={**os.environ, **_image_env(root, python), "GRADER_SETUP_SKIP_INSTALL": "1"})
     assert done.returncode == 0, done.stderr
+    assert "proven in the image" in done.stdout, done.stdout + done.stderr
     return root
+
+
+def _image_env(root: Path, python: Path) -> dict[str, str]:
+    """What setup.sh and run_autograder share on a Gradescope image: the tree, the Python, the cache."""
+    return {"GRADER_AUTOGRADER_ROOT": str(root), "GRADER_PYTHON": str(python), "GRADER_ISOLATION": "process",
+            "GRADER_CACHE_DIR": str(root.parent / f"{root.name}-cache")}
 
 
 def run_autograder(tree: Path, python: Path, submission: dict[str, str] | Path, *,
@@ -82,8 +90,7 @@ def run_autograder(tree: Path, python: Path, submission: dict[str, str] | Path, 
     meta.unlink(missing_ok=True)
     if metadata:
         meta.write_text(json.dumps(metadata))
-    env = {**os.environ, "GRADER_AUTOGRADER_ROOT": str(tree), "GRADER_PYTHON": str(python),
-           "GRADER_ISOLATION": "process"}
+    env = {**os.environ, **_image_env(tree, python)}
     done = subprocess.run(["bash", str(tree / "source" / "run_autograder")], capture_output=True, text=True, env=env,
                           timeout=600)
     results = json.loads((tree / "results" / "results.json").read_text())
@@ -120,6 +127,7 @@ def test_reference_solutions_get_full_points_as_an_unprivileged_uid(tree, python
     assert code == 0
     extra = results["extra_data"]
     assert results["score"] == extra["canary"]["max_score"] > 0 and extra["late"] is None
+    assert extra["canary"]["cached"] is True  # proven once, by setup.sh, not again for this submission
     assert all(t["status"] == "passed" and t["score"] == t["max_score"] for t in results["tests"])
     assert extra["isolation"]["backend"] == "process" and extra["isolation"]["seccomp"] is True
     if os.geteuid() == 0:
@@ -159,7 +167,8 @@ def _run_broken(broken: Path, python: str) -> tuple[subprocess.CompletedProcess[
     results = broken / "results" / "results.json"
     results.parent.mkdir(exist_ok=True)
     results.write_text('{"score": 100}')  # an earlier run's: it must not stand for this one
-    env = {**os.environ, "GRADER_AUTOGRADER_ROOT": str(broken), "GRADER_PYTHON": python}
+    env = {**os.environ, "GRADER_AUTOGRADER_ROOT": str(broken), "GRADER_PYTHON": python,
+           "GRADER_CACHE_DIR": str(broken / "cache")}
     done = subprocess.run(["bash", str(broken / "source" / "run_autograder")], capture_output=True, text=True, env=env)
     return done, results
 

@@ -68,6 +68,16 @@ def test_the_digest_survives_equivalent_calls_and_tells_formulas_apart():
     assert digests.encode((a, None)) != digests.encode((a, 1))
 
 
+def test_masks_and_non_finite_values_are_digested_exactly_without_numpy():
+    # NumPy is not a dependency: Tensor.numpy() raised in the trusted runner, and every masks test of the
+    # reference failed with "Numpy is not available" (found by grading the reference under process)
+    causal = torch.ones(4, 4, dtype=torch.bool).tril()
+    assert digests.encode(causal) == digests.encode(causal.clone()) != digests.encode(causal.T)
+    assert digests.encode(torch.arange(6)) != digests.encode(torch.arange(6).flip(0))
+    nan_first, nan_last = torch.tensor([float("nan"), 1.0, 2.0]), torch.tensor([1.0, 2.0, float("nan")])
+    assert digests.encode(nan_first) != digests.encode(nan_last)
+
+
 def finish(tmp_path: Path, klass: dict[str, Path], cards: dict[str, dict[str, Any]]) -> dict[str, Any]:
     results = [Result(Entry(k, k, p, "folder"), cards[k]) for k, p in klass.items()]
     outcome = job.finish(Run(results, "namespace", 1, 2.0), out=tmp_path / "out", options=Options(exercises=["masks"]),

@@ -37,3 +37,11 @@ chmod -R go-w "$SOURCE"
 chmod 0700 "$SOURCE/solutions" "$SOURCE/tests/hidden"
 find "$SOURCE/solutions" "$SOURCE/tests/hidden" -type f -exec chmod 0600 {} +
 chmod 0755 "$SOURCE/run_autograder"
+
+# Prove the grader once, here, under the configuration run_autograder uses (the same backend, cache and Python):
+# each submission's run then finds the proof instead of grading the references and stubs again. The proof is
+# keyed on that configuration, so a grading host that differs (another kernel) proves again rather than trust it.
+export GRADER_CACHE_DIR="${GRADER_CACHE_DIR:-/opt/attention-grader/cache}"
+mkdir -p "$GRADER_CACHE_DIR" && chmod 0700 "$GRADER_CACHE_DIR"
+"${GRADER_PYTHON:-$VENV/bin/python}" -I -m grader.delivery.gradescope_run --root "$ROOT" --prove \
+  ${GRADER_ISOLATION:+--isolation "$GRADER_ISOLATION"} || true  # it says why; run_autograder proves instead
