@@ -10,16 +10,18 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import pytest
 
 from grader import manifest
 from grader.errors import GraderFault
-from grader.scoring.answers import Answers, Observing, Recorder
 from grader.scoring.collect import ResultCollector, TestResult
 from grader.student.proxy import Backend
 from grader.testing.plugin import assignment_key, backend_factory_key
+
+if TYPE_CHECKING:
+    from grader.scoring.answers import Recorder
 
 SUITES_ROOT = manifest.REPO_ROOT
 AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
@@ -73,6 +75,8 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
     collector = ResultCollector()
     plugins: list[object] = [collector, _QuickReports()]
     if backend_factory is not None:  # a grade: each failed test's wrong answer, observed here (grader.scoring.answers)
+        from grader.scoring.answers import Answers, Recorder  # a grade only: `grader check` never ships it
+
         recorder = Recorder()
         plugins.append(Answers(recorder))
         backend_factory = _observed(backend_factory, recorder)
@@ -111,6 +115,8 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
 
 
 def _observed(factory: Callable[[], Backend], recorder: Recorder) -> Callable[[], Backend]:
+    from grader.scoring.answers import Observing
+
     def make() -> Backend:
         return Observing(factory(), recorder)
     return make

@@ -5,6 +5,7 @@ may enter, seeing this checkout and its packages through a ``.pth`` file (as ``p
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 import subprocess
@@ -21,6 +22,18 @@ from tests.project.conftest import ROOT
 def reachable(path: Path) -> bool:
     """Every folder above ``path`` lets others through (so another uid can exec and import from it)."""
     return all(p.stat().st_mode & stat.S_IXOTH for p in [*path.parents][:-1] if p != Path("/"))
+
+
+def _for_others(path: Path, linked: Path) -> Path:
+    """``path`` where another uid can reach it; else a tree of hard links to its files in ``linked`` (nothing copied):
+    a checkout or venv inside a folder others cannot enter (a 0700 home, ``mktemp -d``) must still be importable."""
+    if reachable(path / "x"):
+        return path
+    shutil.copytree(path, linked / path.name, copy_function=os.link, symlinks=True,
+                    ignore=shutil.ignore_patterns(".git", ".venv*", "__pycache__", ".pytest_cache"))
+    for folder in [linked, *(p for p in (linked / path.name).rglob("*") if p.is_dir())]:
+        folder.chmod(folder.stat().st_mode | 0o055)
+    return linked / path.name
 
 
 def interpreter() -> Path | None:
@@ -43,7 +56,8 @@ def venv() -> Iterator[Path | None]:
     try:
         subprocess.run([str(base), "-m", "venv", "--without-pip", str(folder)], check=True)
         site = next(folder.glob("lib/python3*/site-packages"))
-        (site / "course.pth").write_text(f"{ROOT}\n{sysconfig.get_paths()['purelib']}\n")
+        seen = [_for_others(Path(p), folder / f"linked-{n}") for n, p in enumerate((ROOT, sysconfig.get_paths()["purelib"]))]
+        (site / "course.pth").write_text("".join(f"{p}\n" for p in seen))
         yield folder / "bin" / "python"
     finally:
         shutil.rmtree(folder, ignore_errors=True)

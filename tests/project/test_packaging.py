@@ -138,7 +138,9 @@ def test_the_released_runtime_holds_every_grader_module_it_and_the_public_tests_
 
 # imports inside the instructor's `grader release` command, which the student CLI never registers
 INSTRUCTOR_ONLY = {("grader/classroom/cli.py", "classroom/release.py"), ("grader/classroom/cli.py", "classroom/notebooks.py"),
-                   ("grader/classroom/cli.py", "delivery/cli.py")}
+                   ("grader/classroom/cli.py", "delivery/cli.py"),
+                   # the wrong-answer digests of a grade (backend_factory given); `grader check` runs without one
+                   ("grader/scoring/runner.py", "scoring/answers.py")}
 
 
 def _module_file(dotted: str) -> str | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from grader import schema
-from grader.sandbox import isolation, view
+from grader.sandbox import isolation, mirror, view
 from grader.sandbox.remote import SandboxBackend
 from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
@@ -52,7 +52,7 @@ GRADER_INSIDE = ("/sandbox-lib/grader/inside", "/sandbox-lib/grader/protocol")
 
 
 def _allowed() -> list[str]:
-    return [*view.binds(False), *view.masks(), *view.packages(), *GRADER_INSIDE, *SANDBOX_OWN]
+    return [*view.binds(False), *view.masks(), *mirror.packages(), *GRADER_INSIDE, *SANDBOX_OWN]
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +64,10 @@ def seen(tmp_path_factory: pytest.TempPathFactory, zygote: Zygote | None) -> dic
                              budget_s=300, starter=ZygoteStarter(zygote, 7) if zygote else None)
     backend.begin_test("view", "")
     try:
-        # torch's own package folders too: a venv under /tmp (a CI clone) sits below the sandbox's own /tmp,
+        # torch's own package folders as workers see them (a mirror where the leased uid cannot reach the venv): a
+        # venv under /tmp (a CI clone) sits below the sandbox's own /tmp,
         # where the walk does not descend
-        torch_sites = sorted({os.path.dirname(p) for p in view.packages()})
+        torch_sites = sorted({os.path.dirname(p) for p in mirror.packages()})
         found = backend.call("probe", "look", (_allowed(), [*PATTERNS, *view.masks(), *torch_sites]), {})
     finally:
         backend.close()
@@ -92,7 +93,7 @@ def test_nothing_outside_the_allowlist_is_visible(seen):
 
 @needs_namespace
 def test_every_package_folder_holds_only_torch_and_its_closure(seen):
-    closure = {os.path.basename(p) for p in view.packages()}
+    closure = {os.path.basename(p) for p in mirror.packages()} | {mirror.SOURCE}  # a mirror names its source
     for folder, entries in seen["packages"].items():
         assert set(entries) <= closure, (folder, sorted(set(entries) - closure))
     assert any("torch" in entries for entries in seen["packages"].values())
