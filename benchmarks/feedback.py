@@ -68,7 +68,7 @@ def grade(root: Path, bugs: list[Path]) -> list[dict[str, Any]]:
     import torch
 
     import grader
-    from grader import manifest
+    from grader.course import manifest
     from grader.scoring.points import exercise_scores
     from grader.scoring.runner import run_suites
 
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         bugs = [b for b in bugs if b.parent.name in args.exercise]
     if args.assignment:
         sys.path.insert(0, str(ROOT))
-        from grader import manifest
+        from grader.course import manifest
 
         bugs = [b for b in bugs if b.parent.name in manifest.load(assignment=args.assignment).ids()]
     tags = {b: declared(b) for b in bugs}  # every bug declares a known id, checked before anything is graded

@@ -34,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader import intake, manifest  # noqa: E402
+from grader.course import manifest  # noqa: E402
+from grader.intake import submission as intake  # noqa: E402
 from grader.sandbox import isolation  # noqa: E402
 from grader.scoring import integrity, withhold  # noqa: E402
 from tests.project import trust_corpus  # noqa: E402

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the project's test helpers (tests.project.conftest) copy the solutions
 
-from grader import manifest  # noqa: E402
+from grader.course import manifest  # noqa: E402
 from grader.scoring.points import exercise_scores  # noqa: E402
 from grader.scoring.runner import run_suites  # noqa: E402
 

@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import plagiarism  # noqa: E402
 
-from grader import intake, manifest  # noqa: E402
+from grader.course import manifest  # noqa: E402
+from grader.intake import submission as intake  # noqa: E402
 from grader.similarity import code, match  # noqa: E402
 
 Scores = dict[tuple[str, str, str], float]  # (a, b, module) -> score, a < b

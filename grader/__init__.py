@@ -1,15 +1,20 @@
 """Attention-mechanisms exercise pack and autograder.
 
-Where things live (the layout tells the architecture):
+Where things live (the layout tells the architecture; docs/design/architecture.md draws it):
 
-- ``grader.intake``      where a submission enters (directory, .py, .ipynb, archive) and is normalised;
+- ``grader.cli``         the ``grader`` command only: one module per command family;
+- ``grader.course``      the assignment as data: manifest, reference solutions, stubs (``grader build``);
+- ``grader.intake``      where a submission enters (folder, .py, .ipynb, archive), class folders and rosters;
 - ``grader.inside``      what runs inside the sandbox (worker, executor, bans): untrusted from its first line;
 - ``grader.protocol``    the plain data that crosses the wall (values, wire format, student errors);
 - ``grader.sandbox``     where student code is isolated, seen from the trusted side (launchers, zygote, channel);
 - ``grader.student``     the ``student`` proxy the suites use, and its in-process backend;
 - ``grader.testing``     the pytest plugin the public and hidden suites run under;
-- ``grader.scoring``     where results are scored and the scorecard is built and written;
-- ``grader.batch``       a whole class; ``grader.delivery`` / ``grader.classroom`` the LMS and student paths.
+- ``grader.scoring``     where results are scored and the scorecard is built;
+- ``grader.grade``       one submission graded (``grader.canary`` proves the grader first);
+- ``grader.exports``     what grades become: gradebook, summary, report, LMS and Gradescope files;
+- ``grader.batch``       a class on this machine; ``grader.cluster`` a class on many machines;
+- ``grader.check``       what runs where students are; ``grader.release`` what we hand out.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ LIBRARY: dict[str, tuple[str, ...]] = {
     "grader.grade": ("grade", "GradeRefused"),
     "grader.options": ("GradeOptions", "launch_spec"),
     "grader.batch.job": ("batch",),
-    "grader.classroom.check": ("check",),
+    "grader.check.local": ("check",),
     "grader.canary": ("prove",),
     "grader.errors": ("ExitCode", "GraderError", "UsageError", "GraderFault"),
 }

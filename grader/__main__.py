@@ -14,7 +14,7 @@ _here = os.getcwd()
 _lib = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here or _here == _lib]
 
-from grader.cli import run  # noqa: E402
+from grader.cli.main import run  # noqa: E402
 
 if __name__ == "__main__":
     run()

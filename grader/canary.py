@@ -17,7 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from grader import manifest, procs, proofs
+from grader import procs, proofs
+from grader.course import manifest
 from grader.errors import GraderFault
 from grader.proofs import Proof, cache_dir, cache_key, cached
 

@@ -22,7 +22,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from grader import __version__, manifest
+from grader import __version__
+from grader.course import manifest
 
 PARTS = ("grader", "manifest", "suites", "references", "torch", "python", "isolation", "options")
 REASONS = {

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import pytest
 
-from grader import fingerprint, intake, manifest, proofs
+from grader import fingerprint, proofs
+from grader.course import manifest
 from grader.errors import GraderFault, UsageError
+from grader.intake import submission as intake
 from grader.options import GradeOptions, launch_spec
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard, withhold

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import manifest
+from grader.course import manifest
 from grader.sandbox import isolation as iso
 
 __all__ = ["DEFAULTS", "GradeOptions", "launch_spec"]

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader import __version__, manifest, procs
+from grader import __version__, procs
+from grader.course import manifest
 
 CACHE_ENV = procs.CACHE_ENV
 FORMAT = 3  # 2: per-test limits; 3: keyed on grader.fingerprint

@@ -18,7 +18,6 @@ SCHEMAS = {
     "scorecard": 2,  # 2: the attested isolation record; integrity findings' `severity` and `exercises`
     "summary": 3,  # 2: `cuda` (who was graded with CUDA); 3: integrity findings' `construct` and `severity`
     "shard": 1,  # grader batch --shard's manifest, read by grader merge
-    "gradescope": None,  # external formats: no schema_version field of ours
     "github-classroom": None,
     "gradescope-results": None,  # the whole results.json contract (grader release --gradescope)
     "classroom50-result": None,  # Classroom 50's result.json (grader release --classroom50)

@@ -1,7 +1,7 @@
 """``grader selfcheck [--cuda]``: the instructor's check of the reference ``efficient_attention``.
 
 Trusted side, not an exercise: the reference is loaded by path from ``solutions/`` beside the manifest
-(:mod:`grader.references`), never imported from ``sys.path``. Without ``--cuda``: quick CPU checks of the
+(:mod:`grader.course.references`), never imported from ``sys.path``. Without ``--cuda``: quick CPU checks of the
 reference ``flash_attention`` and ``sdpa_attention`` against independent oracles (SDPA's math backend, a
 float64 hand computation). With ``--cuda``: the reference functions in fp16 and bf16 against
 ``F.scaled_dot_product_attention`` forced onto the FLASH_ATTENTION kernel (head dim 64, L in {128, 1024},
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from grader import manifest, references
+from grader.course import manifest, references
 from grader.testing import precision
 
 NO_CUDA = "CUDA check skipped: no CUDA device (torch.cuda.is_available() is False); nothing was verified"

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grader import fingerprint, manifest
+from grader import fingerprint
+from grader.course import manifest
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
 

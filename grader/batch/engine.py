@@ -6,7 +6,7 @@ a :class:`Grading` and writes what comes back. By default that is
 :class:`LocalGrading`: the :class:`grader.batch.pool.Pool` of slots on this machine (each a long-lived
 trusted process in its own session, with its own uids and cgroups under the namespace backend and
 sandboxed workers forked from a zygote that has already imported torch), proven by the canary here
-first. ``grader batch --dask`` hands the same plan to a Dask cluster (:mod:`grader.batch.dask_grading`).
+first. ``grader batch --dask`` hands the same plan to a Dask cluster (:mod:`grader.cluster.grading`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from grader import canary, fingerprint, intake, manifest, schema
+from grader import canary, fingerprint, schema
 from grader.batch import cards
-from grader.batch.discover import Entry
 from grader.batch.pool import Pool
 from grader.batch.results import BatchFault, BatchInterrupted, Options, Result, Run
+from grader.course import manifest
 from grader.errors import GraderFault
+from grader.intake import submission as intake
+from grader.intake.classfolder import Entry
 from grader.options import launch_spec
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader import manifest
-from grader.batch import discover as disc
-from grader.batch import engine, outputs, report
+from grader.batch import engine
 from grader.batch.progress import Progress
-from grader.batch.roster import Student
+from grader.course import manifest
+from grader.exports import outputs, report
+from grader.intake import classfolder as disc
+from grader.intake.roster import Student
 
 
 @dataclass

@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from grader import manifest, procs
+from grader import procs
 from grader.batch import cards
-from grader.batch.discover import Entry
 from grader.batch.results import BatchFault, Options, Result
+from grader.course import manifest
+from grader.intake.classfolder import Entry
 from grader.options import launch_spec
 from grader.sandbox.starters import lane_slot
 

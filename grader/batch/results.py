@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from grader.batch.discover import Entry
 from grader.errors import GraderFault
+from grader.intake.classfolder import Entry
 from grader.options import GradeOptions
 
 

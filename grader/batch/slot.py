@@ -1,7 +1,7 @@
 """One grading slot: a long-lived trusted process that grades submissions one after another.
 
 Run as ``python -m grader.batch.slot CONFIG_JSON`` by the batch pool (:mod:`grader.batch.pool`), or by a Dask
-worker (:mod:`grader.batch.dask_worker`). Jobs arrive as JSON lines on stdin (``{"key", "path", "student"}``;
+worker (:mod:`grader.cluster.worker`). Jobs arrive as JSON lines on stdin (``{"key", "path", "student"}``;
 a Dask worker's self-check is ``{"key", "check"}``); one JSON line per job goes back on the protocol stream
 (the original stdout; fd 1 is pointed at stderr so nothing else can write there). Every grade goes
 through :func:`grader.grade.grade` (sandboxed workers), never in this process.
@@ -28,7 +28,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from grader import manifest
+    from grader.course import manifest
     from grader.options import GradeOptions
     from grader.sandbox.starters import SlotStarters
 
@@ -114,12 +114,12 @@ def _options(config: dict[str, Any]) -> GradeOptions:
 
 
 def _check(job: dict[str, Any], starts: SlotStarters) -> dict[str, Any]:
-    """A Dask worker's self-check (:mod:`grader.batch.dask_probe`), its network probe forked from our zygote."""
-    from grader.batch import dask_probe
+    """A Dask worker's self-check (:mod:`grader.batch.hostcheck`), its network probe forked from our zygote."""
+    from grader.batch import hostcheck
 
     starter = starts.next()
     try:
-        return {"key": job["key"], "check": dask_probe.check(job["check"], starter=starter)}
+        return {"key": job["key"], "check": hostcheck.check(job["check"], starter=starter)}
     except KeyboardInterrupt:
         raise
     except Exception:  # noqa: BLE001 - a check that cannot run refuses the worker, never passes it

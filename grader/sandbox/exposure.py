@@ -15,7 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader import manifest, procs
+from grader import procs
+from grader.course import manifest
 from grader.sandbox import view
 from grader.sandbox.isolation import IsolationError
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader import intake_fs
+from grader import safefs
 from grader.errors import UsageError
 from grader.sandbox import cgroups, landlock, mirror, privlib, seccomp, uids, view
 from grader.sandbox.attest import Expected
@@ -231,7 +231,7 @@ class LaunchSpec:
             "threads": self.threads, "response_fd": response_fd, "box": str(box), "uid": self.uid,
             "limits": self.limits.to_dict(), "root_dir": root_dir, "seccomp": self.seccomp,
             "address_space_limit": not gpus, "extra_env": gpu_env(gpus, self.limits), "scratch": scratch,
-            "box_bytes": intake_fs.BOX_BYTES, "box_inodes": intake_fs.BOX_INODES}  # the one size budget, intake's
+            "box_bytes": safefs.BOX_BYTES, "box_inodes": safefs.BOX_INODES}  # the one size budget, intake's
         cfg["cgroups"] = self.cgroup_paths()
         cfg["drop_uid"] = self.drops_uid
         if self.drops_uid and self.backend in ("process", "none"):  # a leased uid without a view of its own

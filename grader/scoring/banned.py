@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from grader import manifest
+from grader.course import manifest
 from grader.inside.banned_ops import operators
 from grader.scoring.bindings import UNKNOWN, Scopes
 from grader.scoring.integrity import Finding, Parsed, show

@@ -3,7 +3,7 @@
 The integrity scan parses every ``.py`` file of a submission in the trusted process (it needs the tree). Python
 3.11's parser is quadratic on some sources: a 1 MiB module of f-string replacement fields took 157 s of CPU and
 678 MiB to parse, within intake's size caps. A file above :data:`PROBE_BYTES` is therefore parsed first by a fresh
-``python -I -S`` that limits its own CPU time and address space (as :mod:`grader.intake_bounded` does for
+``python -I -S`` that limits its own CPU time and address space (as :mod:`grader.intake.bounded` does for
 notebooks); only a file that parses there within the limits is parsed here. A file that exhausts them is the
 submission's doing: the scan reports it ``unscannable``. A probe that cannot run is the grader's fault.
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from grader.manifest import Assignment
+from grader.course.manifest import Assignment
 from grader.scoring.collect import TestResult
 
 

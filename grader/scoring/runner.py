@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import pytest
 
-from grader import manifest
+from grader.course import manifest
 from grader.errors import GraderFault
 from grader.scoring.collect import ResultCollector, TestResult
 from grader.student.proxy import Backend

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader import manifest
+from grader.course import manifest
 from grader.scoring import banned, integrity
 from grader.scoring.points import ExerciseScore, withhold
 

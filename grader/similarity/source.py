@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import intake, manifest
+from grader.course import manifest
 from grader.errors import GraderFault
+from grader.intake import submission as intake
 from grader.similarity import code, match
 
 MAX_BYTES = 512 * 1024  # per module read: a bigger file is compared on its first 512 KiB (and MAX_TOKENS)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from grader import manifest
+from grader.course import manifest
 from grader.similarity import answers, match, source
 
 NOTE = ("Similarity is evidence for a person to review, never an automatic penalty: shared code may come from the "

@@ -18,7 +18,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 import torch
 
-from grader import manifest
+from grader.course import manifest
 from grader.protocol.errors import StudentError
 from grader.student.proxy import Backend, StudentProxy
 from grader.testing.checks import caps_observed
@@ -130,7 +130,7 @@ def student(_student_backend: Backend, request: pytest.FixtureRequest, seed: int
 @pytest.fixture(scope="session")
 def reference(pytestconfig: pytest.Config) -> _Reference:
     """The trusted reference solutions: ``reference.<module>.<name>``, from ``solutions/`` beside the manifest."""
-    from grader import references
+    from grader.course import references
 
     path = pytestconfig.getoption("manifest")
     references.solutions_package((Path(path) if path else manifest.DEFAULT_MANIFEST).parent)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import canary, manifest, schema
+from grader import canary, schema
+from grader.course import manifest
 from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 from grader.scoring.points import exercise_scores
@@ -109,7 +110,7 @@ def expect_batch_exports(out: Path, cards: dict[str, dict]) -> None:
     """A batch's ``--export gradescope/github-classroom/csv`` files in ``out``: each valid against its schema, the
     GitHub Classroom tests summing to the scorecard's points, the CSV export the gradebook itself."""
     for key, card in cards.items():
-        schema.validate("gradescope", json.loads((out / "exports" / "gradescope" / key / "results.json").read_text()))
+        schema.validate("gradescope-results", json.loads((out / "exports" / "gradescope" / key / "results.json").read_text()))
         gh = json.loads((out / "exports" / "github-classroom" / f"{key}.json").read_text())
         schema.validate("github-classroom", gh)
         assert sum(t["score"] for t in gh["tests"]) == pytest.approx(card["score"])

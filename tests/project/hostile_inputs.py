@@ -18,8 +18,8 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from grader import intake
-from grader.intake import IntakeError, Submission
+from grader.intake import submission as intake
+from grader.intake.submission import IntakeError, Submission
 from tests.project.conftest import ROOT
 
 MODULES = {"softmax", "masks"}

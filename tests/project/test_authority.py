@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import canary, manifest
+from grader import canary
+from grader.course import manifest
 from grader.grade import grade
 from grader.sandbox import attest, isolation, privlib, shared_zygote, zygote_client
 from grader.sandbox.isolation import LaunchSpec

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from grader.batch.discover import DiscoveryError, discover, safe_id
+from grader.intake.classfolder import DiscoveryError, discover, safe_id
 
 
 def _touch(path, text="def f():\n    return 1\n"):

@@ -19,7 +19,7 @@ import pytest
 
 from grader import schema
 from grader.batch.slot import FAULT_ENV
-from grader.cli import main
+from grader.cli.main import main
 from tests.project import pngpixels
 from tests.project.conftest import CORPUS, ROOT, expect_batch_exports
 
@@ -114,7 +114,7 @@ def test_export_command_formats(graded, tmp_path, capsys):
     alice, bob = out / "scorecards" / "alice.json", out / "scorecards" / "bob.json"
     assert main(["export", "--format", "gradescope", str(alice)]) == 0
     gs = json.loads(capsys.readouterr().out)
-    schema.validate("gradescope", gs)
+    schema.validate("gradescope-results", gs)
     assert gs["score"] == 6
     assert main(["export", "--format", "csv", str(alice), str(bob)]) == 0
     assert [r["student"] for r in csv.DictReader(capsys.readouterr().out.splitlines())] == ["alice", "bob"]

@@ -10,7 +10,8 @@ import shutil
 
 import pytest
 
-from grader import canary, manifest, proofs
+from grader import canary, proofs
+from grader.course import manifest
 from grader.grade import grade
 from grader.sandbox import isolation
 from tests.project.conftest import ROOT, solutions_copy
@@ -102,7 +103,7 @@ def test_a_cpu_time_timeout_is_not_retried_but_a_wall_clock_one_is(tmp_path, mon
 def test_a_students_own_check_stops_a_looping_exercise_and_keeps_the_others(tmp_path):
     """`grader check` (and the CI run built on it) runs in the student's process: a CPU-time alarm per call, the
     exercise stopped at its first timeout, every other exercise checked as usual."""
-    from grader.classroom import check
+    from grader.check import local as check
 
     student = tmp_path / "exercises"
     shutil.copytree(ROOT / "solutions", student)

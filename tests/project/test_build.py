@@ -8,7 +8,7 @@ import json
 import re
 import tokenize
 
-from grader import build
+from grader.course import build
 from tests.project.conftest import ROOT
 
 # what a solution does when it changes a tensor's shape (reshape, transpose, broadcast with None, concatenate)

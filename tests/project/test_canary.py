@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import canary, manifest
-from grader.cli import main
+from grader import canary
+from grader.cli.main import main
+from grader.course import manifest
 from grader.sandbox import isolation
 from grader.sandbox.starters import Worker, ZygoteStarter
 from grader.sandbox.zygote_client import Zygote

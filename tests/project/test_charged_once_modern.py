@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import manifest
+from grader.course import manifest
 from tests.project.conftest import CORPUS, grade_inprocess, solutions_copy
 
 pytestmark = pytest.mark.cost(22)  # seconds on 2 cores: started early (tests/project/conftest.py)

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grader import manifest, schema
-from grader.classroom import texts
-from grader.cli import main
-from grader.delivery import classroom50
+from grader import schema
+from grader.cli.main import main
+from grader.course import manifest
+from grader.intake import classroom50 as downloads
+from grader.release import classroom50, texts
 from tests.project.conftest import ROOT
 
 RUNNER_ENV = {"CLASSROOM": "cs-principles", "ASSIGNMENT": "attention-basics",
@@ -40,7 +41,7 @@ def bundle_of(released: Path) -> Path:
 def test_the_template_repository_is_the_student_release_without_the_retired_workflow(released):
     template = released / "template"
     assert (template / "exercises" / "softmax.py").is_file() and (template / "tests" / "public").is_dir()
-    assert (template / "grader" / "classroom" / "check.py").is_file() and (template / "pyproject.toml").is_file()
+    assert (template / "grader" / "check" / "local.py").is_file() and (template / "pyproject.toml").is_file()
     assert not (template / ".github").exists() and not (template / "solutions").exists()
     assert "Classroom 50 runs the public tests" in (template / "README.md").read_text()
 
@@ -134,8 +135,8 @@ def test_the_gh_teacher_download_folder_yields_login_and_repository(tmp_path):
     root = _download(tmp_path / "cs-principles-attention-basics_submissions_2026_10_02_T_09_15_00",
                      ["alice", "Bob-Smith"])
     (root / "cs-principles-attention-basics-mallory").symlink_to("/etc")
-    assert classroom50.is_download(root)
-    entries = dict(classroom50.download_entries(root))
+    assert downloads.is_download(root)
+    entries = dict(downloads.download_entries(root))
     assert entries == {"alice": root / "cs-principles-attention-basics-alice",
                        "Bob-Smith": root / "cs-principles-attention-basics-bob-smith",
                        "mallory": root / "cs-principles-attention-basics-mallory"}  # the link: the caller refuses it
@@ -143,18 +144,20 @@ def test_the_gh_teacher_download_folder_yields_login_and_repository(tmp_path):
 
 def test_a_download_with_a_literal_dir_name_is_recognised_by_scores_csv(tmp_path):
     root = _download(tmp_path / "submissions", ["carol"], prefix="my-class-hw-1")
-    assert classroom50.is_download(root)
-    assert list(classroom50.download_entries(root)) == [("carol", root / "my-class-hw-1-carol")]
+    assert downloads.is_download(root)
+    assert list(downloads.download_entries(root)) == [("carol", root / "my-class-hw-1-carol")]
     plain = tmp_path / "class"
     (plain / "dave" / "exercises").mkdir(parents=True)
-    assert not classroom50.is_download(plain)
+    assert not downloads.is_download(plain)
 
 
 def test_a_by_pattern_download_into_a_named_folder_gives_logins_not_repository_names(tmp_path):
     """`gh teacher download -d DIR --by-pattern` writes no scores.csv into a folder of any name (issue 28.15): the
     login is what follows `-<assignment>-`, as for the timestamped folder (on 4ad1d57 the whole repository name
     was the id, so a roster marked everyone missing)."""
-    from grader.batch import discover, lms, roster
+    from grader.exports import lms
+    from grader.intake import classfolder as discover
+    from grader.intake import roster
 
     root = _download(tmp_path / "hw", ["alice", "bob-smith"])
     (root / "scores.csv").unlink()
@@ -182,7 +185,7 @@ def test_the_github_classroom_workflow_uses_node24_actions(tmp_path):
 
 
 def test_batch_discovers_a_gh_teacher_download_and_refuses_its_links(tmp_path):
-    from grader.batch import discover
+    from grader.intake import classfolder as discover
 
     root = _download(tmp_path / "cs-principles-attention-basics_submissions_2026_10_02_T_09_15_00", ["alice", "bob"])
     (root / "cs-principles-attention-basics-mallory").symlink_to("/etc")

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from grader import schema
-from grader.classroom import check
-from grader.cli import main
+from grader.check import local as check
+from grader.cli.main import main
 from tests.project.conftest import CORPUS, ROOT, solutions_copy
 
 

@@ -8,8 +8,9 @@ import shutil
 from pathlib import Path
 
 from grader import schema
-from grader.classroom import check, ci
-from grader.cli import main
+from grader.check import ci
+from grader.check import local as check
+from grader.cli.main import main
 from tests.project.conftest import ROOT
 
 

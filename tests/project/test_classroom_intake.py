@@ -5,8 +5,9 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from grader import intake, schema
+from grader import schema
 from grader.grade import grade
+from grader.intake import submission as intake
 from tests.project.conftest import ROOT
 
 MODULES = {"softmax", "masks"}

@@ -17,8 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import manifest
-from grader.cli import main
+from grader.cli.main import main
+from grader.course import manifest
 from tests.project.conftest import ROOT
 from tests.project.test_classroom_release import leaks
 
@@ -100,7 +100,7 @@ def test_test_cells_pass_on_the_source_and_say_not_implemented_on_the_release(co
 def test_the_notebook_runtime_finds_names_and_reports_missing_ones():
     import types
 
-    from grader.classroom import nbruntime
+    from grader.check import nbruntime
 
     public_test = nbruntime.public_tests({}, ROOT / "tests" / "public" / "test_softmax.py")
     module = nbruntime.load_tests(ROOT / "tests" / "public" / "test_softmax.py")

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grader import manifest, schema
-from grader.classroom import release
-from grader.cli import main
+from grader import schema
+from grader.cli.main import main
+from grader.course import manifest
+from grader.release import repository as release
 from tests.project.conftest import ROOT, solutions_copy
 
 pytestmark = pytest.mark.cost(18)  # seconds on 2 cores: started early (tests/project/conftest.py)
@@ -62,8 +63,8 @@ def test_the_file_list_holds_no_solutions_hidden_tests_or_instructor_code(releas
     assert top == {".github", ".gitignore", "README.md", "assignments.json", "exercises", "grader", "pyproject.toml",
                    "tests"}
     assert not any(f.startswith(("solutions", "tests/hidden")) or "corpus" in f for f in files)
-    for instructor_only in ("grader/sandbox", "grader/batch", "grader/intake.py", "grader/build.py", "grader/grade.py",
-                            "grader/classroom/release.py", "grader/classroom/notebooks.py"):
+    for instructor_only in ("grader/sandbox", "grader/batch", "grader/intake", "grader/course/build.py", "grader/grade.py",
+                            "grader/release", "grader/cluster", "grader/cli/main.py"):
         assert not any(f.startswith(instructor_only) for f in files), instructor_only
     spec = manifest.load(ROOT / "assignments.json")
     assert {f for f in files if f.startswith("tests/")} == {e.public_tests for e in spec.exercises}
@@ -102,7 +103,7 @@ def test_readme_and_pyproject_tell_students_how_it_works(released):
                    "download.pytorch.org/whl/cpu", "anything the workflow can read the student can read"):
         assert phrase in readme, phrase
     pyproject = (released / "pyproject.toml").read_text()
-    assert 'grader = "grader.classroom.cli:student_run"' in pyproject and "grader.testing.plugin" in pyproject
+    assert 'grader = "grader.cli.student:student_run"' in pyproject and "grader.testing.plugin" in pyproject
 
 
 def test_release_refuses_a_non_empty_folder(tmp_path, capsys):

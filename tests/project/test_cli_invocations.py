@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from grader.cli import main
+from grader.cli.main import main
 from tests.project.conftest import ROOT
 
 pytestmark = pytest.mark.cost(11)  # seconds on 2 cores: started early (tests/project/conftest.py)

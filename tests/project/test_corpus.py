@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import manifest
+from grader.course import manifest
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
 from tests.project.conftest import CORPUS, ROOT, grade_inprocess, solutions_copy

@@ -23,11 +23,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import manifest, schema
-from grader.batch import dask_probe, discover, outputs
-from grader.batch import dask_wire as wire
+from grader import schema
+from grader.batch import hostcheck
 from grader.batch.results import Options
-from grader.cli import main
+from grader.cli.main import main
+from grader.cluster import messages as wire
+from grader.course import manifest
+from grader.exports import outputs
+from grader.intake import classfolder as discover
 from grader.sandbox import isolation
 from tests.project.conftest import CORPUS, ROOT, running
 
@@ -279,8 +282,8 @@ def test_a_slot_that_dies_on_a_worker_is_a_grader_error_never_lost_points(tls, t
 def test_a_failed_task_is_a_grader_error_never_a_grade(runs, tls, tmp_path):
     """A task that failed for good (here a real one that raised) becomes a grader error card; so does any
     result that is not an acceptable scorecard for what was sent (forged, oversized, malformed)."""
-    from grader.batch.dask_connect import Target
-    from grader.batch.dask_grading import DaskGrading
+    from grader.cluster.connect import Target
+    from grader.cluster.grading import DaskGrading
 
     assignment = manifest.load()
     grading = DaskGrading(out=tmp_path, options=Options(exercises=["softmax"], seed=5), assignment=assignment,
@@ -336,7 +339,7 @@ def _unprivileged_python() -> list[str]:
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     for candidate in (sys.executable, os.path.realpath(sys.executable), f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
         try:
-            done = subprocess.run([candidate, "-c", "import distributed, grader.batch.dask_worker"], user=NOBODY,
+            done = subprocess.run([candidate, "-c", "import distributed, grader.cluster.worker"], user=NOBODY,
                                   group=NOBODY, cwd="/", env=env, capture_output=True, timeout=120)
         except OSError:
             continue
@@ -396,8 +399,8 @@ def test_the_network_probe_sees_a_sandbox_that_reaches_a_port():
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         target = ("127.0.0.1", listener.getsockname()[1])
-        open_ = dask_probe.reach([target], spec=isolation.LaunchSpec("none", slot=11))
-        closed = dask_probe.reach([target], spec=isolation.LaunchSpec("namespace", slot=11))
+        open_ = hostcheck.reach([target], spec=isolation.LaunchSpec("none", slot=11))
+        closed = hostcheck.reach([target], spec=isolation.LaunchSpec("namespace", slot=11))
     where = f"{target[0]}:{target[1]}"
     assert open_ == {where: "connected"} and closed[where] != "connected"
     record = {"level": "namespace", "network": open_, "fingerprint": "f", "canary": None}
@@ -437,7 +440,7 @@ def test_conflicting_options_are_usage_errors(capsys, tmp_path):
 
 def test_a_payload_crosses_as_plain_module_files_and_comes_back_the_same(tmp_path):
     """What a worker receives is checked again there; written back, the intake takes it as the original."""
-    from grader import intake
+    from grader.intake import submission as intake
 
     modules = {"softmax", "masks"}
     zipped = tmp_path / "carol.zip"
@@ -474,8 +477,8 @@ def test_summary_says_who_was_graded_with_cuda(runs):
 
 
 def test_grader_batch_without_dask_never_imports_it():
-    code = ("import sys; from grader.cli import build_parser; build_parser().parse_args(['batch', 'x', '--out', 'y']); "
-            "import grader.batch.job, grader.batch.engine, grader.batch.dask_cli, grader.batch.dask_wire; "
+    code = ("import sys; from grader.cli.main import build_parser; build_parser().parse_args(['batch', 'x', '--out', 'y']); "
+            "import grader.batch.job, grader.batch.engine, grader.cli.dask, grader.cluster.messages; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import manifest, schema
-from grader.cli import main
+from grader import schema
+from grader.cli.main import main
+from grader.course import manifest
 from tests.project.conftest import ROOT, expect_batch_exports
 
 pytestmark = pytest.mark.cost(55)  # seconds on 2 cores: started early (tests/project/conftest.py)

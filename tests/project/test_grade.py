@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from grader import schema
-from grader.cli import main
+from grader.cli.main import main
 from grader.sandbox import isolation
 from tests.project.conftest import ROOT, solutions_copy
 

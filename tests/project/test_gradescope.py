@@ -25,8 +25,10 @@ from pathlib import Path
 import pytest
 
 from grader import schema
-from grader.cli import main
-from grader.delivery import course, gradescope_results, late
+from grader.cli.main import main
+from grader.exports import gradescope as gradescope_results
+from grader.exports import late
+from grader.release import course
 from tests.project import readable
 from tests.project.conftest import ROOT, solutions_copy
 
@@ -104,7 +106,7 @@ def test_the_zip_has_setup_sh_and_run_autograder_at_its_root_and_the_whole_cours
         setup = zf.read("setup.sh").decode()
     for script in ("setup.sh", "run_autograder"):
         assert (infos[script].external_attr >> 16) & 0o777 == 0o755
-    assert {"assignments.json", "pyproject.toml", "gradescope.json", "grader/delivery/gradescope_run.py",
+    assert {"assignments.json", "pyproject.toml", "gradescope.json", "grader/release/gradescope_run.py",
             "solutions/softmax.py", "exercises/softmax.py", "tests/hidden/test_softmax.py",
             "tests/public/test_softmax.py"} <= set(infos)
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in infos)
@@ -188,8 +190,8 @@ def test_a_grader_failure_is_gradescopes_failure_state_not_a_zero(tree, tmp_path
     # the interpreter itself missing: run_autograder's own path, the same failure state
     done, results = _run_broken(broken, str(tmp_path / "no-such-python"))
     assert done.returncode != 0 and not results.exists() and "GRADER FAILED" in done.stdout
-    script = (broken / "source" / "run_autograder").read_text() + (ROOT / "grader" / "delivery").joinpath(
-        "gradescope_run.py").read_text() + (ROOT / "grader" / "delivery" / "gradescope_results.py").read_text()
+    script = (broken / "source" / "run_autograder").read_text() + (ROOT / "grader" / "release").joinpath(
+        "gradescope_run.py").read_text() + (ROOT / "grader" / "exports" / "gradescope.py").read_text()
     assert "has been told" not in script and "not your grade" not in script  # nothing claims what nobody did
 
 

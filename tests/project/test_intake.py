@@ -15,8 +15,8 @@ import zipfile
 
 import pytest
 
-from grader import intake
-from grader.intake import IntakeError
+from grader.intake import submission as intake
+from grader.intake.submission import IntakeError
 from tests.project.hostile_inputs import long_header_tgz, outcome, peak_mib, zip64_with_entries, zip_of
 
 MODULES = {"softmax", "masks"}

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import intake, intake_bounded
 from grader.grade import grade
-from grader.intake_fs import MAX_SUBMISSION_BYTES, PAGE_BYTES
+from grader.intake import bounded
+from grader.intake import submission as intake
+from grader.safefs import MAX_SUBMISSION_BYTES, PAGE_BYTES
 from grader.sandbox import isolation
 from tests.project.conftest import ROOT, solutions_copy
 
@@ -114,16 +115,16 @@ def test_a_notebook_that_takes_long_to_parse_is_stopped_by_the_readers_cpu_limit
     """Python 3.11 parses an f-string's fields in quadratic time: 400 KiB of them took 25 s (the trusted
     process's CPU, before); the reader stops at its CPU limit and the notebook is the student's to fix."""
     got = _trusted(_notebook(tmp_path / "slow.ipynb", "S = f'" + "{a}" * ((400 << 10) // 3) + "'\n"))
-    assert got["error"] and f"more than {intake_bounded.CPU_S} s of CPU" in got["error"], got
+    assert got["error"] and f"more than {bounded.CPU_S} s of CPU" in got["error"], got
     assert got["cpu_s"] < 2, got
 
 
 def test_a_reader_that_cannot_start_is_a_grader_error_never_the_students(tmp_path, monkeypatch):
     nb = _notebook(tmp_path / "softmax.ipynb", (ROOT / "solutions" / "softmax.py").read_text())
-    monkeypatch.setattr(intake_bounded.procs, "module_argv", lambda *a, **k: [str(tmp_path / "no-such-python")])
+    monkeypatch.setattr(bounded.procs, "module_argv", lambda *a, **k: [str(tmp_path / "no-such-python")])
     card = grade(nb, exercises=["softmax"], isolation="process", seed=1)
     assert card["status"] == "error" and card["error"]["kind"] == "grader", card["error"]
     assert "could not start" in card["error"]["message"]
-    monkeypatch.setattr(intake_bounded.procs, "module_argv", lambda *a, **k: [sys.executable, "-c", "print('?')"])
-    with pytest.raises(intake_bounded.GraderFault, match="reader failed"):
+    monkeypatch.setattr(bounded.procs, "module_argv", lambda *a, **k: [sys.executable, "-c", "print('?')"])
+    with pytest.raises(bounded.GraderFault, match="reader failed"):
         intake.take(nb, modules={"softmax"})

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import intake
-from grader.intake import IntakeError, Submission
+from grader.intake import submission as intake
+from grader.intake.submission import IntakeError, Submission
 from tests.project.conftest import CORPUS, ROOT
 from tests.project.hostile_inputs import MODULES, mutants, outcome, solution, tgz_of, zip_of
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import intake
-from grader.batch import outputs
-from grader.intake import IntakeError, Submission
+from grader.exports import outputs
+from grader.intake import submission as intake
+from grader.intake.submission import IntakeError, Submission
 from tests.project.conftest import ROOT
 from tests.project.hostile_inputs import MODULES, outcome, solution, tgz_of, zip_of
 

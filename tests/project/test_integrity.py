@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import intake, manifest, schema
+from grader import schema
+from grader.course import manifest
 from grader.inside import bans
+from grader.intake import submission as intake
 from grader.protocol.errors import BannedAPIError
 from grader.scoring import banned, integrity, withhold
 from tests.project.conftest import CORPUS, ROOT, solutions_copy

@@ -13,7 +13,7 @@ import shutil
 import pytest
 import torch
 
-from grader import manifest
+from grader.course import manifest
 from grader.sandbox import isolation, memwatch
 from grader.sandbox.remote import SandboxBackend
 from grader.sandbox.starters import ZygoteStarter

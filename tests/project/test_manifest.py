@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import errors, manifest, schema
-from grader.classroom import check
-from grader.cli import main
+from grader import errors, schema
+from grader.check import local as check
+from grader.cli.main import main
+from grader.course import manifest
 from grader.scoring.runner import run_suites
 from tests.project.conftest import ROOT, course_copy
 

@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from grader import intake, schema
+from grader import schema
 from grader.grade import grade
-from grader.intake_notebook import notebook_module
+from grader.intake import submission as intake
+from grader.intake.notebook import notebook_module
 from tests.project.conftest import ROOT
 
 MODULES = {"softmax", "masks"}
@@ -31,7 +32,7 @@ SOLUTION_CELL = {"grade": False, "grade_id": "x", "locked": False, "solution": T
 def test_nbgrader_test_and_read_only_cells_are_left_out_solution_cells_kept():
     module = notebook_module("softmax.ipynb", _nb(
         ("import torch\n\ndef softmax_naive(x, dim=-1):\n    return x\n", SOLUTION_CELL),
-        ("from grader.classroom.nbruntime import public_tests\npublic_test = public_tests(globals(), 'x')\n",
+        ("from grader.check.nbruntime import public_tests\npublic_test = public_tests(globals(), 'x')\n",
          SETUP_CELL),
         ("@public_test\ndef test_it(student):\n    assert False\n", TEST_CELL),
         "@public_test\ndef test_pasted(student):\n    pass\n"))

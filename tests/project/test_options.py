@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import manifest
-from grader.cli import main
+from grader.cli.main import main
+from grader.course import manifest
 from grader.grade import OptionChanges, grade
 from grader.options import DEFAULTS, GradeOptions
 from grader.sandbox.isolation import LaunchSpec
@@ -114,7 +114,7 @@ def test_grade_shorthands_are_exactly_the_per_run_option_fields():
 
 
 def test_cli_defaults_are_read_from_the_options():
-    from grader.cli import build_parser
+    from grader.cli.main import build_parser
 
     parser = build_parser()
     grade = parser.parse_args(["grade", "sub"])

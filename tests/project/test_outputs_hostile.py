@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from grader import __version__, schema
-from grader.batch import job, outputs, progress, report
-from grader.batch.discover import Entry
+from grader.batch import job, progress
 from grader.batch.engine import Options, Result, Run
+from grader.exports import outputs, report
+from grader.intake.classfolder import Entry
 from tests.project.conftest import CORPUS, ROOT
 
 HOSTILE = "lone \udcff surrogate, ESC \x1b[31m, NUL \x00, bidi \u202e, newline\n[9/9] alice: 8/8, <script>x</script>"
@@ -89,8 +90,8 @@ def test_gradebook_cells_that_a_spreadsheet_would_run_are_escaped_and_numbers_st
 def test_a_submission_that_was_not_graded_has_blank_points_with_its_status_beside(tmp_path):
     """An LMS's own export leaves an ungraded submission blank; a 0 here would be uploaded as the grade of a
     student whose zip was corrupt (issue 28, item 5). The Canvas and Moodle files agree."""
-    from grader.batch import lms
-    from grader.batch.roster import Student
+    from grader.exports import lms
+    from grader.intake.roster import Student
 
     named = [("alice", card("alice", score=3.5)), ("bob", card("bob", error="bob.zip: not a valid zip archive"))]
     rows = {r["student"]: r for r in csv.DictReader(io.StringIO(outputs.gradebook_csv(named, ["masks"])))}
@@ -150,7 +151,7 @@ def _hostile_class(root: Path) -> Path:
 
 @pytest.mark.slow
 def test_grader_batch_on_a_hostile_class_folder_writes_every_output(tmp_path, capsys):
-    from grader.cli import main
+    from grader.cli.main import main
 
     klass, out = _hostile_class(tmp_path / "class"), tmp_path / "out"
     code = main(["batch", str(klass), "--out", str(out), "--exercise", "masks", "--per-test-time-limit", "8",

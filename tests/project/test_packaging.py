@@ -21,13 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from grader.classroom import release, texts
+from grader.release import repository as release
+from grader.release import texts
 
 ROOT = Path(__file__).resolve().parents[2]
 GRADER = ROOT / "grader"
 # modules that may use an optional extra (named in pyproject), and which one
-EXTRA_USERS = {"grader/build.py": "build",
-               **{f"grader/batch/dask_{m}.py": "distributed" for m in ("connect", "grading", "worker")}}
+EXTRA_USERS = {"grader/course/build.py": "build",
+               **{f"grader/cluster/{m}.py": "distributed" for m in ("connect", "grading", "worker")}}
 
 
 def _imports(path: Path) -> set[str]:
@@ -137,9 +138,7 @@ def test_the_released_runtime_holds_every_grader_module_it_and_the_public_tests_
 
 
 # imports inside the instructor's `grader release` command, which the student CLI never registers
-INSTRUCTOR_ONLY = {("grader/classroom/cli.py", "classroom/release.py"), ("grader/classroom/cli.py", "classroom/notebooks.py"),
-                   ("grader/classroom/cli.py", "delivery/cli.py"),
-                   # the wrong-answer digests of a grade (backend_factory given); `grader check` runs without one
+INSTRUCTOR_ONLY = {# the wrong-answer digests of a grade (backend_factory given); `grader check` runs without one
                    ("grader/scoring/runner.py", "scoring/answers.py")}
 
 
@@ -188,7 +187,7 @@ def test_the_pythons_said_to_be_tested_are_the_classifiers_and_gradescope_s_choi
     classified = {c.rsplit(" :: ", 1)[1] for c in project["classifiers"] if c.startswith("Programming Language :: Python :: 3.")}
     assert tested == classified and {"3.11", "3.12", "3.13", "3.14"} <= set(rows), rows
     assert project["requires-python"] == f">={min(tested, key=lambda v: tuple(map(int, v.split('.'))))}"
-    setup = (GRADER / "delivery" / "templates" / "setup.sh").read_text("utf-8")
+    setup = (GRADER / "release" / "templates" / "setup.sh").read_text("utf-8")
     picked = set(re.findall(r"python(3\.\d+)", setup.split("for candidate in", 1)[1].split(";", 1)[0]))
     assert picked and picked <= tested, picked
     assert subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "python_checks.sh")]).returncode == 0

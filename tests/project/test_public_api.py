@@ -54,7 +54,7 @@ def test_every_library_name_exists_in_its_module(module):
 
 
 @pytest.mark.parametrize(("module", "name"), [("grader.grade", "grade"), ("grader.batch.job", "batch"),
-                                              ("grader.classroom.check", "check"), ("grader.canary", "prove")])
+                                              ("grader.check.local", "check"), ("grader.canary", "prove")])
 def test_library_functions_take_their_options_by_keyword(module, name):
     assert name in grader.LIBRARY[module]
     fn = getattr(importlib.import_module(module), name)

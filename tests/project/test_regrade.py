@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import __version__, canary, fingerprint, manifest, schema
+from grader import __version__, canary, fingerprint, schema
 from grader.batch import cards, progress
-from grader.batch.shard_job import fingerprint as shard_fingerprint
-from grader.cli import main
+from grader.cli.main import main
+from grader.cluster.shard_job import fingerprint as shard_fingerprint
+from grader.course import manifest
 from tests.project.conftest import ROOT, course_copy
 
 pytestmark = pytest.mark.cost(60)  # six small batches

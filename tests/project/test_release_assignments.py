@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import manifest
-from grader.classroom import release
-from grader.cli import main
+from grader.cli.main import main
+from grader.course import manifest
+from grader.release import repository as release
 from tests.project.conftest import ROOT, solutions_copy
 
 SPECS = {a.id: a for a in manifest.load_all()}

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import manifest, schema
-from grader.batch import outputs, report, students
+from grader import schema
+from grader.course import manifest
+from grader.exports import outputs, report, students
 from grader.scoring import scorecard
 from tests.project import cdp
 

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from grader import schema
-from grader.batch import job, lms, outputs, report, roster
-from grader.batch.discover import Entry
+from grader.batch import job
 from grader.batch.engine import Options, Result, Run
-from grader.cli import main
+from grader.cli.main import main
+from grader.exports import lms, outputs, report
+from grader.intake import roster
+from grader.intake.classfolder import Entry
 from tests.project.test_outputs_hostile import card
 
 NOT_IMPLEMENTED = "NotImplementedError: masks.causal_mask is not implemented yet (stub)"

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader import manifest
+from grader.course import manifest
 from grader.inside import bans
 from grader.protocol.errors import BannedAPIError
 

@@ -27,7 +27,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from grader import manifest
+from grader.course import manifest
 from grader.scoring.runner import run_suites
 from grader.testing.regimes import SHIFT, constant_last_feature, shift_heads, shifted_qk
 from tests.project.conftest import CORPUS, ROOT, solutions_copy

@@ -11,7 +11,9 @@ import ast
 import pytest
 import torch
 
-from grader import cli, references, selfcheck
+from grader import selfcheck
+from grader.cli import main as cli
+from grader.course import references
 from grader.errors import ExitCode
 from tests.project.conftest import ROOT
 
@@ -60,7 +62,7 @@ def test_the_reference_is_loaded_by_path_from_beside_the_manifest():
 
 
 def test_no_grader_module_imports_solutions():
-    """The grader reaches the references only through `grader.references` (by path), never by an import."""
+    """The grader reaches the references only through `grader.course.references` (by path), never by an import."""
     found = []
     for path in sorted((ROOT / "grader").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):

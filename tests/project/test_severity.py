@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import manifest, schema
+from grader import schema
+from grader.course import manifest
 from grader.scoring import scorecard
 from grader.scoring.collect import TestResult
 from grader.scoring.points import SEVERE_CAP, exercise_scores

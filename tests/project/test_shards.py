@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from grader import schema
-from grader.batch import discover, shard
-from grader.cli import main
+from grader.cli.main import main
+from grader.cluster import shard
 from grader.errors import UsageError
+from grader.intake import classfolder as discover
 from tests.project.conftest import CORPUS, ROOT
 
 pytestmark = pytest.mark.cost(19)  # seconds on 2 cores: started early (tests/project/conftest.py)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import manifest
+from grader.course import manifest
 from grader.similarity import code, match, source
 from grader.similarity import summary as evidence
 from tests.project.conftest import CORPUS, ROOT

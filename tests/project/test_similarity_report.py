@@ -16,10 +16,11 @@ from typing import Any
 import torch
 
 from grader import schema
-from grader.batch import job, outputs
-from grader.batch.discover import Entry
+from grader.batch import job
 from grader.batch.engine import Options, Result, Run
-from grader.cli import main
+from grader.cli.main import main
+from grader.exports import outputs
+from grader.intake.classfolder import Entry
 from grader.scoring import answers as digests
 from grader.similarity import answers
 from grader.similarity import summary as evidence

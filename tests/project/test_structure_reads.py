@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader import manifest
+from grader.course import manifest
 from grader.inside import structure
 from grader.inside.executor import Executor
 from grader.protocol.errors import StudentError

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import manifest
-from grader.cli import main
+from grader.cli.main import main
+from grader.course import manifest
 
 pytestmark = pytest.mark.cost(90)
 

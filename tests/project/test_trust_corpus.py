@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader import intake, manifest
+from grader.course import manifest
 from grader.grade import grade
+from grader.intake import submission as intake
 from grader.scoring import withhold
 from tests.project import trust_corpus
 from tests.project.conftest import grade_inprocess

@@ -27,8 +27,8 @@ from grader import procs
 
 pytestmark = pytest.mark.cost(29)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
-TRUSTED_IMPORTS = ("grader.cli", "grader.grade", "grader.batch.engine", "grader.batch.slot", "grader.batch.outputs",
-                   "grader.batch.report", "grader.scoring.runner", "grader.sandbox.remote", "jsonschema", "rich",
+TRUSTED_IMPORTS = ("grader.cli.main", "grader.grade", "grader.batch.engine", "grader.batch.slot", "grader.exports.outputs",
+                   "grader.exports.report", "grader.scoring.runner", "grader.sandbox.remote", "jsonschema", "rich",
                    "jinja2", "torch", "pytest")
 GRADED_SINGLE = ("grader", "json", "torch")  # planted at the top as plain files: single-file submissions, graded
 PER_FOLDER = 100  # names in one folder submission (intake takes at most MAX_FILES = 200 modules from one)

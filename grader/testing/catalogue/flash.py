@@ -3,7 +3,7 @@ started at 0, the accumulator or the denominator not rescaled, each tile normali
 tile dropped), and the formula-level ones (scale, causal alignment, is_causal by default).
 
 Trusted tiled code, run by the hidden suites only: it is a tiled attention, so it never ships to students
-(:data:`grader.classroom.release.RUNTIME` leaves it out); the public suites diagnose with formulas alone.
+(:data:`grader.release.repository.RUNTIME` leaves it out); the public suites diagnose with formulas alone.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 chunk dropped, a reset that keeps the count, the kv heads tiled with repeat, the values turned).
 
 Trusted decoding code, run by the hidden suites only (it decodes, as the exercise does: it never ships to students,
-:data:`grader.classroom.release.RUNTIME` leaves it out).
+:data:`grader.release.repository.RUNTIME` leaves it out).
 """
 
 from __future__ import annotations

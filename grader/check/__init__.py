@@ -1,0 +1,1 @@
+"""What runs where students are: ``grader check``, ``grader ci`` and the notebook runtime."""
