@@ -140,6 +140,8 @@ CATALOGUE: tuple[Misconception, ...] = (
     _M("rope-return-order", "(sin, cos) returned instead of (cos, sin)", True, r"\(cos, sin\)"),
     _M("rope-positions-broadcast", "per-batch positions broadcast against the heads", True, r"broadcast"),
     _M("rope-shape", "the rotated tensor's shape changed", True, r"extra leading dims|same shape"),
+    _M("rope-tables-layout", "RoPE tables in Hugging Face's (max_len, head_dim) layout (each pair's column twice) "
+       "instead of one column per pair", True, r"Hugging Face|one column per pair"),
     _M("cache-unbounded", "a cache grown without bound instead of preallocated", False,
        r"preallocated|do not grow|no growing storage|torch\.cat"),
     _M("cache-unwritten-slots", "unwritten cache slots attended to", True, r"unwritten|not yet written|filled prefix"),
