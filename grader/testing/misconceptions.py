@@ -116,6 +116,12 @@ CATALOGUE: tuple[Misconception, ...] = (
     _M("dropout-no-rescale", "the kept weights not rescaled by 1/(1-p)", True, r"1 / \(1 - p\)"),
     _M("weights-before-dropout", "the weights returned before dropout, not the ones used", True,
        r"weights used for the output"),
+    _M("dropout-shared-mask", "one dropout mask drawn once and broadcast across batch items or heads", True,
+       r"broadcast to all|independent draw"),
+    _M("dropout-same-draw", "the same dropout mask on every call (a fixed seed or generator)", True,
+       r"fixed seed|fresh dropout draw"),
+    _M("dropout-branch-skipped", "dropout left out of one branch (with a mask, or causal)", True,
+       r"no dropout in (this|the) branch|every branch"),
     # decaying attention
     _M("gamma-not-parameter", "gamma not an nn.Parameter", True, r"nn\.Parameter|learnable"),
     _M("gamma-wrong-axis", "gamma broadcast against the wrong axis", True, r"gamma\[h\] only scales|\(H, 1, 1\)"),

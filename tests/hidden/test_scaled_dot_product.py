@@ -11,7 +11,8 @@ from grader.testing.attention import sdpa_float64
 from grader.testing.catalogue.sdp import sdp_suspects
 from grader.testing.checks import expect, expect_shape, expect_tensor, expect_tuple
 from grader.testing.diagnosis import Suspects
-from grader.testing.gradients import expect_grads
+from grader.testing.dropout import attention_with_draw, drawn_multipliers, expect_new_draw
+from grader.testing.gradients import expect_grads, expect_grads_of
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable, returned_before_dropout
 from grader.testing.regimes import expect_stable, shifted_qk
 
@@ -49,7 +50,7 @@ SHAPES = {  # name: (query, key, value) shapes
 }
 
 
-@pytest.mark.points(0.5)
+@pytest.mark.points(0.25)
 @pytest.mark.parametrize("case", list(SHAPES))
 def test_output_matches_sdpa_without_mask(student, gen, case):
     q, k, v = (torch.randn(*s, generator=gen) for s in SHAPES[case])
@@ -205,6 +206,28 @@ def test_dropout_zeroes_weights_and_rescales_survivors(student, gen, p):
     # the returned weights are their own coefficients: values = I
     expect_dropout_on_weights(w, oracle_weights(q, k), torch.eye(32), p, what="weights returned in training mode",
                               tol=1e-5)
+
+
+@pytest.mark.points(0.75)
+def test_training_mode_with_a_mask_backward_goes_through_the_dropout(student, gen):
+    """Training mode with a bool mask: the returned weights are the masked softmax's with a fresh draw per call,
+    batch item and head; a forward and backward gives the gradients of float64 attention with that very draw."""
+    p = 0.3
+    q, k, v = (torch.randn(*shape, generator=gen, dtype=torch.float64) for shape in ((3, 2, 6, 8), (3, 2, 7, 8),
+                                                                                     (3, 2, 7, 5)))
+    mask = torch.ones(6, 7, dtype=torch.bool).tril(diagonal=1)  # every query sees at least two keys
+    g_out, g_w = torch.randn(3, 2, 6, 5, generator=gen, dtype=torch.float64), \
+        torch.randn(3, 2, 6, 7, generator=gen, dtype=torch.float64)
+    call = student.scaled_dot_product.scaled_dot_product_attention
+    got = call.grads(q, k, v, grad_output=(g_out, g_w), mask=mask, dropout_p=p, training=True)
+    weights = oracle_weights(q, k, mask)
+    expect_dropout_on_weights(got[0][1], weights, torch.eye(7, dtype=torch.float64), p,
+                              what=f"weights returned with a causal bool mask, dropout_p={p}, training=True")
+    keep = drawn_multipliers(got[0][1], weights, p)
+    _, again = sdpa(student, q, k, v, mask=mask, dropout_p=p, training=True)
+    expect_new_draw(got[0][1], again, what=f"weights of scaled_dot_product_attention(..., dropout_p={p}, training=True)")
+    expect_grads_of(got, (q, k, v), attention_with_draw(keep, mask), (g_out, g_w), names=("query", "key", "value"),
+                    what=f"scaled_dot_product_attention(float64, bool mask, dropout_p={p}, training=True) backward")
 
 
 @pytest.mark.severe(OVERFLOW)
