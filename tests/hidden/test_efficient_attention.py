@@ -17,6 +17,7 @@ from grader.testing.devices import expect_on_input_device
 from grader.testing.diagnosis import tag
 from grader.testing.dropout import expect_new_draw
 from grader.testing.gradients import expect_grads
+from grader.testing.layouts import shared, sliced, transposed
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
 from grader.testing.precision import expect_no_worse_than
 from grader.testing.regimes import expect_stable, shifted_qk
@@ -88,7 +89,7 @@ def test_sdpa_additive_float_mask_is_added_to_the_scores(student, gen):
                 suspects=sdpa_suspects(q, k, v, mask=additive))
 
 
-@pytest.mark.points(0.75)
+@pytest.mark.points(0.25)
 def test_sdpa_is_causal_square_matches_math_and_hides_the_future(student, gen):
     q, k, v = qkv(gen, B=2, H=3, L=8, S=8, E=4, Ev=6)
     got = expect_call(lambda: student.efficient_attention.sdpa_attention(q, k, v, is_causal=True),
@@ -235,6 +236,22 @@ def test_flash_is_stable_for_large_scores(student, gen, case):
                         what=f"flash_attention({case})", names=None if case == "scores_near_150" else MAX_AT_ZERO)
     expect_tensor(got, hand_attention(q, k, v), what=f"flash_attention({case})", atol=tol, rtol=tol,
                   suspects=flash_suspects(q, k, v, block_size=6, causal_default=True))
+
+
+@pytest.mark.points(0.25)
+@pytest.mark.parametrize("fn", ["flash_attention", "sdpa_attention"])
+def test_views_and_one_tensor_as_query_key_and_value(student, gen, fn):
+    """Inputs as attention gets them in a model: heads split by x.view(B, L, H, E).transpose(1, 2) (not contiguous),
+    a value sliced out of a wider tensor, and self-attention with one tensor passed as query, key and value."""
+    call = getattr(student.efficient_attention, fn)
+    kwargs = {"block_size": 4} if fn == "flash_attention" else {}
+    q, k, v = qkv(gen, B=2, H=3, L=7, S=9, E=4, Ev=5, dtype=torch.float64)
+    expect_tensor(call(transposed(q, 1, 2), transposed(k, 1, 2), sliced(v), is_causal=True, **kwargs),
+                  hand_attention(q, k, v, bottom_right(7, 9)),
+                  what=f"{fn}(q, k, v, is_causal=True) with q and k transposed views and v a slice")
+    x = q[:, :, :, :4]
+    expect_tensor(call(shared(x), shared(x), shared(x), **kwargs), hand_attention(x, x, x),
+                  what=f"{fn}(x, x, x): one tensor as query, key and value")
 
 
 @pytest.mark.points(0.25)

@@ -13,6 +13,7 @@ from grader.testing.checks import expect, expect_shape, expect_tensor, expect_tu
 from grader.testing.diagnosis import Suspects
 from grader.testing.dropout import attention_with_draw, drawn_multipliers, expect_new_draw
 from grader.testing.gradients import expect_grads, expect_grads_of
+from grader.testing.layouts import shared, sliced, transposed
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable, returned_before_dropout
 from grader.testing.regimes import expect_stable, shifted_qk
 
@@ -253,7 +254,23 @@ def _sdpa64(q, k, v, mask=None):
     return w @ v, w
 
 
-@pytest.mark.points(0.5)
+
+@pytest.mark.points(0.25)
+def test_views_and_one_tensor_as_query_key_and_value(student, gen):
+    """Heads split as a model splits them (x.view(B, L, H, E).transpose(1, 2): not contiguous), a key sliced out of
+    a wider tensor, and self-attention with one tensor passed as query, key and value."""
+    q, k, v = (torch.randn(2, 3, n, 4, generator=gen) for n in (5, 6, 6))
+    on_out, _ = both(q, k, v)
+    out, _ = sdpa(student, transposed(q, 1, 2), sliced(k), transposed(v, 1, 2), suspects=on_out)
+    expect_tensor(out, sdpa_float64(q, k, v), what="output with query and value transposed views, key a slice",
+                  suspects=on_out)
+    on_out, on_w = both(q, q, q)
+    out, weights = sdpa(student, shared(q), shared(q), shared(q), suspects=on_out)
+    expect_tensor(weights, oracle_weights(q, q), what="weights of (x, x, x): one tensor as query, key and value",
+                  suspects=on_w)
+    expect_tensor(out, sdpa_float64(q, q, q), what="output of (x, x, x)", suspects=on_out)
+
+@pytest.mark.points(0.25)
 def test_float64_gradients_match_the_oracle(student, gen):
     q, k, v = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64), \
         torch.randn(2, 6, 4, generator=gen, dtype=torch.float64), torch.randn(2, 6, 3, generator=gen, dtype=torch.float64)
