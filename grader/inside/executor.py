@@ -93,6 +93,7 @@ class Executor:
         where = _where(module, name)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
+        args, kwargs = handles.resolve(args, kwargs, self.handles)
         value = self._guarded(where, lambda: ops.unchanged(where, args, kwargs,
                                                          lambda: ops.vjp(target, args, kwargs, grad_output)))
         plain: tuple[Any, tuple[Any, ...]] = _plain(value, f"{where} returned")  # ops.vjp's (output, grads)

@@ -10,15 +10,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
 from torch import nn
 
 from grader.protocol.errors import StudentAPIError
-from grader.protocol.values import Args, HandleRef, Kwargs
+from grader.protocol.values import Args, HandleRef, Kwargs, View
 
 
 def resolve(args: Args, kwargs: Kwargs, handles: Mapping[int, tuple[nn.Module, str]]) -> tuple[Args, Kwargs]:
-    """``args``/``kwargs`` with every :class:`HandleRef` (at any depth) replaced by the module it names."""
+    """``args``/``kwargs`` with every :class:`HandleRef` (at any depth) replaced by the module it names, and every
+    :class:`View` by the view it asks for (one object per ``share`` key)."""
+    shared: dict[int, torch.Tensor] = {}
+
     def swap(value: object) -> object:
+        if type(value) is View:
+            return _view(value, shared)
         if type(value) is HandleRef:
             if value.id not in handles:
                 raise StudentAPIError(f"no module handle {value.id} (released, or the worker restarted)")
@@ -29,6 +35,17 @@ def resolve(args: Args, kwargs: Kwargs, handles: Mapping[int, tuple[nn.Module, s
             return {k: swap(v) for k, v in value.items()}
         return value
     return tuple(swap(a) for a in args), {k: swap(v) for k, v in kwargs.items()}
+
+
+def _view(view: View, shared: dict[int, torch.Tensor]) -> torch.Tensor:
+    """The tensor a :class:`View` asks for (its fields were checked when it was decoded)."""
+    if view.share is not None and view.share in shared:
+        return shared[view.share]
+    made = view.base if view.permute is None else view.base.permute(view.permute)
+    made = made if view.narrow is None else made.narrow(*view.narrow)
+    if view.share is not None:
+        shared[view.share] = made
+    return made
 
 
 def method_of(m: nn.Module, name: str) -> Callable[..., Any]:

@@ -31,6 +31,39 @@ class HandleRef:
     class_name: str
 
 
+MAX_SHARE = 8  # how many distinct shared tensors one call may name
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A test's instruction to the worker: pass ``base`` as a view the wire cannot carry (it sends only contiguous
+    bytes): ``base.permute(permute)`` (a transposed view), then ``.narrow(*narrow)`` (a slice of it). Every ``View``
+    of one call with the same ``share`` key becomes one tensor object (the first one made): the same tensor passed
+    as query, key and value. Plain data, checked here on both sides (:func:`checked_view`)."""
+
+    base: torch.Tensor
+    permute: tuple[int, ...] | None = None
+    narrow: tuple[int, int, int] | None = None  # (dim, start, length) of the permuted tensor
+    share: int | None = None
+
+
+def checked_view(view: View) -> View:
+    """``view`` if every field is in range for its base, else :class:`ValueRejected` (a malformed instruction)."""
+    n = view.base.dim()
+    if view.permute is not None and (type(view.permute) is not tuple or sorted(view.permute) != list(range(n))
+                                     or any(type(d) is not int for d in view.permute)):
+        raise ValueRejected(f"view: permute must be a permutation of range({n})")
+    if view.narrow is not None:
+        shape = view.base.permute(view.permute).shape if view.permute is not None else view.base.shape
+        if (type(view.narrow) is not tuple or len(view.narrow) != 3 or any(type(v) is not int for v in view.narrow)
+                or not 0 <= view.narrow[0] < n or view.narrow[1] < 0 or view.narrow[2] < 0
+                or view.narrow[1] + view.narrow[2] > shape[view.narrow[0]]):
+            raise ValueRejected("view: narrow must be (dim, start, length) inside the permuted base")
+    if view.share is not None and (type(view.share) is not int or not 0 <= view.share < MAX_SHARE):
+        raise ValueRejected(f"view: share must be an int in [0, {MAX_SHARE})")
+    return view
+
+
 def plain_tensor(t: torch.Tensor) -> torch.Tensor:
     """A detached, contiguous copy whose type is exactly ``torch.Tensor`` (subclass hooks disabled)."""
     with torch._C.DisableTorchFunctionSubclass():
@@ -51,6 +84,8 @@ def _convert(value: object, where: str, depth: int, count: list[int]) -> Any:
         return value
     if isinstance(value, torch.Tensor):
         return _tensor(value, where)
+    if type(value) is View:
+        return checked_view(View(_tensor(value.base, f"{where}.base"), value.permute, value.narrow, value.share))
     if isinstance(value, (torch.dtype, torch.device)):
         return value
     if isinstance(value, str):

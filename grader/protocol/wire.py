@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, NoReturn
 
 import torch
 
-from grader.protocol.values import HandleRef
+from grader.protocol.values import HandleRef, ValueRejected, View, checked_view
 
 MAGIC = b"GRW1"
 MAX_HEADER = 1 << 20
@@ -60,6 +60,10 @@ def _enc(value: object, table: list[dict[str, Any]], chunks: list[bytes], offset
         return {"$t": _enc_tensor(value, table, chunks, offset)}
     if isinstance(value, HandleRef):
         return {"$h": [value.id, value.class_name]}
+    if type(value) is View:
+        return {"$v": [{"$t": _enc_tensor(value.base, table, chunks, offset)},
+                       None if value.permute is None else list(value.permute),
+                       None if value.narrow is None else list(value.narrow), value.share]}
     if isinstance(value, torch.dtype):
         return {"$d": _NAMES.get(value) or _fail(f"dtype {value} cannot cross")}
     if isinstance(value, torch.device):
@@ -218,9 +222,25 @@ def _dec_tagged(tag: str, body: object, tensors: _Tensors, depth: int) -> Any:
         return DTYPES[body]
     if tag == "$dev" and type(body) is str:
         return _device(body, allow_cuda=True)  # a device name is only data: nothing is allocated
+    if tag == "$v":
+        return _dec_view(body, tensors)
     if tag == "$h" and type(body) is list and len(body) == 2 and type(body[0]) is int and type(body[1]) is str:
         return HandleRef(body[0], body[1][:200])
     raise WireError(f"unknown or malformed tag {str(tag)[:40]!r}")
+
+
+def _dec_view(body: object, tensors: _Tensors) -> View:
+    """``[{"$t": i}, permute | null, narrow | null, share | null]``, every field checked against its base."""
+    if type(body) is not list or len(body) != 4 or type(body[0]) is not dict or set(body[0]) != {"$t"}:
+        raise WireError("malformed view")
+    fields = [None if v is None else tuple(v) if type(v) is list and len(v) <= MAX_DIMS
+              and all(type(d) is int for d in v) else _fail("malformed view field") for v in body[1:3]]
+    if body[3] is not None and type(body[3]) is not int:
+        raise WireError("malformed view share")
+    try:
+        return checked_view(View(tensors.get(body[0]["$t"]), fields[0], fields[1], body[3]))
+    except ValueRejected as exc:
+        raise WireError(str(exc)) from None
 
 
 def _dec_map(body: list[object], tensors: _Tensors, depth: int) -> dict[str | int, Any]:

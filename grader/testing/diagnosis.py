@@ -171,6 +171,9 @@ TELLTALES: tuple[tuple[str, str, str], ...] = (
      "torch.as_tensor without device=) where it must stay on its inputs' device"),
     ("dtype-ignored", "expected scalar type", "your code mixes dtypes: a tensor made in another dtype than its inputs' "
      "(a float32 mask or constant) meets them"),
+    ("noncontiguous-view", "view size is not compatible with input tensor's size and stride", "your code calls "
+     ".view() on a tensor that is not contiguous (a transposed or sliced input, as a model passes them): use "
+     ".reshape(), which copies only when it must"),
     ("mask-truthiness", "Boolean value of Tensor with more than one value is ambiguous",
      "`if tensor:` on a tensor of several values (`if mask:` where a test against None was meant)"),
     ("function-grad-count", "returned an incorrect number of gradients",

@@ -56,8 +56,19 @@ def expect_grads(student_fn: StudentCallable, inputs: Sequence[torch.Tensor], or
     the output's misconceptions; ``gradient_suspects``: the gradients', by default the one that shows when autograd
     computes both and only the gradient is wrong: a custom backward has others)."""
     __tracebackhide__ = True
-    out, grads = student_fn.grads(*inputs, grad_output=grad_output, **kwargs)
-    want_out, want_grads = oracle_grads(lambda *xs: oracle(*xs, **kwargs), inputs, grad_output)
+    got = student_fn.grads(*inputs, grad_output=grad_output, **kwargs)
+    expect_grads_of(got, inputs, lambda *xs: oracle(*xs, **kwargs), grad_output, what=what, names=names,
+                    suspects=suspects, gradient_suspects=gradient_suspects)
+
+
+def expect_grads_of(got: tuple[Any, tuple[Any, ...]], inputs: Sequence[torch.Tensor], oracle: Callable[..., Any],
+                    grad_output: GradOutput, *, what: str, names: Sequence[str], suspects: Suspects | None = None,
+                    gradient_suspects: Suspects = GRADIENT_SUSPECTS) -> None:
+    """:func:`expect_grads` on what a ``.grads`` call already gave back (``got``): a test that must read its output
+    first (a dropout draw) builds the oracle from it, then compares."""
+    __tracebackhide__ = True
+    out, grads = got
+    want_out, want_grads = oracle_grads(oracle, inputs, grad_output)
     outs, want_outs = (out, want_out) if isinstance(want_out, tuple) else ((out,), (want_out,))
     if not isinstance(outs, tuple) or len(outs) != len(want_outs):
         fail(f"{what}: got {type(out).__name__}, expected {len(want_outs)} output(s)")

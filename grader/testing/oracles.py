@@ -10,6 +10,8 @@ wrong scale gives coefficients of neither kind, whatever ``p`` is.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from grader.testing.checks import expect_shape, fail
@@ -49,6 +51,7 @@ def expect_dropout_on_weights(out: torch.Tensor, weights: torch.Tensor, values: 
                  "dropout-wrong-place", "each attention weight's share of the output "
                  "is neither 0 nor weight / (1 - p): the random zeros fall somewhere else than on the attention "
                  "weights (the scores, the values, the output)"))
+    expect_independent_draws(dropped & live, live, p, what=what)
     n = max(int(live.sum()), 1)
     frac = float((dropped & live).sum()) / n
     fair = max(0.05, 5 * (p * (1 - p) / n) ** 0.5)  # 5 sigma: a fair draw never fails
@@ -57,6 +60,24 @@ def expect_dropout_on_weights(out: torch.Tensor, weights: torch.Tensor, values: 
                    "keeping a weight") if abs(frac - (1 - p)) <= fair else None
         fail(f"{what}: got {frac:.1%} of the attention weights dropped with dropout={p}, expected about {p:.0%}"
              + (f"\n  {said}" if said else ""))
+
+
+def expect_independent_draws(dropped: torch.Tensor, live: torch.Tensor, p: float, *, what: str) -> None:
+    """Fail when every batch item (dimension 0), or every head (dimension 1 of a 4-d draw), dropped exactly the
+    same weights: one mask drawn once and broadcast. Checked only where a fair draw could not do that by chance
+    (below 1e-9: every entry outside the first slice repeating it has probability at most max(p, 1 - p))."""
+    __tracebackhide__ = True
+    for name, dim in (("batch item", 0), ("head", 1))[: 1 + (dropped.dim() >= 4)]:
+        if dropped.dim() < 3 or dropped.shape[dim] < 2:
+            continue
+        drops, both = dropped.movedim(dim, 0), live.movedim(dim, 0) & live.movedim(dim, 0)[:1]
+        if int(both[1:].sum()) * math.log(max(p, 1 - p)) > math.log(1e-9):
+            continue  # too few weights for a verdict a fair draw never fails
+        if bool(((drops == drops[:1]) | ~both).all()):
+            fail(f"{what}: every {name} drops exactly the same attention weights ({drops.shape[0]} {name}s), "
+                 f"expected an independent draw per {name}\n  " + tag(
+                     "dropout-shared-mask", f"one dropout mask is drawn once and broadcast to every {name} "
+                     "(torch.rand(T, T) instead of torch.rand_like(weights)): each must draw its own"))
 
 
 def _expect_the_right_scale(coeff: torch.Tensor, weights: torch.Tensor, survivors: torch.Tensor, p: float,

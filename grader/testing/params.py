@@ -11,6 +11,7 @@ fails with a message that names it: then nothing can be compared.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -21,7 +22,7 @@ from grader.testing.checks import expect_tensor, fail
 from grader.testing.diagnosis import Suspects
 from grader.testing.gradients import GRADIENT_SUSPECTS, no_gradient
 
-__all__ = ["compared_grads", "expect_module_grads", "params_of", "transplant"]
+__all__ = ["compared_grads", "expect_grads_of", "expect_module_grads", "params_of", "transplant"]
 
 
 def params_of(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -66,11 +67,21 @@ def expect_module_grads(h: Handle, ref: nn.Module, *inputs: torch.Tensor, grad_o
     the output (``suspects``: its misconceptions), the gradient of each floating-point input (``names``, in order)
     and of each parameter must match. Returns the student's parameter gradients for further checks."""
     __tracebackhide__ = True
-    out, input_grads, param_grads = h.grads(*inputs, grad_output=grad_output)
+    return expect_grads_of(h.grads(*inputs, grad_output=grad_output), ref, *inputs, grad_output=grad_output,
+                           names=names, suspects=suspects)
+
+
+def expect_grads_of(given: tuple[Any, tuple[Any, ...], dict[str, Any]], ref: nn.Module, *inputs: torch.Tensor,
+                    grad_output: torch.Tensor, names: Sequence[str] = ("x",), suspects: Suspects | None = None,
+                    what: str = "float64 output") -> dict[str, torch.Tensor | None]:
+    """:func:`expect_module_grads` on what a ``Handle.grads`` call already gave back (``got``): a test that must
+    look at the output first (to read a dropout draw from it) compares the rest afterwards."""
+    __tracebackhide__ = True
+    out, input_grads, param_grads = given
     leaves = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
     expected = ref(*leaves)
     (expected * grad_output).sum().backward()  # the same vector-Jacobian product; .backward(g) imports sympy
-    expect_tensor(out, expected.detach(), what="float64 output", suspects=suspects)
+    expect_tensor(out, expected.detach(), what=what, suspects=suspects)
     floating = [(leaf, got) for leaf, got in zip(leaves, input_grads, strict=True) if leaf.is_floating_point()]
     for name, (leaf, got) in zip(names, floating, strict=True):
         assert leaf.grad is not None, f"the oracle's output does not depend on {name}"

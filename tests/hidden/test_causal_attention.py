@@ -15,8 +15,9 @@ from grader.testing.catalogue.structure import expect_structure
 from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.diagnosis import tag
+from grader.testing.dropout import FixedDropout, expect_new_draw, output_multipliers
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
-from grader.testing.params import expect_module_grads, params_of, transplant
+from grader.testing.params import expect_grads_of, expect_module_grads, params_of, transplant
 from grader.testing.regimes import constant_last_feature, expect_stable, shift_linears, unshifted
 from grader.testing.structure import expect_buffer_is_used
 
@@ -69,7 +70,7 @@ SHAPES = [  # (B, T, context_length, d_in, d_out, qkv_bias): T < context, d_in !
 ]
 
 
-@pytest.mark.points(0.75)
+@pytest.mark.points(0.5)
 @pytest.mark.parametrize("B,T,ctx,d_in,d_out,bias", SHAPES)
 def test_matches_sdpa_math_backend(student, reference, gen, B, T, ctx, d_in, d_out, bias):
     h, ref = build(student, reference, d_in, d_out, ctx, 0.0, bias)
@@ -226,6 +227,27 @@ def test_dropout_acts_on_the_attention_weights(student, reference, gen, p):
     out = h(x)
     values = F.linear(x, params["W_value.weight"], params["W_value.bias"])
     expect_dropout_on_weights(out, weights64(x, params), values, p, what="training-mode output")
+
+
+@pytest.mark.points(0.75)
+def test_training_mode_backward_goes_through_a_fresh_dropout_draw(student, reference, gen):
+    """Training mode, dropout=0.3: one forward and backward (an in-place dropout breaks the backward), a fresh draw
+    per call and per batch item; the float64 reference given the student's own draw gives the output and every
+    gradient."""
+    p, B, T = 0.3, 12, 6
+    h, ref = build(student, reference, 8, 16, 8, p, True)
+    ref.double()
+    h.to(dtype=torch.float64)
+    params = params_of(ref)
+    x = torch.randn(B, T, 8, generator=gen, dtype=torch.float64)
+    g = torch.randn(B, T, 16, generator=gen, dtype=torch.float64)
+    got = h.train().grads(x, grad_output=g)
+    weights, values = weights64(x, params), F.linear(x, params["W_value.weight"], params["W_value.bias"])
+    expect_dropout_on_weights(got[0], weights, values, p, what="training-mode output of a forward and backward")
+    keep = output_multipliers(got[0], weights, values, p)
+    expect_new_draw(got[0], h(x), what="CausalAttention(8, 16, 8, dropout=0.3).train()(x)")
+    ref.dropout = FixedDropout(keep)
+    expect_grads_of(got, ref, x, grad_output=g, what="training-mode output (with your own dropout draw)")
 
 
 @pytest.mark.points(1)

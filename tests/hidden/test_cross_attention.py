@@ -14,8 +14,9 @@ from grader.testing.catalogue.modules import cross_suspects
 from grader.testing.catalogue.structure import expect_structure
 from grader.testing.checks import expect_call, expect_shape, expect_tensor
 from grader.testing.devices import expect_on_input_device
+from grader.testing.dropout import FixedDropout, expect_new_draw, output_multipliers
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
-from grader.testing.params import expect_module_grads, params_of, transplant
+from grader.testing.params import expect_grads_of, expect_module_grads, params_of, transplant
 from grader.testing.regimes import constant_last_feature, expect_stable, shift_linears, unshifted
 
 pytestmark = pytest.mark.exercise("cross_attention")
@@ -211,8 +212,9 @@ def test_dropout_in_training_acts_on_the_attention_weights(student, reference, g
     keep = lengths_mask([5, 3] * (B // 2), S)
     expect_call(lambda: h(x, context, keep), sdpa_oracle(prm, H, x, context, keep), what=f"eval-mode output, "
                 f"dropout={p}", suspects=cross_suspects(x, context, prm, H, keep))
-    h.train()
-    out = h(x, context, keep)
+    g = torch.randn(B, L, d, generator=gen, dtype=torch.float64)
+    got = h.train().grads(x, context, keep, grad_output=g)  # forward and backward: an in-place dropout breaks it
+    out = got[0]
     expect_shape(out, (B, L, d), what="training-mode output")
     # undo out_proj (out = z W_o^T + b_o), then split z into heads: z_h = dropout(weights_h) @ values_h
     z = torch.linalg.solve(prm["out_proj.weight"], (out - prm["out_proj.bias"]).transpose(-2, -1)).transpose(-2, -1)
@@ -220,8 +222,12 @@ def test_dropout_in_training_acts_on_the_attention_weights(student, reference, g
     k, v = (F.linear(context, prm[f"{n}.weight"], prm[f"{n}.bias"]).view(B, S, H, d // H).transpose(1, 2)
             for n in ("W_key", "W_value"))
     scores = (q @ k.transpose(-2, -1) / (d // H) ** 0.5).masked_fill(~keep[:, None, None, :], float("-inf"))
-    expect_dropout_on_weights(z.reshape(B, L, H, d // H).transpose(1, 2), torch.softmax(scores, dim=-1), v, p,
-                              what="training-mode output, before out_proj, per head")
+    heads, weights = z.reshape(B, L, H, d // H).transpose(1, 2), torch.softmax(scores, dim=-1)
+    expect_dropout_on_weights(heads, weights, v, p, what="training-mode output, before out_proj, per head")
+    expect_new_draw(out, h(x, context, keep), what=f"CrossAttention(dropout={p}).train()(x, context, mask)")
+    ref.dropout = FixedDropout(output_multipliers(heads, weights, v, p))  # the reference with your draw
+    expect_grads_of(got, ref, x, context, keep, grad_output=g, names=("x", "context"),
+                    what="training-mode output (with your own dropout draw)")
 
 
 @pytest.mark.points(1)

@@ -15,7 +15,9 @@ from grader.testing.catalogue.flash import flash_suspects
 from grader.testing.checks import expect, expect_call, expect_tensor
 from grader.testing.devices import expect_on_input_device
 from grader.testing.diagnosis import tag
+from grader.testing.dropout import expect_new_draw
 from grader.testing.gradients import expect_grads
+from grader.testing.layouts import shared, sliced, transposed
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
 from grader.testing.precision import expect_no_worse_than
 from grader.testing.regimes import expect_stable, shifted_qk
@@ -59,7 +61,7 @@ def bottom_right(L: int, S: int, device: torch.device | str = "cpu") -> torch.Te
 
 
 # ---------------------------------------------------------------------------------------------- sdpa_attention
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 def test_sdpa_bool_padding_mask_matches_math_backend_and_float64(student, gen):
     q, k, v = qkv(gen, B=2, H=2, L=4, S=7, E=8, Ev=5)
     keep = torch.rand(2, 1, 1, 7, generator=gen) > 0.4  # (B, 1, 1, S): per-batch padding, True = real key
@@ -87,7 +89,7 @@ def test_sdpa_additive_float_mask_is_added_to_the_scores(student, gen):
                 suspects=sdpa_suspects(q, k, v, mask=additive))
 
 
-@pytest.mark.points(0.75)
+@pytest.mark.points(0.25)
 def test_sdpa_is_causal_square_matches_math_and_hides_the_future(student, gen):
     q, k, v = qkv(gen, B=2, H=3, L=8, S=8, E=4, Ev=6)
     got = expect_call(lambda: student.efficient_attention.sdpa_attention(q, k, v, is_causal=True),
@@ -100,7 +102,7 @@ def test_sdpa_is_causal_square_matches_math_and_hides_the_future(student, gen):
     expect_tensor(again[..., :5, :], got[..., :5, :], what="outputs of queries 0..4 after changing keys 5..7")
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.75)
 def test_sdpa_is_causal_with_fewer_queries_is_bottom_right_aligned(student, gen):
     q, k, v = qkv(gen, B=2, H=2, L=3, S=7, E=4, Ev=4)
     got = expect_call(lambda: student.efficient_attention.sdpa_attention(q, k, v, is_causal=True),
@@ -116,7 +118,7 @@ def test_sdpa_is_causal_with_fewer_queries_is_bottom_right_aligned(student, gen)
                            what="sdpa_attention(q, k, v on the meta device, is_causal=True)")
 
 
-@pytest.mark.points(0.75)
+@pytest.mark.points(0.5)
 def test_sdpa_eval_mode_has_no_dropout(student, gen):
     q, k, v = qkv(gen, B=2, H=2, L=6, S=6, E=4, Ev=4)
     a = student.efficient_attention.sdpa_attention(q, k, v, dropout_p=0.5, training=False)
@@ -126,7 +128,31 @@ def test_sdpa_eval_mode_has_no_dropout(student, gen):
                   suspects=sdpa_suspects(q, k, v))
 
 
-@pytest.mark.points(0.375)
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("branch", ["bool mask", "is_causal, L < S"])
+def test_sdpa_training_mode_drops_weights_with_a_mask_or_causal(student, gen, branch):
+    """Every branch drops in training: with a mask, and with the bottom-right causal mask (L != S) built by hand."""
+    p, L, S = 0.3, 12, 16
+    q, k = (torch.randn(3, 2, n, 8, generator=gen, dtype=torch.float64) * 0.5 for n in (L, S))
+    v = torch.randn(3, 2, S, 40, generator=gen, dtype=torch.float64)  # Ev > S: the value rows are independent
+    allowed = bottom_right(L, S) if branch != "bool mask" else torch.rand(L, S, generator=gen) < 0.7
+    allowed[:, 0] = True  # every query sees a key
+    kwargs = {"is_causal": True} if branch != "bool mask" else {"mask": allowed}
+    weights = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill(~allowed, float("-inf")), dim=-1)
+    call = student.efficient_attention.sdpa_attention
+    expect_tensor(call(q, k, v, dropout_p=p, training=False, **kwargs), hand_attention(q, k, v, allowed),
+                  what=f"sdpa_attention(..., {branch}, dropout_p={p}, training=False)")
+    a, b = (call(q, k, v, dropout_p=p, training=True, **kwargs) for _ in range(2))
+    said = tag("dropout-branch-skipped", "this branch never drops: pass dropout_p if training else 0.0 in every "
+               "branch's call")
+    expect(not torch.allclose(a, hand_attention(q, k, v, allowed)), f"sdpa_attention(..., {branch}, dropout_p={p}, "
+           f"training=True): got the output without dropout, expected about {p:.0%} of the weights dropped\n  "
+           + said)
+    expect_new_draw(a, b, what=f"sdpa_attention(..., {branch}, dropout_p={p}, training=True)")
+    expect_dropout_on_weights(a, weights, v, p, what=f"sdpa_attention(..., {branch}, dropout_p={p}, training=True)")
+
+
+@pytest.mark.points(0.25)
 @pytest.mark.parametrize("p", [0.1, 0.3])  # not 0.5 alone: there p == 1 - p, so passing 1 - p would pass
 def test_sdpa_training_mode_drops_a_fraction_p_of_the_weights(student, gen, p):
     L = S = 32
@@ -210,6 +236,22 @@ def test_flash_is_stable_for_large_scores(student, gen, case):
                         what=f"flash_attention({case})", names=None if case == "scores_near_150" else MAX_AT_ZERO)
     expect_tensor(got, hand_attention(q, k, v), what=f"flash_attention({case})", atol=tol, rtol=tol,
                   suspects=flash_suspects(q, k, v, block_size=6, causal_default=True))
+
+
+@pytest.mark.points(0.25)
+@pytest.mark.parametrize("fn", ["flash_attention", "sdpa_attention"])
+def test_views_and_one_tensor_as_query_key_and_value(student, gen, fn):
+    """Inputs as attention gets them in a model: heads split by x.view(B, L, H, E).transpose(1, 2) (not contiguous),
+    a value sliced out of a wider tensor, and self-attention with one tensor passed as query, key and value."""
+    call = getattr(student.efficient_attention, fn)
+    kwargs = {"block_size": 4} if fn == "flash_attention" else {}
+    q, k, v = qkv(gen, B=2, H=3, L=7, S=9, E=4, Ev=5, dtype=torch.float64)
+    expect_tensor(call(transposed(q, 1, 2), transposed(k, 1, 2), sliced(v), is_causal=True, **kwargs),
+                  hand_attention(q, k, v, bottom_right(7, 9)),
+                  what=f"{fn}(q, k, v, is_causal=True) with q and k transposed views and v a slice")
+    x = q[:, :, :, :4]
+    expect_tensor(call(shared(x), shared(x), shared(x), **kwargs), hand_attention(x, x, x),
+                  what=f"{fn}(x, x, x): one tensor as query, key and value")
 
 
 @pytest.mark.points(0.25)

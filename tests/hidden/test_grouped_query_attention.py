@@ -17,9 +17,10 @@ from grader.testing.catalogue.structure import expect_structure
 from grader.testing.checks import expect, expect_call, expect_raises, expect_shape, expect_tensor
 from grader.testing.devices import expect_on_input_device
 from grader.testing.diagnosis import Suspects, Variant, tag
+from grader.testing.dropout import FixedDropout, expect_new_draw, output_multipliers
 from grader.testing.gradients import GRADIENT_SUSPECTS, no_gradient, oracle_grads
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
-from grader.testing.params import params_of, transplant
+from grader.testing.params import expect_grads_of, params_of, transplant
 from grader.testing.precision import expect_no_worse_than
 from grader.testing.regimes import expect_stable
 
@@ -249,13 +250,20 @@ def test_dropout_acts_on_the_attention_weights(student, reference, gen, p):
     expect_repeatable(h(x), h(x), what=f"two eval-mode calls (dropout={p})")
     expect_call(lambda: h(x), hand_oracle64(x, params, H, Hkv), what=f"eval-mode output with dropout={p}",
                 suspects=gqa_suspects(x, params, H, Hkv))
-    out = h.train()(x)
+    g = torch.randn(B, T, d, generator=gen, dtype=torch.float64)
+    got = h.train().grads(x, grad_output=g)  # forward and backward: an in-place dropout breaks the backward
+    out = got[0]
     expect_shape(out, (B, T, d), what="training-mode output")
     # undo out_proj (out = z W_o^T + b_o), then split z into heads: z_h = dropout(weights_h) @ values_h
     z = torch.linalg.solve(params["out_proj.weight"], (out - params["out_proj.bias"]).transpose(-2, -1))
     heads = z.transpose(-2, -1).reshape(B, T, H, d // H).transpose(1, 2)
     weights, values = hand_weights64(x, params, H, Hkv)
     expect_dropout_on_weights(heads, weights, values, p, what="training-mode output, before out_proj, per head")
+    expect_new_draw(out, h(x), what=f"GroupedQueryAttention(dropout={p}).train()(x)")
+    ref = reference.grouped_query_attention.GroupedQueryAttention(d, H, Hkv, p, True).double()
+    ref.load_state_dict(params)
+    ref.dropout = FixedDropout(output_multipliers(heads, weights, values, p))  # the reference with your draw
+    expect_grads_of(got, ref, x, grad_output=g, what="training-mode output (with your own dropout draw)")
 
 
 @pytest.mark.points(1)

@@ -16,9 +16,10 @@ from grader.testing.catalogue.structure import expect_structure
 from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.diagnosis import tag
+from grader.testing.dropout import FixedDropout, expect_new_draw, output_multipliers
 from grader.testing.gradients import GRADIENT_SUSPECTS
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
-from grader.testing.params import expect_module_grads, params_of, transplant
+from grader.testing.params import expect_grads_of, expect_module_grads, params_of, transplant
 from grader.testing.regimes import constant_last_feature, expect_stable, shift_linears, unshifted
 from grader.testing.structure import expect_buffer_is_used
 
@@ -318,16 +319,20 @@ def test_fused_dropout_acts_on_the_attention_weights(student, reference, gen, p)
     with torch.no_grad():
         expect_call(lambda: h(x), ref(x), what=f"eval-mode output with dropout={p}",
                     suspects=mha_suspects(x, params, H, context_length=6))
-    h.train()
-    out = h(x)
+    g = torch.randn(B, T, d, generator=gen, dtype=torch.float64)
+    got = h.train().grads(x, grad_output=g)  # forward and backward: an in-place dropout breaks the backward
+    out = got[0]
     expect_shape(out, (B, T, d), what="training-mode output")
     # undo out_proj (out = z W_o^T + b_o), then split z into heads: z_h = dropout(weights_h) @ values_h
     z = torch.linalg.solve(params["out_proj.weight"], (out - params["out_proj.bias"]).transpose(-2, -1))
     z = z.transpose(-2, -1)
     heads = z.reshape(B, T, H, d // H).transpose(1, 2)
     values = F.linear(x, params["W_value.weight"], params["W_value.bias"]).view(B, T, H, d // H).transpose(1, 2)
-    expect_dropout_on_weights(heads, fused_weights64(x, params, H), values, p,
-                              what="training-mode output, before out_proj, per head")
+    weights = fused_weights64(x, params, H)
+    expect_dropout_on_weights(heads, weights, values, p, what="training-mode output, before out_proj, per head")
+    expect_new_draw(out, h(x), what=f"MultiHeadAttention(dropout={p}).train()(x)")
+    ref.dropout = FixedDropout(output_multipliers(heads, weights, values, p))  # the reference with your draw
+    expect_grads_of(got, ref, x, grad_output=g, what="training-mode output (with your own dropout draw)")
 
 
 @pytest.mark.points(1)

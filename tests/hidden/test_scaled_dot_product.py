@@ -11,7 +11,9 @@ from grader.testing.attention import sdpa_float64
 from grader.testing.catalogue.sdp import sdp_suspects
 from grader.testing.checks import expect, expect_shape, expect_tensor, expect_tuple
 from grader.testing.diagnosis import Suspects
-from grader.testing.gradients import expect_grads
+from grader.testing.dropout import attention_with_draw, drawn_multipliers, expect_new_draw
+from grader.testing.gradients import expect_grads, expect_grads_of
+from grader.testing.layouts import shared, sliced, transposed
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable, returned_before_dropout
 from grader.testing.regimes import expect_stable, shifted_qk
 
@@ -49,7 +51,7 @@ SHAPES = {  # name: (query, key, value) shapes
 }
 
 
-@pytest.mark.points(0.5)
+@pytest.mark.points(0.25)
 @pytest.mark.parametrize("case", list(SHAPES))
 def test_output_matches_sdpa_without_mask(student, gen, case):
     q, k, v = (torch.randn(*s, generator=gen) for s in SHAPES[case])
@@ -207,6 +209,28 @@ def test_dropout_zeroes_weights_and_rescales_survivors(student, gen, p):
                               tol=1e-5)
 
 
+@pytest.mark.points(0.75)
+def test_training_mode_with_a_mask_backward_goes_through_the_dropout(student, gen):
+    """Training mode with a bool mask: the returned weights are the masked softmax's with a fresh draw per call,
+    batch item and head; a forward and backward gives the gradients of float64 attention with that very draw."""
+    p = 0.3
+    q, k, v = (torch.randn(*shape, generator=gen, dtype=torch.float64) for shape in ((3, 2, 6, 8), (3, 2, 7, 8),
+                                                                                     (3, 2, 7, 5)))
+    mask = torch.ones(6, 7, dtype=torch.bool).tril(diagonal=1)  # every query sees at least two keys
+    g_out, g_w = torch.randn(3, 2, 6, 5, generator=gen, dtype=torch.float64), \
+        torch.randn(3, 2, 6, 7, generator=gen, dtype=torch.float64)
+    call = student.scaled_dot_product.scaled_dot_product_attention
+    got = call.grads(q, k, v, grad_output=(g_out, g_w), mask=mask, dropout_p=p, training=True)
+    weights = oracle_weights(q, k, mask)
+    expect_dropout_on_weights(got[0][1], weights, torch.eye(7, dtype=torch.float64), p,
+                              what=f"weights returned with a causal bool mask, dropout_p={p}, training=True")
+    keep = drawn_multipliers(got[0][1], weights, p)
+    _, again = sdpa(student, q, k, v, mask=mask, dropout_p=p, training=True)
+    expect_new_draw(got[0][1], again, what=f"weights of scaled_dot_product_attention(..., dropout_p={p}, training=True)")
+    expect_grads_of(got, (q, k, v), attention_with_draw(keep, mask), (g_out, g_w), names=("query", "key", "value"),
+                    what=f"scaled_dot_product_attention(float64, bool mask, dropout_p={p}, training=True) backward")
+
+
 @pytest.mark.severe(OVERFLOW)
 @pytest.mark.points(0.5)
 def test_large_scores_stay_finite(student, gen):
@@ -230,7 +254,23 @@ def _sdpa64(q, k, v, mask=None):
     return w @ v, w
 
 
-@pytest.mark.points(0.5)
+
+@pytest.mark.points(0.25)
+def test_views_and_one_tensor_as_query_key_and_value(student, gen):
+    """Heads split as a model splits them (x.view(B, L, H, E).transpose(1, 2): not contiguous), a key sliced out of
+    a wider tensor, and self-attention with one tensor passed as query, key and value."""
+    q, k, v = (torch.randn(2, 3, n, 4, generator=gen) for n in (5, 6, 6))
+    on_out, _ = both(q, k, v)
+    out, _ = sdpa(student, transposed(q, 1, 2), sliced(k), transposed(v, 1, 2), suspects=on_out)
+    expect_tensor(out, sdpa_float64(q, k, v), what="output with query and value transposed views, key a slice",
+                  suspects=on_out)
+    on_out, on_w = both(q, q, q)
+    out, weights = sdpa(student, shared(q), shared(q), shared(q), suspects=on_out)
+    expect_tensor(weights, oracle_weights(q, q), what="weights of (x, x, x): one tensor as query, key and value",
+                  suspects=on_w)
+    expect_tensor(out, sdpa_float64(q, q, q), what="output of (x, x, x)", suspects=on_out)
+
+@pytest.mark.points(0.25)
 def test_float64_gradients_match_the_oracle(student, gen):
     q, k, v = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64), \
         torch.randn(2, 6, 4, generator=gen, dtype=torch.float64), torch.randn(2, 6, 3, generator=gen, dtype=torch.float64)

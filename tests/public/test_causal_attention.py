@@ -12,6 +12,7 @@ from grader.testing.catalogue.modules import causal_suspects
 from grader.testing.catalogue.structure import expect_structure
 from grader.testing.checks import expect, expect_call, expect_tensor
 from grader.testing.diagnosis import tag
+from grader.testing.dropout import expect_new_draw, output_multipliers
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
 from grader.testing.params import transplant
 
@@ -72,7 +73,7 @@ def test_gives_the_books_context_vectors(student):
                 atol=1e-4, rtol=0, suspects=causal_suspects(batch, params))
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(2.5)
 def test_a_sequence_shorter_than_the_context_and_the_future(student, gen):
     h = student.causal_attention.CausalAttention(4, 4, 8, 0.0)
     h.eval()
@@ -100,7 +101,7 @@ def test_matches_pytorch_causal_attention_with_its_own_weights(student, gen):
                 suspects=causal_suspects(big, p, context_length=8))
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1.5)
 def test_dropout_is_off_in_eval_and_on_the_weights_in_training(student, gen):
     h = student.causal_attention.CausalAttention(6, 12, 6, 0.2)
     h.eval()
@@ -116,3 +117,31 @@ def test_dropout_is_off_in_eval_and_on_the_weights_in_training(student, gen):
     weights = torch.softmax((q @ k.transpose(1, 2) / 12 ** 0.5).masked_fill(
         torch.ones(6, 6, dtype=torch.bool).triu(1), float("-inf")), dim=-1)
     expect_dropout_on_weights(h(x), weights, F.linear(x, p["W_value.weight"]), 0.2, what="training-mode output")
+
+
+def causal_weights(x, wq, wk):
+    """Causal attention weights in float64, (B, T, T)."""
+    q, k = F.linear(x, wq), F.linear(x, wk)
+    T = x.shape[1]
+    return torch.softmax((q @ k.transpose(1, 2) / q.shape[-1] ** 0.5).masked_fill(
+        torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")), dim=-1)
+
+
+@pytest.mark.points(1)
+def test_training_mode_backward_goes_through_the_dropout(student, gen):
+    """A forward and backward in training mode (dropout=0.2): an in-place dropout breaks it. The gradients must be
+    those of float64 causal attention with the very weights your dropout kept."""
+    h = student.causal_attention.CausalAttention(6, 12, 6, 0.2).to(dtype=torch.float64)
+    x = torch.randn(8, 6, 6, generator=gen, dtype=torch.float64)
+    g = torch.randn(8, 6, 12, generator=gen, dtype=torch.float64)
+    p = {k: v.double() for k, v in h.named_parameters().items()}
+    out, (grad_x,), param_grads = h.train().grads(x, grad_output=g)
+    weights, values = causal_weights(x, p["W_query.weight"], p["W_key.weight"]), F.linear(x, p["W_value.weight"])
+    expect_dropout_on_weights(out, weights, values, 0.2, what="training-mode output of a forward and backward")
+    keep = output_multipliers(out, weights, values, 0.2)
+    expect_new_draw(out, h(x), what="CausalAttention(6, 12, 6, dropout=0.2).train()(x)")
+    leaves = [t.clone().requires_grad_(True) for t in (x, *(p[f"{n}.weight"] for n in PROJECTIONS))]
+    ((causal_weights(*leaves[:3]) * keep @ F.linear(leaves[0], leaves[3])) * g).sum().backward()
+    expect_tensor(grad_x, leaves[0].grad, what="training-mode gradient of the input x")
+    for name, leaf in zip(PROJECTIONS, leaves[1:]):
+        expect_tensor(param_grads.get(f"{name}.weight"), leaf.grad, what=f"training-mode gradient of {name}.weight")

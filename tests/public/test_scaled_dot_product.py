@@ -10,7 +10,8 @@ from grader.testing.attention import sdpa_float64
 from grader.testing.catalogue.sdp import sdp_suspects
 from grader.testing.checks import expect_shape, expect_tensor, expect_tuple
 from grader.testing.diagnosis import Suspects
-from grader.testing.gradients import expect_grads
+from grader.testing.dropout import attention_with_draw, drawn_multipliers
+from grader.testing.gradients import expect_grads, expect_grads_of
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable, returned_before_dropout
 
 pytestmark = pytest.mark.exercise("scaled_dot_product")
@@ -61,7 +62,7 @@ def test_reproduces_the_seed_example(student):
                   suspects=sdp_suspects(q, k, v))
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_shapes_with_batch_dims_L_not_S_and_Ev_not_E(student, gen):
     q = torch.randn(2, 3, 4, 8, generator=gen)
     k = torch.randn(2, 3, 6, 8, generator=gen)
@@ -135,7 +136,7 @@ def test_no_dropout_when_not_training(student, gen):
     expect_tensor(out, sdpa_float64(q, k, v), what="output with dropout_p=0.5, training=False", suspects=on_out)
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_dropout_in_training_drops_weights_and_rescales_the_rest(student, gen):
     q, k, v = torch.randn(2, 24, 8, generator=gen), torch.randn(2, 24, 8, generator=gen), \
         torch.randn(2, 24, 4, generator=gen)
@@ -166,3 +167,20 @@ def test_large_scores_and_gradients(student, gen):
 
     expect_grads(student.scaled_dot_product.scaled_dot_product_attention, (q, k, v), oracle, (g, None),
                  what="scaled_dot_product_attention(float64) backward", names=("query", "key", "value"))
+
+
+@pytest.mark.points(1)
+def test_training_mode_backward_goes_through_the_dropout(student, gen):
+    """A forward and backward in training mode (dropout_p=0.2): the gradients must be those of float64 attention
+    with the very weights your dropout kept (your returned weights say which)."""
+    q, k, v = (torch.randn(2, 10, 6, generator=gen, dtype=torch.float64) for _ in range(3))
+    g_out, g_w = torch.randn(2, 10, 6, generator=gen, dtype=torch.float64), \
+        torch.randn(2, 10, 10, generator=gen, dtype=torch.float64)
+    got = student.scaled_dot_product.scaled_dot_product_attention.grads(q, k, v, grad_output=(g_out, g_w),
+                                                                        dropout_p=0.2, training=True)
+    weights = weights64(q, k)
+    expect_dropout_on_weights(got[0][1], weights, torch.eye(10, dtype=torch.float64), 0.2,
+                              what="weights returned in training mode (dropout_p=0.2)")
+    expect_grads_of(got, (q, k, v), attention_with_draw(drawn_multipliers(got[0][1], weights, 0.2)), (g_out, g_w),
+                    names=("query", "key", "value"), what="scaled_dot_product_attention(float64, dropout_p=0.2, "
+                    "training=True) backward")
