@@ -22,7 +22,10 @@ import re
 import tokenize
 from dataclasses import dataclass
 
+from grader.similarity import canon
+
 MAX_TOKENS = 20_000  # per file and exercise: a generated 1 MB file is compared on its first 20,000 tokens
+MAX_CANONICAL = 128 * 1024  # characters: a bigger file (no student's attention code) is read as it is, not parsed
 _DROP = {"COMMENT", "NL", "INDENT", "DEDENT", "ENCODING", "ENDMARKER", "TYPE_COMMENT"}
 _STATEMENT_START = {"NEWLINE", "INDENT", "DEDENT", "ENCODING", None}
 _OPEN, _CLOSE = frozenset("([{"), frozenset(")]}")
@@ -48,8 +51,17 @@ def decode(data: bytes) -> str | None:
 def tokens(source: str, lines: set[int] | None = None, keep: frozenset[str] = frozenset(),
            attrs: frozenset[str] = frozenset()) -> list[Token]:
     """The normalised tokens of ``source`` (only those starting on ``lines`` when given); ``keep``: names that stay as
-    they are (:func:`prescribed_names`), ``attrs``: attribute names that do (:func:`given_names`). A file that stops
-    tokenizing part-way is read up to there."""
+    they are (:func:`prescribed_names`), ``attrs``: attribute names that do (:func:`given_names`). Code that parses
+    is read in its canonical form (:mod:`grader.similarity.canon`), each token keeping the lines of the statement it
+    came from; a file that does not is read as it is, up to where it stops tokenizing."""
+    found = canon.canonical(source, lines) if len(source) <= MAX_CANONICAL else None
+    if found is None:
+        return _tokens(source, lines, keep, attrs)
+    text, spans = found
+    return [Token(t.text, spans[t.line - 1][0], spans[t.end - 1][1]) for t in _tokens(text, None, keep, attrs)]
+
+
+def _tokens(source: str, lines: set[int] | None, keep: frozenset[str], attrs: frozenset[str]) -> list[Token]:
     out: list[Token] = []
     raw: list[tokenize.TokenInfo] = []
     try:

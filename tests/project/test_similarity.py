@@ -94,8 +94,10 @@ def test_the_stub_is_given_code_never_evidence():
     one = stub.replace('    raise NotImplementedError("TODO: implement softmax_naive in softmax.py")', naive, 1)
     assert one != stub
     docs = [match.doc("stub1", stub, **keep), match.doc("stub2", stub, **keep), match.doc("one", one, **keep),
-            match.doc("two", one.replace("x.exp()", "torch.exp(x)"), **keep)]
-    assert match.compare(docs, given) == []  # the whole stub shared by all four, untouched or filled in
+            match.doc("two", one.replace(naive, "    e = torch.exp(x)\n    return e / e.sum(dim, keepdim=True)"), **keep)]
+    assert match.compare(docs, given) == []  # the whole stub shared by all four, untouched or filled in (own ways)
+    same = [match.doc("one", one, **keep), match.doc("two", one.replace("x.exp()", "torch.exp(x)"), **keep)]
+    assert [(p.a.key, p.b.key) for p in match.compare(same, given)] == [("one", "two")]  # torch.exp(x) is x.exp()
     assert match.compare(docs, []) != []  # the same class with nothing given: the stub alone pairs them
 
 
