@@ -10,6 +10,8 @@ Detectors, each given the exercise's stub as the code every student was given:
 
 - ``ours``: :mod:`grader.similarity` (normalised tokens, every k-gram, the class's common code left out, pairs from
   an inverted index);
+- ``ours (as written)``: the same without the canonical form (:mod:`grader.similarity.canon`): the tokens as the
+  student wrote them, renaming and layout undone (the detector before it);
 - ``copydetect``: the library as it is meant to be used (pygments filter, winnowing, the stubs as boilerplate, every
   pair compared), a pair's score the smaller of its two similarities;
 - ``copydetect+common``: the same, with the fingerprints more than ``Settings.common`` submissions share added to
@@ -80,13 +82,20 @@ def bases(assignment: manifest.Assignment) -> tuple[dict[str, list[str]], dict[s
     return pool, family
 
 
-def ours(settings: match.Settings) -> Detector:
+def ours(settings: match.Settings, canonical: bool = True) -> Detector:
+    """:mod:`grader.similarity` (``canonical=False``: its tokens as written, the normaliser before the canonical
+    form of :mod:`grader.similarity.canon`)."""
+    def doc(key: str, source: str, keep: frozenset[str], attrs: frozenset[str]) -> match.Doc:
+        if canonical:
+            return match.doc(key, source, keep=keep, attrs=attrs)
+        return match.Doc(key, code.raw_tokens(source, None, keep, attrs), source.splitlines())
+
     def run(klass: dict[str, dict[str, str]], stubs: dict[str, str]) -> Scores:
         scores: Scores = {}
         for module, stub in stubs.items():
-            names = {"keep": code.prescribed_names(stub), "attrs": code.given_names(stub)}  # as grader.similarity.source
-            docs = [match.doc(key, mods[module], **names) for key, mods in klass.items() if module in mods]
-            for pair in match.compare(docs, match.doc("", stub, **names).tokens, settings):
+            keep, attrs = code.prescribed_names(stub), code.given_names(stub)  # as grader.similarity.source
+            docs = [doc(key, mods[module], keep, attrs) for key, mods in klass.items() if module in mods]
+            for pair in match.compare(docs, doc("", stub, keep, attrs).tokens, settings):
                 scores[(*sorted((pair.a.key, pair.b.key)), module)] = pair.share  # type: ignore[index]
         return scores
     return run
@@ -177,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     pool, families = bases(assignment)
     stubs = {e.module: (ROOT / "exercises" / f"{e.module}.py").read_text("utf-8") for e in assignment.exercises}
     settings = match.Settings(min_tokens=args.min_tokens)
-    detectors: dict[str, Detector] = {"ours": ours(settings)}
+    detectors: dict[str, Detector] = {"ours": ours(settings), "ours (as written)": ours(settings, canonical=False)}
     if not args.no_copydetect and importlib.util.find_spec("copydetect") is None:
         print("copydetect is not installed: compared alone (pip install copydetect to compare it)")
     elif not args.no_copydetect:
@@ -242,7 +251,7 @@ def timing(pool: Pool, stubs: dict[str, str], detectors: dict[str, Detector],
     students = plagiarism.make_class(pool[0], size, families=pool[1], copy_rate=rate, seed=3)
     positives = truth(students)
     for name, detect in detectors.items():
-        one = stubs if name == "ours" else dict(list(stubs.items())[:1])
+        one = stubs if name.startswith("ours") else dict(list(stubs.items())[:1])
         t0, c0 = time.perf_counter(), time.process_time()
         scores = detect(as_class(students), one)
         elapsed = (time.perf_counter() - t0) * (len(stubs) / len(one))

@@ -56,12 +56,13 @@ def tokens(source: str, lines: set[int] | None = None, keep: frozenset[str] = fr
     came from; a file that does not is read as it is, up to where it stops tokenizing."""
     found = canon.canonical(source, lines) if len(source) <= MAX_CANONICAL else None
     if found is None:
-        return _tokens(source, lines, keep, attrs)
+        return raw_tokens(source, lines, keep, attrs)
     text, spans = found
-    return [Token(t.text, spans[t.line - 1][0], spans[t.end - 1][1]) for t in _tokens(text, None, keep, attrs)]
+    return [Token(t.text, spans[t.line - 1][0], spans[t.end - 1][1]) for t in raw_tokens(text, None, keep, attrs)]
 
 
-def _tokens(source: str, lines: set[int] | None, keep: frozenset[str], attrs: frozenset[str]) -> list[Token]:
+def raw_tokens(source: str, lines: set[int] | None, keep: frozenset[str], attrs: frozenset[str]) -> list[Token]:
+    """:func:`tokens` of ``source`` as it is written (no canonical form)."""
     out: list[Token] = []
     raw: list[tokenize.TokenInfo] = []
     try:
