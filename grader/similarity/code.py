@@ -54,11 +54,32 @@ def tokens(source: str, lines: set[int] | None = None, keep: frozenset[str] = fr
     they are (:func:`prescribed_names`), ``attrs``: attribute names that do (:func:`given_names`). Code that parses
     is read in its canonical form (:mod:`grader.similarity.canon`), each token keeping the lines of the statement it
     came from; a file that does not is read as it is, up to where it stops tokenizing."""
-    found = canon.canonical(source, lines) if len(source) <= MAX_CANONICAL else None
+    if len(source) > MAX_CANONICAL:
+        return raw_tokens(source, lines, keep, attrs)
+    found, cut = canon.canonical(source, lines), 0  # cut: the first line read as written (0: none)
+    if found is None:  # a file that stops parsing (on purpose?): the part before in canonical form, then as written
+        cut = _bad_line(source)
+        head = "".join(source.splitlines(keepends=True)[:cut - 1])
+        found = canon.canonical(head, lines) if 1 < cut <= source.count("\n") + 1 else None
     if found is None:
         return raw_tokens(source, lines, keep, attrs)
     text, spans = found
-    return [Token(t.text, spans[t.line - 1][0], spans[t.end - 1][1]) for t in raw_tokens(text, None, keep, attrs)]
+    out = [Token(t.text, spans[t.line - 1][0], spans[t.end - 1][1]) for t in raw_tokens(text, None, keep, attrs)]
+    if cut:
+        rest = {n for n in range(cut, source.count("\n") + 2) if lines is None or n in lines}
+        out += raw_tokens(source, rest, keep, attrs)
+    return out[:MAX_TOKENS]
+
+
+def _bad_line(source: str) -> int:
+    """The line where ``source`` stops parsing (past its end: it parses, or fails for depth, not a line)."""
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        return exc.lineno or 1
+    except (ValueError, RecursionError, MemoryError):
+        return 1
+    return source.count("\n") + 2
 
 
 def raw_tokens(source: str, lines: set[int] | None, keep: frozenset[str], attrs: frozenset[str]) -> list[Token]:

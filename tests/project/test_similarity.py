@@ -175,3 +175,24 @@ def test_the_example_class_shows_peggys_copy_of_bob():
     assert unread == []
     peggy = [(p["exercise"], p["a"], p["b"]) for p in pairs if "peggy" in (p["a"], p["b"])]
     assert peggy == [("multihead_attention", "bob", "peggy")]  # her softmax and causal attention are her own
+
+
+@pytest.mark.parametrize("hostile", [
+    "x = " + "(" * 300 + "1" + ")" * 300 + "\n",  # deeper than the parser allows: read as written
+    "y = " + " + ".join(["a"] * 30_000) + "\n",  # parses, deeper than the rewrites' recursion: read as written
+    "z = [" + "[" * 90 + "]" * 90 + "]\n" + "a\x00b = 1\n",  # a NUL byte: tokenized up to it
+    "w = 1\n" * 100_000,  # 10^5 identical statements: over MAX_CANONICAL, bounded by MAX_TOKENS
+])
+def test_hostile_code_is_read_bounded_and_never_raises(hostile):
+    toks = code.tokens(hostile)
+    assert len(toks) <= code.MAX_TOKENS
+    assert all(1 <= t.line <= t.end <= hostile.count("\n") + 1 for t in toks)
+
+
+def test_a_hostile_copy_still_pairs_and_its_fragments_stay_in_the_file():
+    body = (ROOT / "solutions" / "causal_attention.py").read_text("utf-8")
+    noisy = body.replace("torch.matmul(", "(").replace("keys.transpose(1, 2)", "keys.mT") + "def broken(:\n"
+    docs = [match.doc("a", body), match.doc("b", noisy)]  # b stops parsing at its end: the rest canonical, compared
+    [pair] = match.compare(docs, [])
+    for frag in pair.fragments:
+        assert 1 <= frag.b[0] <= frag.b[1] <= noisy.count("\n") + 1
