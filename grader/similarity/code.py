@@ -49,12 +49,13 @@ def decode(data: bytes) -> str | None:
 
 
 def tokens(source: str, lines: set[int] | None = None, keep: frozenset[str] = frozenset(),
-           attrs: frozenset[str] = frozenset()) -> list[Token]:
+           attrs: frozenset[str] = frozenset(), canonical: bool = False) -> list[Token]:
     """The normalised tokens of ``source`` (only those starting on ``lines`` when given); ``keep``: names that stay as
-    they are (:func:`prescribed_names`), ``attrs``: attribute names that do (:func:`given_names`). Code that parses
-    is read in its canonical form (:mod:`grader.similarity.canon`), each token keeping the lines of the statement it
-    came from; a file that does not is read as it is, up to where it stops tokenizing."""
-    if len(source) > MAX_CANONICAL:
+    they are (:func:`prescribed_names`), ``attrs``: attribute names that do (:func:`given_names`). A file that stops
+    tokenizing part-way is read up to there. ``canonical`` (off: it lowered both precision and recall on the
+    benchmark, see ``benchmarks/similarity.py``): code that parses is read in its canonical form
+    (:mod:`grader.similarity.canon`), each token keeping the lines of the statement it came from."""
+    if not canonical or len(source) > MAX_CANONICAL:
         return raw_tokens(source, lines, keep, attrs)
     found, cut = canon.canonical(source, lines), 0  # cut: the first line read as written (0: none)
     if found is None:  # a file that stops parsing (on purpose?): the part before in canonical form, then as written
