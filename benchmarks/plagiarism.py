@@ -35,6 +35,7 @@ class Student:
     modules: dict[str, str] = field(default_factory=dict)  # module -> source
     origin: dict[str, str] = field(default_factory=dict)  # module -> key of whoever wrote it first
     base: dict[str, int] = field(default_factory=dict)  # module -> the base it was made from (its index)
+    family: dict[str, int] = field(default_factory=dict)  # module -> the family of that base (who wrote it)
     disguises: dict[str, list[str]] = field(default_factory=dict)  # module -> what the copier did
 
 
@@ -252,23 +253,31 @@ def independent(source: str, rng: random.Random) -> str:
     return comments(ast.unparse(_fix(tree)), rng, rng.random())
 
 
-def make_class(bases: dict[str, list[str]], n: int, *, copy_rate: float = 0.1, seed: int = 0,
-               kinds: list[str] | None = None) -> list[Student]:
-    """``n`` students; each module drawn from ``bases[module]`` and made their own, then a ``copy_rate`` share of
-    them copy one to all modules of another student, disguised with 1 to 4 of ``kinds`` (default: all)."""
+def make_class(bases: dict[str, list[str]], n: int, *, families: dict[str, list[int]] | None = None,
+               copy_rate: float = 0.1, seed: int = 0, kinds: list[str] | None = None,
+               exact: bool = False) -> list[Student]:
+    """``n`` students; each module drawn from ``bases[module]`` (a family drawn first, all equally likely, then a
+    base of it: ``families[module][i]`` is base i's) and made their own, then a ``copy_rate`` share of them copy
+    one to all modules of another student, disguised with 1 to 4 of ``kinds`` (default: all; ``exact``: all of
+    ``kinds``, together)."""
     rng = random.Random(seed)
     students = [Student(f"s{i:04d}") for i in range(n)]
     for s in students:
         for module, pool in bases.items():
-            s.base[module] = rng.randrange(len(pool))
+            fam = (families or {}).get(module) or [0] * len(pool)
+            drawn = rng.choice(sorted(set(fam)))
+            s.base[module] = rng.choice([i for i, f in enumerate(fam) if f == drawn])
+            s.family[module] = drawn
             s.modules[module] = independent(pool[s.base[module]], rng)
             s.origin[module] = s.key
     for s in rng.sample(students, k=int(copy_rate * n)):
         source = rng.choice([o for o in students if o is not s])
         for module in rng.sample(sorted(bases), k=rng.randint(1, len(bases))):
-            chosen = rng.sample(kinds or sorted(DISGUISES), k=rng.randint(1, min(4, len(kinds or DISGUISES))))
+            pool_kinds = kinds or sorted(DISGUISES)
+            chosen = list(pool_kinds) if exact else rng.sample(pool_kinds, k=rng.randint(1, min(4, len(pool_kinds))))
             s.modules[module] = disguise(source.modules[module], chosen, rng)
             s.origin[module] = source.origin[module]
             s.base[module] = source.base[module]
+            s.family[module] = source.family[module]
             s.disguises[module] = chosen
     return students

@@ -10,6 +10,8 @@ Detectors, each given the exercise's stub as the code every student was given:
 
 - ``ours``: :mod:`grader.similarity` (normalised tokens, every k-gram, the class's common code left out, pairs from
   an inverted index);
+- ``ours (canonical)``: the same, code read in canonical form first (:mod:`grader.similarity.canon`: equivalent
+  torch calls, loops, temporaries, statement order); measured worse, so left off in the product;
 - ``copydetect``: the library as it is meant to be used (pygments filter, winnowing, the stubs as boilerplate, every
   pair compared), a pair's score the smaller of its two similarities;
 - ``copydetect+common``: the same, with the fingerprints more than ``Settings.common`` submissions share added to
@@ -26,6 +28,7 @@ scaled by the number of exercises (printed as such).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import sys
 import time
@@ -46,16 +49,20 @@ Scores = dict[tuple[str, str, str], float]  # (a, b, module) -> score, a < b
 Detector = Callable[[dict[str, dict[str, str]], dict[str, str]], Scores]
 
 
-FAMILY: dict[str, int] = {}  # module -> how many bases are the reference or a corpus bug (its first bases)
+AUTHORS = ROOT / "tests" / "corpus" / "independent"  # hand-written solutions of three authors (its README)
 
 
-def bases(assignment: manifest.Assignment) -> dict[str, list[str]]:
-    """Per module: the references (both assignments' solutions folder), every corpus bug, every example student."""
+def bases(assignment: manifest.Assignment) -> tuple[dict[str, list[str]], dict[str, list[int]]]:
+    """Per module: the bases students start from, and the family of each (the index of its author).
+
+    Family 0 is the reference's: the solution, every corpus bug (the solution with one mistake) and every example
+    student (all made from the solution). Families 1-3 are the authors of ``tests/corpus/independent``, who wrote
+    their own code: two students of different families did independent work."""
     pool: dict[str, list[str]] = {}
+    family: dict[str, list[int]] = {}
     for ex in assignment.exercises:
         found = [ROOT / "solutions" / f"{ex.module}.py", *sorted((ROOT / "tests/corpus/buggy" / ex.id).glob("*.py"))]
         pool[ex.module] = [p.read_text("utf-8") for p in found]
-        FAMILY[ex.module] = len(found)
     for klass in ("submissions", "submissions-modern"):
         for path in sorted((ROOT / "examples" / klass).iterdir()):
             try:
@@ -67,16 +74,27 @@ def bases(assignment: manifest.Assignment) -> dict[str, list[str]]:
                 if f.is_file() and not sub.single_module and "NotImplementedError" not in f.read_text("utf-8"):
                     pool[module].append(f.read_text("utf-8"))
             sub.cleanup()
-    return pool
+    for module in pool:
+        family[module] = [0] * len(pool[module])
+        for n, author in enumerate(sorted(p for p in AUTHORS.iterdir() if p.is_dir()), 1):
+            if (author / f"{module}.py").is_file():
+                pool[module].append((author / f"{module}.py").read_text("utf-8"))
+                family[module].append(n)
+    return pool, family
 
 
-def ours(settings: match.Settings) -> Detector:
+def ours(settings: match.Settings, canonical: bool = False) -> Detector:
+    """:mod:`grader.similarity` as shipped (``canonical``: with the canonical form of :mod:`grader.similarity.canon`,
+    which the shipped comparison leaves off)."""
+    def doc(key: str, source: str, keep: frozenset[str], attrs: frozenset[str]) -> match.Doc:
+        return match.Doc(key, code.tokens(source, None, keep, attrs, canonical=canonical), source.splitlines())
+
     def run(klass: dict[str, dict[str, str]], stubs: dict[str, str]) -> Scores:
         scores: Scores = {}
         for module, stub in stubs.items():
-            names = {"keep": code.prescribed_names(stub), "attrs": code.given_names(stub)}  # as grader.similarity.source
-            docs = [match.doc(key, mods[module], **names) for key, mods in klass.items() if module in mods]
-            for pair in match.compare(docs, match.doc("", stub, **names).tokens, settings):
+            keep, attrs = code.prescribed_names(stub), code.given_names(stub)  # as grader.similarity.source
+            docs = [doc(key, mods[module], keep, attrs) for key, mods in klass.items() if module in mods]
+            for pair in match.compare(docs, doc("", stub, keep, attrs).tokens, settings):
                 scores[(*sorted((pair.a.key, pair.b.key)), module)] = pair.share  # type: ignore[index]
         return scores
     return run
@@ -113,29 +131,24 @@ def copydetect(common: match.Settings | None) -> Detector:
     return run
 
 
-Truth = tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]  # copied pairs; same-base pairs (not scored)
+Truth = tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]  # copied pairs; same-family pairs (not scored)
 
 
 def truth(students: list[plagiarism.Student]) -> Truth:
-    """The copied (pair, exercise)s, and the pairs made independently from one base (or from the reference and a
-    corpus bug, which is the reference with one mistake): those two modules are the same code up to a line and the
+    """The copied (pair, exercise)s, and the pairs made independently from one family (the reference, its corpus
+    bugs and the example students; or one author): those two modules are the same code up to a line and the
     choices :func:`plagiarism.independent` makes (names, equivalent calls), so no detector can tell them from a
-    copy; they are neither counted right nor wrong."""
-    copied, same_base = set(), set()
+    copy; they are neither counted right nor wrong. Every other pair (two families) is independent work."""
+    copied, same_family = set(), set()
     for i, a in enumerate(students):
         for b in students[i + 1:]:
             for m in a.modules:
                 key = (*sorted((a.key, b.key)), m)
                 if a.origin[m] == b.origin[m]:
                     copied.add(key)
-                elif _family(m, a.base[m]) == _family(m, b.base[m]):
-                    same_base.add(key)
-    return copied, same_base  # type: ignore[return-value]
-
-
-def _family(module: str, base: int) -> int:
-    """The reference and its corpus bugs (the reference with one mistake) are one family: the same code but a line."""
-    return 0 if base < FAMILY.get(module, 0) else base
+                elif a.family[m] == b.family[m]:
+                    same_family.add(key)
+    return copied, same_family  # type: ignore[return-value]
 
 
 def figures(scores: Scores, truth: Truth, threshold: float) -> tuple[float, float, float]:
@@ -164,23 +177,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--copy-rate", type=float, default=0.1)
     parser.add_argument("--no-copydetect", action="store_true")
     parser.add_argument("--no-disguises", action="store_true", help="skip the recall per disguise")
+    parser.add_argument("--disguise-size", type=int, help="students per class of the recall per disguise "
+                        "(default: the first size)")
     parser.add_argument("--min-tokens", type=int, default=match.Settings().min_tokens)
     args = parser.parse_args(argv)
     assignment = manifest.load(None, args.assignment)
-    pool = bases(assignment)
+    pool, families = bases(assignment)
     stubs = {e.module: (ROOT / "exercises" / f"{e.module}.py").read_text("utf-8") for e in assignment.exercises}
     settings = match.Settings(min_tokens=args.min_tokens)
-    detectors: dict[str, Detector] = {"ours": ours(settings)}
-    if not args.no_copydetect:
+    detectors: dict[str, Detector] = {"ours": ours(settings), "ours (canonical)": ours(settings, canonical=True)}
+    if not args.no_copydetect and importlib.util.find_spec("copydetect") is None:
+        print("copydetect is not installed: compared alone (pip install copydetect to compare it)")
+    elif not args.no_copydetect:
         detectors.update({"copydetect": copydetect(None), "copydetect+common": copydetect(settings)})
     n = args.sizes[0]
     print(f"{args.assignment}: {len(stubs)} exercises, bases per exercise {min(map(len, pool.values()))}-"
           f"{max(map(len, pool.values()))}, {n} students, {args.copy_rate:.0%} copiers")
-    tune = plagiarism.make_class(pool, n, copy_rate=args.copy_rate, seed=0)
-    test = plagiarism.make_class(pool, n, copy_rate=args.copy_rate, seed=1)
+    tune = plagiarism.make_class(pool, n, families=families, copy_rate=args.copy_rate, seed=0)
+    test = plagiarism.make_class(pool, n, families=families, copy_rate=args.copy_rate, seed=1)
     t_pos, m_pos = truth(tune), truth(test)
-    print(f"true copied (pair, exercise): {len(m_pos[0])} of {len(stubs) * n * (n - 1) // 2}; "
-          f"made independently from one base or the reference family (not scored): {len(m_pos[1])}")
+    total = len(stubs) * n * (n - 1) // 2
+    print(f"true copied (pair, exercise): {len(m_pos[0])} of {total}; independent work (two families: the "
+          f"reference's, or one of the {len(set(families[next(iter(families))])) - 1} authors): "
+          f"{total - len(m_pos[0]) - len(m_pos[1])}; same family, not scored: {len(m_pos[1])}")
     chosen: dict[str, float] = {}
     for name, detect in detectors.items():
         chosen[name] = best_threshold(detect(as_class(tune), stubs), t_pos)
@@ -189,35 +208,49 @@ def main(argv: list[str] | None = None) -> None:
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         p, r, f1 = figures(scores, m_pos, chosen[name])
         print(f"{name:18} threshold {chosen[name]:.3f}  precision {p:.3f}  recall {r:.3f}  F1 {f1:.3f}  "
-              f"time {elapsed:.2f} s (CPU {cpu:.2f} s) for {n}")
+              f"FP {false_positives(scores, m_pos, chosen[name])}  time {elapsed:.2f} s (CPU {cpu:.2f} s) for {n}")
         if name == "ours" and chosen[name] != settings.threshold:
             p, r, f1 = figures(scores, m_pos, settings.threshold)
             print(f"{'':18} at the shipped threshold {settings.threshold:.3f}: precision {p:.3f}  recall {r:.3f}")
     if not args.no_disguises:
-        per_disguise(pool, stubs, detectors, chosen, n, args.copy_rate)
+        per_disguise((pool, families), stubs, detectors, chosen, args.disguise_size or n, args.copy_rate)
     for size in args.sizes[1:]:
-        timing(pool, stubs, detectors, chosen, size, args.copy_rate)
+        timing((pool, families), stubs, detectors, chosen, size, args.copy_rate)
 
 
-def per_disguise(pool: dict[str, list[str]], stubs: dict[str, str], detectors: dict[str, Detector],
+Pool = tuple[dict[str, list[str]], dict[str, list[int]]]
+COMBINATIONS = [["rename", "reorder_statements"], ["rename", "comments", "torch_calls"],
+                ["rename", "extract_inline", "loops"], ["rename", "reorder_functions", "helper", "torch_calls"],
+                sorted(plagiarism.DISGUISES)]
+
+
+def per_disguise(pool: Pool, stubs: dict[str, str], detectors: dict[str, Detector],
                  chosen: dict[str, float], n: int, rate: float) -> None:
-    print("recall per disguise (copies made with that one disguise; precision in brackets):")
-    for kind in plagiarism.DISGUISES:
-        klass = plagiarism.make_class(pool, n, copy_rate=rate, seed=2, kinds=[kind])
+    print("recall per disguise (every copy made with exactly these disguises; precision in brackets; "
+          "FP: independent pairs flagged):")
+    for kinds in [[k] for k in plagiarism.DISGUISES] + COMBINATIONS:
+        klass = plagiarism.make_class(pool[0], n, families=pool[1], copy_rate=rate, seed=2, kinds=kinds, exact=True)
         positives = truth(klass)
         row = []
         for name, detect in detectors.items():
-            p, r, _ = figures(detect(as_class(klass), stubs), positives, chosen[name])
-            row.append(f"{name} {r:.3f} ({p:.3f})")
-        print(f"  {kind:20} " + "  ".join(row))
+            scores = detect(as_class(klass), stubs)
+            p, r, _ = figures(scores, positives, chosen[name])
+            row.append(f"{name} {r:.3f} ({p:.3f}, FP {false_positives(scores, positives, chosen[name])})")
+        label = "+".join(kinds) if len(kinds) < len(plagiarism.DISGUISES) else "all together"
+        print(f"  {label:44} " + "  ".join(row))
 
 
-def timing(pool: dict[str, list[str]], stubs: dict[str, str], detectors: dict[str, Detector],
+def false_positives(scores: Scores, truth: Truth, threshold: float) -> int:
+    positives, ignored = truth
+    return len({p for p, s in scores.items() if s >= threshold} - ignored - positives)
+
+
+def timing(pool: Pool, stubs: dict[str, str], detectors: dict[str, Detector],
            chosen: dict[str, float], size: int, rate: float) -> None:
-    students = plagiarism.make_class(pool, size, copy_rate=rate, seed=3)
+    students = plagiarism.make_class(pool[0], size, families=pool[1], copy_rate=rate, seed=3)
     positives = truth(students)
     for name, detect in detectors.items():
-        one = stubs if name == "ours" else dict(list(stubs.items())[:1])
+        one = stubs if name.startswith("ours") else dict(list(stubs.items())[:1])
         t0, c0 = time.perf_counter(), time.process_time()
         scores = detect(as_class(students), one)
         elapsed = (time.perf_counter() - t0) * (len(stubs) / len(one))
@@ -225,7 +258,7 @@ def timing(pool: dict[str, list[str]], stubs: dict[str, str], detectors: dict[st
         note = "" if one is stubs else f" (1 exercise measured, x{len(stubs)})"
         if one is stubs:
             p, r, _ = figures(scores, positives, chosen[name])
-            note = f"  precision {p:.3f}  recall {r:.3f}"
+            note = f"  precision {p:.3f}  recall {r:.3f}  FP {false_positives(scores, positives, chosen[name])}"
         print(f"{name:18} {size} submissions: {elapsed:.1f} s (CPU {cpu:.1f} s){note}")
 
 

@@ -56,6 +56,8 @@ def _cmd_merge(args: argparse.Namespace) -> int:
 
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise UsageError(f"--out {args.out} is a file: give a folder for the gradebook, summary and report")
+    if args.similarity and not args.klass:
+        raise UsageError("--similarity compares the class's code: give the class folder with --class DIR")
     roster = cli.roster_of(args.roster)
     cli.warn_exports(args.export or (), roster)
     outcome = merge.merge(args.folders, out=args.out, export=tuple(args.export or ()), roster=roster,
@@ -64,6 +66,12 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     print(f"merged: {s['counts']['submissions']} submissions, {s['counts']['graded']} graded, "
           f"{s['counts']['errors']} errors; mean {s['score']['mean']:g}/{s['score']['max_score']:g}; "
           f"report: {outcome.out / 'report.html'}", file=sys.stderr)
+    if args.similarity:  # over the merged class, never per shard: a pair may sit in two shards
+        from grader.cli import similarity as similarity_cli
+
+        similarity_cli._cmd_similarity(argparse.Namespace(
+            path=str(outcome.out), klass=args.klass, assignment=None, manifest=args.manifest, exercise=None,
+            json=False))
     return cli.report_errors(outcome.error_kinds())
 
 
@@ -77,4 +85,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--export", action="append", choices=FORMATS, help="also write this LMS export (repeatable)")
     p.add_argument("--roster", metavar="CSV", help="class list (login, name, email, lms_id), as for grader batch")
     p.add_argument("--manifest", metavar="FILE", help="assignments.json (default: this checkout's)")
+    p.add_argument("--similarity", action="store_true", help="then list similar code and same wrong answers across "
+                   "the merged class (grader similarity OUT --class DIR; shards graded with one --seed): evidence "
+                   "for a person to review, never a penalty")
+    p.add_argument("--class", dest="klass", metavar="DIR", help="with --similarity: the class folder graded")
     p.set_defaults(func=_cmd_merge)

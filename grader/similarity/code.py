@@ -22,7 +22,10 @@ import re
 import tokenize
 from dataclasses import dataclass
 
+from grader.similarity import canon
+
 MAX_TOKENS = 20_000  # per file and exercise: a generated 1 MB file is compared on its first 20,000 tokens
+MAX_CANONICAL = 128 * 1024  # characters: a bigger file (no student's attention code) is read as it is, not parsed
 _DROP = {"COMMENT", "NL", "INDENT", "DEDENT", "ENCODING", "ENDMARKER", "TYPE_COMMENT"}
 _STATEMENT_START = {"NEWLINE", "INDENT", "DEDENT", "ENCODING", None}
 _OPEN, _CLOSE = frozenset("([{"), frozenset(")]}")
@@ -46,10 +49,42 @@ def decode(data: bytes) -> str | None:
 
 
 def tokens(source: str, lines: set[int] | None = None, keep: frozenset[str] = frozenset(),
-           attrs: frozenset[str] = frozenset()) -> list[Token]:
+           attrs: frozenset[str] = frozenset(), canonical: bool = False) -> list[Token]:
     """The normalised tokens of ``source`` (only those starting on ``lines`` when given); ``keep``: names that stay as
     they are (:func:`prescribed_names`), ``attrs``: attribute names that do (:func:`given_names`). A file that stops
-    tokenizing part-way is read up to there."""
+    tokenizing part-way is read up to there. ``canonical`` (off: it lowered both precision and recall on the
+    benchmark, see ``benchmarks/similarity.py``): code that parses is read in its canonical form
+    (:mod:`grader.similarity.canon`), each token keeping the lines of the statement it came from."""
+    if not canonical or len(source) > MAX_CANONICAL:
+        return raw_tokens(source, lines, keep, attrs)
+    found, cut = canon.canonical(source, lines), 0  # cut: the first line read as written (0: none)
+    if found is None:  # a file that stops parsing (on purpose?): the part before in canonical form, then as written
+        cut = _bad_line(source)
+        head = "".join(source.splitlines(keepends=True)[:cut - 1])
+        found = canon.canonical(head, lines) if 1 < cut <= source.count("\n") + 1 else None
+    if found is None:
+        return raw_tokens(source, lines, keep, attrs)
+    text, spans = found
+    out = [Token(t.text, spans[t.line - 1][0], spans[t.end - 1][1]) for t in raw_tokens(text, None, keep, attrs)]
+    if cut:
+        rest = {n for n in range(cut, source.count("\n") + 2) if lines is None or n in lines}
+        out += raw_tokens(source, rest, keep, attrs)
+    return out[:MAX_TOKENS]
+
+
+def _bad_line(source: str) -> int:
+    """The line where ``source`` stops parsing (past its end: it parses, or fails for depth, not a line)."""
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        return exc.lineno or 1
+    except (ValueError, RecursionError, MemoryError):
+        return 1
+    return source.count("\n") + 2
+
+
+def raw_tokens(source: str, lines: set[int] | None, keep: frozenset[str], attrs: frozenset[str]) -> list[Token]:
+    """:func:`tokens` of ``source`` as it is written (no canonical form)."""
     out: list[Token] = []
     raw: list[tokenize.TokenInfo] = []
     try:

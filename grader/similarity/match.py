@@ -155,9 +155,13 @@ def fragments(a: Doc, b: Doc, shared: set[int], k: int) -> list[Fragment]:
     out = []
     for i, j, n in sorted(runs, key=lambda r: -r[2]):
         span = n + k - 1
-        out.append(Fragment((a.tokens[i].line, a.tokens[i + span - 1].end),
-                            (b.tokens[j].line, b.tokens[j + span - 1].end), span))
+        out.append(Fragment(_lines(a.tokens[i:i + span]), _lines(b.tokens[j:j + span]), span))
     return _distinct(out)
+
+
+def _lines(toks: list[Token]) -> tuple[int, int]:
+    """The student's lines a stretch of tokens covers (canonical order may differ from the file's)."""
+    return min(t.line for t in toks), max(t.end for t in toks)
 
 
 def _distinct(fragments: list[Fragment]) -> list[Fragment]:

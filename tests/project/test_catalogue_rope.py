@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from grader import manifest
+from grader.course import manifest
 from grader.testing.catalogue.rope import rotate_suspects, table_suspects
 from grader.testing.diagnosis import PRECISION, Suspects
 from tests.project.conftest import CORPUS, ROOT, grade_inprocess, solutions_copy

@@ -299,3 +299,17 @@ def test_cluster_recipes_run_shard_auto_then_merge():
     assert "grader batch" in steps and "--shard auto" in steps
     assert flow["jobs"]["merge"]["needs"] == "grade"
     assert "grader merge" in " ".join(str(s.get("run", "")) for s in flow["jobs"]["merge"]["steps"])
+
+
+def test_merge_with_similarity_compares_the_merged_class(runs, tmp_path, capsys):
+    base, klass, _ = runs
+    out = tmp_path / "merged"
+    assert main(["merge", str(base / "s1"), str(base / "s2"), "--out", str(out), "--similarity",
+                 "--class", str(klass)]) == 1  # "broken" is an intake error
+    doc = json.loads((out / "summary.json").read_text())
+    schema.validate("summary", doc)
+    found = {(p["a"], p["b"]) for p in doc["similarity"]["pairs"] if p["exercise"] == "softmax"}
+    assert {("alice", "bob"), ("alice", "carol"), ("bob", "carol")} <= found  # the same code, whichever shard
+    assert "never an automatic penalty" in (out / "report.html").read_text()
+    assert main(["merge", str(base / "s1"), "--out", str(tmp_path / "x"), "--similarity"]) == 2
+    assert "--class" in capsys.readouterr().err

@@ -94,8 +94,12 @@ def test_the_stub_is_given_code_never_evidence():
     one = stub.replace('    raise NotImplementedError("TODO: implement softmax_naive in softmax.py")', naive, 1)
     assert one != stub
     docs = [match.doc("stub1", stub, **keep), match.doc("stub2", stub, **keep), match.doc("one", one, **keep),
-            match.doc("two", one.replace("x.exp()", "torch.exp(x)"), **keep)]
-    assert match.compare(docs, given) == []  # the whole stub shared by all four, untouched or filled in
+            match.doc("two", one.replace(naive, "    e = torch.exp(x)\n    return e / e.sum(dim, keepdim=True)"), **keep)]
+    assert match.compare(docs, given) == []  # the whole stub shared by all four, untouched or filled in (own ways)
+    same = [match.Doc(k, code.tokens(text, None, canonical=True, **keep), text.splitlines())
+            for k, text in (("one", one), ("two", one.replace("x.exp()", "torch.exp(x)")))]
+    canon_given = code.tokens(stub, None, canonical=True, **keep)
+    assert [(p.a.key, p.b.key) for p in match.compare(same, canon_given)] == [("one", "two")]  # torch.exp(x) is x.exp()
     assert match.compare(docs, []) != []  # the same class with nothing given: the stub alone pairs them
 
 
@@ -173,3 +177,26 @@ def test_the_example_class_shows_peggys_copy_of_bob():
     assert unread == []
     peggy = [(p["exercise"], p["a"], p["b"]) for p in pairs if "peggy" in (p["a"], p["b"])]
     assert peggy == [("multihead_attention", "bob", "peggy")]  # her softmax and causal attention are her own
+
+
+@pytest.mark.parametrize("hostile", [
+    "x = " + "(" * 300 + "1" + ")" * 300 + "\n",  # deeper than the parser allows: read as written
+    "y = " + " + ".join(["a"] * 30_000) + "\n",  # parses, deeper than the rewrites' recursion: read as written
+    "z = [" + "[" * 90 + "]" * 90 + "]\n" + "a\x00b = 1\n",  # a NUL byte: tokenized up to it
+    "w = 1\n" * 100_000,  # 10^5 identical statements: over MAX_CANONICAL, bounded by MAX_TOKENS
+])
+def test_hostile_code_is_read_bounded_and_never_raises(hostile):
+    for canonical in (False, True):
+        toks = code.tokens(hostile, canonical=canonical)
+        assert len(toks) <= code.MAX_TOKENS
+        assert all(1 <= t.line <= t.end <= hostile.count("\n") + 1 for t in toks)
+
+
+def test_a_hostile_copy_still_pairs_and_its_fragments_stay_in_the_file():
+    body = (ROOT / "solutions" / "causal_attention.py").read_text("utf-8")
+    noisy = body.replace("torch.matmul(", "(").replace("keys.transpose(1, 2)", "keys.mT") + "def broken(:\n"
+    docs = [match.Doc(k, code.tokens(text, canonical=True), text.splitlines()) for k, text in (("a", body), ("b", noisy))]
+    # b stops parsing at its end: read canonical up to there, as written after
+    [pair] = match.compare(docs, [])
+    for frag in pair.fragments:
+        assert 1 <= frag.b[0] <= frag.b[1] <= noisy.count("\n") + 1
