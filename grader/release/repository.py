@@ -31,7 +31,7 @@ RUNTIME = (
     "inside/ops.py", "inside/peak.py", "inside/standins.py", "inside/structure.py", "inside/banned_ops.py",
     "protocol/__init__.py", "protocol/errors.py", "protocol/values.py",
     "testing/__init__.py", "testing/attention.py", "testing/checks.py", "testing/gradients.py", "testing/hints.py",
-    "testing/params.py", "testing/plugin.py", "testing/diagnosis.py", "testing/variants.py",
+    "testing/params.py", "testing/plugin.py", "testing/diagnosis.py", "testing/variants.py", "testing/dropout.py",
     "testing/catalogue/__init__.py", "testing/catalogue/softmax.py", "testing/catalogue/sdp.py", "testing/oracles.py",
     "testing/catalogue/heads.py", "testing/catalogue/modules.py", "testing/catalogue/structure.py",
     "testing/catalogue/efficient.py", "testing/catalogue/masks.py",
