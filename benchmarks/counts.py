@@ -3,7 +3,7 @@
 Tests are counted by pytest's own collection of the suites the manifest names (a parametrised case is one test; the
 CUDA tests are part of the hidden suite, counted apart). A corpus bug (``tests/corpus/buggy/<exercise>/*.py``) is
 caught when the reference solutions with that one module replaced lose points on its exercise, graded in this
-process on the hidden suite as ``tests/project/test_corpus.py`` does (``--no-grade`` skips it: a few minutes).
+process on the hidden suite as ``tests/project/testing/test_corpus.py`` does (``--no-grade`` skips it: a few minutes).
 
     python benchmarks/counts.py [--assignment attention-modern] [--no-grade] [--json]
 """
@@ -38,7 +38,7 @@ def collected(spec: manifest.Assignment, suite: str) -> dict[str, tuple[int, int
 
 def caught(spec: manifest.Assignment, exercise: manifest.Exercise, bugs: list[Path]) -> int:
     """How many of ``bugs`` lose points on ``exercise`` (the rest of the submission: the reference solutions)."""
-    from tests.project.conftest import grade_inprocess, solutions_copy
+    from tests.project.support.common import grade_inprocess, solutions_copy
 
     found = 0
     for bug in bugs:

@@ -51,4 +51,4 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
         if t["outcome"] != "passed":
             print(f"  {t['outcome']}: {t['id']}: {t.get('message', '')[:300]}")
 EOF
-step "project GPU tests" python3 -m pytest -p no:cacheprovider -q tests/project/test_selfcheck.py tests/project/test_precision.py
+step "project GPU tests" python3 -m pytest -p no:cacheprovider -q tests/project/scoring/test_selfcheck.py tests/project/testing/test_precision.py

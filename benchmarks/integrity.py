@@ -1,6 +1,6 @@
 """Both sides of the integrity check, measured: honest styles must lose 0 points, every evasion must be caught.
 
-Students come from tests/project/trust_corpus.py: the honest styles of tests/corpus/honest (each replaces some of the
+Students come from tests/project/support/trust_corpus.py: the honest styles of tests/corpus/honest (each replaces some of the
 reference solutions' modules, or is one file for the whole assignment) and the evasions of
 tests/corpus/hostile/integrity and .../structure (each replaces the module its docstring names).
 
@@ -38,7 +38,7 @@ from grader.course import manifest  # noqa: E402
 from grader.intake import submission as intake  # noqa: E402
 from grader.sandbox import isolation  # noqa: E402
 from grader.scoring import integrity, withhold  # noqa: E402
-from tests.project import trust_corpus  # noqa: E402
+from tests.project.support import trust_corpus  # noqa: E402
 
 ASSIGNMENTS = {a.id: a for a in manifest.load_all()}
 LEVELS = {"namespace-fork": ("namespace", "fork"), "namespace-cold": ("namespace", "off"), "process-fork": ("process", "fork"),

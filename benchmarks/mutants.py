@@ -120,7 +120,7 @@ def mutants(source: str) -> Iterator[tuple[str, str]]:
 
 def survivors(spec: manifest.Assignment, exercise: manifest.Exercise, seed: int) -> tuple[int, list[dict]]:
     """(mutants tried, the ones that kept full marks on the hidden suite, with their diffs)."""
-    from tests.project.conftest import solutions_copy
+    from tests.project.support.common import solutions_copy
 
     source = (ROOT / "solutions" / f"{exercise.module}.py").read_text(encoding="utf-8")
     plain = ast.unparse(ast.parse(source)).splitlines()  # the diff compares like with like (ast.unparse's layout)

@@ -2,7 +2,7 @@
 should keep its score (and the set of tests it fails) whatever the draw.
 
 Every bug of ``tests/corpus/buggy/<exercise>/`` replaces its module in the reference solutions, and its exercise's
-hidden (or public) suite runs in this process once per seed, as ``tests/project/test_seed_stability.py`` does for
+hidden (or public) suite runs in this process once per seed, as ``tests/project/testing/test_seed_stability.py`` does for
 the bugs already found. Prints each bug whose score or failed tests move, with the tests that moved; the reference
 solutions are checked too. A minute or two per assignment and seed.
 
@@ -32,7 +32,7 @@ REFERENCE = "(reference)"
 def outcomes(spec: manifest.Assignment, exercise: manifest.Exercise, bug: Path | None, suite: str,
              seeds: list[int]) -> tuple[dict[int, float], dict[str, dict[int, str]]]:
     """({seed: score}, {test: {seed: outcome}}) of ``exercise`` with ``bug`` as its module (None: the reference)."""
-    from tests.project.conftest import solutions_copy
+    from tests.project.support.common import solutions_copy
 
     scores: dict[int, float] = {}
     tests: dict[str, dict[int, str]] = {}

@@ -1,0 +1,78 @@
+"""Ctrl-C (a real SIGINT to a `grader batch` process) keeps every finished scorecard intact and valid,
+leaves no grading process behind, and a rerun resumes where it stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from grader import schema
+from tests.project.support.common import ROOT
+
+pytestmark = pytest.mark.cost(14)  # seconds on 2 cores: started early (tests/project/conftest.py)
+
+N = 24
+ARGS = ["--exercise", "softmax", "--per-test-time-limit", "8", "-j", "1", "--quiet"]
+
+
+def _tagged_processes(tag: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if f"GRADER_TEST_TAG={tag}".encode() in (proc / "environ").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_sigint_keeps_finished_scorecards_and_a_rerun_resumes(tmp_path):
+    klass, out = tmp_path / "class", tmp_path / "out"
+    # 24 submissions: the interrupt must land while work is left, even when a loaded machine wakes this
+    # test's polling loop late (with 8 the batch once finished before the signal was sent)
+    for n in range(N):
+        (klass / f"s{n}").mkdir(parents=True)
+        shutil.copy(ROOT / "solutions" / "softmax.py", klass / f"s{n}" / "softmax.py")
+    tag = uuid.uuid4().hex
+    env = {**os.environ, "GRADER_TEST_TAG": tag}
+    cmd = [sys.executable, "-m", "grader", "batch", str(klass), "--out", str(out), *ARGS]
+    # SIGINT back to its default in the child: a run started in the background by a non-interactive shell
+    # (`.ci/run &`) inherits SIGINT ignored, and Python then keeps ignoring it, as a background job should
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_default_sigint)
+    cards = out / "scorecards"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(cards.glob("*.json"))) < 2:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "rerun the same command to resume" in err
+    finished = sorted(cards.glob("*.json"))
+    assert 2 <= len(finished) < N
+    for path in finished:
+        schema.validate("scorecard", json.loads(path.read_text()))
+    assert [p.name for p in cards.iterdir() if p.name.startswith(".")] == []  # no half-written temp files
+    deadline = time.monotonic() + 60  # the slots end on their own (SIGINT, then PDEATHSIG): wait for that, not a time
+    while _tagged_processes(tag) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _tagged_processes(tag) == []  # no slot is left (their workers die with them: PDEATHSIG)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("unchanged, kept") == len(finished)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["graded"] == N and summary["counts"]["skipped"] == len(finished)
