@@ -21,6 +21,7 @@ from grader import procs, proofs
 from grader.course import manifest
 from grader.errors import GraderFault
 from grader.proofs import Proof, cache_dir, cache_key, cached
+from grader.sandbox.levels import BackendName
 
 __all__ = ["CACHE_ENV", "CanaryFailed", "Proof", "cache_dir", "cache_key", "cached", "prove", "zygote_for_proof"]
 
@@ -49,7 +50,7 @@ class CanaryFailed(GraderFault):
     label = "refusing to grade"
 
 
-def prove(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
+def prove(assignment: manifest.Assignment, *, backend: BackendName, exercises: list[str] | None = None,
           per_test_time_limit: float | None = None, starter: WorkerStarter | None = None) -> Proof:
     """Grade solutions and stubs under ``backend`` (or reuse a cached proof); raise :class:`CanaryFailed`.
 
@@ -95,7 +96,7 @@ def _first_problem(card: dict[str, Any]) -> str:
     return "no failing test recorded"
 
 
-def zygote_for_proof(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
+def zygote_for_proof(assignment: manifest.Assignment, *, backend: BackendName, exercises: list[str] | None = None,
                      per_test_time_limit: float | None = None) -> SharedZygote | None:
     """This user's zygote, started now when a proof is due under a backend that forks; None when a cached proof
     will do or the backend cannot fork. Started before the caller imports the grading side, it warms up meanwhile,

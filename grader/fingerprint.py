@@ -24,6 +24,7 @@ from typing import Any
 
 from grader import __version__
 from grader.course import manifest
+from grader.sandbox.levels import BackendName
 
 PARTS = ("grader", "manifest", "suites", "references", "torch", "python", "isolation", "options")
 REASONS = {
@@ -49,7 +50,7 @@ def files(assignment: manifest.Assignment) -> dict[str, list[Path]]:
             "stubs": sorted((root / "exercises").glob("*.py"))}
 
 
-def record(assignment: manifest.Assignment, *, backend: str, require_cuda: bool = False,
+def record(assignment: manifest.Assignment, *, backend: BackendName, require_cuda: bool = False,
            per_test_time_limit: float | None = None) -> dict[str, str]:
     """The scorecard's ``grader.fingerprint``: each part's digest (or its plain value) and ``key`` over all."""
     found = files(assignment)

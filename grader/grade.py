@@ -21,6 +21,7 @@ from grader.errors import GraderFault, UsageError
 from grader.intake import submission as intake
 from grader.options import GradeOptions, launch_spec
 from grader.sandbox import isolation as iso
+from grader.sandbox.levels import BackendName
 from grader.scoring import scorecard, withhold
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
@@ -67,12 +68,12 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
     except (manifest.ManifestError, iso.IsolationError) as exc:
         raise GradeRefused(str(exc)) from None
     seed = secrets.randbelow(2**31) if options.seed is None else options.seed
-    spec = launch_spec(spec_assignment, backend, slot=starter.slot if starter else 0, threads=options.threads)
+    launch = launch_spec(spec_assignment, backend, slot=starter.slot if starter else 0, threads=options.threads)
     try:
-        _check_view(spec, spec_assignment)
+        _check_view(launch, spec_assignment)
     except iso.IsolationError as exc:
         raise GradeRefused(str(exc)) from None
-    card = _skeleton(spec_assignment, submission, seed, spec, backend, started, student_id, options.exercises)
+    card = _skeleton(spec_assignment, submission, seed, launch, backend, started, student_id, options.exercises)
     card["grader"]["fingerprint"] = fingerprint.record(  # what decides this grade: a rerun regrades what it no longer is
         spec_assignment, backend=backend, require_cuda=options.require_cuda,
         per_test_time_limit=options.per_test_time_limit)
@@ -85,7 +86,7 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
     card["submission"].update(sha256=sub.sha256, layout=sub.layout, files=sub.files)
     card["timings"]["intake_s"] = round(time.monotonic() - t0, 4)
     try:
-        _run(card, sub, spec_assignment, _Makers(sub, spec_assignment, spec, backend, options, starter), seed,
+        _run(card, sub, spec_assignment, _Makers(sub, spec_assignment, launch, backend, options, starter), seed,
              options)
     except KeyboardInterrupt:
         raise
@@ -96,20 +97,20 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
     return _finish(card, t0)
 
 
-def _check_view(spec: iso.LaunchSpec, assignment: manifest.Assignment) -> None:
+def _check_view(launch: iso.LaunchSpec, assignment: manifest.Assignment) -> None:
     """A leased uid with no view of its own must be able to read what the worker needs; and where only file
     permissions stand between it and the secrets, they must hold."""
-    missing = spec.unreadable()
+    missing = launch.unreadable()
     if missing:
         raise iso.IsolationError(
-            f"refusing to grade under `{spec.backend}` isolation as root: the sandbox's unprivileged uid cannot read "
+            f"refusing to grade under `{launch.backend}` isolation as root: the sandbox's unprivileged uid cannot read "
             f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} (a folder above it is closed to other users, "
             "as a 0700 home is). Install Python and the grader's environment where every user may read them (a venv "
             "in /opt made from /usr/bin/python3, say), or grade under `namespace`, which binds them in")
-    if spec.backend == "process" and spec.drops_uid and spec.file_view == "permissions":
+    if launch.backend == "process" and launch.drops_uid and launch.file_view == "permissions":
         from grader.sandbox import exposure
 
-        exposure.check(assignment, spec.uid)
+        exposure.check(assignment, launch.uid)
 
 
 def _resolve(options: GradeOptions, starter: WorkerStarter | None,
@@ -123,9 +124,9 @@ class _Makers:
     """The suites' backend factory: makes each backend on demand and keeps the first, whose record
     (a grader fault, the sandbox's incidents and worker starts) the scorecard then reads."""
 
-    def __init__(self, sub: intake.Submission, assignment: manifest.Assignment, spec: iso.LaunchSpec, backend: str,
+    def __init__(self, sub: intake.Submission, assignment: manifest.Assignment, launch: iso.LaunchSpec, backend: BackendName,
                  options: GradeOptions, starter: WorkerStarter | None) -> None:
-        self.sub, self.assignment, self.spec, self.backend = sub, assignment, spec, backend
+        self.sub, self.assignment, self.spec, self.backend = sub, assignment, launch, backend
         self.options, self.starter = options, starter
         self.sandbox: SandboxBackend | None = None
         self.made = False
@@ -190,10 +191,10 @@ def _sandbox_record(card: dict[str, Any], record: SandboxRecord) -> None:
         card["isolation"].update(record.observed)
 
 
-def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int, spec: iso.LaunchSpec,
-              backend: str, started: str, student_id: str | None, exercises: list[str] | None) -> dict[str, Any]:
-    isolation = spec.describe() if backend != "inprocess" else {
-        **spec.describe(), "backend": "inprocess", "cgroup": "none", "file_view": "inprocess"}
+def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int, launch: iso.LaunchSpec,
+              backend: BackendName, started: str, student_id: str | None, exercises: list[str] | None) -> dict[str, Any]:
+    isolation = launch.describe() if backend != "inprocess" else {
+        **launch.describe(), "backend": "inprocess", "cgroup": "none", "file_view": "inprocess"}
     chosen = set(exercises or assignment.ids())  # an intake error's card is out of what was to be graded
     max_score = sum(e.points for e in assignment.exercises if e.id in chosen)
     return scorecard.new(assignment=assignment.id, max_score=max_score, path=submission,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from grader.course import manifest
 from grader.sandbox import isolation as iso
+from grader.sandbox.levels import BackendName
 
 __all__ = ["DEFAULTS", "GradeOptions", "launch_spec"]
 
@@ -41,7 +42,7 @@ class GradeOptions:
 DEFAULTS = GradeOptions()  # what the CLIs show and use when an option is not given
 
 
-def launch_spec(assignment: manifest.Assignment, backend: str, *, slot: int = 0, threads: int = 1) -> iso.LaunchSpec:
+def launch_spec(assignment: manifest.Assignment, backend: BackendName, *, slot: int = 0, threads: int = 1) -> iso.LaunchSpec:
     """The worker launch spec ``grade()`` uses (so a caller can pre-start a matching warm worker)."""
     lim = assignment.limits
     limits = iso.Limits(memory_mb=lim.memory_mb, processes=lim.processes, file_size_mb=lim.file_size_mb,

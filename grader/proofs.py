@@ -26,6 +26,7 @@ from typing import Any
 
 from grader import __version__, procs
 from grader.course import manifest
+from grader.sandbox.levels import BackendName
 
 CACHE_ENV = procs.CACHE_ENV
 FORMAT = 3  # 2: per-test limits; 3: keyed on grader.fingerprint
@@ -59,7 +60,7 @@ def limits_from(card: dict[str, Any], assignment: manifest.Assignment) -> dict[s
             for t in e["tests"] if "cpu_s" in t and e["id"] in ceiling}
 
 
-def limits(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,
+def limits(assignment: manifest.Assignment, *, backend: BackendName, exercises: list[str] | None,
            per_test_time_limit: float | None) -> dict[str, float]:
     """The per-test limits a grade in this configuration uses: the cached proof's ({} when there is none, or when
     an explicit per-test limit overrides them all)."""
@@ -69,13 +70,13 @@ def limits(assignment: manifest.Assignment, *, backend: str, exercises: list[str
     return dict(proof.limits) if proof is not None else {}
 
 
-def cached(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None = None,
+def cached(assignment: manifest.Assignment, *, backend: BackendName, exercises: list[str] | None = None,
            per_test_time_limit: float | None = None) -> Proof | None:
     """The cached proof for this configuration, or None when :func:`grader.canary.prove` would have to grade."""
     return read(cache_key(assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit))
 
 
-def cache_key(assignment: manifest.Assignment, *, backend: str, exercises: list[str] | None,
+def cache_key(assignment: manifest.Assignment, *, backend: BackendName, exercises: list[str] | None,
               per_test_time_limit: float | None) -> str:
     """A hash of everything that could change the canary's outcome on this machine: what decides a grade
     (:func:`grader.fingerprint.record`, the scorecard's own record), the stubs, and this machine's particulars,

@@ -121,12 +121,12 @@ def suite_rows(root: Path | None = None) -> list[SuiteRow]:
 
     path = (root or manifest.REPO_ROOT) / "assignments.json"
     rows: list[SuiteRow] = []
-    for spec in manifest.load_all(path):
-        card = grade((root or manifest.REPO_ROOT) / "solutions", assignment=spec, seed=0, require_cuda=True)
+    for assignment in manifest.load_all(path):
+        card = grade((root or manifest.REPO_ROOT) / "solutions", assignment=assignment, seed=0, require_cuda=True)
         tests = [t for e in card["exercises"] for t in e["tests"]]
         cpu_ok = card["status"] == "graded" and all(t["outcome"] == "passed" for t in tests if not t["cuda"])
-        rows.append((spec.id, f"score {card['score']}/{card['max_score']}", card["status"], cpu_ok))
-        rows += [(spec.id, t["id"], t["outcome"], t["outcome"] == "passed") for t in tests if t["cuda"]]
+        rows.append((assignment.id, f"score {card['score']}/{card['max_score']}", card["status"], cpu_ok))
+        rows += [(assignment.id, t["id"], t["outcome"], t["outcome"] == "passed") for t in tests if t["cuda"]]
     return rows
 
 

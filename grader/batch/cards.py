@@ -14,11 +14,11 @@ from grader.scoring import scorecard
 RETRY_KINDS = ("grader", "interrupted", "isolation")  # errors a rerun tries again
 
 
-def error_card(*, assignment: manifest.Assignment, spec: iso.LaunchSpec, path: Path, student: str, kind: str,
+def error_card(*, assignment: manifest.Assignment, launch: iso.LaunchSpec, path: Path, student: str, kind: str,
                message: str, sha256: str = "", seconds: float = 0.0, exercises: list[str] | None = None) -> dict[str, Any]:
     """A schema-valid ``status: error`` scorecard for a submission the engine could not grade."""
     chosen = set(exercises or assignment.ids())
-    card = scorecard.new(assignment=assignment.id, path=path, student=student, isolation=spec.describe(), seed=0,
+    card = scorecard.new(assignment=assignment.id, path=path, student=student, isolation=launch.describe(), seed=0,
                          max_score=sum(e.points for e in assignment.exercises if e.id in chosen))
     card["submission"]["sha256"] = sha256
     return scorecard.finished(scorecard.with_error(card, kind, message), seconds=seconds)

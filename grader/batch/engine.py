@@ -27,6 +27,7 @@ from grader.intake import submission as intake
 from grader.intake.classfolder import Entry
 from grader.options import launch_spec
 from grader.sandbox import isolation as iso
+from grader.sandbox.levels import BackendName
 from grader.scoring import scorecard
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ __all__ = ["BatchFault", "BatchInterrupted", "Grading", "GradingFactory", "Local
 class Grading(Protocol):
     """Where the submissions the engine could not skip are graded, and the proof that it grades correctly."""
 
-    backend: str  # the sandbox level every submission is graded under
+    backend: BackendName  # the sandbox level every submission is graded under
     slots: int  # how many submissions are graded at once (known once ``grade`` was called)
 
     def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
@@ -143,7 +144,7 @@ def run(entries: list[Entry], *, out: Path, options: Options, assignment: manife
     done: dict[str, Result] = {}
     for entry in entries:  # the class's order: clashes and unchanged submissions first, as they come
         if entry.clash:
-            card = cards.error_card(assignment=assignment, spec=launch_spec(assignment, where.backend), path=entry.path,
+            card = cards.error_card(assignment=assignment, launch=launch_spec(assignment, where.backend), path=entry.path,
                                     student=entry.student, kind="intake", message=entry.clash,
                                     exercises=options.exercises)
             done[entry.key] = _write(out, Result(entry, card), assignment, where.backend, options.exercises, proof)
@@ -169,7 +170,7 @@ def run(entries: list[Entry], *, out: Path, options: Options, assignment: manife
 
 
 def _plan(entries: list[Entry], out: Path, options: Options, assignment: manifest.Assignment,
-          backend: str) -> tuple[dict[str, Result], list[Entry], dict[str, int]]:
+          backend: BackendName) -> tuple[dict[str, Result], list[Entry], dict[str, int]]:
     """The unchanged submissions' results (read back), the entries to grade (clashes are in neither), and how
     many earlier scorecards are graded again, by their reasons (``+``-joined keys of
     :data:`grader.batch.cards.REASONS`)."""
@@ -203,7 +204,7 @@ def _fingerprint(path: Path, modules: set[str]) -> str:
     return sub.sha256
 
 
-def _canary(assignment: manifest.Assignment, backend: str, options: Options,
+def _canary(assignment: manifest.Assignment, backend: BackendName, options: Options,
             zygote: SharedZygote | None = None) -> dict[str, Any] | None:
     """The proof that this machine grades correctly (:mod:`grader.canary`), its workers forked from ``zygote``
     when there is one; raises ``CanaryFailed``."""
@@ -216,14 +217,14 @@ def _canary(assignment: manifest.Assignment, backend: str, options: Options,
                         starter=ZygoteStarter(zygote) if zygote else None).record()
 
 
-def _write(out: Path, result: Result, assignment: manifest.Assignment, backend: str,
+def _write(out: Path, result: Result, assignment: manifest.Assignment, backend: BackendName,
            exercises: list[str] | None, proof: dict[str, Any] | None = None) -> Result:
     if proof is not None:
         result.card.setdefault("canary", proof)  # a cluster's result already names the canary of the host that graded it
     try:
         scorecard.write(result.card, card_path(out, result.entry.key))
     except schema.SchemaError as exc:
-        result.card = cards.error_card(assignment=assignment, spec=launch_spec(assignment, backend),
+        result.card = cards.error_card(assignment=assignment, launch=launch_spec(assignment, backend),
                                        path=result.entry.path, student=result.entry.student, kind="grader",
                                        message=f"internal error: the scorecard failed its schema ({exc})",
                                        exercises=exercises)

@@ -49,7 +49,7 @@ def reach(targets):
 CONNECT_TIMEOUT_S = 60.0
 
 
-def reach(targets: list[tuple[str, int]], *, spec: iso.LaunchSpec, starter: WorkerStarter | None = None) -> dict[str, str]:
+def reach(targets: list[tuple[str, int]], *, launch: iso.LaunchSpec, starter: WorkerStarter | None = None) -> dict[str, str]:
     """From inside a sandbox launched as ``spec``, try to connect to each target; ``"host:port" -> outcome``."""
     from grader.sandbox import sweep
     from grader.sandbox.remote import SandboxBackend
@@ -60,7 +60,7 @@ def reach(targets: list[tuple[str, int]], *, spec: iso.LaunchSpec, starter: Work
     box.mkdir(mode=0o755)
     (box / "netprobe.py").write_text(PROBE_MODULE)
     (box / "netprobe.py").chmod(0o644)
-    sandbox = SandboxBackend(box, spec, bans={}, time_limits={"": CONNECT_TIMEOUT_S}, budget_s=2 * CONNECT_TIMEOUT_S,
+    sandbox = SandboxBackend(box, launch, bans={}, time_limits={"": CONNECT_TIMEOUT_S}, budget_s=2 * CONNECT_TIMEOUT_S,
                              starter=starter)
     try:
         sandbox.begin_test("dask-network-probe", "")
@@ -87,8 +87,8 @@ def check(config: dict[str, Any], *, starter: WorkerStarter | None = None) -> di
     from grader import fingerprint
 
     record["fingerprint"] = fingerprint.inputs_digest(assignment)
-    spec = launch_spec(assignment, "namespace", slot=starter.slot if starter else 0)  # as a submission's sandbox
-    record["network"] = reach([(h, int(p)) for h, p in config["targets"]], spec=spec, starter=starter)
+    launch = launch_spec(assignment, "namespace", slot=starter.slot if starter else 0)  # as a submission's sandbox
+    record["network"] = reach([(h, int(p)) for h, p in config["targets"]], launch=launch, starter=starter)
     record.update(_canary(assignment, config))
     return record
 

@@ -23,13 +23,14 @@ from grader.batch.results import BatchFault, Options, Result
 from grader.course import manifest
 from grader.intake.classfolder import Entry
 from grader.options import launch_spec
+from grader.sandbox.levels import BackendName
 from grader.sandbox.starters import lane_slot
 
 WATCHDOG_SLACK_S = 120.0
 MAX_STARTUP_FAILURES = 3
 
 
-def slot_config(n: int, *, options: Options, assignment: manifest.Assignment, backend: str) -> dict[str, Any]:
+def slot_config(n: int, *, options: Options, assignment: manifest.Assignment, backend: BackendName) -> dict[str, Any]:
     """The JSON configuration of slot ``n`` (``python -m grader.batch.slot CONFIG``): plain data."""
     o = options
     # the manifest this command loaded, absolute: the slot runs in /, and must grade what the canary proved
@@ -98,7 +99,7 @@ class SlotProcess:
 class Pool:
     """The slots of one run: start them, feed them one submission each, replace a dead or hung one."""
 
-    def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment, backend: str) -> None:
+    def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment, backend: BackendName) -> None:
         self.out, self.options, self.assignment, self.backend = out, options, assignment, backend
         self.slots: list[SlotProcess] = []
         self.selector = selectors.DefaultSelector()
@@ -138,8 +139,8 @@ class Pool:
         self.slots.remove(slot)
 
     def _error(self, entry: Entry, kind: str, message: str, slot: int, seconds: float = 0.0) -> Result:
-        spec = launch_spec(self.assignment, self.backend, slot=lane_slot(slot, 0), threads=self.options.threads)
-        card = cards.error_card(assignment=self.assignment, spec=spec, path=entry.path, student=entry.student,
+        launch = launch_spec(self.assignment, self.backend, slot=lane_slot(slot, 0), threads=self.options.threads)
+        card = cards.error_card(assignment=self.assignment, launch=launch, path=entry.path, student=entry.student,
                                 kind=kind, message=message, seconds=seconds, exercises=self.options.exercises)
         return Result(entry, card, wall_s=seconds)
 

@@ -8,6 +8,7 @@ from typing import Any
 from grader.errors import GraderFault
 from grader.intake.classfolder import Entry
 from grader.options import GradeOptions
+from grader.sandbox.levels import BackendName
 
 
 class BatchFault(GraderFault):
@@ -44,7 +45,7 @@ class Result:
 @dataclass
 class Run:
     results: list[Result]
-    backend: str
+    backend: BackendName
     slots: int
     wall_s: float
     meta: dict[str, Any] = field(default_factory=dict)

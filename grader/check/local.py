@@ -66,9 +66,9 @@ def check(*, exercises: Sequence[str] = (), root: Path | None = None, student: P
     return scorecard.finished(card, seconds=time.monotonic() - t0)
 
 
-def skeleton(spec: manifest.Assignment, student: Path, seed: int, started: str) -> dict[str, Any]:
+def skeleton(assignment: manifest.Assignment, student: Path, seed: int, started: str) -> dict[str, Any]:
     """An empty scorecard for a local, in-process run."""
-    return scorecard.new(assignment=spec.id, max_score=spec.max_points, path=student,
+    return scorecard.new(assignment=assignment.id, max_score=assignment.max_points, path=student,
                          isolation=scorecard.inprocess_isolation(), seed=seed, layout="exercises-folder",
                          started=started)
 

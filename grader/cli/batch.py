@@ -77,8 +77,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             raise UsageError(f"{path}: not a readable scorecard ({exc}); give files written by grader grade/batch") from None
         named.append((path.name.removesuffix(".json"), card))
     try:
-        spec = manifest.load(None, named[0][1]["assignment"])
-        ids, title = spec.ids(), spec.title
+        assignment = manifest.load(None, named[0][1]["assignment"])
+        ids, title = assignment.ids(), assignment.title
     except manifest.ManifestError:
         ids, title = sorted({e["id"] for _, c in named for e in c["exercises"]}), ""
     roster = roster_of(args.roster)

@@ -12,7 +12,7 @@ from grader.course import manifest
 from grader.errors import ExitCode, GraderFault, UsageError
 from grader.options import DEFAULTS, GradeOptions, launch_spec
 from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
-from grader.sandbox.levels import LEVELS
+from grader.sandbox.levels import LEVELS, BackendName
 
 if TYPE_CHECKING:
     from grader.sandbox.shared_zygote import SharedZygote
@@ -51,7 +51,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     return ExitCode.OK if card["status"] == "graded" else ExitCode.FAILED  # as `grader batch`: an error card is 1
 
 
-def _shared_zygote(backend: str, options: GradeOptions, assignment: manifest.Assignment) -> SharedZygote | None:
+def _shared_zygote(backend: BackendName, options: GradeOptions, assignment: manifest.Assignment) -> SharedZygote | None:
     """This user's long-lived zygote (:mod:`grader.sandbox.shared_zygote`): started now when the canary has to
     grade first (:func:`grader.canary.zygote_for_proof`), else the one already running for this grader, if any."""
     from grader import canary
@@ -64,7 +64,7 @@ def _shared_zygote(backend: str, options: GradeOptions, assignment: manifest.Ass
     return started or shared_zygote.connect()
 
 
-def _keep_warm(backend: str) -> None:
+def _keep_warm(backend: BackendName) -> None:
     """After this run's work is written: start the long-lived zygote the next run will fork its workers from."""
     from grader.sandbox import shared_zygote
     from grader.sandbox.zygote_client import FORKABLE
@@ -73,7 +73,7 @@ def _keep_warm(backend: str) -> None:
         shared_zygote.start()
 
 
-def _prestart(options: GradeOptions, assignment: manifest.Assignment, backend: str,
+def _prestart(options: GradeOptions, assignment: manifest.Assignment, backend: BackendName,
               zygote: Zygote | None) -> WarmChannel | None:
     """The submission's first worker, started before ``grader.grade`` (torch, pytest) is imported: forked from
     ``zygote`` in milliseconds, or a cold one whose torch import overlaps ours. It is untrusted from its first
@@ -128,7 +128,7 @@ def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:
     return out
 
 
-def _canary(options: GradeOptions, assignment: manifest.Assignment, backend: str,
+def _canary(options: GradeOptions, assignment: manifest.Assignment, backend: BackendName,
             zygote: Zygote | None) -> dict[str, Any] | None:
     """The proof that this machine grades correctly (see :mod:`grader.canary`), its workers forked from
     ``zygote`` when there is one (as the student's are); None with --no-canary."""

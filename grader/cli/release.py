@@ -31,8 +31,8 @@ def _cmd_release(args: argparse.Namespace) -> int:
                       "--gradescope ZIP, --classroom50 DIR")
     try:
         specs = chosen(manifest_path=Path(args.manifest) if args.manifest else None, assignment=args.assignment)
-        for spec in specs:
-            release_one(args, spec, many=len(specs) > 1)
+        for assignment in specs:
+            release_one(args, assignment, many=len(specs) > 1)
     except (release.ReleaseError, manifest.ManifestError) as exc:
         return _usage(str(exc))
     return ExitCode.OK
@@ -45,55 +45,55 @@ def chosen(*, manifest_path: Path | None = None, assignment: str | None = None) 
     return [manifest.load(manifest_path, assignment)]
 
 
-def output(path: str, spec: manifest.Assignment, *, many: bool) -> Path:
+def output(path: str, assignment: manifest.Assignment, *, many: bool) -> Path:
     """Where ``spec``'s copy of an output goes: ``path`` itself, or (several assignments) a name ending in its id."""
     given = Path(path)
     if not many:
         return given
-    return given.with_name(f"{given.stem}-{spec.id}{given.suffix}") if given.suffix == ".zip" else given / spec.id
+    return given.with_name(f"{given.stem}-{assignment.id}{given.suffix}") if given.suffix == ".zip" else given / assignment.id
 
 
-def release_one(args: argparse.Namespace, spec: manifest.Assignment, *, many: bool) -> None:
+def release_one(args: argparse.Namespace, assignment: manifest.Assignment, *, many: bool) -> None:
     """Write every output the options ask for, for ``spec``; ``ReleaseError`` says what went wrong, and
     ``ManifestError`` names a suite file the manifest gives wrong (every release ships the public suites; the
     Gradescope zip the hidden ones and the references too)."""
     from grader.release import repository as release
 
-    manifest.check_paths(spec, ("public", "hidden") if args.gradescope else ("public",))
-    release_deliveries(args, spec, many=many)
+    manifest.check_paths(assignment, ("public", "hidden") if args.gradescope else ("public",))
+    release_deliveries(args, assignment, many=many)
     if args.out:
-        out = output(args.out, spec, many=many)
-        written = release.release(out, spec=spec, force=args.force)
-        print(f"student repository ({spec.id}): {len(written)} files in {out}", file=sys.stderr)
+        out = output(args.out, assignment, many=many)
+        written = release.release(out, assignment=assignment, force=args.force)
+        print(f"student repository ({assignment.id}): {len(written)} files in {out}", file=sys.stderr)
     if args.nbgrader:
         from grader.release import nbgrader as notebooks
 
-        course = output(args.nbgrader, spec, many=many)
-        written = notebooks.write_course(course, spec=spec, force=args.force)
+        course = output(args.nbgrader, assignment, many=many)
+        written = notebooks.write_course(course, assignment=assignment, force=args.force)
         print(f"nbgrader course: {len(written)} files in {course}; next: cd {course} && "
-              f"nbgrader generate_assignment {spec.id}", file=sys.stderr)
+              f"nbgrader generate_assignment {assignment.id}", file=sys.stderr)
 
 
-def release_deliveries(args: argparse.Namespace, spec: manifest.Assignment, *, many: bool) -> None:
+def release_deliveries(args: argparse.Namespace, assignment: manifest.Assignment, *, many: bool) -> None:
     """The Gradescope zip and the Classroom 50 bundle, where the options ask for them."""
     from grader.release.repository import ReleaseError
 
     if args.gradescope:
         from grader.release import gradescope
 
-        zip_path = output(args.gradescope, spec, many=many)
+        zip_path = output(args.gradescope, assignment, many=many)
         if zip_path.exists() and not args.force:
             raise ReleaseError(f"{zip_path} exists: give a new file name, or --force to replace it")
-        gradescope.build_zip(zip_path, spec=spec)
+        gradescope.build_zip(zip_path, assignment=assignment)
         print(f"gradescope: {zip_path} (upload it as the autograder; setup.sh and run_autograder at its root)",
               file=sys.stderr)
     if args.classroom50:
         from grader.release import classroom50
 
-        folder = output(args.classroom50, spec, many=many)
-        written = classroom50.release(folder, spec=spec, force=args.force)
+        folder = output(args.classroom50, assignment, many=many)
+        written = classroom50.release(folder, assignment=assignment, force=args.force)
         print(f"classroom50: {len(written)} files in {folder}: template/ is the template repository, "
-              f"autograders/{spec.id}/ goes into classroom50/<CLASSROOM>/autograders/", file=sys.stderr)
+              f"autograders/{assignment.id}/ goes into classroom50/<CLASSROOM>/autograders/", file=sys.stderr)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -29,8 +29,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from grader.scoring import scorecard
 
     try:  # the assignment is loaded once, here, and handed down
-        spec = check.load(manifest_path=Path(args.manifest) if args.manifest else None, assignment=args.assignment)
-        card = check.check(exercises=args.exercises, pdb=args.pdb, assignment=spec)
+        assignment = check.load(manifest_path=Path(args.manifest) if args.manifest else None, assignment=args.assignment)
+        card = check.check(exercises=args.exercises, pdb=args.pdb, assignment=assignment)
     except check.CheckError as exc:
         return _usage(str(exc))
     if args.json:
@@ -46,12 +46,12 @@ def _cmd_ci(args: argparse.Namespace) -> int:
     from grader.course import manifest
 
     try:  # loaded once, here; the child that runs the tests is told which manifest and assignment
-        spec = check.load(manifest_path=Path(args.manifest) if args.manifest else None, assignment=args.assignment)
+        assignment = check.load(manifest_path=Path(args.manifest) if args.manifest else None, assignment=args.assignment)
         for exercise in args.exercises:
-            spec.exercise(exercise)
+            assignment.exercise(exercise)
     except (check.CheckError, manifest.ManifestError) as exc:
         return _usage(str(exc))
-    result = ci.ci(spec, fmt=args.format, exercises=args.exercises, timeout_s=args.timeout)
+    result = ci.ci(assignment, fmt=args.format, exercises=args.exercises, timeout_s=args.timeout)
     where = ci.emit(result)
     score = sum(t["score"] for t in result["tests"])
     print(f"grader ci: {result['status']}: {score:g}/{result['max_score']:g} public points; {where}",

@@ -40,6 +40,7 @@ from grader.exports import outputs
 from grader.intake import submission as intake
 from grader.intake.classfolder import Entry
 from grader.options import launch_spec
+from grader.sandbox.levels import BackendName
 
 WAIT_FOR_WORKERS_S = 120.0
 
@@ -51,7 +52,7 @@ class WorkerRefused(UsageError):
 class DaskGrading:
     """Grading on the Dask cluster ``target`` (``gpu``: only on workers that offer the ``GPU`` resource)."""
 
-    backend = wire.REQUIRED_LEVEL
+    backend: BackendName = wire.REQUIRED_LEVEL
 
     def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment, target: Target,
                  gpu: bool = False, say: Callable[[str], None] | None = None) -> None:
@@ -174,8 +175,8 @@ class DaskGrading:
         return Result(entry, card, wall_s=wall, warm=bool(reply.get("warm")))
 
     def _error(self, entry: Entry, kind: str, message: str, seconds: float = 0.0) -> Result:
-        spec = launch_spec(self.assignment, self.backend, threads=self.options.threads)
-        card = cards.error_card(assignment=self.assignment, spec=spec, path=Path(os.path.abspath(entry.path)),
+        launch = launch_spec(self.assignment, self.backend, threads=self.options.threads)
+        card = cards.error_card(assignment=self.assignment, launch=launch, path=Path(os.path.abspath(entry.path)),
                                 student=entry.student, kind=kind, message=message, seconds=seconds,
                                 exercises=self.options.exercises)
         card["seed"] = self.options.seed if self.options.seed is not None else 0
@@ -229,7 +230,7 @@ def preflight(client: Client, name: str, *, fingerprint: str, gpu: bool, canary_
     for address, text in sorted(texts.items()):
         try:
             record = wire.read_record(text)
-        except (wire.WireError, ValueError) as exc:
+        except (wire.MessageError, ValueError) as exc:
             refused.append(f"Dask worker {address}: its self-check could not be read ({safetext.name(exc, 300)})")
             continue
         who = f"Dask worker {address} (host {safetext.name(record.get('hostname', '?'))}, pid {record.get('pid', '?')})"

@@ -24,22 +24,23 @@ from typing import Any
 
 from grader import safetext, schema
 from grader.intake import submission as intake
+from grader.sandbox.levels import Level
 
 MAX_PAYLOAD_BYTES = intake.MAX_SUBMISSION_BYTES  # a submission's modules, all together (intake's one size budget)
 MAX_RESULT_BYTES = 8 << 20  # one task's JSON reply (a scorecard is tens of KiB)
 MAX_RECORD_BYTES = 64 << 10  # one worker's self-check
-REQUIRED_LEVEL = "namespace"
+REQUIRED_LEVEL: Level = "namespace"
 REPLY_KEYS = {"key", "worker", "wall_s", "warm", "card", "refused", "fault", "canary"}
 NUMBER = (int, float)
 CANARY_KEYS: dict[str, type | tuple[type, ...]] = {"key": str, "solutions": NUMBER, "stubs": NUMBER, "max_score": NUMBER,
                                                    "cached": bool}
 
 
-class WireError(ValueError):
+class MessageError(ValueError):
     """Data that crossed does not have the shape agreed: the message says what is wrong."""
 
 
-class ResultRejected(WireError):
+class ResultRejected(MessageError):
     """A task's result is not a scorecard we can accept for that submission (a grader error)."""
 
 
@@ -70,20 +71,20 @@ def take(path: Path, *, modules: set[str]) -> Payload:
 def check_payload(plain: object) -> Payload:
     """The worker's own check of a payload: names that are plain module files, sizes within the intake's caps."""
     if not isinstance(plain, dict) or set(plain) != {"files", "single_module", "layout", "sha256"}:
-        raise WireError("a payload is a mapping of files, single_module, layout and sha256")
+        raise MessageError("a payload is a mapping of files, single_module, layout and sha256")
     files, single = plain["files"], plain["single_module"]
     if not isinstance(files, dict) or not 0 < len(files) <= intake.MAX_FILES:
-        raise WireError(f"a payload holds 1 to {intake.MAX_FILES} files")
+        raise MessageError(f"a payload holds 1 to {intake.MAX_FILES} files")
     for name, data in files.items():
         if not (isinstance(name, str) and _module_file(name) and isinstance(data, bytes)
                 and len(data) <= intake.MAX_FILE_BYTES):
-            raise WireError(f"not a module file of at most {intake.MAX_FILE_BYTES} bytes: {safetext.name(name)}")
+            raise MessageError(f"not a module file of at most {intake.MAX_FILE_BYTES} bytes: {safetext.name(name)}")
     if sum(map(len, files.values())) > MAX_PAYLOAD_BYTES:
-        raise WireError(f"a payload holds at most {MAX_PAYLOAD_BYTES} bytes")
+        raise MessageError(f"a payload holds at most {MAX_PAYLOAD_BYTES} bytes")
     if single is not None and (not isinstance(single, str) or set(files) != {f"{single}.py"}):
-        raise WireError("single_module names the payload's one file")
+        raise MessageError("single_module names the payload's one file")
     if not isinstance(plain["layout"], str) or not isinstance(plain["sha256"], str):
-        raise WireError("layout and sha256 are text")
+        raise MessageError("layout and sha256 are text")
     return Payload(files, single, plain["layout"][:200], plain["sha256"][:64])
 
 
@@ -110,11 +111,11 @@ def strict_json(text: str) -> Any:
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         keys = [k for k, _ in items]
         if len(set(keys)) != len(keys):
-            raise WireError("duplicate keys")
+            raise MessageError("duplicate keys")
         return dict(items)
 
     def constant(name: str) -> None:
-        raise WireError(f"{name} is not JSON")
+        raise MessageError(f"{name} is not JSON")
 
     return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
 
@@ -178,14 +179,14 @@ def is_canary(record: object) -> bool:
 def read_record(text: object) -> dict[str, Any]:
     """A worker's self-check (JSON text from :mod:`grader.batch.hostcheck`), bounded and strictly parsed."""
     if not isinstance(text, str) or len(text) > MAX_RECORD_BYTES:
-        raise WireError("a self-check is JSON text of at most 64 KiB")
+        raise MessageError("a self-check is JSON text of at most 64 KiB")
     return check_record(strict_json(text))
 
 
 def check_record(record: object) -> dict[str, Any]:
     """``record`` if it has the shape of a self-check (a mapping with a sandbox level)."""
     if not isinstance(record, dict) or not isinstance(record.get("level"), str):
-        raise WireError("a self-check is a mapping with a sandbox level")
+        raise MessageError("a self-check is a mapping with a sandbox level")
     return record
 
 

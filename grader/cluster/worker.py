@@ -138,7 +138,7 @@ class Host:
             return {"key": key, "refused": f"Dask worker {self.address} may not grade: {reason}"}
         try:
             payload = wire.check_payload(plain)
-        except wire.WireError as exc:
+        except wire.MessageError as exc:
             return {"key": key, "fault": f"the submission sent to {self.address} was malformed: {exc}"}
         folder = Path(tempfile.mkdtemp(dir=self.scratch, prefix="sub-"))
         slot = self.idle.get()

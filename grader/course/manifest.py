@@ -118,31 +118,31 @@ def load_all(path: Path | None = None) -> list[Assignment]:
     return [_assignment(raw, path) for raw in _document(path)["assignments"]]
 
 
-def check_paths(spec: Assignment, suites: tuple[str, ...]) -> Assignment:
+def check_paths(assignment: Assignment, suites: tuple[str, ...]) -> Assignment:
     """``spec`` when every file of ``suites`` it names is a file inside its folder (and, for ``hidden``, each
     exercise's reference ``solutions/<module>.py``); else :class:`ManifestError` naming each, with its line in the
     manifest: a misspelled path is the caller's mistake, found before anything is graded, not a broken machine."""
-    wrong = [f"{spec.manifest}:{_line(spec.manifest, field, name)}: {field} of exercise {e.id!r}: {why}"
-             for e in spec.exercises for field, name, why in _path_problems(spec, e, suites)]
+    wrong = [f"{assignment.manifest}:{_line(assignment.manifest, field, name)}: {field} of exercise {e.id!r}: {why}"
+             for e in assignment.exercises for field, name, why in _path_problems(assignment, e, suites)]
     if wrong:
-        raise ManifestError(f"{len(wrong)} path(s) of assignment {spec.id!r} are wrong (fix the manifest):\n  "
+        raise ManifestError(f"{len(wrong)} path(s) of assignment {assignment.id!r} are wrong (fix the manifest):\n  "
                             + "\n  ".join(wrong))
-    return spec
+    return assignment
 
 
-def _path_problems(spec: Assignment, exercise: Exercise, suites: tuple[str, ...]) -> list[tuple[str, str, str]]:
+def _path_problems(assignment: Assignment, exercise: Exercise, suites: tuple[str, ...]) -> list[tuple[str, str, str]]:
     named = [(f"{kind}_tests", getattr(exercise, f"{kind}_tests")) for kind in suites]
     if "hidden" in suites:
         named.append(("module", exercise.module))
-    root = spec.root.resolve()
+    root = assignment.root.resolve()
     problems = []
     for field, name in named:
         target = root / "solutions" / f"{name}.py" if field == "module" else root / name
         shown = f"solutions/{name}.py" if field == "module" else name
         if not target.resolve().is_relative_to(root):
-            problems.append((field, name, f"{shown!r} is outside the manifest's folder {spec.root}"))
+            problems.append((field, name, f"{shown!r} is outside the manifest's folder {assignment.root}"))
         elif not target.is_file():
-            problems.append((field, name, f"{shown!r} is not a file in {spec.root}{_near(target)}"))
+            problems.append((field, name, f"{shown!r} is not a file in {assignment.root}{_near(target)}"))
     return problems
 
 
@@ -166,10 +166,10 @@ def _line(path: Path, field: str, value: str) -> int:
     return 1
 
 
-def text_of(spec: Assignment) -> str:
+def text_of(assignment: Assignment) -> str:
     """The manifest text holding ``spec`` alone (what a student repository for it ships)."""
-    document = _document(spec.manifest)
-    only = [raw for raw in document["assignments"] if raw["id"] == spec.id]
+    document = _document(assignment.manifest)
+    only = [raw for raw in document["assignments"] if raw["id"] == assignment.id]
     return json.dumps({**document, "assignments": only}, indent=2) + "\n"
 
 

@@ -31,6 +31,7 @@ from grader.exports import rows as exports
 from grader.intake import submission as intake
 from grader.intake.classfolder import safe_id
 from grader.intake.roster import Student
+from grader.sandbox.levels import BackendName
 from grader.scoring import scorecard
 
 FORMATS = ("gradescope", "github-classroom", "csv", *lms.FORMATS)
@@ -167,7 +168,7 @@ def _pct(card: dict[str, Any]) -> float:
     return 100.0 * card["score"] / card["max_score"] if card["max_score"] else 0.0
 
 
-def summarize(named: Named, *, assignment: manifest.Assignment, backend: str, slots: int,
+def summarize(named: Named, *, assignment: manifest.Assignment, backend: BackendName, slots: int,
               wall_s: float, skipped: int, timing: dict[str, Any] | None = None,
               roster: list[Student] | None = None, previous: dict[str, Any] | None = None,
               exercise_ids: list[str] | None = None) -> dict[str, Any]:

@@ -32,21 +32,21 @@ SCALES = (1, 2, 4, 5, 10, 20, 100, 1000)
 MIN_HIDDEN_LINE = 20  # a hidden test's line this long and absent from the public tests is its own
 
 
-def release(out: Path, *, spec: manifest.Assignment, force: bool = False) -> list[Path]:
+def release(out: Path, *, assignment: manifest.Assignment, force: bool = False) -> list[Path]:
     """Write ``out/template`` and ``out/autograders/<assignment>``; return the files written."""
     base.prepare(out, force=force, marker=MARKER)
-    written = _template(out / "template", spec)
-    bundle = out / "autograders" / spec.id
-    written += _bundle(bundle, spec)
-    problems = leaks(bundle, spec, shown=out / "template")
+    written = _template(out / "template", assignment)
+    bundle = out / "autograders" / assignment.id
+    written += _bundle(bundle, assignment)
+    problems = leaks(bundle, assignment, shown=out / "template")
     if problems:
         shutil.rmtree(out, ignore_errors=True)
         raise base.ReleaseError(f"refused: the Classroom 50 bundle would publish {problems[0]}")
     return [*written, base.write_file(out / MARKER, "written by grader release --classroom50\n")]
 
 
-def _template(dest: Path, spec: manifest.Assignment) -> list[Path]:
-    written = base.release(dest, spec=spec)
+def _template(dest: Path, assignment: manifest.Assignment) -> list[Path]:
+    written = base.release(dest, assignment=assignment)
     (dest / WORKFLOW).unlink()
     for folder in (dest / WORKFLOW.parent, dest / WORKFLOW.parent.parent):
         folder.rmdir()
@@ -55,15 +55,15 @@ def _template(dest: Path, spec: manifest.Assignment) -> list[Path]:
     return [p for p in written if p.exists()]
 
 
-def _bundle(dest: Path, spec: manifest.Assignment) -> list[Path]:
-    public = [spec.root / e.public_tests for e in spec.exercises]
-    text = fill("autograder.py", ASSIGNMENT=spec.id, TORCH=texts.torch_version(), INDEX=texts.CPU_INDEX,
+def _bundle(dest: Path, assignment: manifest.Assignment) -> list[Path]:
+    public = [assignment.root / e.public_tests for e in assignment.exercises]
+    text = fill("autograder.py", ASSIGNMENT=assignment.id, TORCH=texts.torch_version(), INDEX=texts.CPU_INDEX,
                 SCALE=str(scale(public)))
     written = [base.write_file(dest / "autograder.py", text)]
-    written += [base._copy(p, dest / p.relative_to(spec.root)) for p in public]
+    written += [base._copy(p, dest / p.relative_to(assignment.root)) for p in public]
     written += base.copy_runtime(dest / "grader")
     written += [base._copy(base.PACKAGE / rel, dest / "grader" / rel) for rel in BUNDLE_SCHEMAS]
-    written.append(base.write_file(dest / "assignments.json", manifest.text_of(spec)))
+    written.append(base.write_file(dest / "assignments.json", manifest.text_of(assignment)))
     return written
 
 
@@ -73,7 +73,7 @@ def scale(public_tests: list[Path]) -> int:
     return next((k for k in SCALES if all((v * k).denominator == 1 for v in values)), SCALES[-1])
 
 
-def leaks(bundle: Path, spec: manifest.Assignment, *, shown: Path) -> list[str]:
+def leaks(bundle: Path, assignment: manifest.Assignment, *, shown: Path) -> list[str]:
     """What the bundle must never publish: hidden test files or lines, solution lines (empty when clean).
 
     A hidden test's line counts only when the students do not already have it (``shown``: the template
@@ -81,8 +81,8 @@ def leaks(bundle: Path, spec: manifest.Assignment, *, shown: Path) -> list[str]:
     """
     found = [f"{p.relative_to(bundle)} (a hidden-tests path)" for p in bundle.rglob("*") if "hidden" in p.parts]
     public = "\n".join(p.read_text("utf-8", errors="replace") for p in shown.rglob("*") if p.is_file())
-    hidden = {line.strip() for e in spec.exercises for line in (spec.root / e.hidden_tests).read_text("utf-8")
+    hidden = {line.strip() for e in assignment.exercises for line in (assignment.root / e.hidden_tests).read_text("utf-8")
               .splitlines() if len(line.strip()) >= MIN_HIDDEN_LINE and line.strip() not in public}
-    lines = hidden | base.solution_lines(spec.root / "solutions", public=spec.root / "tests" / "public")
+    lines = hidden | base.solution_lines(assignment.root / "solutions", public=assignment.root / "tests" / "public")
     found += [f"{file} (line {line!r})" for file, line in base.scan(bundle, lines)]
     return found

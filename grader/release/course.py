@@ -17,14 +17,14 @@ TOP_FILES = ("assignments.json", "pyproject.toml", "README.md")  # pyproject nam
 SKIP_PARTS = {"__pycache__", ".pytest_cache"}
 
 
-def course_files(root: Path, spec: manifest.Assignment) -> list[tuple[Path, str]]:
+def course_files(root: Path, assignment: manifest.Assignment) -> list[tuple[Path, str]]:
     """(source file, path inside the delivery) for the whole course checkout under ``root``."""
     files = [(root / name, name) for name in TOP_FILES]
     files += _tree(root / "grader", "grader")
     for folder in ("exercises", "solutions"):
         files += [(p, f"{folder}/{p.name}") for p in sorted((root / folder).glob("*.py"))]
     for kind in ("public", "hidden"):
-        files += [(p, p.relative_to(root).as_posix()) for p in spec.suite_files(kind)]
+        files += [(p, p.relative_to(root).as_posix()) for p in assignment.suite_files(kind)]
     return files
 
 

@@ -36,12 +36,12 @@ def fill(name: str, **values: str) -> str:
     return text
 
 
-def build_zip(out: Path, *, spec: manifest.Assignment) -> Path:
-    """Write the autograder zip of ``spec`` to ``out`` and return it."""
-    config = {**DEFAULT_CONFIG, "assignment": spec.id}
+def build_zip(out: Path, *, assignment: manifest.Assignment) -> Path:
+    """Write the autograder zip of ``assignment`` to ``out`` and return it."""
+    config = {**DEFAULT_CONFIG, "assignment": assignment.id}
     generated = {
         "setup.sh": (fill("setup.sh", TORCH=texts.torch_version(), INDEX=texts.CPU_INDEX), 0o755),
         "run_autograder": (fill("run_autograder"), 0o755),
         CONFIG_NAME: (json.dumps(config, indent=2) + "\n", 0o644),
     }
-    return course.write_zip(out, course.course_files(spec.root, spec), generated)
+    return course.write_zip(out, course.course_files(assignment.root, assignment), generated)

@@ -32,6 +32,7 @@ from typing import Any
 from grader.course import manifest
 from grader.errors import GraderFault
 from grader.exports import gradescope as gs
+from grader.sandbox.levels import BackendName
 
 ROOT_ENV = "GRADER_AUTOGRADER_ROOT"
 DEFAULTS: dict[str, Any] = {"assignment": manifest.DEFAULT_ASSIGNMENT, "hidden_visibility": "after_published",
@@ -77,7 +78,7 @@ def config(tree: Tree) -> dict[str, Any]:
     return {**DEFAULTS, **loaded}
 
 
-def choose_backend(requested: str) -> str:
+def choose_backend(requested: str) -> BackendName:
     """The strongest backend here (as root without namespaces: ``process``, whose student code runs as a leased
     uid like every level's under root); never ``none``."""
     from grader.sandbox import isolation as iso
@@ -97,22 +98,22 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
     from grader.options import GradeOptions
 
     manifest_path = tree.source / "assignments.json"
-    spec = manifest.load(manifest_path, settings["assignment"])
+    assignment = manifest.load(manifest_path, settings["assignment"])
     backend = choose_backend(isolation)
     extra: dict[str, Any] = {"backend_requested": isolation}
     if settings["canary"]:
         try:
-            extra["canary"] = canary.prove(spec, backend=backend).record()
+            extra["canary"] = canary.prove(assignment, backend=backend).record()
         except canary.CanaryFailed as exc:
             raise GraderFailed(str(exc)) from None
-    card = grade_one(tree.submission, options=GradeOptions(assignment=spec.id, manifest_path=manifest_path,
-                                                           isolation=backend), assignment=spec)
+    card = grade_one(tree.submission, options=GradeOptions(assignment=assignment.id, manifest_path=manifest_path,
+                                                           isolation=backend), assignment=assignment)
     if card["status"] == "error" and card["error"]["kind"] == "intake":
         document = gs.intake_rejected(card, extra=extra)
     elif card["status"] == "error":
         raise GraderFailed(f"{card['error']['kind']} error: {card['error']['message']}")
     else:
-        penalty = late.assess(card["score"], late.policy(manifest_path, spec.id), late.metadata(tree.metadata))
+        penalty = late.assess(card["score"], late.policy(manifest_path, assignment.id), late.metadata(tree.metadata))
         document = gs.results(card, visibility=settings["hidden_visibility"], late=penalty, extra=extra)
     return document  # validated by its builder
 
@@ -143,8 +144,8 @@ def prove_image(tree: Tree, isolation: str | None = None) -> int:
     if not settings["canary"]:
         return 0
     try:
-        spec = manifest.load(tree.source / "assignments.json", settings["assignment"])
-        record = canary.prove(spec, backend=choose_backend(isolation or settings["isolation"])).record()
+        assignment = manifest.load(tree.source / "assignments.json", settings["assignment"])
+        record = canary.prove(assignment, backend=choose_backend(isolation or settings["isolation"])).record()
     except GraderFault as exc:
         print(f"could not prove the grader in the image ({exc}); run_autograder will prove it for each submission")
         return 1

@@ -28,17 +28,17 @@ COURSE_ID = "attention"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
 
-def write_course(course: Path, *, spec: manifest.Assignment, force: bool = False) -> list[Path]:
+def write_course(course: Path, *, assignment: manifest.Assignment, force: bool = False) -> list[Path]:
     """Write the nbgrader ``source/<assignment>`` tree and config into ``course``; return the files written."""
     import nbformat
 
-    root = spec.root
+    root = assignment.root
     release.prepare(course, force=force, marker="nbgrader_config.py")
-    folder = course / "source" / spec.id
+    folder = course / "source" / assignment.id
     written = [release.write_file(course / "nbgrader_config.py",
-                              texts.NBGRADER_CONFIG.substitute(course=COURSE_ID, assignment=spec.id))]
-    written += release.copy_public_tests(spec, folder) + release.copy_runtime(folder / "grader")
-    for exercise in spec.exercises:
+                              texts.NBGRADER_CONFIG.substitute(course=COURSE_ID, assignment=assignment.id))]
+    written += release.copy_public_tests(assignment, folder) + release.copy_runtime(folder / "grader")
+    for exercise in assignment.exercises:
         path = folder / f"{exercise.module}.ipynb"
         nbformat.write(notebook(exercise, root), str(path))
         written.append(path)

@@ -26,6 +26,7 @@ RUNTIME = (
     "schemas/__init__.py", "schemas/assignments.schema.json", "schemas/scorecard.schema.json",
     "schemas/github-classroom.schema.json",
     "scoring/__init__.py", "scoring/collect.py", "scoring/points.py", "scoring/runner.py", "scoring/scorecard.py",
+    "cardtypes.py",
     "student/__init__.py", "student/inprocess.py", "student/proxy.py",
     "inside/__init__.py", "inside/bans.py", "inside/executor.py", "inside/frames.py", "inside/handles.py",
     "inside/ops.py", "inside/peak.py", "inside/standins.py", "inside/structure.py", "inside/banned_ops.py",
@@ -45,12 +46,12 @@ class ReleaseError(UsageError):
     """The release cannot be built (folder in use, a leak found); the message says what to do."""
 
 
-def release(out: Path, *, spec: manifest.Assignment, force: bool = False) -> list[Path]:
-    """Write the student repository of ``spec`` into ``out``; return the files written."""
-    root = spec.root
+def release(out: Path, *, assignment: manifest.Assignment, force: bool = False) -> list[Path]:
+    """Write the student repository of ``assignment`` into ``out``; return the files written."""
+    root = assignment.root
     prepare(out, force=force, marker=".github/workflows/classroom.yml")
-    written = [*copy_exercises(spec, out), *copy_public_tests(spec, out), *copy_runtime(out / "grader")]
-    written += _write_texts(spec, out)
+    written = [*copy_exercises(assignment, out), *copy_public_tests(assignment, out), *copy_runtime(out / "grader")]
+    written += _write_texts(assignment, out)
     found = scan(out, solution_lines(root / "solutions", public=root / "tests" / "public"))
     if found:
         shutil.rmtree(out, ignore_errors=True)
@@ -72,13 +73,13 @@ def prepare(out: Path, *, force: bool, marker: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def copy_exercises(spec: manifest.Assignment, out: Path) -> list[Path]:
-    names = ["__init__.py", *(f"{e.module}.py" for e in spec.exercises)]
-    return [_copy(spec.root / "exercises" / name, out / "exercises" / name) for name in names]
+def copy_exercises(assignment: manifest.Assignment, out: Path) -> list[Path]:
+    names = ["__init__.py", *(f"{e.module}.py" for e in assignment.exercises)]
+    return [_copy(assignment.root / "exercises" / name, out / "exercises" / name) for name in names]
 
 
-def copy_public_tests(spec: manifest.Assignment, out: Path) -> list[Path]:
-    return [_copy(spec.root / e.public_tests, out / e.public_tests) for e in spec.exercises]
+def copy_public_tests(assignment: manifest.Assignment, out: Path) -> list[Path]:
+    return [_copy(assignment.root / e.public_tests, out / e.public_tests) for e in assignment.exercises]
 
 
 def copy_runtime(dest: Path) -> list[Path]:
@@ -87,15 +88,15 @@ def copy_runtime(dest: Path) -> list[Path]:
     return [*written, write_file(dest / "__main__.py", texts.STUDENT_MAIN)]
 
 
-def _write_texts(spec: manifest.Assignment, out: Path) -> list[Path]:
+def _write_texts(assignment: manifest.Assignment, out: Path) -> list[Path]:
     torch, index = texts.torch_version(), texts.CPU_INDEX
     # The manifest names the hidden test files (the schema requires it) but nothing reads them here;
     # it holds this assignment alone, so the student's commands default to it.
-    manifest_text = manifest.text_of(spec)
+    manifest_text = manifest.text_of(assignment)
     return [
-        write_file(out / "README.md", texts.readme(spec, torch=torch, index=index)),
+        write_file(out / "README.md", texts.readme(assignment, torch=torch, index=index)),
         write_file(out / "pyproject.toml", texts.PYPROJECT.substitute(
-            name=f"{spec.id}-exercises", version=__version__, title=spec.title, torch=torch, index=index,
+            name=f"{assignment.id}-exercises", version=__version__, title=assignment.title, torch=torch, index=index,
             no_numpy=NO_NUMPY)),
         write_file(out / ".github" / "workflows" / "classroom.yml", texts.WORKFLOW.substitute(
             torch=torch, index=index, runner=texts.RUNNER_ID, env_name=f"{texts.RUNNER_ID.upper()}_RESULTS")),

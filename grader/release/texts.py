@@ -25,17 +25,17 @@ CI = ("- If your course runs the tests on each push (continuous integration set 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
-def readme(spec: manifest.Assignment, *, torch: str, index: str) -> str:
-    """The student README of ``spec``: every exercise, file and test name it shows is one of this assignment's
+def readme(assignment: manifest.Assignment, *, torch: str, index: str) -> str:
+    """The student README of ``assignment``: every exercise, file and test name it shows is one of this assignment's
     (a test runs each command it shows in a released repository)."""
-    first, one = spec.exercises[0], spec.exercises[min(1, len(spec.exercises) - 1)]
-    table = "\n".join(f"| `{e.id}` | {e.title} | {e.points:g} |" for e in spec.exercises)
-    banned = next((e for e in spec.exercises if e.banned), None)
+    first, one = assignment.exercises[0], assignment.exercises[min(1, len(assignment.exercises) - 1)]
+    table = "\n".join(f"| `{e.id}` | {e.title} | {e.points:g} |" for e in assignment.exercises)
+    banned = next((e for e in assignment.exercises if e.banned), None)
     bans = (f"- Some exercises ban library shortcuts (for example `{banned.banned[0]}` in `{banned.id}`): the point is "
             "to\n  write them yourself. Calling a banned function fails the test with a message saying so."
             if banned else "")
-    return README.substitute(title=spec.title, table=table, torch=torch, index=index, one=one.id, first=first.id, ci=CI,
-                             public_file=first.public_tests, test_name=_first_test(spec.root / first.public_tests),
+    return README.substitute(title=assignment.title, table=table, torch=torch, index=index, one=one.id, first=first.id, ci=CI,
+                             public_file=first.public_tests, test_name=_first_test(assignment.root / first.public_tests),
                              bans=bans)
 
 

@@ -51,14 +51,14 @@ class ChannelError(Exception):
 
 
 class Channel:
-    def __init__(self, spec: LaunchSpec, box: Path, zygote: Zygote | None = None) -> None:
-        self.spec, self.box = spec, box
+    def __init__(self, launch: LaunchSpec, box: Path, zygote: Zygote | None = None) -> None:
+        self.spec, self.box = launch, box
         self.output = {"stdout": bytearray(), "stderr": bytearray()}
         self.output_total = 0
         self._buffer = bytearray()
         self._ns_pid: int | None = None
-        self._root_dir = str(sweep.tempdir("root")) if spec.backend == "namespace" else ""
-        self._scratch = leftovers.scratch(spec)
+        self._root_dir = str(sweep.tempdir("root")) if launch.backend == "namespace" else ""
+        self._scratch = leftovers.scratch(launch)
         self.forked = False
         self._start(zygote)
 

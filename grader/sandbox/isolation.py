@@ -28,7 +28,7 @@ from grader.errors import UsageError
 from grader.sandbox import cgroups, landlock, mirror, privlib, seccomp, uids, view
 from grader.sandbox.attest import Expected
 from grader.sandbox.launcher import INSIDE_PACKAGES
-from grader.sandbox.levels import LEVELS
+from grader.sandbox.levels import LEVELS, BackendName, Level, is_level
 
 LIB_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `grader` package (the trusted side's)
 UID_BASE = uids.FIRST  # sandbox uids are leased machine-wide from uids.FIRST on
@@ -49,9 +49,9 @@ def rank(level: str) -> int:
 
 
 @functools.cache
-def available() -> tuple[str, ...]:
+def available() -> tuple[Level, ...]:
     """Backends that work on this machine, strongest first (probed once per process)."""
-    found = []
+    found: list[Level] = []
     if sys.platform.startswith("linux") and os.geteuid() == 0 and _probe_namespace():
         found.append("namespace")
     if sys.platform.startswith("linux") and os.geteuid() != 0 and shutil.which("bwrap") and _probe_bwrap():
@@ -62,7 +62,7 @@ def available() -> tuple[str, ...]:
     return tuple(found)
 
 
-def choose(requested: str = "auto", required: str | None = None) -> str:
+def choose(requested: str = "auto", required: str | None = None) -> BackendName:
     """Pick a backend for official grading: ``auto`` means the strongest available; enforce
     ``--require-isolation``; refuse, as a non-root user, ``process`` (student code would run as this
     user, able to read the solutions, the hidden suites and this user's zygote socket).
@@ -70,11 +70,12 @@ def choose(requested: str = "auto", required: str | None = None) -> str:
     ``inprocess`` (the project's own tests and students' local runs: no worker at all) is passed through.
     """
     if requested == "inprocess":
-        return requested
+        return "inprocess"
     options = available()
+    backend: Level
     if requested == "auto":
         backend = options[0]
-    elif requested in options:
+    elif is_level(requested) and requested in options:
         backend = requested
     else:
         raise IsolationError(f"isolation {requested!r} is not available here (available: {', '.join(options)}); "
@@ -145,7 +146,7 @@ class LaunchSpec:
     held while this spec (or another of this process for the same slot) lives.
     """
 
-    backend: str
+    backend: BackendName
     slot: int = 0
     threads: int = 1
     limits: Limits = field(default_factory=Limits)

@@ -25,29 +25,29 @@ SHARED = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable folders a uid with n
 MAX_DEPTH = 8
 
 
-def scratch(spec: LaunchSpec) -> Path | None:
+def scratch(launch: LaunchSpec) -> Path | None:
     """A new scratch folder for one ``process``/``none`` worker (None for the namespace levels): ours, with a
     ``tmp`` inside owned by the worker's uid, private to it."""
-    if spec.backend not in ("process", "none"):
+    if launch.backend not in ("process", "none"):
         return None
     holder = sweep.tempdir("scratch")  # named after us, so a run that dies leaves it for the sweep
     holder.chmod(0o711)
     inner = holder / "tmp"
     inner.mkdir(mode=0o700)
-    if spec.drops_uid:
-        os.chown(inner, spec.uid, spec.uid)
+    if launch.drops_uid:
+        os.chown(inner, launch.uid, launch.uid)
     return inner
 
 
-def clear(spec: LaunchSpec, inner: Path | None) -> None:
+def clear(launch: LaunchSpec, inner: Path | None) -> None:
     """After the worker was killed: its uid's processes, its scratch folder, and its files elsewhere."""
-    if spec.drops_uid:
-        uids.clear(spec.uid)
+    if launch.drops_uid:
+        uids.clear(launch.uid)
     if inner is not None:
         shutil.rmtree(inner.parent, ignore_errors=True)
-    if spec.drops_uid and spec.file_view in ("permissions", "none"):
+    if launch.drops_uid and launch.file_view in ("permissions", "none"):
         for folder in SHARED:
-            remove_owned(Path(folder), spec.uid)
+            remove_owned(Path(folder), launch.uid)
 
 
 def remove_owned(folder: Path, uid: int, depth: int = 0) -> int:

@@ -9,7 +9,7 @@ Same surface as the in-process backend. Outcomes come from what this side observ
 - a crash or output flood fails the call as the student's; the next call starts a fresh worker;
 - a protocol violation (a malformed, unasked-for or misshapen reply) fails the rest of its exercise;
 - a worker that cannot start is never the student's fault (no student code runs before its "loaded" frame): it
-  is retried once the previous sandbox's processes are gone, then :class:`GraderFault`, kept in ``grader_fault``
+  is retried once the previous sandbox's processes are gone, then :class:`SandboxFault`, kept in ``grader_fault``
   so that ``grade()`` makes an error card; so is, at once, a sandbox that /proc shows is not what its launch
   promised (:mod:`grader.sandbox.attest`, read before the submission is sent to it).
 
@@ -36,7 +36,7 @@ from grader.sandbox.record import SandboxRecord
 from grader.sandbox.starters import ColdStarter, WorkerStarter
 from grader.sandbox.warm import STARTUP_TIMEOUT, WarmChannel, expect_message
 
-__all__ = ["GraderFault", "SandboxBackend", "SandboxRecord", "WarmChannel"]
+__all__ = ["SandboxBackend", "SandboxFault", "SandboxRecord", "WarmChannel"]
 START_ATTEMPTS, START_BACKOFF_S = 3, 2.0
 MAX_TIMEOUTS = 1  # an exercise stops at its first timeout: an infinite loop costs one limit, not one per test
 FRESH_AFTER_BYTES = 256 << 20  # memory an exercise may leave behind before the next one gets a fresh worker
@@ -44,16 +44,16 @@ WALL_FACTOR, WALL_SLACK_S = 3.0, 5.0  # a worker idle this long (WALL_FACTOR × 
 HARD_FACTOR = 20.0  # and a busy one after this many times its limit, however starved of CPU
 
 
-class GraderFault(errors_tree.GraderFault):
+class SandboxFault(errors_tree.GraderFault):
     """The grader could not run a test: the scorecard becomes ``status: error`` (kind ``grader``), regraded by a rerun."""
 
 
 class SandboxBackend:
-    def __init__(self, box: Path, spec: LaunchSpec, *, bans: dict[str, tuple[str, ...]],
+    def __init__(self, box: Path, launch: LaunchSpec, *, bans: dict[str, tuple[str, ...]],
                  time_limits: dict[str, float], budget_s: float, single_module: str | None = None,
                  starter: WorkerStarter | None = None, test_limits: dict[str, float] | None = None) -> None:
-        self.box, self.spec, self.bans, self.single_module = box, spec, bans, single_module
-        self.starter: WorkerStarter = starter or ColdStarter(spec.slot)
+        self.box, self.spec, self.bans, self.single_module = box, launch, bans, single_module
+        self.starter: WorkerStarter = starter or ColdStarter(launch.slot)
         self.forked = 0  # workers the zygote forked (each start after a timeout or crash too)
         self.time_limits, self.test_limits = time_limits, test_limits or {}
         self.test_cpu: dict[str, float] = {}  # CPU seconds each test took in the sandbox (its last attempt)
@@ -69,7 +69,7 @@ class SandboxBackend:
         self.poisoned: set[str] = set()  # exercises whose worker broke the protocol
         self.current_exercise = ""
         self.loaded_bytes: int | None = None  # the worker's memory right after it loaded the submission
-        self.grader_fault: GraderFault | None = None
+        self.grader_fault: SandboxFault | None = None
         self.observed: dict[str, object] | None = None  # the first worker's attested isolation (attest.py)
         self.history = History()
         self._groups: list[str] = []  # the cgroups of the last sandbox killed
@@ -175,7 +175,7 @@ class SandboxBackend:
     def _refuse(self, where: str) -> None:
         """Raise instead of running: a grader fault, a broken exercise, or no time left."""
         if self.grader_fault is not None:
-            raise GraderFault(str(self.grader_fault))
+            raise SandboxFault(str(self.grader_fault))
         if self.current_exercise in self.poisoned:
             raise errors.StudentCrash(f"{where}: not run (the worker broke the protocol earlier in this exercise)",
                                       exc_type="WorkerProtocol")
@@ -214,7 +214,7 @@ class SandboxBackend:
 
     def _ensure(self) -> Channel:
         if self.grader_fault is not None:
-            raise GraderFault(str(self.grader_fault))
+            raise SandboxFault(str(self.grader_fault))
         if self.channel is None:
             t0 = time.monotonic()
             self.channel = self._start()
@@ -265,11 +265,11 @@ class SandboxBackend:
             raise ChannelError("startup", f"{exc}" + (f" (it said: {said})" if said else "")) from None
         return channel
 
-    def _fault(self, message: str) -> GraderFault:
+    def _fault(self, message: str) -> SandboxFault:
         """Record the first grader fault (``grade()`` reads ``grader_fault``) and return one to raise."""
         if self.grader_fault is None:
-            self.grader_fault = GraderFault(message)
-        return GraderFault(str(self.grader_fault))
+            self.grader_fault = SandboxFault(message)
+        return SandboxFault(str(self.grader_fault))
 
     def _drop(self, exc: ChannelError, where: str, note: str = "") -> None:
         """Kill the current worker and record why (the next call starts a fresh one)."""

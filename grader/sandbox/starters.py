@@ -47,8 +47,8 @@ class WorkerStarter(Protocol):
 
     slot: int
 
-    def start(self, spec: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
-        """A worker for ``box`` under ``spec`` (raises ``ChannelError``/``OSError`` when none starts)."""
+    def start(self, launch: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
+        """A worker for ``box`` under ``launch`` (raises ``ChannelError``/``OSError`` when none starts)."""
         ...
 
 
@@ -58,8 +58,8 @@ class ColdStarter:
     def __init__(self, slot: int = 0) -> None:
         self.slot = slot
 
-    def start(self, spec: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
-        return Worker(Channel(spec, box), box)
+    def start(self, launch: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
+        return Worker(Channel(launch, box), box)
 
 
 class ZygoteStarter:
@@ -69,9 +69,9 @@ class ZygoteStarter:
     def __init__(self, zygote: Zygote, slot: int = 0) -> None:
         self.zygote, self.slot = zygote, slot
 
-    def start(self, spec: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
-        forkable = spec.backend in FORKABLE and not last_attempt
-        return Worker(Channel(spec, box, self.zygote if forkable else None), box)
+    def start(self, launch: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
+        forkable = launch.backend in FORKABLE and not last_attempt
+        return Worker(Channel(launch, box, self.zygote if forkable else None), box)
 
 
 class PrestartedStarter:
@@ -80,11 +80,11 @@ class PrestartedStarter:
     def __init__(self, warm: WarmChannel, slot: int = 0, *, then: WorkerStarter | None = None) -> None:
         self.warm, self.slot, self.then = warm, slot, then  # ``then`` starts the later workers (default: cold)
 
-    def start(self, spec: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
+    def start(self, launch: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
         ready = self.warm.ready and not self.warm.taken
-        taken = self._take(box) if self.warm.spec == spec else None
+        taken = self._take(box) if self.warm.spec == launch else None
         if taken is None:
-            return self.then.start(spec, box, last_attempt=last_attempt) if self.then else Worker(Channel(spec, box), box)
+            return self.then.start(launch, box, last_attempt=last_attempt) if self.then else Worker(Channel(launch, box), box)
         channel, files = taken
         return Worker(channel, self.warm.box, files, ready)
 

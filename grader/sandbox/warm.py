@@ -21,14 +21,14 @@ class WarmChannel:
     ``take()``s it at most once; whoever made it calls ``discard()`` afterwards (kills it if unused).
     """
 
-    def __init__(self, spec: LaunchSpec, zygote: Zygote | None = None) -> None:
-        self.spec = spec
+    def __init__(self, launch: LaunchSpec, zygote: Zygote | None = None) -> None:
+        self.spec = launch
         self.box = sweep.tempdir("warm")
         self.box.chmod(0o755)
         self.started = time.monotonic()
         self.taken = False
         self.ready = False  # the worker's "ready" frame (torch imported) was already read
-        self.channel = Channel(spec, self.box, zygote)  # forked from ``zygote`` when given (a cold start if it fails)
+        self.channel = Channel(launch, self.box, zygote)  # forked from ``zygote`` when given (a cold start if it fails)
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> bool:
         """Block until the worker has imported torch; False if it died or took too long (then unusable)."""

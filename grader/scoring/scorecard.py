@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import __version__, safetext, schema
+from grader.cardtypes import ExerciseEntry, Outcome, TestEntry, is_outcome
 from grader.scoring.collect import TestResult
 from grader.scoring.points import ExerciseScore, counts_toward_max
 
@@ -79,20 +80,34 @@ def finished(card: dict[str, Any], *, seconds: float) -> dict[str, Any]:
     return card
 
 
-def test_entry(result: TestResult, *, require_cuda: bool) -> dict[str, Any]:
-    return {"id": result.id, "name": result.name, "outcome": result.outcome, "points": result.points,
-            "max_points": result.max_points, "message": clean(result.message), "duration": round(result.duration, 4),
-            "cuda": result.cuda, "counted": counts_toward_max(result, require_cuda=require_cuda),
-            **({"wrong_answer": result.wrong_answer} if result.wrong_answer and result.outcome == "failed" else {})}
+def test_entry(result: TestResult, *, require_cuda: bool) -> TestEntry:
+    entry: TestEntry = {"id": result.id, "name": result.name, "outcome": outcome(result.outcome),
+                        "points": result.points, "max_points": result.max_points, "message": clean(result.message),
+                        "duration": round(result.duration, 4), "cuda": result.cuda,
+                        "counted": counts_toward_max(result, require_cuda=require_cuda)}
+    if result.wrong_answer and result.outcome == "failed":
+        entry["wrong_answer"] = result.wrong_answer
+    return entry
 
 
-def exercise_entries(scores: list[ExerciseScore], *, require_cuda: bool) -> list[dict[str, Any]]:
-    return [{"id": s.id, "title": s.title, "score": s.score, "max_score": s.max_score,
-             "tests": _capped([test_entry(t, require_cuda=require_cuda) for t in s.tests], s),
-             **({"capped": clean(s.capped)} if s.capped else {})} for s in scores]
+def outcome(name: str) -> Outcome:
+    """A test's outcome as the scorecard names it (collect makes only these; anything else is an error)."""
+    return name if is_outcome(name) else "error"
 
 
-def _capped(tests: list[dict[str, Any]], score: ExerciseScore) -> list[dict[str, Any]]:
+def exercise_entries(scores: list[ExerciseScore], *, require_cuda: bool) -> list[ExerciseEntry]:
+    return [exercise_entry(s, require_cuda=require_cuda) for s in scores]
+
+
+def exercise_entry(score: ExerciseScore, *, require_cuda: bool) -> ExerciseEntry:
+    entry: ExerciseEntry = {"id": score.id, "title": score.title, "score": score.score, "max_score": score.max_score,
+                            "tests": _capped([test_entry(t, require_cuda=require_cuda) for t in score.tests], score)}
+    if score.capped:
+        entry["capped"] = clean(score.capped)
+    return entry
+
+
+def _capped(tests: list[TestEntry], score: ExerciseScore) -> list[TestEntry]:
     """A capped exercise's passed tests keep their share of the capped score, so that the tests' points still
     add up to the exercise's (GitHub Classroom and Gradescope sum them)."""
     earned = sum(t["points"] for t in tests if t["counted"])

@@ -82,8 +82,8 @@ def result(card: dict[str, Any] | None, why: str) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     from grader.course import manifest
 
-    spec = manifest.load(HERE / "assignments.json", "@ASSIGNMENT@")
-    tests = tests_of(card, why, spec.max_points, SCALE)
+    assignment = manifest.load(HERE / "assignments.json", "@ASSIGNMENT@")
+    tests = tests_of(card, why, assignment.max_points, SCALE)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     env = os.environ
     return {"schema": "classroom50/result/v1", "classroom": env["CLASSROOM"], "assignment": env["ASSIGNMENT"],

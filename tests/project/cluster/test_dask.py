@@ -397,8 +397,8 @@ def test_the_network_probe_sees_a_sandbox_that_reaches_a_port():
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         target = ("127.0.0.1", listener.getsockname()[1])
-        open_ = hostcheck.reach([target], spec=isolation.LaunchSpec("none", slot=11))
-        closed = hostcheck.reach([target], spec=isolation.LaunchSpec("namespace", slot=11))
+        open_ = hostcheck.reach([target], launch=isolation.LaunchSpec("none", slot=11))
+        closed = hostcheck.reach([target], launch=isolation.LaunchSpec("namespace", slot=11))
     where = f"{target[0]}:{target[1]}"
     assert open_ == {where: "connected"} and closed[where] != "connected"
     record = {"level": "namespace", "network": open_, "fingerprint": "f", "canary": None}
@@ -456,7 +456,7 @@ def test_a_payload_crosses_as_plain_module_files_and_comes_back_the_same(tmp_pat
     for bad in ({**plain, "files": {"../softmax.py": b""}}, {**plain, "files": {".hidden.py": b""}},
                 {**plain, "files": {"softmax.py": "text"}}, {**plain, "files": {}}, {**plain, "extra": 1},
                 {**plain, "single_module": "masks"}, {**plain, "files": {f"m{i}.py": b"" for i in range(201)}}):
-        with pytest.raises(wire.WireError):
+        with pytest.raises(wire.MessageError):
             wire.check_payload(bad)
 
 

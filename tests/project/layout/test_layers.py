@@ -14,10 +14,10 @@ from pathlib import Path
 GRADER = Path(__file__).resolve().parents[3] / "grader"
 
 LAYERS: list[set[str]] = [
-    {"grader", "errors", "protocol", "safetext", "schema", "schemas"},  # plain data, the error tree, schemas
+    {"grader", "errors", "protocol", "safetext", "schema", "schemas", "cardtypes"},  # plain data, errors, schemas
     {"inside", "course", "procs", "safefs", "gradetext"},  # the assignment as data; files looked at safely
-    {"student", "sandbox", "fingerprint"},
-    {"intake"},  # where a submission (or a class folder) enters
+    {"student", "sandbox"},
+    {"intake", "fingerprint"},  # where a submission (or a class folder) enters; what decides a grade
     {"testing", "options"},
     {"scoring", "proofs"},  # proofs: the canary's cache, read by grade() for its per-test limits
     {"grade"},

@@ -1,0 +1,94 @@
+"""The scorecard's shape as types: :class:`Scorecard` and its parts, checked against the scorecard schema's
+required and optional keys (tests/project/scoring/test_cardtypes.py), so the code and the schema cannot drift.
+
+No ``from __future__ import annotations`` here: TypedDict reads ``NotRequired`` from evaluated annotations.
+``timings`` is filled in as a grade goes (``started`` first, ``finished`` and ``total_s`` at the end), so its
+type has every key optional; the schema requires the three on a written card.
+"""
+
+
+from typing import Any, Literal, NotRequired, TypedDict, TypeGuard, get_args
+
+Outcome = Literal["passed", "failed", "error", "skipped", "timeout"]
+
+
+def is_outcome(name: object) -> TypeGuard[Outcome]:
+    return name in get_args(Outcome)
+
+
+class TestEntry(TypedDict):
+    id: str
+    name: str
+    outcome: Outcome
+    points: float
+    max_points: float
+    message: str
+    duration: float
+    cuda: bool
+    counted: bool
+    cpu_s: NotRequired[float]
+    wrong_answer: NotRequired[str]
+
+
+class ExerciseEntry(TypedDict):
+    id: str
+    title: str
+    score: float
+    max_score: float
+    tests: list[TestEntry]
+    withheld: NotRequired[str]
+    capped: NotRequired[str]
+
+
+class Submission(TypedDict):
+    path: str
+    sha256: str
+    layout: str
+    files: list[Any]
+    student: NotRequired[str]
+
+
+ErrorKind = Literal["intake", "isolation", "grader", "interrupted"]
+
+
+def is_error_kind(name: object) -> TypeGuard[ErrorKind]:
+    return name in get_args(ErrorKind)
+
+
+class ErrorInfo(TypedDict):
+    kind: ErrorKind
+    message: str
+
+
+class Timings(TypedDict, total=False):
+    started: str
+    finished: str
+    total_s: float
+    intake_s: float
+    tests_s: float
+    integrity_s: float
+
+
+class StudentOutput(TypedDict):
+    stdout_bytes: int
+    stderr_bytes: int
+
+
+class Scorecard(TypedDict):
+    schema_version: int
+    assignment: str
+    submission: Submission
+    status: Literal["graded", "error"]
+    error: ErrorInfo | None
+    score: float
+    max_score: float
+    exercises: list[ExerciseEntry]
+    isolation: dict[str, Any]  # the attested record: grader.sandbox.record builds it, the schema checks it
+    seed: int
+    grader: dict[str, str]
+    environment: dict[str, Any]
+    timings: Timings
+    incidents: list[Any]
+    student_output: StudentOutput
+    integrity: NotRequired[list[dict[str, Any]]]
+    canary: NotRequired[dict[str, Any]]
