@@ -189,9 +189,10 @@ def main() -> None:
         warm(work, args.jobs)
         floors = [inprocess_floor(work / "class", min(6, args.n))]  # before and after the batch: the load changes
         cpu0 = children_cpu()
-        wall, summary, cards, sampler = run_batch(work / "class", work / "out", args.jobs, memory=True)
-        cpu = (children_cpu() - cpu0 + sum(t.get("cpu_s", 0) for c in cards for e in c["exercises"]
-                                          for t in e["tests"])) / args.n
+        wall, summary, _cards, sampler = run_batch(work / "class", work / "out", args.jobs, memory=True)
+        assert sampler is not None
+        peaks, rss = sampler.stop(), sampler.trusted_rss
+        cpu = (children_cpu() - cpu0 + sampler.workers_cpu()) / args.n
         batch_rate = 60 * args.n / wall
         print(f"grader batch : {wall:7.1f} s  {batch_rate:6.1f} submissions/min  {wall / args.n:.2f} s a submission "
               f"amortised (isolation {summary['isolation']}, errors {summary['counts']['errors']}, timeouts "
@@ -202,11 +203,9 @@ def main() -> None:
               f"the correct and buggy ones; {floors[0][0]:.2f} s before the batch, {floors[1][0]:.2f} s after); / "
               f"{args.jobs} slots = {floor / args.jobs:.2f} s; batch is {wall / args.n / (floor / args.jobs):.2f}x that "
               f"(load average now {os.getloadavg()[0]:.1f})", flush=True)
-        print(f"CPU          : {cpu:.2f} CPU-s a submission in the batch (trusted processes and slots, and the "
-              f"workers' tests) against {floor_cpu:.2f} in-process: {cpu / floor_cpu:.2f}x (less load-sensitive)",
+        print(f"CPU          : {cpu:.2f} CPU-s a submission in the batch (its trusted processes and slots, and the "
+              f"zygote and its workers) against {floor_cpu:.2f} in-process: {cpu / floor_cpu:.2f}x (less load-sensitive)",
               flush=True)
-        assert sampler is not None
-        peaks, rss = sampler.stop(), sampler.trusted_rss
         print("memory       : peak RSS " + ", ".join(f"{role} {mb:.0f} MB" for role, mb in sorted(peaks.items()))
               + (f"; the batch's own process {rss[len(rss) // 4] / 1024:.0f} MB at a quarter of the run, "
                  f"{rss[-1] / 1024:.0f} MB at the end" if len(rss) >= 4 else ""), flush=True)

@@ -10,10 +10,12 @@ from pathlib import Path
 class MemorySampler:
     """Peak resident memory (VmHWM) of the batch's own process, of each slot, each zygote and each worker, read from
     /proc every half second while the batch runs, and the batch process's resident size at each sample (so growth
-    with the number of submissions shows)."""
+    with the number of submissions shows). Also the CPU seconds of the zygotes that fork the batch's workers, their
+    reaped children included (every worker's whole life, its start-up too), from the first sample that sees each."""
 
     def __init__(self, root: int) -> None:
         self.root, self.peaks, self.trusted_rss = root, {}, []
+        self.zygote_cpu: dict[int, list[float]] = {}  # pid -> [first reading, last reading]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -21,6 +23,8 @@ class MemorySampler:
     def _run(self) -> None:
         while not self._stop.wait(0.5):
             for pid, role in self._tree().items():
+                if role == "zygote":
+                    self.zygote_cpu.setdefault(pid, [_cpu(pid)] * 2)[1] = _cpu(pid) or self.zygote_cpu[pid][1]
                 hwm = _status_kb(pid, "VmHWM")
                 if hwm:
                     self.peaks[pid] = (role, max(hwm, self.peaks.get(pid, (role, 0))[1]))
@@ -59,13 +63,28 @@ class MemorySampler:
                     roles[up] = "zygote"
         return roles
 
+    def workers_cpu(self) -> float:
+        """CPU seconds the batch's zygotes and the workers they forked used while it was sampled."""
+        return sum(last - first for first, last in self.zygote_cpu.values())
+
     def stop(self) -> dict[str, float]:
         self._stop.set()
         self._thread.join()
+        for pid, readings in self.zygote_cpu.items():
+            readings[1] = _cpu(pid) or readings[1]
         by_role: dict[str, list[int]] = {}
         for role, kb in self.peaks.values():
             by_role.setdefault(role, []).append(kb)
         return {role: max(kbs) / 1024 for role, kbs in by_role.items()}
+
+
+def _cpu(pid: int) -> float:
+    """utime + stime + cutime + cstime of ``pid`` in seconds (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def _cgroups(pid: int) -> bytes:
