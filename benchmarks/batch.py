@@ -131,9 +131,10 @@ def children_cpu() -> float:
 
 
 def inprocess_floor(folder: Path, count: int) -> tuple[float, float]:
-    """Median wall and CPU seconds of one ``grade()`` in-process in a warm process, over ``count`` non-hostile
-    submissions."""
-    code = ("import json, statistics, sys, time\nfrom pathlib import Path\nfrom grader.grade import grade\n"
+    """Median wall and CPU seconds of one ``grade()`` in-process in a warm process with one torch thread, over
+    ``count`` non-hostile submissions."""
+    code = ("import json, statistics, sys, time, torch\nfrom pathlib import Path\nfrom grader.grade import grade\n"
+            "torch.set_num_threads(1)\n"  # as each slot and worker: one core each (OpenMP threads spin under load)
             "subs = [Path(p) for p in sys.argv[1:]]\ngrade(subs[0], isolation='inprocess', seed=0)\nts, cs = [], []\n"
             "for s in subs:\n    t, c = time.perf_counter(), time.process_time(); grade(s, isolation='inprocess', "
             "seed=0); ts.append(time.perf_counter() - t); cs.append(time.process_time() - c)\n"
@@ -207,8 +208,9 @@ def main() -> None:
               f"zygote and its workers) against {floor_cpu:.2f} in-process: {cpu / floor_cpu:.2f}x (less load-sensitive)",
               flush=True)
         print("memory       : peak RSS " + ", ".join(f"{role} {mb:.0f} MB" for role, mb in sorted(peaks.items()))
-              + (f"; the batch's own process {rss[len(rss) // 4] / 1024:.0f} MB at a quarter of the run, "
-                 f"{rss[-1] / 1024:.0f} MB at the end" if len(rss) >= 4 else ""), flush=True)
+              + ("; the batch's own process at each quarter of the run " + ", ".join(
+                  f"{rss[min(len(rss) - 1, len(rss) * q // 4)] / 1024:.0f}" for q in (1, 2, 3, 4)) + " MB"
+                  if len(rss) >= 4 else ""), flush=True)
         overheads()
         if not args.skip_naive:
             sample = min(args.n, args.naive_n)
