@@ -24,7 +24,8 @@ class MemorySampler:
         while not self._stop.wait(0.5):
             for pid, role in self._tree().items():
                 if role == "zygote":
-                    self.zygote_cpu.setdefault(pid, [_cpu(pid)] * 2)[1] = _cpu(pid) or self.zygote_cpu[pid][1]
+                    readings = self.zygote_cpu.setdefault(pid, [_cpu(pid)] * 2)
+                    readings[1] = _cpu(pid) or readings[1]
                 hwm = _status_kb(pid, "VmHWM")
                 if hwm:
                     self.peaks[pid] = (role, max(hwm, self.peaks.get(pid, (role, 0))[1]))
