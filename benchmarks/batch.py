@@ -22,17 +22,20 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from memsample import MemorySampler
+
+# another checkout to measure (a worktree of an older commit) with this script, and its venv's python
+ROOT = Path(os.environ.get("GRADER_BENCH_ROOT") or Path(__file__).resolve().parents[1])
 CORPUS = ROOT / "tests" / "corpus"
 BASICS = json.loads((ROOT / "assignments.json").read_text())["assignments"][0]  # the default assignment
 MODULES = sorted(e["module"] for e in BASICS["exercises"])
@@ -79,70 +82,6 @@ def stubs(dest: Path, n: int) -> None:
             shutil.copy(ROOT / "exercises" / f"{module}.py", folder / f"{module}.py")
 
 
-class MemorySampler:
-    """Peak resident memory (VmHWM) of the batch's own process, of each slot, each zygote and each worker, read from
-    /proc every half second while the batch runs, and the batch process's resident size at each sample (so growth
-    with the number of submissions shows)."""
-
-    def __init__(self, root: int) -> None:
-        self.root, self.peaks, self.trusted_rss = root, {}, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            for pid, role in self._tree().items():
-                hwm = _status_kb(pid, "VmHWM")
-                if hwm:
-                    self.peaks[pid] = (role, max(hwm, self.peaks.get(pid, (role, 0))[1]))
-            rss = _status_kb(self.root, "VmRSS")
-            if rss:
-                self.trusted_rss.append(rss)
-
-    def _tree(self) -> dict[int, str]:
-        """The batch's processes by role, and this user's shared zygote (no child of the batch: it outlives it)
-        with the workers it forks."""
-        roles, children = {self.root: "trusted"}, {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                    cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append((int(entry), cmd))
-                if b"zygote.py" in cmd and b'"listen"' in cmd:
-                    roles[int(entry)] = "zygote"
-        todo = list(roles)
-        while todo:
-            parent = todo.pop()
-            for pid, cmd in children.get(parent, []):
-                roles[pid] = ("worker" if roles[parent] in ("zygote", "worker") else "zygote" if b"zygote.py" in cmd
-                              else "slot" if b"grader.batch.slot" in cmd
-                              else "worker" if b"worker" in cmd or b"launcher" in cmd else "other")
-                todo.append(pid)
-        return roles
-
-    def stop(self) -> dict[str, float]:
-        self._stop.set()
-        self._thread.join()
-        by_role: dict[str, list[int]] = {}
-        for role, kb in self.peaks.values():
-            by_role.setdefault(role, []).append(kb)
-        return {role: max(kbs) / 1024 for role, kbs in by_role.items()}
-
-
-def _status_kb(pid: int, key: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def run_batch(submissions: Path, out: Path, jobs: int, *extra: str, memory: bool = False
               ) -> tuple[float, dict, list[dict], MemorySampler | None]:
     t0 = time.monotonic()
@@ -179,18 +118,34 @@ def run_naive(submissions: Path, jobs: int, limit: int | None = None) -> tuple[f
     return time.monotonic() - t0, times
 
 
-def inprocess_floor(folder: Path, count: int) -> float:
-    """Median seconds of one ``grade()`` in-process in a warm process, over ``count`` non-hostile submissions."""
-    code = ("import json, statistics, sys, time\nfrom pathlib import Path\nfrom grader.grade import grade\n"
-            "subs = [Path(p) for p in sys.argv[1:]]\ngrade(subs[0], isolation='inprocess', seed=0)\nts = []\n"
-            "for s in subs:\n    t = time.perf_counter(); grade(s, isolation='inprocess', seed=0); "
-            "ts.append(time.perf_counter() - t)\nprint(statistics.median(ts))\n")
+def warm(work: Path, jobs: int) -> None:
+    """A two-submission batch first: the canary's proof cached and this user's zygote warm for the runs timed."""
+    generate(work / "warm", 2)
+    run_batch(work / "warm", work / "warm-out", jobs)
+
+
+def children_cpu() -> float:
+    """CPU seconds of every finished child of this process and their waited-for children (a batch and its slots)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def inprocess_floor(folder: Path, count: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of one ``grade()`` in-process in a warm process with one torch thread, over
+    ``count`` non-hostile submissions."""
+    code = ("import json, statistics, sys, time, torch\nfrom pathlib import Path\nfrom grader.grade import grade\n"
+            "torch.set_num_threads(1)\n"  # as each slot and worker: one core each (OpenMP threads spin under load)
+            "subs = [Path(p) for p in sys.argv[1:]]\ngrade(subs[0], isolation='inprocess', seed=0)\nts, cs = [], []\n"
+            "for s in subs:\n    t, c = time.perf_counter(), time.process_time(); grade(s, isolation='inprocess', "
+            "seed=0); ts.append(time.perf_counter() - t); cs.append(time.process_time() - c)\n"
+            "print(statistics.median(ts), statistics.median(cs))\n")
     hostile = set(HOSTILE)
     subs = [str(p) for p in sorted(folder.iterdir()) if not any((p / "softmax.py").read_bytes() ==
                                                                    (CORPUS / "hostile" / h).read_bytes() for h in hostile)]
     done = subprocess.run([sys.executable, "-c", code, *subs[:count]], capture_output=True, text=True, cwd=ROOT,
                           check=True)
-    return float(done.stdout.split()[-1])
+    wall, cpu = done.stdout.split()[-2:]
+    return float(wall), float(cpu)
 
 
 def overheads() -> None:
@@ -232,20 +187,30 @@ def main() -> None:
     try:
         kinds = generate(work / "class", args.n, hostile_share=args.hostile_share)
         print(f"{args.n} submissions {kinds}, {args.jobs} slots, {os.cpu_count()} cores", flush=True)
+        warm(work, args.jobs)
+        floors = [inprocess_floor(work / "class", min(6, args.n))]  # before and after the batch: the load changes
+        cpu0 = children_cpu()
         wall, summary, _cards, sampler = run_batch(work / "class", work / "out", args.jobs, memory=True)
+        assert sampler is not None
+        peaks, rss = sampler.stop(), sampler.trusted_rss
+        cpu = (children_cpu() - cpu0 + sampler.workers_cpu()) / args.n
         batch_rate = 60 * args.n / wall
         print(f"grader batch : {wall:7.1f} s  {batch_rate:6.1f} submissions/min  {wall / args.n:.2f} s a submission "
               f"amortised (isolation {summary['isolation']}, errors {summary['counts']['errors']}, timeouts "
               f"{summary['counts']['timeouts']}, mean {summary['score']['mean']:g})", flush=True)
-        floor = inprocess_floor(work / "class", min(10, args.n))
+        floors.append(inprocess_floor(work / "class", min(6, args.n)))
+        floor, floor_cpu = (statistics.mean(f[i] for f in floors) for i in (0, 1))
         print(f"floor        : {floor:.2f} s a submission graded in-process in a warm process (no sandbox, serial, "
-              f"the correct and buggy ones); / {args.jobs} slots = {floor / args.jobs:.2f} s; batch is "
-              f"{wall / args.n / (floor / args.jobs):.2f}x that", flush=True)
-        assert sampler is not None
-        peaks, rss = sampler.stop(), sampler.trusted_rss
+              f"the correct and buggy ones; {floors[0][0]:.2f} s before the batch, {floors[1][0]:.2f} s after); / "
+              f"{args.jobs} slots = {floor / args.jobs:.2f} s; batch is {wall / args.n / (floor / args.jobs):.2f}x that "
+              f"(load average now {os.getloadavg()[0]:.1f})", flush=True)
+        print(f"CPU          : {cpu:.2f} CPU-s a submission in the batch (its trusted processes and slots, and the "
+              f"zygote and its workers) against {floor_cpu:.2f} in-process: {cpu / floor_cpu:.2f}x (less load-sensitive)",
+              flush=True)
         print("memory       : peak RSS " + ", ".join(f"{role} {mb:.0f} MB" for role, mb in sorted(peaks.items()))
-              + (f"; the batch's own process {rss[len(rss) // 4] / 1024:.0f} MB at a quarter of the run, "
-                 f"{rss[-1] / 1024:.0f} MB at the end" if len(rss) >= 4 else ""), flush=True)
+              + ("; the batch's own process at each quarter of the run " + ", ".join(
+                  f"{rss[min(len(rss) - 1, len(rss) * q // 4)] / 1024:.0f}" for q in (1, 2, 3, 4)) + " MB"
+                  if len(rss) >= 4 else ""), flush=True)
         overheads()
         if not args.skip_naive:
             sample = min(args.n, args.naive_n)
@@ -254,6 +219,8 @@ def main() -> None:
             print(f"naive        : {nwall:7.1f} s for the first {sample}  {naive_rate:6.1f} submissions/min  (no sandbox, "
                   f"{args.jobs} at a time)")
             print(f"ratio        : batch is {batch_rate / naive_rate:.2f}x the naive baseline's throughput")
+        if not args.stubs:
+            return
         stubs(work / "stubs", args.stubs)
         fixed = {}
         for mode in ("fork", "start", "off"):

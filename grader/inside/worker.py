@@ -60,7 +60,7 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
             return 0
         if request.get("op") == "exit":
             return 0
-        wire.write_frame(responses, serve(executor, request))
+        responses.write(serve(executor, request))
 
 
 def _executor(setup: dict[str, Any]) -> Executor:
@@ -89,12 +89,23 @@ def _seed(value: object) -> None:
         torch.cuda.manual_seed_all(value)
 
 
-def serve(executor: Executor, request: dict[str, Any]) -> dict[str, object]:
-    """Run one request; every outcome becomes a plain response (never an exception here)."""
+def _before(executor: Executor, request: dict[str, Any]) -> None:
+    """What a request may carry besides its operation: handles to drop, and the seed of a test's first request."""
+    for handle in request.get("release") or ():
+        if type(handle) is int:
+            executor.release(handle)
+    if "seed" in request:
+        _seed(request["seed"])
+
+
+def serve(executor: Executor, request: dict[str, Any]) -> bytes:
+    """Run one request; every outcome becomes a plain response frame (never an exception here). The value is
+    encoded once, inside the guard: a value that cannot be sent is the student's error, not a lost reply."""
     from grader.protocol import wire
     from grader.protocol.errors import StudentAPIError, StudentError
 
     try:
+        _before(executor, request)
         op = request["op"]
         if op == "call":
             value = executor.call(request["module"], request["name"], request["args"], request["kwargs"])
@@ -115,15 +126,15 @@ def serve(executor: Executor, request: dict[str, Any]) -> dict[str, object]:
             _seed(request["seed"])
             value = None
         else:
-            return {"api_error": f"unknown op {op!r}"}
-        wire.encode(value)  # make sure it can be sent before claiming success
-        return {"ok": value}
+            return wire.encode({"api_error": f"unknown op {op!r}"})
+        return wire.encode({"ok": value})
     except StudentError as exc:
-        return {"error": exc.to_plain()}
+        return wire.encode({"error": exc.to_plain()})
     except StudentAPIError as exc:
-        return {"api_error": str(exc)[:2000]}
+        return wire.encode({"api_error": str(exc)[:2000]})
     except BaseException as exc:  # noqa: BLE001 - a worker never dies of a request
-        return {"error": {"kind": "exception", "exc_type": type(exc).__name__, "message": _safe(exc), "frames": []}}
+        return wire.encode({"error": {"kind": "exception", "exc_type": type(exc).__name__, "message": _safe(exc),
+                                      "frames": []}})
 
 
 def _safe(exc: BaseException) -> str:

@@ -159,12 +159,16 @@ class Channel:
         if self._buffer:
             raise ChannelError("protocol", "the worker wrote a reply nobody asked for")
 
-    def receive(self, timeout: float, cpu_until: float | None = None, stall_s: float | None = None) -> Any:
+    def receive(self, timeout: float, cpu_until: float | None = None, stall_s: float | None = None,
+                cpu_now: float | None = None) -> Any:
         """The next reply frame; a timeout once ``cpu_seconds()`` reaches ``cpu_until``, past ``timeout`` wall
         seconds, or after ``stall_s`` wall seconds in which the sandbox used (almost) no CPU: a sleeping worker is
-        stopped as soon as before, a busy one starved by a loaded machine runs on to its CPU limit."""
+        stopped as soon as before, a busy one starved by a loaded machine runs on to its CPU limit. ``cpu_now``: a
+        reading the caller took just before (most replies come within the first poll, and then need none here)."""
         start = time.monotonic()
-        deadline, next_cpu, progress = start + max(timeout, 0.0), 0.0, Progress(start, self.cpu_seconds())
+        deadline = start + max(timeout, 0.0)
+        next_cpu = 0.0 if cpu_now is None else start + CPU_POLL_S
+        progress = Progress(start, self.cpu_seconds() if cpu_now is None else cpu_now)
         while True:
             frame = self._frame()
             if frame is not None:
@@ -274,6 +278,7 @@ class Channel:
         reaping.kill_cgroups(self._cgroups, rounds=50 if self.spec.backend == "process" else 0)
 
     def close_fds(self) -> None:
+        self.meter.close()
         for fd in (self._req_w, self._resp_r):
             reaping.close_quietly(fd)
         for stream in (self.proc.stdout, self.proc.stderr):

@@ -37,31 +37,46 @@ def cpuacct_group(slot: int) -> str | None:
 
 
 class CpuMeter:
-    """CPU seconds used by one sandbox (monotonic while it lives; compare two readings)."""
+    """CPU seconds used by one sandbox (monotonic while it lives; compare two readings).
+
+    A group's counter file stays open and is re-read with ``pread`` (about 2 µs): a grade reads it once or twice
+    per request to its worker, and opening it by path each time cost a third of a millisecond of the trusted
+    process's CPU (a full grade made about 3,400 readings)."""
 
     def __init__(self, root_pid: int, group: str | None) -> None:
         self.root_pid, self.group = root_pid, group
         self._pids: list[int] = [root_pid]
         self._scanned = 0.0
+        self._fd: int | None = None
+        self._v1 = False
 
     def seconds(self) -> float:
         if self.group is not None:
             try:
-                return _group_seconds(Path(self.group))
+                return self._group_seconds(self.group)
             except (OSError, ValueError, StopIteration):
+                self.close()
                 self.group = None  # the group went away: fall back to /proc for the rest
         if time.monotonic() - self._scanned > RESCAN_S:
             self._pids = descendants(self.root_pid)
             self._scanned = time.monotonic()
         return sum(_stat_ticks(pid) for pid in self._pids) / TICK
 
+    def _group_seconds(self, group: str) -> float:
+        """A v1 cpuacct group's ``cpuacct.usage`` (ns), or a v2 group's ``cpu.stat`` ``usage_usec``."""
+        if self._fd is None:
+            self._v1 = os.path.exists(os.path.join(group, "cpuacct.usage"))
+            self._fd = os.open(os.path.join(group, "cpuacct.usage" if self._v1 else "cpu.stat"), os.O_RDONLY)
+        data = os.pread(self._fd, 4096, 0)
+        if self._v1:
+            return int(data) / 1e9
+        return int(next(line.split()[1] for line in data.splitlines() if line.startswith(b"usage_usec "))) / 1e6
 
-def _group_seconds(group: Path) -> float:
-    """A v1 cpuacct group's ``cpuacct.usage`` (ns), or a v2 group's ``cpu.stat`` ``usage_usec``."""
-    if (group / "cpuacct.usage").exists():
-        return int((group / "cpuacct.usage").read_text()) / 1e9
-    lines = (group / "cpu.stat").read_text().splitlines()
-    return int(next(line.split()[1] for line in lines if line.startswith("usage_usec "))) / 1e6
+    def close(self) -> None:
+        """Let go of the group's counter file (a later reading opens it again)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def descendants(root: int) -> list[int]:

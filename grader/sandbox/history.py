@@ -61,6 +61,11 @@ class History:
         self.log.append((request, created))
         return body
 
+    def release(self, handle: int) -> int | None:
+        """A test let go of ``handle``: the current worker's id for it (None if that worker never made it); the
+        replay then skips whatever was aimed at it."""
+        return self.real.pop(handle, None)
+
     def replay(self, exchange: Callable[[dict[str, Any]], tuple[str, Any]]) -> None:
         """Send the test's earlier requests to a fresh worker (``exchange`` sends one, returns its reply)."""
         log, self.log, old = self.log, [], dict(self.real)

@@ -30,7 +30,7 @@ from grader.sandbox import memwatch, replies
 from grader.sandbox.attest import AttestationError
 from grader.sandbox.channel import Channel, ChannelError
 from grader.sandbox.drain import wait_drained
-from grader.sandbox.history import History
+from grader.sandbox.history import NO_HANDLE, History
 from grader.sandbox.isolation import LaunchSpec
 from grader.sandbox.record import SandboxRecord
 from grader.sandbox.starters import ColdStarter, WorkerStarter
@@ -72,7 +72,9 @@ class SandboxBackend:
         self.grader_fault: SandboxFault | None = None
         self.observed: dict[str, object] | None = None  # the first worker's attested isolation (attest.py)
         self.history = History()
+        self.releases: list[int] = []  # the current worker's ids of handles the tests let go of, not yet sent
         self._groups: list[str] = []  # the cgroups of the last sandbox killed
+        self._cpu_mark: tuple[Channel | None, float] = (None, 0.0)  # a worker's CPU reading after its last reply
 
     def record(self) -> SandboxRecord:
         """This backend's own account of the submission's sandbox, for the scorecard."""
@@ -82,11 +84,13 @@ class SandboxBackend:
 
     # -- the plugin tells us which test runs, so its exercise's time limit applies -------------
     def begin_test(self, nodeid: str, exercise: str | None, seed: int | None = None) -> None:
-        if (exercise or "") != self.current_exercise and self._left_memory():
-            self.close()  # what one exercise's module hoarded must not starve the next one: a fresh worker
+        if (exercise or "") != self.current_exercise:
+            self._flush_releases()  # charged to the exercise that made them, before its memory is judged
+            if self._left_memory():
+                self.close()  # what one exercise's module hoarded must not starve the next one: a fresh worker
         self._note_cpu()
         self.current_test, self.current_exercise = nodeid, exercise or ""
-        self.pending_seed = seed  # sent before the test's first request (and replayed with it after a restart)
+        self.pending_seed = seed  # sent with the test's first request (and replayed with it after a restart)
         self.test_limit = self.test_limits.get(nodeid) or self.time_limits.get(exercise or "", 30.0)
         self.retried = False
         self.history.reset()
@@ -141,13 +145,21 @@ class SandboxBackend:
         return memwatch.start(self._ensure().memory_cgroup())  # a failed start raises as _request would
 
     def release(self, handle: int) -> None:
-        if self.channel is not None:
+        """Let the worker drop a module handle: sent with the next request (a round trip of its own for each
+        handle of each test was a tenth of a grade's requests), or before the next exercise starts."""
+        real = self.history.release(handle)
+        if self.channel is not None and real is not None:
+            self.releases.append(real)
+
+    def _flush_releases(self) -> None:
+        if self.releases and self.channel is not None:
             try:
-                self._request({"op": "release", "handle": handle}, "release")
+                self._request({"op": "release", "handle": NO_HANDLE}, "release")
             except errors.StudentError:
                 pass
 
     def close(self) -> None:
+        self.releases.clear()  # the worker's handles go with it
         if self.channel is not None:
             self._collect_output(self.channel)
             self.channel.close()
@@ -161,9 +173,8 @@ class SandboxBackend:
 
     def _request(self, request: dict[str, Any], where: str) -> Any:
         self._refuse(where)
-        if self.pending_seed is not None:
-            seed, self.pending_seed = self.pending_seed, None
-            self._request({"op": "seed", "seed": seed}, where)
+        if self.pending_seed is not None:  # the worker seeds torch before it runs the test's first request
+            request, self.pending_seed = {**request, "seed": self.pending_seed}, None
         try:
             key, body = self._exchange(self.history.to_worker(request))
         except ChannelError as exc:
@@ -187,14 +198,20 @@ class SandboxBackend:
     def _exchange(self, request: dict[str, Any]) -> tuple[str, Any]:
         """Send one request, wait for its reply under the test's CPU and wall limits, check its shape."""
         channel = self._ensure()
-        cpu0 = channel.cpu_seconds()
+        # the reading after this worker's last reply, if any: whatever it ran since (a thread of its own) counts too
+        cpu0 = self._cpu_mark[1] if self._cpu_mark[0] is channel else channel.cpu_seconds()
+        if self.releases:  # handles of this worker's (never logged: a replay runs on a fresh worker)
+            request = {**request, "release": list(self.releases)}
+            self.releases.clear()
         try:
             channel.send(request)
         except wire.WireError as exc:  # the request came from a test: encoding it is our job
             raise self._fault(f"a request to the worker could not be encoded: {exc}") from None
         reply = channel.receive(self.test_end - time.monotonic(), cpu_until=cpu0 + self.test_limit - self.cpu_used,
-                                stall_s=WALL_FACTOR * self.test_limit + WALL_SLACK_S)
-        self.cpu_used += channel.cpu_seconds() - cpu0
+                                stall_s=WALL_FACTOR * self.test_limit + WALL_SLACK_S, cpu_now=cpu0)
+        cpu1 = channel.cpu_seconds()
+        self.cpu_used += cpu1 - cpu0
+        self._cpu_mark = (channel, cpu1)
         return replies.check(reply, request.get("op"))
 
     def _may_retry(self) -> bool:
@@ -274,6 +291,7 @@ class SandboxBackend:
     def _drop(self, exc: ChannelError, where: str, note: str = "") -> None:
         """Kill the current worker and record why (the next call starts a fresh one)."""
         channel, self.channel = self.channel, None
+        self.releases.clear()
         if channel is not None:
             self._collect_output(channel)
             channel.kill()

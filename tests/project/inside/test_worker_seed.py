@@ -78,13 +78,17 @@ def test_dropout_rates_vary_with_the_seed_around_p(tmp_path, shared_zygote):
 
 
 def test_a_restarted_worker_replays_the_seed_first(tmp_path, shared_zygote):
-    """The seed is one of the test's recorded requests, so a timed-out test's replay on a fresh worker re-seeds
-    before re-running the test's earlier requests."""
+    """The seed travels with the test's first request, which the test's history records, so a timed-out test's
+    replay on a fresh worker re-seeds before re-running the test's earlier requests."""
     backend = _backend(tmp_path, shared_zygote)
     try:
         backend.begin_test("t", "ex", 21)
         before = backend.call("mod", "draw", (3,), {})
-        assert [request for request, _ in backend.history.log][:1] == [{"op": "seed", "seed": 21}]
+        assert [request.get("seed") for request, _ in backend.history.log] == [21]
+        backend.close()  # the worker is gone, as after a timeout: the replay runs on a fresh one
+        backend.history.replay(backend._exchange)
+        after = backend.call("mod", "draw", (3,), {})
     finally:
         backend.close()
-    assert torch.equal(before, torch.rand(3, generator=torch.Generator().manual_seed(21)))
+    expected = torch.rand(6, generator=torch.Generator().manual_seed(21))
+    assert torch.equal(before, expected[:3]) and torch.equal(after, expected[3:])

@@ -56,6 +56,7 @@ def test_an_infinite_loop_costs_one_limit_per_exercise_and_the_rest_is_graded(pr
     sub = solutions_copy(tmp_path / "sub")
     (sub / "softmax.py").write_text(LOOPS)
     card = grade(sub, isolation="namespace", exercises=EXERCISES, seed=5)
+    assert card["status"] == "graded"  # the student's timeouts, never a grader error
     softmax = [t for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]]
     first, rest = softmax[0], softmax[1:]
     limit = proof.limits[first["id"]]
@@ -63,12 +64,21 @@ def test_an_infinite_loop_costs_one_limit_per_exercise_and_the_rest_is_graded(pr
     assert limit < manifest.load(None, None).exercise("softmax").time_limit_s  # sized from the reference, not 10 s
     assert rest and all(t["outcome"] == "timeout" and "not run (an earlier test of this exercise timed out)"
                         in t["message"] for t in rest)
+    assert all(t.get("cpu_s", 0.0) == 0.0 for t in rest)  # failed without running: no sandbox CPU spent on them
     # one counted timeout, on the first test: at its CPU limit (not retried), or, where a busy machine gave the loop
     # too little CPU to reach it, at the wall-clock backstop, which is retried once on a fresh worker
     assert {i["test"] for i in card["incidents"]} == {first["id"]} and len(card["incidents"]) <= 2
     assert [i for i in card["incidents"] if "retried once" not in i["message"]] == card["incidents"][-1:]
     masks = next(e for e in card["exercises"] if e["id"] == "masks")
     assert masks["score"] == masks["max_score"] > 0  # the next exercise: a fresh worker, full feedback
+
+
+@needs_namespace
+def test_a_correct_submission_is_graded_as_usual_under_the_same_limits(proof, tmp_path):
+    card = grade(solutions_copy(tmp_path / "sub"), isolation="namespace", exercises=EXERCISES, seed=5)
+    assert card["status"] == "graded" and card["score"] == card["max_score"] > 0 and card["incidents"] == []
+    tests = [t for e in card["exercises"] for t in e["tests"]]
+    assert all(t["cpu_s"] < proof.limits[t["id"]] for t in tests if t["id"] in proof.limits)
 
 
 def test_a_cpu_time_timeout_is_not_retried_but_a_wall_clock_one_is(tmp_path, monkeypatch):
