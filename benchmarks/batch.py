@@ -150,7 +150,8 @@ def inprocess_floor(folder: Path, count: int) -> tuple[float, float]:
 
 def overheads() -> None:
     """Per-test costs: a wire round trip to a forked worker, and pytest's own machinery for an empty test."""
-    code = ("import time, tempfile, torch\nfrom pathlib import Path\nfrom grader import manifest\n"
+    code = ("import time, tempfile, torch\nfrom pathlib import Path\n"
+            "try:\n    from grader.course import manifest\nexcept ImportError:\n    from grader import manifest\n"
             "from grader.options import launch_spec\nfrom grader.sandbox.remote import SandboxBackend\n"
             "from grader.sandbox.starters import ZygoteStarter\nfrom grader.sandbox.zygote_client import Zygote\n"
             "z = Zygote(); z.wait_ready(); box = Path(tempfile.mkdtemp())\n"

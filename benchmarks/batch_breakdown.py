@@ -26,8 +26,8 @@ import _pytest.fixtures
 import _pytest.main
 import torch
 
-from grader import intake
 from grader.grade import grade
+from grader.intake import submission as intake
 from grader.options import GradeOptions, launch_spec
 from grader.sandbox import remote
 from grader.sandbox.starters import SlotStarters

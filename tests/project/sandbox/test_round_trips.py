@@ -13,7 +13,7 @@ import torch
 from grader.sandbox import isolation, remote
 from grader.sandbox.channel import Channel
 from grader.sandbox.zygote_client import Zygote
-from tests.project.conftest import starter_of
+from tests.project.support.common import starter_of
 
 SOURCE = ("import gc\nimport weakref\n\nimport torch\n\n_live = weakref.WeakSet()\n\n\n"
           "class Thing(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        _live.add(self)\n\n\n"
