@@ -126,7 +126,7 @@ class _Makers:
 
     def __init__(self, sub: intake.Submission, assignment: manifest.Assignment, launch: iso.LaunchSpec, backend: BackendName,
                  options: GradeOptions, starter: WorkerStarter | None) -> None:
-        self.sub, self.assignment, self.spec, self.backend = sub, assignment, launch, backend
+        self.sub, self.assignment, self.launch, self.backend = sub, assignment, launch, backend
         self.options, self.starter = options, starter
         self.sandbox: SandboxBackend | None = None
         self.made = False
@@ -148,7 +148,7 @@ class _Makers:
         a, o = self.assignment, self.options
         limit, tests = o.per_test_time_limit, proofs.limits(a, backend=self.backend, exercises=o.exercises,
                                                               per_test_time_limit=o.per_test_time_limit)
-        made = SandboxBackend(self.sub.box, self.spec, bans=a.bans(), single_module=self.sub.single_module,
+        made = SandboxBackend(self.sub.box, self.launch, bans=a.bans(), single_module=self.sub.single_module,
                               time_limits=a.time_limits(limit),
                               budget_s=a.limits.submission_wall_s, starter=self.starter, test_limits=tests)
         if not self.made:

@@ -52,7 +52,7 @@ class ChannelError(Exception):
 
 class Channel:
     def __init__(self, launch: LaunchSpec, box: Path, zygote: Zygote | None = None) -> None:
-        self.spec, self.box = launch, box
+        self.launch, self.box = launch, box
         self.output = {"stdout": bytearray(), "stderr": bytearray()}
         self.output_total = 0
         self._buffer = bytearray()
@@ -77,9 +77,9 @@ class Channel:
         self.meter = CpuMeter(self.proc.pid, self._cpuacct)
 
     def _config(self, resp_w: int, status_w: int | None) -> dict[str, Any]:
-        cfg = self.spec.config(self.box, resp_w, status_w, self._root_dir, str(self._scratch or ""))
+        cfg = self.launch.config(self.box, resp_w, status_w, self._root_dir, str(self._scratch or ""))
         # a cpuacct group beside the slot's others, joined the same way: the per-test CPU clock
-        self._cpuacct = cpuacct_group(self.spec.slot) if cfg.get("cgroups") else None
+        self._cpuacct = cpuacct_group(self.launch.slot) if cfg.get("cgroups") else None
         cfg["cgroups"] = [*cfg.get("cgroups", []), *([self._cpuacct] if self._cpuacct else [])]
         self._cgroups = list(cfg["cgroups"])
         self._cpuacct = self._cpuacct or cgroups.cpu_group(self._cgroups)  # v2: the slot's one group
@@ -95,7 +95,7 @@ class Channel:
 
     def _popen(self, req_r: int, resp_w: int) -> subprocess.Popen[bytes]:
         """A cold start: a fresh launcher interpreter that isolates itself and execs the worker."""
-        status_r, status_w = os.pipe() if self.spec.backend == "namespace" else (None, None)
+        status_r, status_w = os.pipe() if self.launch.backend == "namespace" else (None, None)
         proc = subprocess.Popen(
             [sys.executable, "-I", "-S", "-B", str(launcher()), json.dumps(self._config(resp_w, status_w))],
             stdin=req_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -120,7 +120,7 @@ class Channel:
             except OSError:
                 pass
             else:
-                self._ns_pid = worker.read_ns_pid() if self.spec.backend == "namespace" else None
+                self._ns_pid = worker.read_ns_pid() if self.launch.backend == "namespace" else None
                 self.forked = True
                 return worker
         for fd in (out_r, err_r, status_r):
@@ -130,7 +130,7 @@ class Channel:
     def attested(self) -> Observed:
         """What the kernel says this sandbox is (raises :class:`grader.sandbox.attest.AttestationError` unless
         it is what its spec promised); call after the "ready" frame, before any student code is sent."""
-        return attest(self.proc.pid, self._req_w, self.spec.expected())
+        return attest(self.proc.pid, self._req_w, self.launch.expected())
 
     def memory_cgroup(self) -> str | None:
         """The memory cgroup this worker (cold or forked) joined, read from outside by :mod:`memwatch`."""
@@ -206,8 +206,8 @@ class Channel:
         kept = self.output[key.data]
         kept += chunk[: max(0, KEEP_OUTPUT - len(kept))]
         self.output_total += len(chunk)
-        if self.output_total > self.spec.limits.output_bytes:
-            raise ChannelError("output", f"printed more than {self.spec.limits.output_bytes >> 20} MiB")
+        if self.output_total > self.launch.limits.output_bytes:
+            raise ChannelError("output", f"printed more than {self.launch.limits.output_bytes >> 20} MiB")
 
     def _drain_output(self) -> None:
         """Read what the worker's stdout/stderr still hold, without waiting (bounded by the output cap)."""
@@ -261,7 +261,7 @@ class Channel:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        leftovers.clear(self.spec, self._scratch)  # daemons that left the group, files outside the sandbox
+        leftovers.clear(self.launch, self._scratch)  # daemons that left the group, files outside the sandbox
         self._scratch = None
         self.close_fds()
 
@@ -275,7 +275,7 @@ class Channel:
             pass
 
     def _kill_cgroup(self) -> None:
-        reaping.kill_cgroups(self._cgroups, rounds=50 if self.spec.backend == "process" else 0)
+        reaping.kill_cgroups(self._cgroups, rounds=50 if self.launch.backend == "process" else 0)
 
     def close_fds(self) -> None:
         self.meter.close()

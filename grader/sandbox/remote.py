@@ -52,7 +52,7 @@ class SandboxBackend:
     def __init__(self, box: Path, launch: LaunchSpec, *, bans: dict[str, tuple[str, ...]],
                  time_limits: dict[str, float], budget_s: float, single_module: str | None = None,
                  starter: WorkerStarter | None = None, test_limits: dict[str, float] | None = None) -> None:
-        self.box, self.spec, self.bans, self.single_module = box, launch, bans, single_module
+        self.box, self.launch, self.bans, self.single_module = box, launch, bans, single_module
         self.starter: WorkerStarter = starter or ColdStarter(launch.slot)
         self.forked = 0  # workers the zygote forked (each start after a timeout or crash too)
         self.time_limits, self.test_limits = time_limits, test_limits or {}
@@ -255,7 +255,7 @@ class SandboxBackend:
 
     def _start_once(self, *, last_attempt: bool) -> Channel:
         self.starts += 1
-        worker = self.starter.start(self.spec, self.box, last_attempt=last_attempt)
+        worker = self.starter.start(self.launch, self.box, last_attempt=last_attempt)
         channel = worker.channel
         self.forked += channel.forked
         try:
@@ -267,7 +267,7 @@ class SandboxBackend:
                 channel.kill()
                 raise self._fault(str(exc)) from None
             self.observed = self.observed or seen
-            root = "/box" if self.spec.backend in ("namespace", "bwrap") else str(worker.box)
+            root = "/box" if self.launch.backend in ("namespace", "bwrap") else str(worker.box)
             setup: dict[str, Any] = {"root": root, "bans": {k: list(v) for k, v in self.bans.items()},
                                      "single_module": self.single_module, **({"files": worker.files} if worker.files
                                                                                is not None else {})}

@@ -82,7 +82,7 @@ class PrestartedStarter:
 
     def start(self, launch: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
         ready = self.warm.ready and not self.warm.taken
-        taken = self._take(box) if self.warm.spec == launch else None
+        taken = self._take(box) if self.warm.launch == launch else None
         if taken is None:
             return self.then.start(launch, box, last_attempt=last_attempt) if self.then else Worker(Channel(launch, box), box)
         channel, files = taken

@@ -22,7 +22,7 @@ class WarmChannel:
     """
 
     def __init__(self, launch: LaunchSpec, zygote: Zygote | None = None) -> None:
-        self.spec = launch
+        self.launch = launch
         self.box = sweep.tempdir("warm")
         self.box.chmod(0o755)
         self.started = time.monotonic()
