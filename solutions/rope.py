@@ -85,7 +85,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     """Rotate x in the half-split pairing: pair i is (x[..., i], x[..., i + head_dim // 2]).
 
     Args:
-        x: (B, H, T, head_dim) queries or keys.
+        x: (B, H, T, head_dim) queries or keys; head_dim must be even and twice the tables' width (raise ValueError
+            otherwise).
         cos, sin: tables from `rope_frequencies`, each (max_len, head_dim // 2).
         positions: None for positions 0 .. T-1 (T <= max_len, else ValueError); a (T,) integer tensor of
             absolute positions (e.g. P .. P + T - 1 when decoding after P cached tokens); or (B, T), one row per

@@ -175,8 +175,11 @@ CATALOGUE: tuple[Misconception, ...] = (
     _M("memory-full-matrix", "the full score matrix built where tiles or a band were asked for", False,
        r"never build|\(L, S\)|one tile|T \* T|whole prefix|its band only|L x S"),
     _M("ragged-dropped", "the shorter last tile, block or chunk dropped", True, r"shorter|last tile|ragged"),
-    _M("noncontiguous-view", ".view() on an input that may be a non-contiguous view (use .reshape)", False,
+    # normal: multi-head attention hands attention its heads as x.view(B, L, H, E).transpose(1, 2), not contiguous
+    _M("noncontiguous-view", ".view() on an input that may be a non-contiguous view (use .reshape)", True,
        r"view size is not compatible|\.reshape\b|not contiguous"),
+    _M("squeeze-unit-dims", "a bare .squeeze() that also drops a batch, head or sequence dim of size 1", False,
+       r"\.squeeze\(\)|size-1 dim"),
     _M("dims-from-front", "dimensions counted from the front instead of the back", False, r"leading dims|\(\.\.\., L"),
     _M("default-causal", "is_causal=True by default", True, r"is_causal=False|defaults"),
     _M("error-unchecked", "an invalid argument accepted instead of raising ValueError", False, r"raise ValueError"),

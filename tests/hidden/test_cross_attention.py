@@ -92,7 +92,7 @@ def as_weights(out, B: int, L: int, S: int, H: int) -> torch.Tensor:
 
 
 @pytest.mark.points(0.5)
-@pytest.mark.parametrize("B,L,S,d,H", [(2, 3, 5, 8, 2), (2, 6, 2, 12, 4), (3, 4, 4, 6, 3)])
+@pytest.mark.parametrize("B,L,S,d,H", [(2, 3, 5, 8, 2), (2, 6, 2, 12, 4), (1, 1, 4, 6, 3)])  # last: one sequence, one query
 def test_matches_multihead_attention_oracle(student, reference, gen, B, L, S, d, H):
     ref, h = pair(student, reference, d, H)
     x, context = torch.randn(B, L, d, generator=gen), torch.randn(B, S, d, generator=gen)

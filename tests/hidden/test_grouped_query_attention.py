@@ -135,7 +135,7 @@ def test_rope_tables_are_buffers_of_max_len_rows(student):
     # defaults first: max_len 2048 and base 10000; the tables come from (the stand-in) rope_frequencies(hd, max_len, base)
     for kwargs in ({}, {"max_len": 6, "rope_base": 500000.0}):
         h = student.isolated.grouped_query_attention.GroupedQueryAttention(16, 4, 2, rope=True, **kwargs)
-        buffers, params = h.named_buffers(), h.named_parameters()
+        buffers, params, state = h.named_buffers(), h.named_parameters(), h.state_dict()
         what = f"GroupedQueryAttention(16, 4, 2, rope=True{''.join(f', {k}={v}' for k, v in kwargs.items())})"
         expect(not any("rope" in n for n in params), f"{what}: the RoPE tables are parameters ({sorted(params)}), "
                "expected buffers")
@@ -144,6 +144,9 @@ def test_rope_tables_are_buffers_of_max_len_rows(student):
             expect(name in buffers, f"{what}: named_buffers() has {sorted(buffers)}, expected {name!r}\n  " + tag(
                 "not-a-buffer", f"{name} is not a registered buffer: a plain attribute is not moved by .to() and is "
                 "not in state_dict()"))
+            expect(name in state, f"{what}: state_dict() has {sorted(state)}, expected {name!r} (the specification: "
+                   "the names appear in state_dict())\n  " + tag("not-a-buffer", f"{name} is registered with "
+                   "persistent=False: a buffer, but not in state_dict(); keep the default persistent=True"))
             expect_tensor(buffers[name], table, what=f"{what}: buffer {name}", suspects=table_suspects(kwargs, which))
 
 

@@ -296,6 +296,12 @@ def test_reset_forgets_the_sequence(student, gen):
     k = torch.randn(2, 2, 5, 4, generator=gen)
     cache.invoke("reset")
     expect_tensor(cache.invoke("update", k, k)[0], k, what="keys of the first update after reset()")
+    cache = student.isolated.kv_cache.KVCache(2, 2, 6, 4, dtype=torch.float64)  # reset, then refilled to max_len
+    cache.invoke("update", *(torch.randn(2, 2, 4, 4, generator=gen, dtype=torch.float64),) * 2)
+    cache.invoke("reset")
+    k = torch.randn(2, 2, 6, 4, generator=gen, dtype=torch.float64)
+    expect_tensor(cache.invoke("update", k, k)[0], k, what="keys of KVCache(2, 2, 6, 4, dtype=torch.float64) "
+                  "refilled to its full length after reset()")
 
 
 @pytest.mark.points(1)

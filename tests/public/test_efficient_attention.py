@@ -1,4 +1,5 @@
-"""Public tests for `efficient_attention`: SDPA's mask, causal and dropout conventions, and a tiled FlashAttention."""
+"""Public tests for `efficient_attention`: SDPA's mask, causal and dropout conventions, and a tiled FlashAttention;
+heads that are transposed views."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from grader.testing.catalogue.efficient import formula_suspects, sdpa_suspects
 from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor
 from grader.testing.diagnosis import Detector, Suspects, Variant, tag
 from grader.testing.gradients import expect_grads
+from grader.testing.layouts import transposed
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable
 
 pytestmark = pytest.mark.exercise("efficient_attention")
@@ -104,7 +106,7 @@ def test_sdpa_attention_drops_a_fraction_p_in_training(student):
     expect_dropout_on_weights(got, weights, v, p, what=f"sdpa_attention(..., dropout_p={p}, training=True)", tol=1e-4)
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_flash_attention_matches_float64_attention_with_a_ragged_last_tile(student):
     q, k, v = qkv(L=11, S=11, E=4, Ev=3, dtype=torch.float64)
     expect_call(lambda: student.efficient_attention.flash_attention(q, k, v, block_size=4), hand_attention(q, k, v),
@@ -121,6 +123,18 @@ def test_flash_attention_causal_matches_sdpa(student):
         expect_call(lambda: flash(q, k, v, is_causal=True, block_size=4), hand_attention(q, k, v, keep),  # noqa: B023
                     what=f"flash_attention(L={L}, S={S}, is_causal=True, block_size=4)",
                     suspects=formula_suspects(q, k, v, is_causal=True))
+
+
+@pytest.mark.points(0.25)
+@pytest.mark.parametrize("fn", ["sdpa_attention", "flash_attention"])
+def test_heads_split_by_view_and_transpose(student, fn):
+    """Heads as a model hands them over: x.view(B, L, H, E).transpose(1, 2), not contiguous (a .view inside
+    attention fails on it; .reshape does not)."""
+    q, k, v = qkv(L=5, S=7, E=4, Ev=3, B=2, H=3)
+    kwargs = {"block_size": 3} if fn == "flash_attention" else {}
+    expect_call(lambda: getattr(student.efficient_attention, fn)(*(transposed(t, 1, 2) for t in (q, k, v)), **kwargs),
+                hand_attention(q, k, v), what=f"{fn}(q, k, v) with heads made by .view(B, L, H, E).transpose(1, 2)",
+                suspects=formula_suspects(q, k, v, causal_default=fn == "flash_attention"))
 
 
 @pytest.mark.points(0.5)

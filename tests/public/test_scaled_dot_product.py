@@ -1,5 +1,5 @@
 """Public tests for `scaled_dot_product`: the course's worked example, shapes, masks, the scale argument, dropout
-at eval and in training, large scores and gradients."""
+at eval and in training, large scores and gradients, heads that are transposed views."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from grader.testing.checks import expect_shape, expect_tensor, expect_tuple
 from grader.testing.diagnosis import Suspects
 from grader.testing.dropout import attention_with_draw, drawn_multipliers
 from grader.testing.gradients import expect_grads, expect_grads_of
+from grader.testing.layouts import transposed
 from grader.testing.oracles import expect_dropout_on_weights, expect_repeatable, returned_before_dropout
 
 pytestmark = pytest.mark.exercise("scaled_dot_product")
@@ -76,7 +77,7 @@ def test_shapes_with_batch_dims_L_not_S_and_Ev_not_E(student, gen):
                   suspects=sdp_suspects(q, k, v))
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_bool_causal_mask_matches_sdpa(student, gen):
     q, k, v = (torch.randn(2, 5, 4, generator=gen) for _ in range(3))
     causal = torch.ones(5, 5, dtype=torch.bool).tril()  # True = may attend: the past and itself
@@ -90,6 +91,17 @@ def test_bool_causal_mask_matches_sdpa(student, gen):
     on_w = sdp_suspects(q, k, v, mask=pad, part=1)
     _, weights = sdpa(student, q, k, v, mask=pad, suspects=on_w)
     expect_tensor(weights, weights64(q, k, pad), what="weights with a (B=3, 1, 1, S) padding mask", suspects=on_w)
+
+
+@pytest.mark.points(0.5)
+def test_heads_split_by_view_and_transpose(student, gen):
+    """Heads as multi-head attention hands them over: x.view(B, L, H, E).transpose(1, 2), which is not contiguous
+    (a .view inside attention fails on it; .reshape or matmul on the last two dims does not)."""
+    q, k, v = (torch.randn(2, 3, n, 4, generator=gen) for n in (5, 6, 6))  # (B, H, L, E): sent as (B, L, H, E).T
+    on_out = sdp_suspects(q, k, v)
+    out, _ = sdpa(student, transposed(q, 1, 2), transposed(k, 1, 2), transposed(v, 1, 2), suspects=on_out)
+    expect_tensor(out, sdpa_float64(q, k, v), what="output for (B, H, L, E) heads made by .view(B, L, H, E)"
+                  ".transpose(1, 2)", suspects=on_out)
 
 
 @pytest.mark.points(1.5)
