@@ -3,9 +3,7 @@ shows it and never on the reference (the mask, banded attention, the rolling cac
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -22,16 +20,9 @@ from grader.testing.catalogue.window import (
 )
 from grader.testing.diagnosis import PRECISION, Suspects
 from tests.project.conftest import CORPUS, ROOT
+from tests.project.test_catalogue_rope import load  # a corpus module loaded by path
 
 BUGS = CORPUS / "buggy" / "sliding_window"
-
-
-def load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"window_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def ids(said: str) -> set[str]:
