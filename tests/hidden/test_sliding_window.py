@@ -163,7 +163,7 @@ def test_banded_memory_grows_with_t_times_window_not_t_squared(student, gen):
                   suspects=banded_suspects(q, k, v, window, block))
     full, out_bytes = 2 * T * T * 4, got.numel() * 4
     tile = 2 * block * (block + window - 1) * 4
-    hint = ("score only each block's band: (block_size, block_size + window - 1) per head, never (T, T), and not "
+    hint = ("score only each block's band of keys per head, never (T, T), and not "
             "(block_size, end) either (all earlier keys, masked): that grows with T * T in time and T * block in memory")
     expect(stats["max_tensor_bytes"] <= 4 * out_bytes,
            f"the largest tensor made during banded_attention had {stats['max_tensor_bytes']:.0f} bytes, expected at "

@@ -105,7 +105,8 @@ def test_a_decoding_bug_is_named_and_the_reference_is_not(bug, mid):
 
 @pytest.mark.parametrize("bug,mid", [("cache_ring_order_after_wrap", "cache-ring-order"),
                                      ("cache_attends_unwritten_slots", "cache-unwritten-slots"),
-                                     ("cache_keeps_window_plus_one", "window-off-by-one")])
+                                     ("cache_keeps_window_plus_one", "window-off-by-one"),
+                                     ("cache_appends_without_bound", "cache-unbounded")])
 def test_an_update_bug_is_named_and_the_reference_is_not(bug, mid):
     ks = qkv(14)[0][:, :2, :, :3].contiguous()
     for module, expect in ((load(BUGS / f"{bug}.py"), {mid}), (reference(), set())):
@@ -116,7 +117,8 @@ def test_an_update_bug_is_named_and_the_reference_is_not(bug, mid):
             said = named(held_suspects(ks, 4, [1] * (t + 1)), got, want)
             if said or not torch.equal(got, want):
                 break
-        assert said == expect
+        # five tokens fed: a cache that keeps them all and one of window + 1 slots hold the same (named together)
+        assert said == expect or (expect and expect <= said <= {"cache-unbounded", "window-off-by-one"})
 
 
 def test_a_reset_that_keeps_the_count_is_named_and_the_reference_is_not():

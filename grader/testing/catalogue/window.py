@@ -189,7 +189,10 @@ def held_suspects(ks: torch.Tensor, window: int, chunks: Sequence[int], which: i
             return got.to(ks.dtype)
         return go
 
-    return Suspects((Variant("cache-unwritten-slots", "every `window` slot returned, the unwritten ones (zeros) too",
+    fed = sum(chunks)  # up to window + 1 tokens, a cache that keeps them all holds what window + 1 slots hold
+    return Suspects((Variant("cache-unbounded", f"every token fed so far ({fed}): nothing dropped",
+                             run(capacity=max(fed, 1)), also=("window-off-by-one",) if fed == window + 1 else ()),
+                     Variant("cache-unwritten-slots", "every `window` slot returned, the unwritten ones (zeros) too",
                              run(all_slots=True)),
                      Variant("cache-ring-order", "the slots in storage order, not oldest first once the ring wraps",
                              run(storage_order=True)),
