@@ -135,8 +135,8 @@ def test_forward_never_materialises_the_score_matrix(student, gen, name):
     out = got[0] if name == "flash_forward" and isinstance(got, tuple) else got
     expect_tensor(out, sdpa_fused(q, k, v), what=f"{name}(L=S={L}, block_size=64)")
     full = L * S * 4
-    hint = ("the forward keeps only O and lse: one (L, block_size) tile of scores at a time; saving P or S for the "
-            "backward is exactly what FlashAttention avoids")
+    hint = ("the forward keeps only O and lse: one (L, block_size) tile of scores at a time, never an (L, S) tensor; "
+            "saving P or S for the backward is exactly what FlashAttention avoids")
     expect(stats["max_tensor_bytes"] < full // 4, f"the largest tensor made during {name} had "
            f"{stats['max_tensor_bytes']:.0f} bytes, expected below {full // 4} (the L x S scores have {full})", hint)
     outside = stats.get("max_memory_bytes")  # the sandbox's cgroup, read outside the worker (None without one)
