@@ -11,7 +11,15 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.protocol.errors import StudentError
 from grader.testing.attention import sdpa_fused, sdpa_math
-from grader.testing.checks import expect, expect_shape, expect_tensor, fail
+from grader.testing.catalogue.window import (
+    banded_suspects,
+    buffer_suspects,
+    decode_suspects,
+    held_suspects,
+    mask_suspects,
+    reset_suspects,
+)
+from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.gradients import expect_grads
 from grader.testing.precision import expect_no_worse_than
@@ -19,14 +27,11 @@ from grader.testing.regimes import expect_stable, shifted_qk
 
 pytestmark = pytest.mark.exercise("sliding_window")
 
-WINDOW_HINT = ("query i sees keys i - window + 1 .. i: itself and the window - 1 before it (window keys, not "
-               "window + 1); (i - j >= 0) & (i - j < window)")
-BOTTOM_RIGHT = ("with L queries and S keys the queries are the LAST L positions: query i sits at p = S - L + i and "
-                "sees keys p - window + 1 .. p (as a KV cache needs), not i - window + 1 .. i")
-BAND_HINT = ("for the block of queries start..end-1 take the keys max(0, start - window + 1) .. end - 1 and mask "
-             "them with the bottom-right sliding-window mask of that (bq, bk) tile; the last block may be shorter")
-RING_HINT = ("keep exactly the last `window` tokens and return them oldest first: a ring buffer writes token p at slot "
-             "p % window and reads the slots (seen - n .. seen - 1) % window; never return slots not yet written")
+# Hints say what the specification asks and name no mistake: a mistake is named only by a diagnosis that saw it
+# (grader.testing.catalogue.window), since a broad test fails for many different ones.
+WINDOW_HINT = "see sliding_window_mask's docstring: which keys query i may see"
+BAND_HINT = "see banded_attention's docstring: the result equals the sliding-window attention of the whole sequence"
+RING_HINT = "see RollingKVCache.update's docstring: which tokens update returns, and in what order"
 OVERFLOW = "outputs become inf or NaN for inputs of ordinary size (a softmax without the max subtracted)"
 
 
@@ -69,15 +74,16 @@ def test_mask_matches_the_definition(student, window):
     expect_shape(got, (7, 7), what=f"sliding_window_mask(7, {window})")
     expect(got.dtype == torch.bool, f"sliding_window_mask: got dtype {got.dtype}, expected torch.bool",
            "SDPA reads a float mask as a bias to add: return a boolean tensor (True = may attend)")
-    hint = WINDOW_HINT + ("; a window >= T is plain causal attention" if window >= 7 else "")
-    expect_tensor(got, keep_mask(7, 7, window), what=f"sliding_window_mask(7, window={window})", hint=hint)
+    expect_tensor(got, keep_mask(7, 7, window), what=f"sliding_window_mask(7, window={window})", hint=WINDOW_HINT,
+                  suspects=mask_suspects(7, window))
 
 
 @pytest.mark.points(0.25)
 @pytest.mark.parametrize(("L", "S", "window"), [(3, 10, 4), (1, 6, 3), (4, 4, 2), (2, 9, 12)])
 def test_mask_with_fewer_queries_is_bottom_right_aligned(student, L, S, window):
     got = student.sliding_window.sliding_window_mask(L, window, kv_len=S)
-    expect_tensor(got, keep_mask(L, S, window), what=f"sliding_window_mask({L}, {window}, kv_len={S})", hint=BOTTOM_RIGHT)
+    expect_tensor(got, keep_mask(L, S, window), what=f"sliding_window_mask({L}, {window}, kv_len={S})", hint=WINDOW_HINT,
+                  suspects=mask_suspects(L, window, S))
 
 
 @pytest.mark.points(0.5)
@@ -103,20 +109,21 @@ def test_mask_refuses_a_window_below_one(student):
 @pytest.mark.points(1.5)
 def test_banded_matches_sdpa_math_with_the_window_mask(student, gen):
     q, k, v = qkv(gen, B=2, H=3, T=37, hd=8, hdv=6)
-    got = student.sliding_window.banded_attention(q, k, v, 5, block_size=8)  # 37 = 4 * 8 + 5: a ragged last block
-    expect_tensor(got, sdpa_math(q, k, v, attn_mask=keep_mask(37, 37, 5)),
-                  what="banded_attention(B=2, H=3, T=37, hd=8, hdv=6, window=5, block_size=8)", hint=BAND_HINT)
+    expect_call(lambda: student.sliding_window.banded_attention(q, k, v, 5, block_size=8),  # 37 = 4 * 8 + 5: ragged
+                sdpa_math(q, k, v, attn_mask=keep_mask(37, 37, 5)), suspects=banded_suspects(q, k, v, 5, 8),
+                what="banded_attention(B=2, H=3, T=37, hd=8, hdv=6, window=5, block_size=8)", hint=BAND_HINT)
 
 
 @pytest.mark.points(0.25)
 @pytest.mark.parametrize(("window", "block_size"), [(1, 4), (3, 1), (6, 64), (5, 29), (29, 8), (40, 16)])
 def test_banded_float64_edges(student, gen, window, block_size):
     q, k, v = qkv(gen, B=1, H=2, T=29, hd=4, hdv=3, dtype=torch.float64)
-    got = student.sliding_window.banded_attention(q, k, v, window, block_size=block_size)
     what = f"banded_attention(float64, T=29, window={window}, block_size={block_size})"
     hint = {1: "window = 1: every query sees only itself, so the output is v", 29: "window = T is causal attention",
-            40: "a window longer than T is causal attention: clamp the band's first key at 0"}.get(window, BAND_HINT)
-    expect_tensor(got, window64(q, k, v, window), what=what, hint=hint)
+            40: "a window longer than T is causal attention"}.get(window, BAND_HINT)
+    got = expect_call(lambda: student.sliding_window.banded_attention(q, k, v, window, block_size=block_size),
+                      window64(q, k, v, window), what=what, hint=hint,
+                      suspects=banded_suspects(q, k, v, window, block_size))
     if window == 1:
         expect_tensor(got, v, what=what + " vs v itself", hint=hint)
     if window >= 29:
@@ -126,9 +133,9 @@ def test_banded_float64_edges(student, gen, window, block_size):
 @pytest.mark.points(0.5)
 def test_banded_default_block_size_with_a_ragged_last_block(student, gen):
     q, k, v = qkv(gen, B=1, H=2, T=150, hd=4, dtype=torch.float64)  # 150 = 2 * 64 + 22
-    got = student.sliding_window.banded_attention(q, k, v, 20)
-    expect_tensor(got, window64(q, k, v, 20), what="banded_attention(T=150, window=20) with the default block_size",
-                  hint=BAND_HINT)
+    expect_call(lambda: student.sliding_window.banded_attention(q, k, v, 20), window64(q, k, v, 20),
+                what="banded_attention(T=150, window=20) with the default block_size", hint=BAND_HINT,
+                suspects=banded_suspects(q, k, v, 20))
 
 
 @pytest.mark.points(0.5)
@@ -141,7 +148,7 @@ def test_banded_sees_neither_the_future_nor_beyond_the_window(student, gen):
     again = student.sliding_window.banded_attention(q, k2, v2, 6, block_size=5)
     outside = [i for i in range(24) if not 9 <= i <= 14]
     expect_tensor(again[..., outside, :], got[..., outside, :], what="outputs of queries outside 9..14 after changing "
-                  "key 9 (window=6)", hint=WINDOW_HINT + ": query 8 must not see key 9, query 15 no longer sees it")
+                  "key 9 (window=6)", hint=WINDOW_HINT)
     expect(not torch.allclose(again[..., 9:15, :], got[..., 9:15, :]), "changing key and value 9 did not change queries "
            "9..14, which see it", WINDOW_HINT)
 
@@ -151,11 +158,12 @@ def test_banded_memory_grows_with_t_times_window_not_t_squared(student, gen):
     T, window, block = 4096, 16, 64
     q, k, v = qkv(gen, B=1, H=2, T=T, hd=8)
     got, stats = student.sliding_window.banded_attention.measure(q, k, v, window, block_size=block)
-    expect_tensor(got, sdpa_fused(q, k, v, attn_mask=keep_mask(T, T, window)),
-                  what=f"banded_attention(T={T}, window={window}, block_size={block})", hint=BAND_HINT)
+    expect_tensor(got, sdpa_fused(q, k, v, attn_mask=keep_mask(T, T, window)), hint=BAND_HINT,
+                  what=f"banded_attention(T={T}, window={window}, block_size={block})",
+                  suspects=banded_suspects(q, k, v, window, block))
     full, out_bytes = 2 * T * T * 4, got.numel() * 4
     tile = 2 * block * (block + window - 1) * 4
-    hint = ("score only each block's band: (block_size, block_size + window - 1) per head, never (T, T), and not "
+    hint = ("score only each block's band of keys per head, never (T, T), and not "
             "(block_size, end) either (all earlier keys, masked): that grows with T * T in time and T * block in memory")
     expect(stats["max_tensor_bytes"] <= 4 * out_bytes,
            f"the largest tensor made during banded_attention had {stats['max_tensor_bytes']:.0f} bytes, expected at "
@@ -194,8 +202,9 @@ def test_banded_half_precision_keeps_the_dtype_and_the_references_accuracy(stude
 @pytest.mark.points(0.5)
 def test_banded_follows_the_input_device(student, gen):
     q, k, v = qkv(gen, B=1, H=2, T=11, hd=4)
-    expect_tensor(student.sliding_window.banded_attention(q, k, v, 3, block_size=4), window64(q, k, v, 3),
-                  what="banded_attention(T=11, window=3, block_size=4)", hint=BAND_HINT)
+    expect_call(lambda: student.sliding_window.banded_attention(q, k, v, 3, block_size=4), window64(q, k, v, 3),
+                what="banded_attention(T=11, window=3, block_size=4)", hint=BAND_HINT,
+                suspects=banded_suspects(q, k, v, 3, 4))
     expect_on_input_device(lambda: student.sliding_window.banded_attention.on_meta(q, k, v, 3, block_size=4),
                            what="banded_attention(q, k, v on the meta device)")
 
@@ -203,8 +212,8 @@ def test_banded_follows_the_input_device(student, gen):
 @pytest.mark.points(0.5)
 def test_banded_refuses_a_window_below_one(student, gen):
     q, k, v = qkv(gen, B=1, H=1, T=6, hd=4)
-    expect_tensor(student.sliding_window.banded_attention(q, k, v, 2, block_size=4), window64(q, k, v, 2),
-                  what="banded_attention(T=6, window=2)", hint=BAND_HINT)
+    expect_call(lambda: student.sliding_window.banded_attention(q, k, v, 2, block_size=4), window64(q, k, v, 2),
+                what="banded_attention(T=6, window=2)", hint=BAND_HINT, suspects=banded_suspects(q, k, v, 2, 4))
     for window in (0, -1):
         expect_refused(lambda w=window: student.sliding_window.banded_attention(q, k, v, w),
                        f"banded_attention(..., window={window})", "raise ValueError for window < 1")
@@ -219,7 +228,8 @@ def test_banded_is_stable_for_large_scores(student, gen):
     banded = student.sliding_window.banded_attention
     got = expect_stable(lambda: banded(q, k, v, 7, block_size=6), lambda: banded(q0, k0, v, 7, block_size=6),
                         what="banded_attention(scores ~150)")
-    expect_tensor(got, window64(q, k, v, 7), what="banded_attention(scores ~150)", atol=1e-4, rtol=1e-4)
+    expect_tensor(got, window64(q, k, v, 7), what="banded_attention(scores ~150)", atol=1e-4, rtol=1e-4,
+                  suspects=banded_suspects(q, k, v, 7, 6))
 
 
 # ---------------------------------------------------------------------------------------------- RollingKVCache
@@ -234,7 +244,8 @@ def test_cache_buffers_hold_exactly_the_window(student, gen):
     for name in ("k_cache", "v_cache"):
         expect(name in buffers, f"named_buffers(): got {sorted(buffers)}, expected a {name!r} entry",
                f"self.register_buffer('{name}', torch.zeros(batch_size, num_heads, window, head_dim, dtype=dtype))")
-        expect_shape(buffers[name], (2, 3, 4, 5), what=f"buffer {name}", hint="(batch_size, num_heads, window, head_dim)")
+        expect_shape(buffers[name], (2, 3, 4, 5), what=f"buffer {name}", hint="(batch_size, num_heads, window, head_dim)",
+                     suspects=buffer_suspects((2, 3, 4, 5)), expected=torch.zeros(2, 3, 4, 5, dtype=torch.float64))
         expect(buffers[name].dtype == torch.float64, f"buffer {name}: got {buffers[name].dtype}, expected torch.float64",
                "allocate the storage with the dtype you were given")
     extra = sum(t.numel() for t in buffers.values()) - 2 * 2 * 3 * 4 * 5
@@ -243,7 +254,8 @@ def test_cache_buffers_hold_exactly_the_window(student, gen):
     expect(not cache.named_parameters(), "RollingKVCache has parameters, expected none", "storage is a buffer")
     k = torch.randn(2, 3, 1, 5, generator=gen, dtype=torch.float64)
     k_all, v_all = cache.invoke("update", k, -k)
-    expect_tensor(k_all, k, what="update(k, v) on an empty cache: keys", hint=RING_HINT)
+    expect_tensor(k_all, k, what="update(k, v) on an empty cache: keys", hint=RING_HINT,
+                  suspects=held_suspects(k, 4, [1]))
     expect_tensor(v_all, -k, what="update(k, v) on an empty cache: values", hint=RING_HINT)
 
 
@@ -257,7 +269,7 @@ def test_update_returns_the_last_window_tokens_oldest_first(student, gen):
         k_all, v_all = cache.invoke("update", ks[..., t:t + 1, :], vs[..., t:t + 1, :])
         lo = max(0, t + 1 - window)
         expect_tensor(k_all, ks[..., lo:t + 1, :], what=f"keys returned by update after token {t} (window={window})",
-                      hint=RING_HINT)
+                      hint=RING_HINT, suspects=held_suspects(ks, window, [1] * (t + 1)))
         expect_tensor(v_all, vs[..., lo:t + 1, :], what=f"values returned by update after token {t}", hint=RING_HINT)
     k_held, _ = cache.invoke("held")
     expect_tensor(k_held, ks[..., n - window:, :], what="held() after 14 tokens", hint=RING_HINT)
@@ -268,13 +280,13 @@ def test_update_with_chunks_keeps_only_the_last_window(student, gen):
     window = 4
     cache = cache_of(student, 1, 2, window, 3)
     ks = torch.randn(1, 2, 16, 3, generator=gen)
-    seen = 0
+    seen, fed = 0, []
     for t in (2, 7, 3, 1, 3):  # 7 > window: only its last 4 tokens survive
         k_all, v_all = cache.invoke("update", ks[..., seen:seen + t, :], 2 * ks[..., seen:seen + t, :])
-        seen += t
+        seen, fed = seen + t, [*fed, t]
         lo = max(0, seen - window)
         expect_tensor(k_all, ks[..., lo:seen, :], what=f"keys after updates totalling {seen} tokens (chunk of {t})",
-                      hint=RING_HINT + "; a chunk longer than the window keeps its last `window` tokens")
+                      hint=RING_HINT, suspects=held_suspects(ks, window, fed))
         expect_tensor(v_all, 2 * ks[..., lo:seen, :], what=f"values after {seen} tokens", hint=RING_HINT)
 
 
@@ -294,7 +306,7 @@ def test_decoding_token_by_token_equals_sliding_window_attention(student, gen):
     got = decode(cache, q, k, v, [1] * T)
     expect_tensor(got, sdpa_math(q, k, v, attn_mask=keep_mask(T, T, window)),
                   what=f"decoding {T} tokens one at a time with RollingKVCache(window={window})",
-                  hint="each new token attends to the held keys plus its own: exactly the last `window` positions")
+                  hint="see RollingKVCache.forward's docstring", suspects=decode_suspects(q, k, v, window, [1] * T))
     k_held, v_held = cache.invoke("held")
     expect_tensor(k_held, k[..., T - window:, :], what="held() keys after decoding", hint="forward caches k, v too")
     expect_tensor(v_held, v[..., T - window:, :], what="held() values after decoding", hint="forward caches k, v too")
@@ -304,10 +316,10 @@ def test_decoding_token_by_token_equals_sliding_window_attention(student, gen):
 def test_decoding_in_chunks_equals_sliding_window_attention(student, gen):
     T, window = 23, 5
     q, k, v = qkv(gen, B=1, H=3, T=T, hd=4, dtype=torch.float64)
-    got = decode(cache_of(student, 1, 3, window, 4, dtype=torch.float64), q, k, v, [4, 1, 6, 2, 7, 3])
+    chunks = [4, 1, 6, 2, 7, 3]
+    got = decode(cache_of(student, 1, 3, window, 4, dtype=torch.float64), q, k, v, chunks)
     expect_tensor(got, window64(q, k, v, window), what="decoding chunks of 4, 1, 6, 2, 7, 3 tokens (window=5, float64)",
-                  hint="a chunk of t queries attends to [held keys, its own keys] with the bottom-right mask "
-                       "sliding_window_mask(t, window, kv_len=n + t); only then write the chunk into the cache")
+                  hint="see RollingKVCache.forward's docstring", suspects=decode_suspects(q, k, v, window, chunks))
 
 
 @pytest.mark.points(0.25)
@@ -318,7 +330,8 @@ def test_decoding_with_window_one_or_longer_than_the_sequence(student, gen, wind
     got = decode(cache_of(student, 1, 2, window, 4, dtype=torch.float64), q, k, v, [2, 1, 4, 2])
     expected = v if window == 1 else sdpa_math(q, k, v, is_causal=True)
     expect_tensor(got, expected, what=f"decoding with window={window}, T={T}",
-                  hint="window = 1 gives v; a window longer than the sequence is causal attention")
+                  hint="window = 1 gives v; a window longer than the sequence is causal attention",
+                  suspects=decode_suspects(q, k, v, window, [2, 1, 4, 2]))
 
 
 @pytest.mark.points(0.75)
@@ -330,8 +343,8 @@ def test_reset_starts_a_new_sequence(student, gen):
     cache.invoke("reset")
     got = decode(cache, q, k, v, [1, 1, 1])  # a short sequence: old slots would still be visible
     expect_tensor(got, sdpa_math(q[..., :3, :], k[..., :3, :], v[..., :3, :], attn_mask=keep_mask(3, 3, window)),
-                  what="decoding 3 tokens after reset()", hint="reset() must forget every token: the count as well "
-                  "as the storage, so no old slot is attended to")
+                  what="decoding 3 tokens after reset()", hint="see RollingKVCache.reset's docstring",
+                  suspects=reset_suspects(q[..., :3, :], k[..., :3, :], v[..., :3, :], window, [1, 1, 1]))
     k_held, _ = cache.invoke("held")
     expect_tensor(k_held, k[..., :3, :], what="held() after reset and 3 tokens", hint=RING_HINT)
 
