@@ -19,8 +19,8 @@ from grader.testing.catalogue.window import (
     reset_suspects,
 )
 from grader.testing.diagnosis import PRECISION, Suspects
-from tests.project.conftest import CORPUS, ROOT
-from tests.project.test_catalogue_rope import load  # a corpus module loaded by path
+from tests.project.support.common import CORPUS, ROOT
+from tests.project.testing.test_catalogue_rope import load  # a corpus module loaded by path
 
 BUGS = CORPUS / "buggy" / "sliding_window"
 
