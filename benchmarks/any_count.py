@@ -41,7 +41,12 @@ def _mentions_any(node: ast.expr) -> bool:
 def _annotations(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.expr]:
     """Every parameter annotation and the return annotation of one function."""
     a = fn.args
-    params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *(p for p in (a.vararg, a.kwarg) if p is not None)]
+    params = [
+        *a.posonlyargs,
+        *a.args,
+        *a.kwonlyargs,
+        *(p for p in (a.vararg, a.kwarg) if p is not None),
+    ]
     yield from (p.annotation for p in params if p.annotation is not None)
     if fn.returns is not None:
         yield fn.returns

@@ -37,15 +37,26 @@ from memsample import MemorySampler
 # another checkout to measure (a worktree of an older commit) with this script, and its venv's python
 ROOT = Path(os.environ.get("GRADER_BENCH_ROOT") or Path(__file__).resolve().parents[1])
 CORPUS = ROOT / "tests" / "corpus"
-BASICS = json.loads((ROOT / "assignments.json").read_text())["assignments"][0]  # the default assignment
+BASICS = json.loads((ROOT / "assignments.json").read_text())["assignments"][
+    0
+]  # the default assignment
 MODULES = sorted(e["module"] for e in BASICS["exercises"])
-HIDDEN = [e["hidden_tests"] for e in BASICS["exercises"]]  # the naive baseline runs this assignment's suites only
+HIDDEN = [
+    e["hidden_tests"] for e in BASICS["exercises"]
+]  # the naive baseline runs this assignment's suites only
 HOSTILE = ["infinite_loop.py", "exit_in_call.py", "sysexit_at_import.py", "stdout_flood.py"]
 NAIVE_LIMIT_S = 60.0
 
 
-def generate(dest: Path, n: int, *, seed: int = 0, hostile_share: float = 0.0, buggy_share: float = 1 / 3,
-             stub_share: float = 1 / 6) -> dict:
+def generate(
+    dest: Path,
+    n: int,
+    *,
+    seed: int = 0,
+    hostile_share: float = 0.0,
+    buggy_share: float = 1 / 3,
+    stub_share: float = 1 / 6,
+) -> dict:
     """N student folders of the first assignment; returns how many of each kind were made. The default mix is the
     issue's (12 correct, 8 buggy, 4 stubs in 24); hostile ones (infinite loops and the like) each spend their
     per-test CPU limits, so they are opt-in (``--hostile-share``) and reported apart."""
@@ -56,8 +67,11 @@ def generate(dest: Path, n: int, *, seed: int = 0, hostile_share: float = 0.0, b
         folder = dest / f"student{i:04d}"
         folder.mkdir(parents=True)
         draw = rng.random()
-        source = ROOT / ("exercises" if hostile_share + buggy_share <= draw < hostile_share + buggy_share + stub_share
-                         else "solutions")
+        source = ROOT / (
+            "exercises"
+            if hostile_share + buggy_share <= draw < hostile_share + buggy_share + stub_share
+            else "solutions"
+        )
         for module in MODULES:
             shutil.copy(source / f"{module}.py", folder / f"{module}.py")
         if draw < hostile_share:
@@ -82,12 +96,29 @@ def stubs(dest: Path, n: int) -> None:
             shutil.copy(ROOT / "exercises" / f"{module}.py", folder / f"{module}.py")
 
 
-def run_batch(submissions: Path, out: Path, jobs: int, *extra: str, memory: bool = False
-              ) -> tuple[float, dict, list[dict], MemorySampler | None]:
+def run_batch(
+    submissions: Path, out: Path, jobs: int, *extra: str, memory: bool = False
+) -> tuple[float, dict, list[dict], MemorySampler | None]:
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "grader", "batch", str(submissions), "--out", str(out), "-j",
-                             str(jobs), "--quiet", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "batch",
+            str(submissions),
+            "--out",
+            str(out),
+            "-j",
+            str(jobs),
+            "--quiet",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     sampler = MemorySampler(proc.pid) if memory else None
     stdout, stderr = proc.communicate()
     done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
@@ -101,9 +132,24 @@ def run_batch(submissions: Path, out: Path, jobs: int, *extra: str, memory: bool
 def naive_one(folder: Path) -> float:
     t0 = time.monotonic()
     try:
-        subprocess.run([sys.executable, "-m", "pytest", *HIDDEN, "-p", "grader.testing.plugin", "--student",
-                        str(folder), "-q", "-p", "no:cacheprovider"], capture_output=True, cwd=ROOT,
-                       timeout=NAIVE_LIMIT_S)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *HIDDEN,
+                "-p",
+                "grader.testing.plugin",
+                "--student",
+                str(folder),
+                "-q",
+                "-p",
+                "no:cacheprovider",
+            ],
+            capture_output=True,
+            cwd=ROOT,
+            timeout=NAIVE_LIMIT_S,
+        )
     except subprocess.TimeoutExpired:
         pass
     return time.monotonic() - t0
@@ -133,108 +179,179 @@ def children_cpu() -> float:
 def inprocess_floor(folder: Path, count: int) -> tuple[float, float]:
     """Median wall and CPU seconds of one ``grade()`` in-process in a warm process with one torch thread, over
     ``count`` non-hostile submissions."""
-    code = ("import json, statistics, sys, time, torch\nfrom pathlib import Path\nfrom grader.grade import grade\n"
-            "torch.set_num_threads(1)\n"  # as each slot and worker: one core each (OpenMP threads spin under load)
-            "subs = [Path(p) for p in sys.argv[1:]]\ngrade(subs[0], isolation='inprocess', seed=0)\nts, cs = [], []\n"
-            "for s in subs:\n    t, c = time.perf_counter(), time.process_time(); grade(s, isolation='inprocess', "
-            "seed=0); ts.append(time.perf_counter() - t); cs.append(time.process_time() - c)\n"
-            "print(statistics.median(ts), statistics.median(cs))\n")
+    code = (
+        "import json, statistics, sys, time, torch\nfrom pathlib import Path\nfrom grader.grade import grade\n"
+        "torch.set_num_threads(1)\n"  # as each slot and worker: one core each (OpenMP threads spin under load)
+        "subs = [Path(p) for p in sys.argv[1:]]\ngrade(subs[0], isolation='inprocess', seed=0)\nts, cs = [], []\n"
+        "for s in subs:\n    t, c = time.perf_counter(), time.process_time(); grade(s, isolation='inprocess', "
+        "seed=0); ts.append(time.perf_counter() - t); cs.append(time.process_time() - c)\n"
+        "print(statistics.median(ts), statistics.median(cs))\n"
+    )
     hostile = set(HOSTILE)
-    subs = [str(p) for p in sorted(folder.iterdir()) if not any((p / "softmax.py").read_bytes() ==
-                                                                   (CORPUS / "hostile" / h).read_bytes() for h in hostile)]
-    done = subprocess.run([sys.executable, "-c", code, *subs[:count]], capture_output=True, text=True, cwd=ROOT,
-                          check=True)
+    subs = [
+        str(p)
+        for p in sorted(folder.iterdir())
+        if not any(
+            (p / "softmax.py").read_bytes() == (CORPUS / "hostile" / h).read_bytes()
+            for h in hostile
+        )
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *subs[:count]],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     wall, cpu = done.stdout.split()[-2:]
     return float(wall), float(cpu)
 
 
 def overheads() -> None:
     """Per-test costs: a wire round trip to a forked worker, and pytest's own machinery for an empty test."""
-    code = ("import time, tempfile, torch\nfrom pathlib import Path\n"
-            "try:\n    from grader.course import manifest\nexcept ImportError:\n    from grader import manifest\n"
-            "from grader.options import launch_spec\nfrom grader.sandbox.remote import SandboxBackend\n"
-            "from grader.sandbox.starters import ZygoteStarter\nfrom grader.sandbox.zygote_client import Zygote\n"
-            "z = Zygote(); z.wait_ready(); box = Path(tempfile.mkdtemp())\n"
-            "(box / 'm.py').write_text('def f(x):\\n    return x\\n')\n"
-            "b = SandboxBackend(box, launch_spec(manifest.load(), 'namespace'), bans={}, time_limits={'e': 10}, "
-            "budget_s=60, starter=ZygoteStarter(z)); b.begin_test('t', 'e', 1); x = torch.ones(4, 4)\n"
-            "b.call('m', 'f', (x,), {}); t = time.perf_counter()\n"
-            "for _ in range(500): b.call('m', 'f', (x,), {})\n"
-            "print((time.perf_counter() - t) / 500); b.close(); z.close()\n")
-    wire = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                                check=True).stdout.split()[-1])
+    code = (
+        "import time, tempfile, torch\nfrom pathlib import Path\n"
+        "try:\n    from grader.course import manifest\nexcept ImportError:\n    from grader import manifest\n"
+        "from grader.options import launch_spec\nfrom grader.sandbox.remote import SandboxBackend\n"
+        "from grader.sandbox.starters import ZygoteStarter\nfrom grader.sandbox.zygote_client import Zygote\n"
+        "z = Zygote(); z.wait_ready(); box = Path(tempfile.mkdtemp())\n"
+        "(box / 'm.py').write_text('def f(x):\\n    return x\\n')\n"
+        "b = SandboxBackend(box, launch_spec(manifest.load(), 'namespace'), bans={}, time_limits={'e': 10}, "
+        "budget_s=60, starter=ZygoteStarter(z)); b.begin_test('t', 'e', 1); x = torch.ones(4, 4)\n"
+        "b.call('m', 'f', (x,), {}); t = time.perf_counter()\n"
+        "for _ in range(500): b.call('m', 'f', (x,), {})\n"
+        "print((time.perf_counter() - t) / 500); b.close(); z.close()\n"
+    )
+    wire = float(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+        ).stdout.split()[-1]
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "test_empty.py").write_text("import pytest\n\n\n@pytest.mark.parametrize('i', range(500))\n"
-                                                "def test_nothing(i):\n    pass\n")
-        code = ("import sys, time\nfrom pathlib import Path\nfrom grader.scoring.runner import run_suites\n"
-                "f = [Path(sys.argv[1])]\nrun_suites(f)\nt = time.perf_counter(); run_suites(f)\n"
-                "print((time.perf_counter() - t) / 500)\n")
-        machinery = float(subprocess.run([sys.executable, "-c", code, f"{tmp}/test_empty.py"], capture_output=True,
-                                         text=True, cwd=ROOT, check=True).stdout.split()[-1])
-    print(f"per test     : a wire round trip to a forked worker {wire * 1e3:.2f} ms; pytest's machinery for an "
-          f"empty test {machinery * 1e3:.2f} ms (a full grade is 160 tests with about 700 round trips)")
+        (Path(tmp) / "test_empty.py").write_text(
+            "import pytest\n\n\n@pytest.mark.parametrize('i', range(500))\n"
+            "def test_nothing(i):\n    pass\n"
+        )
+        code = (
+            "import sys, time\nfrom pathlib import Path\nfrom grader.scoring.runner import run_suites\n"
+            "f = [Path(sys.argv[1])]\nrun_suites(f)\nt = time.perf_counter(); run_suites(f)\n"
+            "print((time.perf_counter() - t) / 500)\n"
+        )
+        machinery = float(
+            subprocess.run(
+                [sys.executable, "-c", code, f"{tmp}/test_empty.py"],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                check=True,
+            ).stdout.split()[-1]
+        )
+    print(
+        f"per test     : a wire round trip to a forked worker {wire * 1e3:.2f} ms; pytest's machinery for an "
+        f"empty test {machinery * 1e3:.2f} ms (a full grade is 160 tests with about 700 round trips)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20, help="submissions to generate (default 20)")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--stubs", type=int, default=4, help="stub submissions for the fixed-cost measurement")
+    parser.add_argument(
+        "--stubs", type=int, default=4, help="stub submissions for the fixed-cost measurement"
+    )
     parser.add_argument("--skip-naive", action="store_true")
-    parser.add_argument("--naive-n", type=int, default=40, help="submissions the naive baseline grades (default 40)")
-    parser.add_argument("--hostile-share", type=float, default=0.0, help="share of hostile submissions (default 0)")
+    parser.add_argument(
+        "--naive-n", type=int, default=40, help="submissions the naive baseline grades (default 40)"
+    )
+    parser.add_argument(
+        "--hostile-share", type=float, default=0.0, help="share of hostile submissions (default 0)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="grader-bench-"))
     try:
         kinds = generate(work / "class", args.n, hostile_share=args.hostile_share)
-        print(f"{args.n} submissions {kinds}, {args.jobs} slots, {os.cpu_count()} cores", flush=True)
+        print(
+            f"{args.n} submissions {kinds}, {args.jobs} slots, {os.cpu_count()} cores", flush=True
+        )
         warm(work, args.jobs)
-        floors = [inprocess_floor(work / "class", min(6, args.n))]  # before and after the batch: the load changes
+        floors = [
+            inprocess_floor(work / "class", min(6, args.n))
+        ]  # before and after the batch: the load changes
         cpu0 = children_cpu()
-        wall, summary, _cards, sampler = run_batch(work / "class", work / "out", args.jobs, memory=True)
+        wall, summary, _cards, sampler = run_batch(
+            work / "class", work / "out", args.jobs, memory=True
+        )
         assert sampler is not None
         peaks, rss = sampler.stop(), sampler.trusted_rss
         cpu = (children_cpu() - cpu0 + sampler.workers_cpu()) / args.n
         batch_rate = 60 * args.n / wall
-        print(f"grader batch : {wall:7.1f} s  {batch_rate:6.1f} submissions/min  {wall / args.n:.2f} s a submission "
-              f"amortised (isolation {summary['isolation']}, errors {summary['counts']['errors']}, timeouts "
-              f"{summary['counts']['timeouts']}, mean {summary['score']['mean']:g})", flush=True)
+        print(
+            f"grader batch : {wall:7.1f} s  {batch_rate:6.1f} submissions/min  {wall / args.n:.2f} s a submission "
+            f"amortised (isolation {summary['isolation']}, errors {summary['counts']['errors']}, timeouts "
+            f"{summary['counts']['timeouts']}, mean {summary['score']['mean']:g})",
+            flush=True,
+        )
         floors.append(inprocess_floor(work / "class", min(6, args.n)))
         floor, floor_cpu = (statistics.mean(f[i] for f in floors) for i in (0, 1))
-        print(f"floor        : {floor:.2f} s a submission graded in-process in a warm process (no sandbox, serial, "
-              f"the correct and buggy ones; {floors[0][0]:.2f} s before the batch, {floors[1][0]:.2f} s after); / "
-              f"{args.jobs} slots = {floor / args.jobs:.2f} s; batch is {wall / args.n / (floor / args.jobs):.2f}x that "
-              f"(load average now {os.getloadavg()[0]:.1f})", flush=True)
-        print(f"CPU          : {cpu:.2f} CPU-s a submission in the batch (its trusted processes and slots, and the "
-              f"zygote and its workers) against {floor_cpu:.2f} in-process: {cpu / floor_cpu:.2f}x (less load-sensitive)",
-              flush=True)
-        print("memory       : peak RSS " + ", ".join(f"{role} {mb:.0f} MB" for role, mb in sorted(peaks.items()))
-              + ("; the batch's own process at each quarter of the run " + ", ".join(
-                  f"{rss[min(len(rss) - 1, len(rss) * q // 4)] / 1024:.0f}" for q in (1, 2, 3, 4)) + " MB"
-                  if len(rss) >= 4 else ""), flush=True)
+        print(
+            f"floor        : {floor:.2f} s a submission graded in-process in a warm process (no sandbox, serial, "
+            f"the correct and buggy ones; {floors[0][0]:.2f} s before the batch, {floors[1][0]:.2f} s after); / "
+            f"{args.jobs} slots = {floor / args.jobs:.2f} s; batch is {wall / args.n / (floor / args.jobs):.2f}x that "
+            f"(load average now {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
+        print(
+            f"CPU          : {cpu:.2f} CPU-s a submission in the batch (its trusted processes and slots, and the "
+            f"zygote and its workers) against {floor_cpu:.2f} in-process: {cpu / floor_cpu:.2f}x (less load-sensitive)",
+            flush=True,
+        )
+        print(
+            "memory       : peak RSS "
+            + ", ".join(f"{role} {mb:.0f} MB" for role, mb in sorted(peaks.items()))
+            + (
+                "; the batch's own process at each quarter of the run "
+                + ", ".join(
+                    f"{rss[min(len(rss) - 1, len(rss) * q // 4)] / 1024:.0f}" for q in (1, 2, 3, 4)
+                )
+                + " MB"
+                if len(rss) >= 4
+                else ""
+            ),
+            flush=True,
+        )
         overheads()
         if not args.skip_naive:
             sample = min(args.n, args.naive_n)
             nwall, _ = run_naive(work / "class", args.jobs, sample)
             naive_rate = 60 * sample / nwall
-            print(f"naive        : {nwall:7.1f} s for the first {sample}  {naive_rate:6.1f} submissions/min  (no sandbox, "
-                  f"{args.jobs} at a time)")
-            print(f"ratio        : batch is {batch_rate / naive_rate:.2f}x the naive baseline's throughput")
+            print(
+                f"naive        : {nwall:7.1f} s for the first {sample}  {naive_rate:6.1f} submissions/min  (no sandbox, "
+                f"{args.jobs} at a time)"
+            )
+            print(
+                f"ratio        : batch is {batch_rate / naive_rate:.2f}x the naive baseline's throughput"
+            )
         if not args.stubs:
             return
         stubs(work / "stubs", args.stubs)
         fixed = {}
         for mode in ("fork", "start", "off"):
-            _, _, stub_cards, _ = run_batch(work / "stubs", work / f"stub-out-{mode}", 1, "--force", "--warm", mode)
+            _, _, stub_cards, _ = run_batch(
+                work / "stubs", work / f"stub-out-{mode}", 1, "--force", "--warm", mode
+            )
             fixed[mode] = statistics.median(c["timings"]["total_s"] for c in stub_cards)
         _, naive_stub = run_naive(work / "stubs", 1)
-        print(f"fixed cost   : batch {fixed['fork']:.2f} s/submission forked from the zygote, {fixed['start']:.2f} s "
-              f"pre-started, {fixed['off']:.2f} s cold (the zygote saves {fixed['off'] - fixed['fork']:.2f} s); "
-              f"naive {statistics.median(naive_stub):.2f} s (fresh interpreter + import torch + pytest)")
+        print(
+            f"fixed cost   : batch {fixed['fork']:.2f} s/submission forked from the zygote, {fixed['start']:.2f} s "
+            f"pre-started, {fixed['off']:.2f} s cold (the zygote saves {fixed['off'] - fixed['fork']:.2f} s); "
+            f"naive {statistics.median(naive_stub):.2f} s (fresh interpreter + import torch + pytest)"
+        )
         t = summary["timing"]
         if t.get("mean_wall_s_warm") is not None:
-            print(f"in the run   : mean slot time per graded submission {t['mean_wall_s_warm']:.2f} s "
-                  f"({t['warm_workers_used']} used a warm worker)")
+            print(
+                f"in the run   : mean slot time per graded submission {t['mean_wall_s_warm']:.2f} s "
+                f"({t['warm_workers_used']} used a warm worker)"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -34,12 +34,14 @@ from grader.sandbox.starters import SlotStarters
 from grader.scoring import withhold
 
 ROOT = Path(__file__).resolve().parents[1]
-PHASES = {"intake + scan": [(intake, "take"), (withhold, "review")],
-          "collection": [(_pytest.main.Session, "perform_collect")],
-          "fixtures": [(_pytest.fixtures.FixtureDef, "execute")],
-          "worker start": [(remote.SandboxBackend, "_start")],
-          "round trips": [(remote.SandboxBackend, "_exchange")],
-          "worker end": [(remote.SandboxBackend, "close")]}
+PHASES = {
+    "intake + scan": [(intake, "take"), (withhold, "review")],
+    "collection": [(_pytest.main.Session, "perform_collect")],
+    "fixtures": [(_pytest.fixtures.FixtureDef, "execute")],
+    "worker start": [(remote.SandboxBackend, "_start")],
+    "round trips": [(remote.SandboxBackend, "_exchange")],
+    "worker end": [(remote.SandboxBackend, "close")],
+}
 
 
 class Timer:
@@ -55,7 +57,12 @@ class Timer:
 
     def wrap(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
-            frame = [time.perf_counter(), time.process_time(), 0.0, 0.0]  # start wall, start cpu, inner wall, cpu
+            frame = [
+                time.perf_counter(),
+                time.process_time(),
+                0.0,
+                0.0,
+            ]  # start wall, start cpu, inner wall, cpu
             self.stack.append(frame)
             try:
                 return fn(*args, **kwargs)
@@ -68,6 +75,7 @@ class Timer:
                 if self.stack:
                     self.stack[-1][2] += wall
                     self.stack[-1][3] += cpu
+
         return timed
 
     def install(self) -> None:
@@ -81,17 +89,31 @@ class Timer:
 
     def phases(self, level: str, n: int) -> dict[str, tuple[float, float, float]]:
         """Each phase's mean (wall, cpu, calls) per grade at ``level``."""
-        return {p: (self.wall[level, p] / n, self.cpu[level, p] / n, self.calls[level, p] / n) for p in PHASES}
+        return {
+            p: (self.wall[level, p] / n, self.cpu[level, p] / n, self.calls[level, p] / n)
+            for p in PHASES
+        }
 
 
 class Level:
     """Grades at one isolation level, as a batch slot makes them (workers forked from this user's zygote)."""
 
     def __init__(self, isolation: str) -> None:
-        self.isolation, self.options = isolation, GradeOptions(isolation=isolation, seed=0, threads=1)
+        self.isolation, self.options = (
+            isolation,
+            GradeOptions(isolation=isolation, seed=0, threads=1),
+        )
         self.assignment = self.options.load()
-        self.starts = None if isolation == "inprocess" else SlotStarters(
-            lambda slot: launch_spec(self.assignment, isolation, slot=slot, threads=1), 0, "fork", shared_wait_s=30)
+        self.starts = (
+            None
+            if isolation == "inprocess"
+            else SlotStarters(
+                lambda slot: launch_spec(self.assignment, isolation, slot=slot, threads=1),
+                0,
+                "fork",
+                shared_wait_s=30,
+            )
+        )
         self.walls: list[float] = []
         self.cpus: list[float] = []
         self.workers: list[float] = []
@@ -99,18 +121,28 @@ class Level:
     def grade(self, sub: Path, timer: Timer, *, keep: bool = True) -> None:
         timer.level = self.isolation
         t, c = time.perf_counter(), time.process_time()
-        card = grade(sub, options=self.options, assignment=self.assignment,
-                     starter=self.starts.next() if self.starts else None)
+        card = grade(
+            sub,
+            options=self.options,
+            assignment=self.assignment,
+            starter=self.starts.next() if self.starts else None,
+        )
         if self.starts:
             self.starts.done()
         if keep:
             self.walls.append(time.perf_counter() - t)
             self.cpus.append(time.process_time() - c)
-            self.workers.append(sum(t.get("cpu_s", 0.0) for e in card["exercises"] for t in e["tests"]))
+            self.workers.append(
+                sum(t.get("cpu_s", 0.0) for e in card["exercises"] for t in e["tests"])
+            )
 
     def figures(self) -> tuple[float, float, float]:
         """Median wall, trusted CPU and worker CPU seconds per grade."""
-        return statistics.median(self.walls), statistics.median(self.cpus), statistics.median(self.workers)
+        return (
+            statistics.median(self.walls),
+            statistics.median(self.cpus),
+            statistics.median(self.workers),
+        )
 
     def close(self) -> None:
         if self.starts:
@@ -119,7 +151,9 @@ class Level:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=6, help="gradings of each submission kind (default 6)")
+    parser.add_argument(
+        "--n", type=int, default=6, help="gradings of each submission kind (default 6)"
+    )
     parser.add_argument("--isolation", default="namespace")
     args = parser.parse_args()
     torch.set_num_threads(1)  # as a slot does
@@ -137,18 +171,26 @@ def main() -> None:
     finally:
         for level in levels:
             level.close()
-    print(f"{len(subs)} gradings (references and stubs in turn), load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{len(subs)} gradings (references and stubs in turn), load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'':16}" + "".join(f"{level.isolation:>34}" for level in levels))
     print(f"{'':16}" + "   wall s    cpu s   calls        " * len(levels))
     tables = [timer.phases(level.isolation, len(subs)) for level in levels]
     for phase in PHASES:
-        print(f"{phase:16}" + "".join(f"{w:9.3f}{c:9.3f}{k:8.0f}        " for w, c, k in (t[phase] for t in tables)))
+        print(
+            f"{phase:16}"
+            + "".join(f"{w:9.3f}{c:9.3f}{k:8.0f}        " for w, c, k in (t[phase] for t in tables))
+        )
     figures = [level.figures() for level in levels]
     for label, i in (("whole grade", 0), ("trusted cpu", 1), ("worker cpu", 2)):
         print(f"{label:16}" + "".join(f"{f[i]:9.3f}" + " " * 25 for f in figures))
     floor, sandboxed = figures[0][0], figures[1][0]
-    print(f"ratio           : a sandboxed grade is {sandboxed / floor:.2f}x the in-process one (wall, one process); "
-          f"CPU {(figures[1][1] + figures[1][2]) / (figures[0][1] + figures[0][2]):.2f}x")
+    print(
+        f"ratio           : a sandboxed grade is {sandboxed / floor:.2f}x the in-process one (wall, one process); "
+        f"CPU {(figures[1][1] + figures[1][2]) / (figures[0][1] + figures[0][2]):.2f}x"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -40,32 +40,53 @@ def loops(work: Path, n: int, jobs: int) -> None:
     names = {p.name for p in looping}
     looped = [c for c in cards if Path(c["submission"]["path"]).name in names]
     worst = max(cards, key=lambda c: c["timings"]["total_s"])
-    print(f"{n} submissions {kinds}, {len(looping)} with an infinite loop in softmax ({100 / LOOP_EVERY:g}%), {jobs} "
-          f"slots, load average {os.getloadavg()[0]:.1f}")
-    print(f"class        : {plain_wall:.1f} s without the loops, {loop_wall:.1f} s with them: "
-          f"{loop_wall / plain_wall:.2f}x (target <= 1.3)")
-    print(f"worst        : {worst['timings']['total_s']:.2f} s ({Path(worst['submission']['path']).name}) against "
-          f"{statistics.median(correct):.2f} s for the median correct submission: "
-          f"{worst['timings']['total_s'] / statistics.median(correct):.2f}x (target <= 3); the looping ones "
-          f"{statistics.median(c['timings']['total_s'] for c in looped):.2f} s median")
-    softmax = [t for c in looped for e in c["exercises"] if e["id"] == "softmax" for t in e["tests"]]
-    outcomes = sorted({(t["outcome"], t["message"].split(":", 1)[-1].strip()[:70]) for t in softmax})
+    print(
+        f"{n} submissions {kinds}, {len(looping)} with an infinite loop in softmax ({100 / LOOP_EVERY:g}%), {jobs} "
+        f"slots, load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"class        : {plain_wall:.1f} s without the loops, {loop_wall:.1f} s with them: "
+        f"{loop_wall / plain_wall:.2f}x (target <= 1.3)"
+    )
+    print(
+        f"worst        : {worst['timings']['total_s']:.2f} s ({Path(worst['submission']['path']).name}) against "
+        f"{statistics.median(correct):.2f} s for the median correct submission: "
+        f"{worst['timings']['total_s'] / statistics.median(correct):.2f}x (target <= 3); the looping ones "
+        f"{statistics.median(c['timings']['total_s'] for c in looped):.2f} s median"
+    )
+    softmax = [
+        t for c in looped for e in c["exercises"] if e["id"] == "softmax" for t in e["tests"]
+    ]
+    outcomes = sorted(
+        {(t["outcome"], t["message"].split(":", 1)[-1].strip()[:70]) for t in softmax}
+    )
     errors = summary["counts"]["errors"]
-    print(f"reported     : {errors} grader errors; softmax tests of the looping ones: " +
-          "; ".join(f"{o} '{m}'" for o, m in outcomes))
+    print(
+        f"reported     : {errors} grader errors; softmax tests of the looping ones: "
+        + "; ".join(f"{o} '{m}'" for o, m in outcomes)
+    )
 
 
 def memory(work: Path, n: int, jobs: int) -> None:
     warm(work, jobs)
     for size in (n, 2 * n):
         generate(work / f"class{size}", size)
-        wall, _, _, sampler = run_batch(work / f"class{size}", work / f"out{size}", jobs, memory=True)
+        wall, _, _, sampler = run_batch(
+            work / f"class{size}", work / f"out{size}", jobs, memory=True
+        )
         assert sampler is not None
         peaks, rss = sampler.stop(), sampler.trusted_rss
-        print(f"{size:5d} submissions ({wall:.0f} s): peak RSS " +
-              ", ".join(f"{role} {mb:.0f} MB" for role, mb in sorted(peaks.items())) +
-              (f"; trusted process {rss[len(rss) // 4] / 1024:.1f} MB at a quarter, {rss[-1] / 1024:.1f} MB at the "
-               f"end" if len(rss) >= 4 else ""), flush=True)
+        print(
+            f"{size:5d} submissions ({wall:.0f} s): peak RSS "
+            + ", ".join(f"{role} {mb:.0f} MB" for role, mb in sorted(peaks.items()))
+            + (
+                f"; trusted process {rss[len(rss) // 4] / 1024:.1f} MB at a quarter, {rss[-1] / 1024:.1f} MB at the "
+                f"end"
+                if len(rss) >= 4
+                else ""
+            ),
+            flush=True,
+        )
 
 
 def main() -> None:

@@ -41,8 +41,13 @@ SHARDS = 2
 def grader(*args: str, env: dict[str, str] | None = None) -> float:
     """Run ``grader ARGS`` as a fresh process; return its wall time (exit 0 or 1 expected)."""
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-I", "-m", "grader", *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, **(env or {})})
+    done = subprocess.run(
+        [sys.executable, "-I", "-m", "grader", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
     if done.returncode not in (0, 1):
         sys.exit(f"grader {args[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
     return time.monotonic() - t0
@@ -52,11 +57,24 @@ def single(klass: Path, out: Path, jobs: int, common: list[str]) -> float:
     return grader("batch", str(klass), "--out", str(out), "-j", str(jobs), *common)
 
 
-def shard_run(klass: Path, work: Path, jobs: int, common: list[str], *, concurrent: bool) -> tuple[float, float]:
+def shard_run(
+    klass: Path, work: Path, jobs: int, common: list[str], *, concurrent: bool
+) -> tuple[float, float]:
     """Wall time of the shards and of the merge (shards concurrently with jobs/2 slots each, or in turn)."""
+
     def one(k: int) -> float:
-        return grader("batch", str(klass), "--out", str(work / f"shard-{k}"), "-j", str(per), "--shard", "auto",
-                      *common, env={"GRADER_SHARD": f"{k}/{SHARDS}"})
+        return grader(
+            "batch",
+            str(klass),
+            "--out",
+            str(work / f"shard-{k}"),
+            "-j",
+            str(per),
+            "--shard",
+            "auto",
+            *common,
+            env={"GRADER_SHARD": f"{k}/{SHARDS}"},
+        )
 
     per = max(1, jobs // SHARDS) if concurrent else jobs
     t0 = time.monotonic()
@@ -67,7 +85,12 @@ def shard_run(klass: Path, work: Path, jobs: int, common: list[str], *, concurre
         for k in range(1, SHARDS + 1):
             one(k)
     shards = time.monotonic() - t0
-    merge = grader("merge", *(str(work / f"shard-{k}") for k in range(1, SHARDS + 1)), "--out", str(work / "merged"))
+    merge = grader(
+        "merge",
+        *(str(work / f"shard-{k}") for k in range(1, SHARDS + 1)),
+        "--out",
+        str(work / "merged"),
+    )
     return shards, merge
 
 
@@ -79,42 +102,66 @@ def report(name: str, walls: list[float], n: int, base: float | None, note: str 
     """Best of the rounds (the least disturbed by other load on the machine), every round in brackets."""
     wall = min(walls)
     rate = 60 * n / wall
-    overhead = f"  overhead {100 * (wall / base - 1):+6.1f}% (ratio {wall / base:.3f})" if base else ""
+    overhead = (
+        f"  overhead {100 * (wall / base - 1):+6.1f}% (ratio {wall / base:.3f})" if base else ""
+    )
     rounds = ", ".join(f"{w:.1f}" for w in walls)
-    print(f"{name:<34} {wall:7.1f} s  {rate:6.1f} submissions/min{overhead}  [rounds: {rounds} s]{note}", flush=True)
+    print(
+        f"{name:<34} {wall:7.1f} s  {rate:6.1f} submissions/min{overhead}  [rounds: {rounds} s]{note}",
+        flush=True,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=24, help="submissions to generate (default 24)")
-    parser.add_argument("-j", "--jobs", type=int, default=2, help="slots of the single-machine run (default 2)")
-    parser.add_argument("--seed", type=int, default=7, help="one seed for every run, so the outputs compare")
-    parser.add_argument("--repeat", type=int, default=1, help="rounds of the four ways, interleaved (best is shown)")
-    parser.add_argument("--no-dask", action="store_true", help="leave out the Dask row (no [distributed] extra)")
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=2, help="slots of the single-machine run (default 2)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=7, help="one seed for every run, so the outputs compare"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of the four ways, interleaved (best is shown)"
+    )
+    parser.add_argument(
+        "--no-dask", action="store_true", help="leave out the Dask row (no [distributed] extra)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="grader-cluster-bench-"))
     os.environ["GRADER_CACHE_DIR"] = str(work / "cache")  # a canary proof of our own, warmed below
     common = ["--seed", str(args.seed), "--quiet"]
-    ways = {True: f"{SHARDS} shards at once, -j {max(1, args.jobs // SHARDS)} each",
-            False: f"{SHARDS} shards in turn, -j {args.jobs} each"}
+    ways = {
+        True: f"{SHARDS} shards at once, -j {max(1, args.jobs // SHARDS)} each",
+        False: f"{SHARDS} shards in turn, -j {args.jobs} each",
+    }
     try:
         kinds = generate(work / "class", args.n)
         generate(work / "warm", 1)
         print(f"{args.n} submissions {kinds}, {os.cpu_count()} cores, {SHARDS} shards", flush=True)
-        print(f"canary warm-up (not counted): {single(work / 'warm', work / 'warm-out', 1, common):.1f} s", flush=True)
+        print(
+            f"canary warm-up (not counted): {single(work / 'warm', work / 'warm-out', 1, common):.1f} s",
+            flush=True,
+        )
         walls: dict[object, list[float]] = {"single": [], True: [], False: [], "dask": []}
         merges, same = [], True
-        for r in range(args.repeat):  # fresh output folders each round: a rerun would skip every submission
+        for r in range(
+            args.repeat
+        ):  # fresh output folders each round: a rerun would skip every submission
             expected = work / f"single-{r}" / "gradebook.csv"
             walls["single"].append(single(work / "class", work / f"single-{r}", args.jobs, common))
             for concurrent in (True, False):
                 folder = work / f"{'concurrent' if concurrent else 'sequential'}-{r}"
-                shards, merge = shard_run(work / "class", folder, args.jobs, common, concurrent=concurrent)
+                shards, merge = shard_run(
+                    work / "class", folder, args.jobs, common, concurrent=concurrent
+                )
                 walls[concurrent].append(shards + merge)
                 merges.append(merge)
                 same &= (folder / "merged" / "gradebook.csv").read_text() == expected.read_text()
             if not args.no_dask:
-                walls["dask"].append(dask_run(work / "class", work / f"dask-{r}", args.jobs, common))
+                walls["dask"].append(
+                    dask_run(work / "class", work / f"dask-{r}", args.jobs, common)
+                )
                 same &= (work / f"dask-{r}" / "gradebook.csv").read_text() == expected.read_text()
         base = min(walls["single"])
         report(f"one machine, -j {args.jobs}", walls["single"], args.n, None)
@@ -122,8 +169,11 @@ def main() -> None:
             report(how + " + merge", walls[concurrent], args.n, base)
         if walls["dask"]:
             report(f"Dask, local:{args.jobs} (TLS)", walls["dask"], args.n, base)
-        print(f"merge alone: {min(merges):.1f} s; every merged{' and Dask' if walls['dask'] else ''} gradebook "
-              f"{'equals' if same else 'DIFFERS FROM'} the single-machine one", flush=True)
+        print(
+            f"merge alone: {min(merges):.1f} s; every merged{' and Dask' if walls['dask'] else ''} gradebook "
+            f"{'equals' if same else 'DIFFERS FROM'} the single-machine one",
+            flush=True,
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -57,10 +57,21 @@ def table(spec: manifest.Assignment, grade: bool) -> list[dict[str, object]]:
     for ex in spec.exercises:
         bugs = sorted((ROOT / "tests" / "corpus" / "buggy" / ex.id).glob("*.py"))
         tests, cuda = hidden.get(ex.id, (0, 0))
-        rows.append({"exercise": ex.id, "points": ex.points, "public": public.get(ex.id, (0, 0))[0],
-                     "hidden": tests - cuda, "cuda": cuda, "bugs": len(bugs),
-                     "caught": caught(spec, ex, bugs) if grade else None})
-    total: dict[str, object] = {"exercise": "total", "points": sum(float(str(r["points"])) for r in rows)}
+        rows.append(
+            {
+                "exercise": ex.id,
+                "points": ex.points,
+                "public": public.get(ex.id, (0, 0))[0],
+                "hidden": tests - cuda,
+                "cuda": cuda,
+                "bugs": len(bugs),
+                "caught": caught(spec, ex, bugs) if grade else None,
+            }
+        )
+    total: dict[str, object] = {
+        "exercise": "total",
+        "points": sum(float(str(r["points"])) for r in rows),
+    }
     for col in COLUMNS:
         values = [r[col] for r in rows]
         total[col] = None if None in values else sum(int(str(v)) for v in values)
@@ -71,7 +82,11 @@ def markdown(rows: list[dict[str, object]]) -> str:
     head = "| exercise | points | public tests | hidden tests (CPU) | CUDA tests | corpus bugs | caught |"
     lines = [head, "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        cells = [r["exercise"], f"{float(str(r['points'])):g}", *("—" if r[c] is None else r[c] for c in COLUMNS)]
+        cells = [
+            r["exercise"],
+            f"{float(str(r['points'])):g}",
+            *("—" if r[c] is None else r[c] for c in COLUMNS),
+        ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -79,8 +94,12 @@ def markdown(rows: list[dict[str, object]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assignment", default="attention-modern")
-    parser.add_argument("--no-grade", action="store_true", help="count the bugs without grading them")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a Markdown table")
+    parser.add_argument(
+        "--no-grade", action="store_true", help="count the bugs without grading them"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the rows as JSON instead of a Markdown table"
+    )
     args = parser.parse_args()
     rows = table(manifest.load(assignment=args.assignment), grade=not args.no_grade)
     print(json.dumps(rows, indent=2) if args.json else markdown(rows))

@@ -34,12 +34,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus" / "buggy"
 SEED = 1234
-CAP_CLASSES = {"softmax-no-max", "flash-max-init"}  # what the severe tests name: outputs that overflow or underflow
+CAP_CLASSES = {
+    "softmax-no-max",
+    "flash-max-init",
+}  # what the severe tests name: outputs that overflow or underflow
 
 
 def registry() -> ModuleType:
     """This checkout's misconception registry, loaded by path (the grader under test may be an older one)."""
-    spec = importlib.util.spec_from_file_location("misconceptions", ROOT / "grader" / "testing" / "misconceptions.py")
+    spec = importlib.util.spec_from_file_location(
+        "misconceptions", ROOT / "grader" / "testing" / "misconceptions.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["misconceptions"] = module  # dataclasses resolve their module by name
@@ -72,9 +77,13 @@ def grade(root: Path, bugs: list[Path]) -> list[dict[str, Any]]:
     from grader.scoring.points import exercise_scores
     from grader.scoring.runner import run_suites
 
-    assert Path(grader.__file__).resolve().is_relative_to(root.resolve()), f"graded with {grader.__file__}"
+    assert Path(grader.__file__).resolve().is_relative_to(root.resolve()), (
+        f"graded with {grader.__file__}"
+    )
     torch.set_num_threads(1)  # small tensors, many suites: OpenMP's threads only spin
-    owner = {e.id: (a, e) for a in manifest.load_all(root / "assignments.json") for e in a.exercises}
+    owner = {
+        e.id: (a, e) for a in manifest.load_all(root / "assignments.json") for e in a.exercises
+    }
     rows = []
     for bug in bugs:
         spec, exercise = owner[bug.parent.name]
@@ -85,13 +94,23 @@ def grade(root: Path, bugs: list[Path]) -> list[dict[str, Any]]:
                     shutil.copy(path, sub / path.name)
             shutil.copy(bug, sub / f"{exercise.module}.py")
             row: dict[str, Any] = {"bug": f"{bug.parent.name}/{bug.stem}", "assignment": spec.id}
-            for suite, tests in (("hidden", exercise.hidden_tests), ("public", exercise.public_tests)):
+            for suite, tests in (
+                ("hidden", exercise.hidden_tests),
+                ("public", exercise.public_tests),
+            ):
                 results, _ = run_suites([root / tests], student=sub, seed=SEED, assignment=spec)
                 (score,) = [s for s in exercise_scores(results, spec) if s.id == exercise.id]
-                row[suite] = {"score": score.score, "max": score.max_score, "capped": score.capped,
-                              "first": first_failure(results)}
-        print(f"  {row['bug']}: hidden {row['hidden']['score']:g}/{row['hidden']['max']:g}, public "
-              f"{row['public']['score']:g}/{row['public']['max']:g}", file=sys.stderr)
+                row[suite] = {
+                    "score": score.score,
+                    "max": score.max_score,
+                    "capped": score.capped,
+                    "first": first_failure(results),
+                }
+        print(
+            f"  {row['bug']}: hidden {row['hidden']['score']:g}/{row['hidden']['max']:g}, public "
+            f"{row['public']['score']:g}/{row['public']['max']:g}",
+            file=sys.stderr,
+        )
         rows.append(row)
     return rows
 
@@ -100,12 +119,22 @@ def grade_at(ref: str, bugs: list[Path]) -> list[dict[str, Any]]:
     """:func:`grade` run by a fresh interpreter in a temporary worktree of ``ref``."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), ref], check=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), ref],
+            check=True,
+        )
         try:
-            out = subprocess.run([sys.executable, __file__, "--raw", str(tree), *map(str, bugs)], check=True,
-                                 stdout=subprocess.PIPE, text=True, cwd=tree).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, "--raw", str(tree), *map(str, bugs)],
+                check=True,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=tree,
+            ).stdout
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True
+            )
     return list(json.loads(out))
 
 
@@ -114,24 +143,47 @@ def judge(row: dict[str, Any], mid: str, held_out: bool, reg: ModuleType) -> dic
     hidden, public = row["hidden"], row["public"]
     first = hidden["first"]
     named = reg.named_in(first["message"]) if first else set()
-    verdict = None if not first else "names" if mid in named else "misleading" if named else "neutral"
-    return {**row, "misconception": mid, "normal": reg.BY_ID[mid].normal, "held_out": held_out,
-            "caught": hidden["score"] < hidden["max"], "public_caught": public["score"] < public["max"],
-            "verdict": verdict, "named": sorted(named),
-            "cap_misfire": bool(hidden["capped"]) and mid not in CAP_CLASSES}
+    verdict = (
+        None if not first else "names" if mid in named else "misleading" if named else "neutral"
+    )
+    return {
+        **row,
+        "misconception": mid,
+        "normal": reg.BY_ID[mid].normal,
+        "held_out": held_out,
+        "caught": hidden["score"] < hidden["max"],
+        "public_caught": public["score"] < public["max"],
+        "verdict": verdict,
+        "named": sorted(named),
+        "cap_misfire": bool(hidden["capped"]) and mid not in CAP_CLASSES,
+    }
 
 
-COLUMNS = ("bugs", "caught", "public", "normal", "public_normal", "names", "misleading", "neutral", "cap_misfires")
+COLUMNS = (
+    "bugs",
+    "caught",
+    "public",
+    "normal",
+    "public_normal",
+    "names",
+    "misleading",
+    "neutral",
+    "cap_misfires",
+)
 
 
 def tally(rows: list[dict[str, Any]]) -> dict[str, int]:
-    return {"bugs": len(rows), "caught": sum(r["caught"] for r in rows),
-            "public": sum(r["public_caught"] for r in rows), "normal": sum(r["normal"] for r in rows),
-            "public_normal": sum(r["public_caught"] and r["normal"] for r in rows),
-            "names": sum(r["verdict"] == "names" for r in rows),
-            "misleading": sum(r["verdict"] == "misleading" for r in rows),
-            "neutral": sum(r["verdict"] == "neutral" for r in rows),
-            "cap_misfires": sum(r["cap_misfire"] for r in rows)}
+    return {
+        "bugs": len(rows),
+        "caught": sum(r["caught"] for r in rows),
+        "public": sum(r["public_caught"] for r in rows),
+        "normal": sum(r["normal"] for r in rows),
+        "public_normal": sum(r["public_caught"] and r["normal"] for r in rows),
+        "names": sum(r["verdict"] == "names" for r in rows),
+        "misleading": sum(r["verdict"] == "misleading" for r in rows),
+        "neutral": sum(r["verdict"] == "neutral" for r in rows),
+        "cap_misfires": sum(r["cap_misfire"] for r in rows),
+    }
 
 
 def pct(part: int, whole: int) -> str:
@@ -139,13 +191,18 @@ def pct(part: int, whole: int) -> str:
 
 
 def markdown(groups: list[tuple[str, dict[str, int]]]) -> str:
-    lines = ["| | bugs | hidden caught | public caught | public caught, normal case | first message names it "
-             "| misleading | neutral | cap misfires |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| | bugs | hidden caught | public caught | public caught, normal case | first message names it "
+        "| misleading | neutral | cap misfires |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, t in groups:
         caught = t["caught"]
-        lines.append(f"| {name} | {t['bugs']} | {pct(caught, t['bugs'])} | {pct(t['public'], t['bugs'])} | "
-                     f"{pct(t['public_normal'], t['normal'])} of {t['normal']} | {pct(t['names'], caught)} | "
-                     f"{pct(t['misleading'], caught)} | {pct(t['neutral'], caught)} | {t['cap_misfires']} |")
+        lines.append(
+            f"| {name} | {t['bugs']} | {pct(caught, t['bugs'])} | {pct(t['public'], t['bugs'])} | "
+            f"{pct(t['public_normal'], t['normal'])} of {t['normal']} | {pct(t['names'], caught)} | "
+            f"{pct(t['misleading'], caught)} | {pct(t['neutral'], caught)} | {t['cap_misfires']} |"
+        )
     return "\n".join(lines)
 
 
@@ -154,14 +211,19 @@ def report(rows: list[dict[str, Any]]) -> str:
     for assignment in dict.fromkeys(r["assignment"] for r in rows):
         mine = [r for r in rows if r["assignment"] == assignment]
         for exercise in dict.fromkeys(r["bug"].split("/")[0] for r in mine):
-            groups.append((exercise, tally([r for r in mine if r["bug"].startswith(exercise + "/")])))
+            groups.append(
+                (exercise, tally([r for r in mine if r["bug"].startswith(exercise + "/")]))
+            )
         groups.append((f"**{assignment}**", tally(mine)))
     text = markdown(groups)
     held = [r for r in rows if r["held_out"]]
     if held:
         text += "\n\nHeld-out bugs (written after the catalogue):\n\n" + markdown(
-            [(f"**{a}**", tally([r for r in held if r["assignment"] == a]))
-             for a in dict.fromkeys(r["assignment"] for r in held)])
+            [
+                (f"**{a}**", tally([r for r in held if r["assignment"] == a]))
+                for a in dict.fromkeys(r["assignment"] for r in held)
+            ]
+        )
     return text
 
 
@@ -169,9 +231,11 @@ def bug_lines(rows: list[dict[str, Any]]) -> str:
     out = []
     for r in rows:
         first = r["hidden"]["first"]
-        out.append(f"{r['bug']} [{r['misconception']}] {r['verdict']} named={r['named']}"
-                   f"{' CAP' if r['cap_misfire'] else ''} public={'caught' if r['public_caught'] else 'MISSED'}"
-                   + (f"\n    {first['test']}: {first['message'][:400]!r}" if first else ""))
+        out.append(
+            f"{r['bug']} [{r['misconception']}] {r['verdict']} named={r['named']}"
+            f"{' CAP' if r['cap_misfire'] else ''} public={'caught' if r['public_caught'] else 'MISSED'}"
+            + (f"\n    {first['test']}: {first['message'][:400]!r}" if first else "")
+        )
     return "\n".join(out)
 
 
@@ -181,10 +245,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exercise", action="append", help="only this exercise (repeatable)")
     p.add_argument("--ref", help="grade with this commit's grader and suites")
     p.add_argument("--json", action="store_true", help="print every bug's row as JSON")
-    p.add_argument("--bugs", action="store_true", help="also list every bug with its verdict and first message")
+    p.add_argument(
+        "--bugs", action="store_true", help="also list every bug with its verdict and first message"
+    )
     p.add_argument("--save", type=Path, help="also write the raw grading results to this file")
-    p.add_argument("--load", type=Path, help="judge the raw results saved by --save instead of grading again")
-    p.add_argument("--raw", nargs="+", metavar=("ROOT", "BUG"), help=argparse.SUPPRESS)  # the --ref child
+    p.add_argument(
+        "--load", type=Path, help="judge the raw results saved by --save instead of grading again"
+    )
+    p.add_argument(
+        "--raw", nargs="+", metavar=("ROOT", "BUG"), help=argparse.SUPPRESS
+    )  # the --ref child
     args = p.parse_args(argv)
     if args.raw:
         print(json.dumps(grade(Path(args.raw[0]), [Path(b) for b in args.raw[1:]])))
@@ -198,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         from grader.course import manifest
 
         bugs = [b for b in bugs if b.parent.name in manifest.load(assignment=args.assignment).ids()]
-    tags = {b: declared(b) for b in bugs}  # every bug declares a known id, checked before anything is graded
+    tags = {
+        b: declared(b) for b in bugs
+    }  # every bug declares a known id, checked before anything is graded
     unknown = sorted(f"{b}: {t[0]}" for b, t in tags.items() if t[0] not in reg.BY_ID)
     if unknown:
         raise SystemExit("unknown misconception ids: " + "; ".join(unknown))
@@ -211,7 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         args.save.write_text(json.dumps(raw))
     rows = [judge(row, *tags[bug], reg) for row, bug in zip(raw, bugs)]
-    print(json.dumps(rows, indent=1) if args.json else report(rows) + ("\n\n" + bug_lines(rows) if args.bugs else ""))
+    print(
+        json.dumps(rows, indent=1)
+        if args.json
+        else report(rows) + ("\n\n" + bug_lines(rows) if args.bugs else "")
+    )
     return 0
 
 

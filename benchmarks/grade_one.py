@@ -38,8 +38,12 @@ def time_grade(backend: str, repeat: int, zygote: Zygote | None = None) -> tuple
     times, score = [], 0.0
     for i in range(repeat):
         start = time.perf_counter()
-        card = grade(ROOT / "solutions", isolation=backend, seed=100 + i,
-                     starter=ZygoteStarter(zygote) if zygote is not None else None)
+        card = grade(
+            ROOT / "solutions",
+            isolation=backend,
+            seed=100 + i,
+            starter=ZygoteStarter(zygote) if zygote is not None else None,
+        )
         times.append(time.perf_counter() - start)
         score = card["score"]
         assert card["status"] == "graded", card["error"]
@@ -65,11 +69,21 @@ def cold_cli(repeat: int) -> list[tuple[str, float]]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "GRADER_CACHE_DIR": str(Path(tmp) / "cache")}
-        cmd = [str(Path(sys.executable).parent / "grader"), "grade", str(ROOT / "solutions"), "--out", f"{tmp}/c.json"]
-        for label, runs, extra in (("first run (canary proved)", 1, {}),
-                                   ("later run, shared zygote", repeat, {}),
-                                   ("later run, GRADER_KEEP_WARM=0", repeat, {"GRADER_KEEP_WARM": "0"})):
-            time.sleep(3.0)  # what the run before left in the background (the zygote's warm-up) is done
+        cmd = [
+            str(Path(sys.executable).parent / "grader"),
+            "grade",
+            str(ROOT / "solutions"),
+            "--out",
+            f"{tmp}/c.json",
+        ]
+        for label, runs, extra in (
+            ("first run (canary proved)", 1, {}),
+            ("later run, shared zygote", repeat, {}),
+            ("later run, GRADER_KEEP_WARM=0", repeat, {"GRADER_KEEP_WARM": "0"}),
+        ):
+            time.sleep(
+                3.0
+            )  # what the run before left in the background (the zygote's warm-up) is done
             times = []
             for _ in range(runs):
                 start = time.perf_counter()
@@ -99,20 +113,30 @@ def main() -> None:
         median, score = time_grade(backend, args.repeat)
         start = worker_start(backend, args.repeat) if backend != "inprocess" else 0.0
         rows.append((backend, median, score, start))
-        if backend in FORKABLE:  # the same backend, each worker forked from a zygote (as `grader batch` does)
+        if (
+            backend in FORKABLE
+        ):  # the same backend, each worker forked from a zygote (as `grader batch` does)
             zygote = Zygote()
             assert zygote.wait_ready(), "the zygote did not start"
             median, score = time_grade(backend, args.repeat, zygote)
-            rows.append((f"{backend}+fork", median, score, worker_start(backend, args.repeat, zygote)))
+            rows.append(
+                (f"{backend}+fork", median, score, worker_start(backend, args.repeat, zygote))
+            )
             zygote.close()
     base = rows[0][1]
     print(f"grading solutions/ ({args.repeat} runs each, median wall time)")
-    print(f"{'backend':<16} {'seconds':>8} {'score':>6} {'vs in-process':>14} {'fixed cost':>11} {'worker start':>13}")
+    print(
+        f"{'backend':<16} {'seconds':>8} {'score':>6} {'vs in-process':>14} {'fixed cost':>11} {'worker start':>13}"
+    )
     for backend, median, score, start in rows:
-        print(f"{backend:<16} {median:8.2f} {score:6.0f} {median / base:13.2f}x {median - base:10.2f}s {start:12.2f}s")
+        print(
+            f"{backend:<16} {median:8.2f} {score:6.0f} {median / base:13.2f}x {median - base:10.2f}s {start:12.2f}s"
+        )
     floor = import_torch(args.repeat) + base
-    print(f"\n`grader grade solutions` as a fresh command (wall time) against the floor: one `import torch` plus the "
-          f"in-process grade above = {floor:.2f} s")
+    print(
+        f"\n`grader grade solutions` as a fresh command (wall time) against the floor: one `import torch` plus the "
+        f"in-process grade above = {floor:.2f} s"
+    )
     for label, seconds in cold_cli(args.repeat):
         print(f"{label:<30} {seconds:6.2f} s {seconds / floor:6.2f}x the floor   (target <= 3 s)")
 

@@ -41,8 +41,12 @@ from grader.scoring import integrity, withhold  # noqa: E402
 from tests.project.support import trust_corpus  # noqa: E402
 
 ASSIGNMENTS = {a.id: a for a in manifest.load_all()}
-LEVELS = {"namespace-fork": ("namespace", "fork"), "namespace-cold": ("namespace", "off"), "process-fork": ("process", "fork"),
-          "none-cold": ("none", "off")}  # none: what a non-root user without bubblewrap may pass, knowingly
+LEVELS = {
+    "namespace-fork": ("namespace", "fork"),
+    "namespace-cold": ("namespace", "off"),
+    "process-fork": ("process", "fork"),
+    "none-cold": ("none", "off"),
+}  # none: what a non-root user without bubblewrap may pass, knowingly
 REFUSED = "is not allowed in this exercise"
 REFUSALS: dict[str, str] = {}  # level -> what grader batch said when it refused to grade under it
 
@@ -52,16 +56,23 @@ def static(students: list[trust_corpus.Student], work: Path) -> dict[str, dict]:
     out = {}
     for student in students:
         assignment = ASSIGNMENTS[student.assignment]
-        taken = intake.take(student.stage(work / "static" / student.name), modules={e.module for e in assignment.exercises})
+        taken = intake.take(
+            student.stage(work / "static" / student.name),
+            modules={e.module for e in assignment.exercises},
+        )
         integrity._parse_cached.cache_clear()  # every file read afresh: what one real submission costs
         t0 = time.process_time()  # CPU: the machine may be shared
         verdict = withhold.review(taken.box, assignment, taken.single_module)
         seconds = time.process_time() - t0
         files = len(list(taken.box.glob("*.py")))
         taken.cleanup()
-        out[student.name] = {"withheld": sorted(verdict.withheld), "seconds": seconds, "files": files,
-                             "points": sum(e.points for e in assignment.exercises if e.id in verdict.withheld),
-                             "review": [(f.file, f.line, f.rule) for f in verdict.needs_review]}
+        out[student.name] = {
+            "withheld": sorted(verdict.withheld),
+            "seconds": seconds,
+            "files": files,
+            "points": sum(e.points for e in assignment.exercises if e.id in verdict.withheld),
+            "review": [(f.file, f.line, f.rule) for f in verdict.needs_review],
+        }
     return out
 
 
@@ -87,11 +98,27 @@ def e2e(students: list[trust_corpus.Student], work: Path, level: str) -> dict[st
             target = folder / "class" / (student.name + (".py" if path.is_file() else ""))
             target.parent.mkdir(parents=True, exist_ok=True)
             path.rename(target)
-        cmd = [str(Path(sys.executable).parent / "grader"), "batch", str(folder / "class"), "--out", str(folder / "out"),
-               "--quiet", "--assignment", assignment, "--isolation", backend, "--warm", warm, "-j", "2",
-               *(f"--exercise={e}" for e in exercises)]
+        cmd = [
+            str(Path(sys.executable).parent / "grader"),
+            "batch",
+            str(folder / "class"),
+            "--out",
+            str(folder / "out"),
+            "--quiet",
+            "--assignment",
+            assignment,
+            "--isolation",
+            backend,
+            "--warm",
+            warm,
+            "-j",
+            "2",
+            *(f"--exercise={e}" for e in exercises),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd="/")
-        if done.returncode == 2:  # refused before grading anything (a level this user may not choose)
+        if (
+            done.returncode == 2
+        ):  # refused before grading anything (a level this user may not choose)
             REFUSALS[level] = (done.stderr.strip().splitlines() or ["exit 2"])[-1]
         for card_path in (folder / "out" / "scorecards").glob("*.json"):
             card = json.loads(card_path.read_text())
@@ -112,52 +139,85 @@ def e2e_verdict(student: trust_corpus.Student, card: dict | None) -> tuple[str, 
     if entry.get("withheld"):
         return "withhold", lost
     if student.caught == "test":
-        return ("behaviour" if any(t["name"].startswith(student.test) for t in failed) else "missed"), lost
+        return (
+            "behaviour" if any(t["name"].startswith(student.test) for t in failed) else "missed"
+        ), lost
     refused = bool(failed) and all(REFUSED in t["message"] for t in failed)
     review = any(f["severity"] == "review" for f in card["integrity"])
     return ("review" if refused and review else "missed"), lost
 
 
-def report_static(honest: list[trust_corpus.Student], evasions: list[trust_corpus.Student], seen: dict[str, dict]) -> None:
+def report_static(
+    honest: list[trust_corpus.Student], evasions: list[trust_corpus.Student], seen: dict[str, dict]
+) -> None:
     times = [v["seconds"] for v in seen.values()]
     lost = sum(seen[s.name]["points"] for s in honest)
     reviewed = [s.name for s in honest if seen[s.name]["review"]]
-    print(f"static scan of {len(seen)} submissions ({sum(v['files'] for v in seen.values())} files), no parse cache:")
-    print(f"  scan CPU time per submission: mean {statistics.mean(times) * 1000:.0f} ms, median "
-          f"{statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms")
-    print(f"  honest styles: {len(honest)}; points withheld: {lost:g} (must be 0); with a review finding "
-          f"(costs nothing): {len(reviewed)} {reviewed}")
+    print(
+        f"static scan of {len(seen)} submissions ({sum(v['files'] for v in seen.values())} files), no parse cache:"
+    )
+    print(
+        f"  scan CPU time per submission: mean {statistics.mean(times) * 1000:.0f} ms, median "
+        f"{statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms"
+    )
+    print(
+        f"  honest styles: {len(honest)}; points withheld: {lost:g} (must be 0); with a review finding "
+        f"(costs nothing): {len(reviewed)} {reviewed}"
+    )
     kinds = defaultdict(list)
     for student in evasions:
         kinds[static_caught(student, seen[student.name])].append(student.name)
-    print(f"  evasions: {len(evasions)}; caught as withhold {len(kinds['withhold'])}, review {len(kinds['review'])}, "
-          f"left to behaviour {len(kinds['behaviour'])}, missed {len(kinds['missed'])} (must be 0) {kinds['missed']}")
-    wrong = [s.name for s in evasions if static_caught(s, seen[s.name]) not in (s.caught, "behaviour")]
+    print(
+        f"  evasions: {len(evasions)}; caught as withhold {len(kinds['withhold'])}, review {len(kinds['review'])}, "
+        f"left to behaviour {len(kinds['behaviour'])}, missed {len(kinds['missed'])} (must be 0) {kinds['missed']}"
+    )
+    wrong = [
+        s.name for s in evasions if static_caught(s, seen[s.name]) not in (s.caught, "behaviour")
+    ]
     print(f"  evasions caught otherwise than their docstring says: {wrong}")
 
 
-def report_e2e(level: str, honest: list[trust_corpus.Student], evasions: list[trust_corpus.Student], cards: dict,
-               seconds: float) -> None:
+def report_e2e(
+    level: str,
+    honest: list[trust_corpus.Student],
+    evasions: list[trust_corpus.Student],
+    cards: dict,
+    seconds: float,
+) -> None:
     verdicts = {s.name: e2e_verdict(s, cards.get(s.name)) for s in [*honest, *evasions]}
     lost = {s.name: verdicts[s.name][1] for s in honest if verdicts[s.name][1]}
     kinds = defaultdict(list)
     for student in evasions:
         kinds[verdicts[student.name][0]].append(student.name)
-    missed = [name for kind, names in kinds.items() if kind not in ("withhold", "review", "behaviour") for name in names]
+    missed = [
+        name
+        for kind, names in kinds.items()
+        if kind not in ("withhold", "review", "behaviour")
+        for name in names
+    ]
     if level in REFUSALS:
         print(f"end to end, {level}: refused by grader batch ({REFUSALS[level]}); nobody graded")
         return
     ungraded = [name for name, (kind, _) in verdicts.items() if kind.startswith("error")]
-    print(f"end to end, {level}: not graded (error scorecard or none) {len(ungraded)} (must be 0) {ungraded}")
-    print(f"end to end, {level} ({seconds:.0f} s wall): honest points lost {sum(lost.values()):g} (must be 0) {lost}; "
-          f"evasions caught as withhold {len(kinds['withhold'])}, review {len(kinds['review'])}, behaviour "
-          f"{len(kinds['behaviour'])}, missed {len(missed)} (must be 0) {missed}")
+    print(
+        f"end to end, {level}: not graded (error scorecard or none) {len(ungraded)} (must be 0) {ungraded}"
+    )
+    print(
+        f"end to end, {level} ({seconds:.0f} s wall): honest points lost {sum(lost.values()):g} (must be 0) {lost}; "
+        f"evasions caught as withhold {len(kinds['withhold'])}, review {len(kinds['review'])}, behaviour "
+        f"{len(kinds['behaviour'])}, missed {len(missed)} (must be 0) {missed}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-e2e", dest="e2e", action="store_false")
-    parser.add_argument("--levels", nargs="*", default=[lvl for lvl in LEVELS if lvl != "none-cold"], choices=list(LEVELS))
+    parser.add_argument(
+        "--levels",
+        nargs="*",
+        default=[lvl for lvl in LEVELS if lvl != "none-cold"],
+        choices=list(LEVELS),
+    )
     args = parser.parse_args()
     honest, evasions = trust_corpus.honest(), trust_corpus.evasions()
     with tempfile.TemporaryDirectory(prefix="integrity-bench-") as tmp:

@@ -50,8 +50,13 @@ class MemorySampler:
         todo = [self.root]
         while todo:
             for pid in children.get(todo.pop(), []):
-                roles[pid] = ("zygote" if b"zygote.py" in cmds[pid] else "slot" if b"grader.batch.slot" in cmds[pid]
-                              else "other")
+                roles[pid] = (
+                    "zygote"
+                    if b"zygote.py" in cmds[pid]
+                    else "slot"
+                    if b"grader.batch.slot" in cmds[pid]
+                    else "other"
+                )
                 todo.append(pid)
         marks = tuple(f"p{pid}-slot-".encode() for pid, role in roles.items() if role == "slot")
         for pid in cmds if marks else ():

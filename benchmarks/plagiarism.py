@@ -34,8 +34,12 @@ class Student:
     key: str
     modules: dict[str, str] = field(default_factory=dict)  # module -> source
     origin: dict[str, str] = field(default_factory=dict)  # module -> key of whoever wrote it first
-    base: dict[str, int] = field(default_factory=dict)  # module -> the base it was made from (its index)
-    family: dict[str, int] = field(default_factory=dict)  # module -> the family of that base (who wrote it)
+    base: dict[str, int] = field(
+        default_factory=dict
+    )  # module -> the base it was made from (its index)
+    family: dict[str, int] = field(
+        default_factory=dict
+    )  # module -> the family of that base (who wrote it)
     disguises: dict[str, list[str]] = field(default_factory=dict)  # module -> what the copier did
 
 
@@ -59,10 +63,16 @@ def _api(tree: ast.Module) -> set[str]:
 def rename(tree: ast.Module, rng: random.Random, p: float = 1.0) -> None:
     """Local variables (and loop and comprehension targets) get new names."""
     api = _api(tree)
-    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    stored = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
     local = sorted(stored - api - _KEEP)
     fresh = rng.sample(WORDS, k=min(len(local), len(WORDS)))
-    mapping = {old: f"{new}_{rng.randrange(100)}" for old, new in zip(local, fresh, strict=False) if rng.random() < p}
+    mapping = {
+        old: f"{new}_{rng.randrange(100)}"
+        for old, new in zip(local, fresh, strict=False)
+        if rng.random() < p
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in mapping:
             node.id = mapping[node.id]
@@ -73,15 +83,25 @@ def _reads(node: ast.AST) -> set[str]:
 
 
 def _writes(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return {
+        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
 
 
 def _independent(a: ast.stmt, b: ast.stmt) -> bool:
     simple = (ast.Assign, ast.AnnAssign, ast.AugAssign)
-    sets_attribute = any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
-                         for s in (a, b) for n in ast.walk(s))
-    return (isinstance(a, simple) and isinstance(b, simple) and not sets_attribute
-            and not (_writes(a) & (_reads(b) | _writes(b))) and not (_writes(b) & _reads(a)))
+    sets_attribute = any(
+        isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+        for s in (a, b)
+        for n in ast.walk(s)
+    )
+    return (
+        isinstance(a, simple)
+        and isinstance(b, simple)
+        and not sets_attribute
+        and not (_writes(a) & (_reads(b) | _writes(b)))
+        and not (_writes(b) & _reads(a))
+    )
 
 
 def reorder_statements(tree: ast.Module, rng: random.Random, p: float = 1.0) -> None:
@@ -150,17 +170,27 @@ def _inline(body: list[ast.stmt], rng: random.Random, p: float) -> list[ast.stmt
     i = 0
     while i < len(body):
         stmt, nxt = body[i], body[i + 1] if i + 1 < len(body) else None
-        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
-        if (isinstance(target, ast.Name) and nxt is not None and rng.random() < p
-                and [n.id for n in ast.walk(nxt) if isinstance(n, ast.Name)].count(target.id) == 1
-                and all(target.id not in _reads(s) for s in body[i + 2:]) and isinstance(nxt, (ast.Assign, ast.Return))):
+        target = (
+            stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        )
+        if (
+            isinstance(target, ast.Name)
+            and nxt is not None
+            and rng.random() < p
+            and [n.id for n in ast.walk(nxt) if isinstance(n, ast.Name)].count(target.id) == 1
+            and all(target.id not in _reads(s) for s in body[i + 2 :])
+            and isinstance(nxt, (ast.Assign, ast.Return))
+        ):
             value = stmt.value  # type: ignore[union-attr]
             for node in ast.walk(nxt):
                 for name, child in ast.iter_fields(node):
                     if isinstance(child, ast.Name) and child.id == target.id:
                         setattr(node, name, value)
                     elif isinstance(child, list):
-                        child[:] = [value if isinstance(c, ast.Name) and c.id == target.id else c for c in child]
+                        child[:] = [
+                            value if isinstance(c, ast.Name) and c.id == target.id else c
+                            for c in child
+                        ]
             out.append(nxt)
             i += 2
             continue
@@ -177,15 +207,34 @@ def extract_helper(tree: ast.Module, rng: random.Random, p: float = 1.0) -> None
             continue
         free = sorted(_reads(ret.value) - _KEEP - {n.name for n in tree.body if hasattr(n, "name")})
         helper = f"_{rng.choice(WORDS)}_{fn.name}"
-        tree.body.append(ast.FunctionDef(helper, ast.arguments([], [ast.arg(a) for a in free], None, [], [], None, []),
-                                         [ast.Return(ret.value)], [], None, lineno=0))
-        ret.value = ast.Call(ast.Name(helper, ast.Load()), [ast.Name(a, ast.Load()) for a in free], [])
+        tree.body.append(
+            ast.FunctionDef(
+                helper,
+                ast.arguments([], [ast.arg(a) for a in free], None, [], [], None, []),
+                [ast.Return(ret.value)],
+                [],
+                None,
+                lineno=0,
+            )
+        )
+        ret.value = ast.Call(
+            ast.Name(helper, ast.Load()), [ast.Name(a, ast.Load()) for a in free], []
+        )
 
 
 def comments(source: str, rng: random.Random, p: float = 1.0) -> str:
     """Comments and blank lines added, the layout of some lines changed."""
-    notes = ["# compute it", "# TODO check this", "# shape check", "# see the lecture", "# done", "# step",
-             "# normalise", "# mask out", "# main part"]
+    notes = [
+        "# compute it",
+        "# TODO check this",
+        "# shape check",
+        "# see the lecture",
+        "# done",
+        "# step",
+        "# normalise",
+        "# mask out",
+        "# main part",
+    ]
     out = []
     skip = _in_strings(source)
     for number, line in enumerate(source.splitlines(), 1):
@@ -193,10 +242,15 @@ def comments(source: str, rng: random.Random, p: float = 1.0) -> str:
             out.append(line)
             continue
         indent = line[: len(line) - len(line.lstrip())]
-        if line.strip() and not line.lstrip().startswith(("@", "else", "elif", "except", "finally", ")", "]")) \
-                and rng.random() < 0.3 * p:
+        if (
+            line.strip()
+            and not line.lstrip().startswith(("@", "else", "elif", "except", "finally", ")", "]"))
+            and rng.random() < 0.3 * p
+        ):
             out.append(indent + rng.choice(notes))
-        out.append(line + (f"  {rng.choice(notes)}" if rng.random() < 0.15 * p and line.strip() else ""))
+        out.append(
+            line + (f"  {rng.choice(notes)}" if rng.random() < 0.15 * p and line.strip() else "")
+        )
         if rng.random() < 0.1 * p:
             out.append("")
     return "\n".join(out) + "\n"
@@ -204,10 +258,14 @@ def comments(source: str, rng: random.Random, p: float = 1.0) -> str:
 
 def _fix(tree: ast.Module) -> ast.Module:
     """``import math`` (for ``math.sqrt``) after the docstring and ``__future__`` imports."""
-    if not any(isinstance(n, ast.Import) and any(a.name == "math" for a in n.names) for n in tree.body):
+    if not any(
+        isinstance(n, ast.Import) and any(a.name == "math" for a in n.names) for n in tree.body
+    ):
         at = 0
-        while at < len(tree.body) and (isinstance(tree.body[at], ast.Expr) or (
-                isinstance(tree.body[at], ast.ImportFrom) and tree.body[at].module == "__future__")):  # type: ignore[attr-defined]
+        while at < len(tree.body) and (
+            isinstance(tree.body[at], ast.Expr)
+            or (isinstance(tree.body[at], ast.ImportFrom) and tree.body[at].module == "__future__")
+        ):  # type: ignore[attr-defined]
             at += 1
         tree.body.insert(at, ast.Import([ast.alias("math")]))
     return ast.fix_missing_locations(tree)
@@ -224,9 +282,13 @@ def _in_strings(source: str) -> set[int]:
 
 TreeStep = Callable[[ast.Module, random.Random, float], None]
 DISGUISES: dict[str, TreeStep | None] = {
-    "rename": rename, "reorder_functions": reorder_functions, "reorder_statements": reorder_statements,
-    "comments": None, "extract_inline": lambda t, r, p: _Extract(r, p).visit(t) and None,
-    "helper": extract_helper, "loops": lambda t, r, p: Loops(r, p).visit(t) and None,
+    "rename": rename,
+    "reorder_functions": reorder_functions,
+    "reorder_statements": reorder_statements,
+    "comments": None,
+    "extract_inline": lambda t, r, p: _Extract(r, p).visit(t) and None,
+    "helper": extract_helper,
+    "loops": lambda t, r, p: Loops(r, p).visit(t) and None,
     "torch_calls": lambda t, r, p: Sites(r, p).visit(t) and None,
 }
 
@@ -253,9 +315,16 @@ def independent(source: str, rng: random.Random) -> str:
     return comments(ast.unparse(_fix(tree)), rng, rng.random())
 
 
-def make_class(bases: dict[str, list[str]], n: int, *, families: dict[str, list[int]] | None = None,
-               copy_rate: float = 0.1, seed: int = 0, kinds: list[str] | None = None,
-               exact: bool = False) -> list[Student]:
+def make_class(
+    bases: dict[str, list[str]],
+    n: int,
+    *,
+    families: dict[str, list[int]] | None = None,
+    copy_rate: float = 0.1,
+    seed: int = 0,
+    kinds: list[str] | None = None,
+    exact: bool = False,
+) -> list[Student]:
     """``n`` students; each module drawn from ``bases[module]`` (a family drawn first, all equally likely, then a
     base of it: ``families[module][i]`` is base i's) and made their own, then a ``copy_rate`` share of them copy
     one to all modules of another student, disguised with 1 to 4 of ``kinds`` (default: all; ``exact``: all of
@@ -274,7 +343,11 @@ def make_class(bases: dict[str, list[str]], n: int, *, families: dict[str, list[
         source = rng.choice([o for o in students if o is not s])
         for module in rng.sample(sorted(bases), k=rng.randint(1, len(bases))):
             pool_kinds = kinds or sorted(DISGUISES)
-            chosen = list(pool_kinds) if exact else rng.sample(pool_kinds, k=rng.randint(1, min(4, len(pool_kinds))))
+            chosen = (
+                list(pool_kinds)
+                if exact
+                else rng.sample(pool_kinds, k=rng.randint(1, min(4, len(pool_kinds))))
+            )
             s.modules[module] = disguise(source.modules[module], chosen, rng)
             s.origin[module] = source.origin[module]
             s.base[module] = source.base[module]

@@ -20,7 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the project's test helpers (tests.project.conftest) copy the solutions
+sys.path.insert(
+    0, str(ROOT)
+)  # the project's test helpers (tests.project.conftest) copy the solutions
 
 from grader.course import manifest  # noqa: E402
 from grader.scoring.points import exercise_scores  # noqa: E402
@@ -29,8 +31,13 @@ from grader.scoring.runner import run_suites  # noqa: E402
 REFERENCE = "(reference)"
 
 
-def outcomes(spec: manifest.Assignment, exercise: manifest.Exercise, bug: Path | None, suite: str,
-             seeds: list[int]) -> tuple[dict[int, float], dict[str, dict[int, str]]]:
+def outcomes(
+    spec: manifest.Assignment,
+    exercise: manifest.Exercise,
+    bug: Path | None,
+    suite: str,
+    seeds: list[int],
+) -> tuple[dict[int, float], dict[str, dict[int, str]]]:
     """({seed: score}, {test: {seed: outcome}}) of ``exercise`` with ``bug`` as its module (None: the reference)."""
     from tests.project.support.common import solutions_copy
 
@@ -41,23 +48,36 @@ def outcomes(spec: manifest.Assignment, exercise: manifest.Exercise, bug: Path |
         if bug is not None:
             shutil.copy(bug, sub / f"{exercise.module}.py")
         for seed in seeds:
-            files = [spec.root / (exercise.hidden_tests if suite == "hidden" else exercise.public_tests)]
+            files = [
+                spec.root / (exercise.hidden_tests if suite == "hidden" else exercise.public_tests)
+            ]
             results, _ = run_suites(files, student=sub, seed=seed, assignment=spec)
-            scores[seed] = next(s.score for s in exercise_scores(results, spec) if s.id == exercise.id)
+            scores[seed] = next(
+                s.score for s in exercise_scores(results, spec) if s.id == exercise.id
+            )
             for r in results:
                 tests.setdefault(r.name, {})[seed] = r.outcome
     return scores, tests
 
 
-def audit(spec: manifest.Assignment, exercise: manifest.Exercise, suite: str, seeds: list[int]) -> list[dict]:
+def audit(
+    spec: manifest.Assignment, exercise: manifest.Exercise, suite: str, seeds: list[int]
+) -> list[dict]:
     """One row per bug (and the reference) whose verdict moves between ``seeds``."""
     rows = []
     bugs = sorted((ROOT / "tests" / "corpus" / "buggy" / exercise.id).glob("*.py"))
     for bug in [None, *bugs]:
         scores, tests = outcomes(spec, exercise, bug, suite, seeds)
-        moved = {name: dict(Counter(by_seed.values())) for name, by_seed in tests.items() if len(set(by_seed.values())) > 1}
+        moved = {
+            name: dict(Counter(by_seed.values()))
+            for name, by_seed in tests.items()
+            if len(set(by_seed.values())) > 1
+        }
         name = f"{exercise.id}/{bug.stem if bug else REFERENCE}"
-        print(f"  {name}: {sorted(set(scores.values()))}" + (f" moved: {moved}" if moved else ""), file=sys.stderr)
+        print(
+            f"  {name}: {sorted(set(scores.values()))}" + (f" moved: {moved}" if moved else ""),
+            file=sys.stderr,
+        )
         if moved or len(set(scores.values())) > 1:
             rows.append({"bug": name, "scores": sorted(set(scores.values())), "moved": moved})
     return rows
@@ -74,21 +94,34 @@ def seed_range(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    torch.set_num_threads(1)  # small tensors, many suites: OpenMP's threads only spin (2-5x slower beside other work)
+    torch.set_num_threads(
+        1
+    )  # small tensors, many suites: OpenMP's threads only spin (2-5x slower beside other work)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--assignment", help="an assignment's id (default: every assignment of the manifest)")
+    p.add_argument(
+        "--assignment", help="an assignment's id (default: every assignment of the manifest)"
+    )
     p.add_argument("--exercise", action="append", help="audit only this exercise (repeatable)")
     p.add_argument("--suite", choices=("hidden", "public"), default="hidden")
-    p.add_argument("--seeds", type=seed_range, default=seed_range("101-108"), help="a range (101-108) or a list (3,5,9)")
+    p.add_argument(
+        "--seeds",
+        type=seed_range,
+        default=seed_range("101-108"),
+        help="a range (101-108) or a list (3,5,9)",
+    )
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = p.parse_args(argv)
     specs = [manifest.load(assignment=args.assignment)] if args.assignment else manifest.load_all()
-    chosen = [(s, e) for s in specs for e in s.exercises if not args.exercise or e.id in args.exercise]
+    chosen = [
+        (s, e) for s in specs for e in s.exercises if not args.exercise or e.id in args.exercise
+    ]
     rows = [row for spec, ex in chosen for row in audit(spec, ex, args.suite, args.seeds)]
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        print(f"{len(chosen)} exercises, {args.suite} suites, seeds {args.seeds}: {len(rows)} verdicts moved")
+        print(
+            f"{len(chosen)} exercises, {args.suite} suites, seeds {args.seeds}: {len(rows)} verdicts moved"
+        )
         for row in rows:
             print(f"{row['bug']}: scores {row['scores']}; tests that moved: {row['moved']}")
     return 0

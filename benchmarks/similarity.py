@@ -49,7 +49,9 @@ Scores = dict[tuple[str, str, str], float]  # (a, b, module) -> score, a < b
 Detector = Callable[[dict[str, dict[str, str]], dict[str, str]], Scores]
 
 
-AUTHORS = ROOT / "tests" / "corpus" / "independent"  # hand-written solutions of three authors (its README)
+AUTHORS = (
+    ROOT / "tests" / "corpus" / "independent"
+)  # hand-written solutions of three authors (its README)
 
 
 def bases(assignment: manifest.Assignment) -> tuple[dict[str, list[str]], dict[str, list[int]]]:
@@ -61,7 +63,10 @@ def bases(assignment: manifest.Assignment) -> tuple[dict[str, list[str]], dict[s
     pool: dict[str, list[str]] = {}
     family: dict[str, list[int]] = {}
     for ex in assignment.exercises:
-        found = [ROOT / "solutions" / f"{ex.module}.py", *sorted((ROOT / "tests/corpus/buggy" / ex.id).glob("*.py"))]
+        found = [
+            ROOT / "solutions" / f"{ex.module}.py",
+            *sorted((ROOT / "tests/corpus/buggy" / ex.id).glob("*.py")),
+        ]
         pool[ex.module] = [p.read_text("utf-8") for p in found]
     for klass in ("submissions", "submissions-modern"):
         for path in sorted((ROOT / "examples" / klass).iterdir()):
@@ -71,7 +76,11 @@ def bases(assignment: manifest.Assignment) -> tuple[dict[str, list[str]], dict[s
                 continue
             for module in pool:
                 f = sub.box / f"{module}.py"
-                if f.is_file() and not sub.single_module and "NotImplementedError" not in f.read_text("utf-8"):
+                if (
+                    f.is_file()
+                    and not sub.single_module
+                    and "NotImplementedError" not in f.read_text("utf-8")
+                ):
                     pool[module].append(f.read_text("utf-8"))
             sub.cleanup()
     for module in pool:
@@ -86,17 +95,26 @@ def bases(assignment: manifest.Assignment) -> tuple[dict[str, list[str]], dict[s
 def ours(settings: match.Settings, canonical: bool = False) -> Detector:
     """:mod:`grader.similarity` as shipped (``canonical``: with the canonical form of :mod:`grader.similarity.canon`,
     which the shipped comparison leaves off)."""
+
     def doc(key: str, source: str, keep: frozenset[str], attrs: frozenset[str]) -> match.Doc:
-        return match.Doc(key, code.tokens(source, None, keep, attrs, canonical=canonical), source.splitlines())
+        return match.Doc(
+            key, code.tokens(source, None, keep, attrs, canonical=canonical), source.splitlines()
+        )
 
     def run(klass: dict[str, dict[str, str]], stubs: dict[str, str]) -> Scores:
         scores: Scores = {}
         for module, stub in stubs.items():
-            keep, attrs = code.prescribed_names(stub), code.given_names(stub)  # as grader.similarity.source
-            docs = [doc(key, mods[module], keep, attrs) for key, mods in klass.items() if module in mods]
+            keep, attrs = (
+                code.prescribed_names(stub),
+                code.given_names(stub),
+            )  # as grader.similarity.source
+            docs = [
+                doc(key, mods[module], keep, attrs) for key, mods in klass.items() if module in mods
+            ]
             for pair in match.compare(docs, doc("", stub, keep, attrs).tokens, settings):
                 scores[(*sorted((pair.a.key, pair.b.key)), module)] = pair.share  # type: ignore[index]
         return scores
+
     return run
 
 
@@ -121,17 +139,22 @@ def copydetect(common: match.Settings | None) -> Detector:
                         df[h] = df.get(h, 0) + 1
                 limit = common.common(len(prints))
                 boiler += [h for h, n in df.items() if n > limit]
-                prints = [fingerprint(klass[k][module], np.array(sorted(set(boiler)))) for k in keys]
+                prints = [
+                    fingerprint(klass[k][module], np.array(sorted(set(boiler)))) for k in keys
+                ]
             for i in range(len(keys)):
                 for j in range(i + 1, len(keys)):
                     _, (s1, s2), _ = compare_files(prints[i], prints[j])
                     if min(s1, s2) > 0.2:
                         scores[(*sorted((keys[i], keys[j])), module)] = min(s1, s2)  # type: ignore[index]
         return scores
+
     return run
 
 
-Truth = tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]  # copied pairs; same-family pairs (not scored)
+Truth = tuple[
+    set[tuple[str, str, str]], set[tuple[str, str, str]]
+]  # copied pairs; same-family pairs (not scored)
 
 
 def truth(students: list[plagiarism.Student]) -> Truth:
@@ -141,7 +164,7 @@ def truth(students: list[plagiarism.Student]) -> Truth:
     copy; they are neither counted right nor wrong. Every other pair (two families) is independent work."""
     copied, same_family = set(), set()
     for i, a in enumerate(students):
-        for b in students[i + 1:]:
+        for b in students[i + 1 :]:
             for m in a.modules:
                 key = (*sorted((a.key, b.key)), m)
                 if a.origin[m] == b.origin[m]:
@@ -171,35 +194,52 @@ def as_class(students: list[plagiarism.Student]) -> dict[str, dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--assignment", default="attention-basics")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000])
     parser.add_argument("--copy-rate", type=float, default=0.1)
     parser.add_argument("--no-copydetect", action="store_true")
     parser.add_argument("--no-disguises", action="store_true", help="skip the recall per disguise")
-    parser.add_argument("--disguise-size", type=int, help="students per class of the recall per disguise "
-                        "(default: the first size)")
+    parser.add_argument(
+        "--disguise-size",
+        type=int,
+        help="students per class of the recall per disguise (default: the first size)",
+    )
     parser.add_argument("--min-tokens", type=int, default=match.Settings().min_tokens)
     args = parser.parse_args(argv)
     assignment = manifest.load(None, args.assignment)
     pool, families = bases(assignment)
-    stubs = {e.module: (ROOT / "exercises" / f"{e.module}.py").read_text("utf-8") for e in assignment.exercises}
+    stubs = {
+        e.module: (ROOT / "exercises" / f"{e.module}.py").read_text("utf-8")
+        for e in assignment.exercises
+    }
     settings = match.Settings(min_tokens=args.min_tokens)
-    detectors: dict[str, Detector] = {"ours": ours(settings), "ours (canonical)": ours(settings, canonical=True)}
+    detectors: dict[str, Detector] = {
+        "ours": ours(settings),
+        "ours (canonical)": ours(settings, canonical=True),
+    }
     if not args.no_copydetect and importlib.util.find_spec("copydetect") is None:
         print("copydetect is not installed: compared alone (pip install copydetect to compare it)")
     elif not args.no_copydetect:
-        detectors.update({"copydetect": copydetect(None), "copydetect+common": copydetect(settings)})
+        detectors.update(
+            {"copydetect": copydetect(None), "copydetect+common": copydetect(settings)}
+        )
     n = args.sizes[0]
-    print(f"{args.assignment}: {len(stubs)} exercises, bases per exercise {min(map(len, pool.values()))}-"
-          f"{max(map(len, pool.values()))}, {n} students, {args.copy_rate:.0%} copiers")
+    print(
+        f"{args.assignment}: {len(stubs)} exercises, bases per exercise {min(map(len, pool.values()))}-"
+        f"{max(map(len, pool.values()))}, {n} students, {args.copy_rate:.0%} copiers"
+    )
     tune = plagiarism.make_class(pool, n, families=families, copy_rate=args.copy_rate, seed=0)
     test = plagiarism.make_class(pool, n, families=families, copy_rate=args.copy_rate, seed=1)
     t_pos, m_pos = truth(tune), truth(test)
     total = len(stubs) * n * (n - 1) // 2
-    print(f"true copied (pair, exercise): {len(m_pos[0])} of {total}; independent work (two families: the "
-          f"reference's, or one of the {len(set(families[next(iter(families))])) - 1} authors): "
-          f"{total - len(m_pos[0]) - len(m_pos[1])}; same family, not scored: {len(m_pos[1])}")
+    print(
+        f"true copied (pair, exercise): {len(m_pos[0])} of {total}; independent work (two families: the "
+        f"reference's, or one of the {len(set(families[next(iter(families))])) - 1} authors): "
+        f"{total - len(m_pos[0]) - len(m_pos[1])}; same family, not scored: {len(m_pos[1])}"
+    )
     chosen: dict[str, float] = {}
     for name, detect in detectors.items():
         chosen[name] = best_threshold(detect(as_class(tune), stubs), t_pos)
@@ -207,35 +247,57 @@ def main(argv: list[str] | None = None) -> None:
         scores = detect(as_class(test), stubs)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         p, r, f1 = figures(scores, m_pos, chosen[name])
-        print(f"{name:18} threshold {chosen[name]:.3f}  precision {p:.3f}  recall {r:.3f}  F1 {f1:.3f}  "
-              f"FP {false_positives(scores, m_pos, chosen[name])}  time {elapsed:.2f} s (CPU {cpu:.2f} s) for {n}")
+        print(
+            f"{name:18} threshold {chosen[name]:.3f}  precision {p:.3f}  recall {r:.3f}  F1 {f1:.3f}  "
+            f"FP {false_positives(scores, m_pos, chosen[name])}  time {elapsed:.2f} s (CPU {cpu:.2f} s) for {n}"
+        )
         if name == "ours" and chosen[name] != settings.threshold:
             p, r, f1 = figures(scores, m_pos, settings.threshold)
-            print(f"{'':18} at the shipped threshold {settings.threshold:.3f}: precision {p:.3f}  recall {r:.3f}")
+            print(
+                f"{'':18} at the shipped threshold {settings.threshold:.3f}: precision {p:.3f}  recall {r:.3f}"
+            )
     if not args.no_disguises:
-        per_disguise((pool, families), stubs, detectors, chosen, args.disguise_size or n, args.copy_rate)
+        per_disguise(
+            (pool, families), stubs, detectors, chosen, args.disguise_size or n, args.copy_rate
+        )
     for size in args.sizes[1:]:
         timing((pool, families), stubs, detectors, chosen, size, args.copy_rate)
 
 
 Pool = tuple[dict[str, list[str]], dict[str, list[int]]]
-COMBINATIONS = [["rename", "reorder_statements"], ["rename", "comments", "torch_calls"],
-                ["rename", "extract_inline", "loops"], ["rename", "reorder_functions", "helper", "torch_calls"],
-                sorted(plagiarism.DISGUISES)]
+COMBINATIONS = [
+    ["rename", "reorder_statements"],
+    ["rename", "comments", "torch_calls"],
+    ["rename", "extract_inline", "loops"],
+    ["rename", "reorder_functions", "helper", "torch_calls"],
+    sorted(plagiarism.DISGUISES),
+]
 
 
-def per_disguise(pool: Pool, stubs: dict[str, str], detectors: dict[str, Detector],
-                 chosen: dict[str, float], n: int, rate: float) -> None:
-    print("recall per disguise (every copy made with exactly these disguises; precision in brackets; "
-          "FP: independent pairs flagged):")
+def per_disguise(
+    pool: Pool,
+    stubs: dict[str, str],
+    detectors: dict[str, Detector],
+    chosen: dict[str, float],
+    n: int,
+    rate: float,
+) -> None:
+    print(
+        "recall per disguise (every copy made with exactly these disguises; precision in brackets; "
+        "FP: independent pairs flagged):"
+    )
     for kinds in [[k] for k in plagiarism.DISGUISES] + COMBINATIONS:
-        klass = plagiarism.make_class(pool[0], n, families=pool[1], copy_rate=rate, seed=2, kinds=kinds, exact=True)
+        klass = plagiarism.make_class(
+            pool[0], n, families=pool[1], copy_rate=rate, seed=2, kinds=kinds, exact=True
+        )
         positives = truth(klass)
         row = []
         for name, detect in detectors.items():
             scores = detect(as_class(klass), stubs)
             p, r, _ = figures(scores, positives, chosen[name])
-            row.append(f"{name} {r:.3f} ({p:.3f}, FP {false_positives(scores, positives, chosen[name])})")
+            row.append(
+                f"{name} {r:.3f} ({p:.3f}, FP {false_positives(scores, positives, chosen[name])})"
+            )
         label = "+".join(kinds) if len(kinds) < len(plagiarism.DISGUISES) else "all together"
         print(f"  {label:44} " + "  ".join(row))
 
@@ -245,8 +307,14 @@ def false_positives(scores: Scores, truth: Truth, threshold: float) -> int:
     return len({p for p, s in scores.items() if s >= threshold} - ignored - positives)
 
 
-def timing(pool: Pool, stubs: dict[str, str], detectors: dict[str, Detector],
-           chosen: dict[str, float], size: int, rate: float) -> None:
+def timing(
+    pool: Pool,
+    stubs: dict[str, str],
+    detectors: dict[str, Detector],
+    chosen: dict[str, float],
+    size: int,
+    rate: float,
+) -> None:
     students = plagiarism.make_class(pool[0], size, families=pool[1], copy_rate=rate, seed=3)
     positives = truth(students)
     for name, detect in detectors.items():

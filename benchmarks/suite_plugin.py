@@ -25,13 +25,25 @@ def _cpu(who: int) -> float:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
-    wall, own, children = time.monotonic(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, None, None]:
+    wall, own, children = (
+        time.monotonic(),
+        _cpu(resource.RUSAGE_SELF),
+        _cpu(resource.RUSAGE_CHILDREN),
+    )
     yield
-    record = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-              "wall": time.monotonic() - wall, "cpu": _cpu(resource.RUSAGE_SELF) - own,
-              "children": _cpu(resource.RUSAGE_CHILDREN) - children}
+    record = {
+        "test": item.nodeid,
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "wall": time.monotonic() - wall,
+        "cpu": _cpu(resource.RUSAGE_SELF) - own,
+        "children": _cpu(resource.RUSAGE_CHILDREN) - children,
+    }
     path = os.environ.get(ENV)
     if path:
-        with open(path, "a", encoding="utf-8") as log:  # one short write per line: workers never interleave
+        with open(
+            path, "a", encoding="utf-8"
+        ) as log:  # one short write per line: workers never interleave
             log.write(json.dumps(record) + "\n")

@@ -23,7 +23,16 @@ from grader.errors import GraderFault
 from grader.proofs import Proof, cache_dir, cache_key, cached
 from grader.sandbox.levels import BackendName
 
-__all__ = ["CACHE_ENV", "CanaryFailed", "Proof", "cache_dir", "cache_key", "cached", "prove", "zygote_for_proof"]
+__all__ = [
+    "CACHE_ENV",
+    "CanaryFailed",
+    "Proof",
+    "cache_dir",
+    "cache_key",
+    "cached",
+    "prove",
+    "zygote_for_proof",
+]
 
 if TYPE_CHECKING:
     from grader.sandbox.shared_zygote import SharedZygote
@@ -32,16 +41,20 @@ if TYPE_CHECKING:
 CACHE_ENV = procs.CACHE_ENV
 
 
-PROVING = ("proving the grader first: grading the reference solutions (full marks expected) and the stubs (zero "
-           "expected) in the sandbox, as the students will be; cached until the grader, suites or machine change…")
+PROVING = (
+    "proving the grader first: grading the reference solutions (full marks expected) and the stubs (zero "
+    "expected) in the sandbox, as the students will be; cached until the grader, suites or machine change…"
+)
 
 
 def proven(record: dict[str, Any], seconds: float) -> str:
     """The line that says the proof holds (``record``: :meth:`Proof.record`)."""
     how = "cached proof" if record["cached"] else f"proven in {seconds:.0f} s"
     top = record["max_score"]
-    return (f"canary: reference solutions {record['solutions']:g}/{top:g}, stubs {record['stubs']:g}/{top:g} "
-            f"({how})")
+    return (
+        f"canary: reference solutions {record['solutions']:g}/{top:g}, stubs {record['stubs']:g}/{top:g} "
+        f"({how})"
+    )
 
 
 class CanaryFailed(GraderFault):
@@ -50,27 +63,50 @@ class CanaryFailed(GraderFault):
     label = "refusing to grade"
 
 
-def prove(assignment: manifest.Assignment, *, backend: BackendName, exercises: list[str] | None = None,
-          per_test_time_limit: float | None = None, starter: WorkerStarter | None = None) -> Proof:
+def prove(
+    assignment: manifest.Assignment,
+    *,
+    backend: BackendName,
+    exercises: list[str] | None = None,
+    per_test_time_limit: float | None = None,
+    starter: WorkerStarter | None = None,
+) -> Proof:
     """Grade solutions and stubs under ``backend`` (or reuse a cached proof); raise :class:`CanaryFailed`.
 
     ``starter`` starts their sandboxed workers the way the students' will be started (forks of this user's
     zygote, where the command uses one); None: freshly exec'd workers."""
-    key = cache_key(assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit)
+    key = cache_key(
+        assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit
+    )
     found = proofs.read(key)
     if found is not None:
         return found
     from grader.grade import grade
     from grader.options import GradeOptions
 
-    options = GradeOptions(assignment=assignment.id, manifest_path=assignment.manifest, isolation=backend,
-                           exercises=exercises, per_test_time_limit=per_test_time_limit)
-    solutions = grade(assignment.root / "solutions", options=options, assignment=assignment, starter=starter)
+    options = GradeOptions(
+        assignment=assignment.id,
+        manifest_path=assignment.manifest,
+        isolation=backend,
+        exercises=exercises,
+        per_test_time_limit=per_test_time_limit,
+    )
+    solutions = grade(
+        assignment.root / "solutions", options=options, assignment=assignment, starter=starter
+    )
     _check(solutions, "reference solutions", want_full=True)
-    stubs = grade(assignment.root / "exercises", options=options, assignment=assignment, starter=starter)
+    stubs = grade(
+        assignment.root / "exercises", options=options, assignment=assignment, starter=starter
+    )
     _check(stubs, "stubs (exercises/)", want_full=False)
-    proof = Proof(key, solutions["score"], stubs["score"], solutions["max_score"], cached=False,
-                  limits=proofs.limits_from(solutions, assignment))
+    proof = Proof(
+        key,
+        solutions["score"],
+        stubs["score"],
+        solutions["max_score"],
+        cached=False,
+        limits=proofs.limits_from(solutions, assignment),
+    )
     proofs.write(key, proof)
     return proof
 
@@ -80,9 +116,11 @@ def _check(card: dict[str, Any], what: str, *, want_full: bool) -> None:
     if card["status"] == "graded" and (score == top if want_full else score == 0) and top > 0:
         return
     expected = f"{top:g}/{top:g}" if want_full else f"0/{top:g}"
-    raise CanaryFailed(f"{what} scored {score:g}/{top:g} here (expected {expected}): {_first_problem(card)}; "
-                       "this machine cannot grade correctly, so no student was graded (fix the environment, "
-                       "or see `grader grade solutions` for every failing test)")
+    raise CanaryFailed(
+        f"{what} scored {score:g}/{top:g} here (expected {expected}): {_first_problem(card)}; "
+        "this machine cannot grade correctly, so no student was graded (fix the environment, "
+        "or see `grader grade solutions` for every failing test)"
+    )
 
 
 def _first_problem(card: dict[str, Any]) -> str:
@@ -90,21 +128,38 @@ def _first_problem(card: dict[str, Any]) -> str:
         return f"{card['error']['kind']} error: {card['error']['message'][:300]}"
     for exercise in card["exercises"]:
         for test in exercise["tests"]:
-            if test["counted"] and (test["outcome"] != "passed") == (card["score"] < card["max_score"]):
+            if test["counted"] and (test["outcome"] != "passed") == (
+                card["score"] < card["max_score"]
+            ):
                 first_line = (test["message"].splitlines() or [""])[0]
                 return f"{test['id']}: {test['outcome']}: {first_line[:300]}"
     return "no failing test recorded"
 
 
-def zygote_for_proof(assignment: manifest.Assignment, *, backend: BackendName, exercises: list[str] | None = None,
-                     per_test_time_limit: float | None = None) -> SharedZygote | None:
+def zygote_for_proof(
+    assignment: manifest.Assignment,
+    *,
+    backend: BackendName,
+    exercises: list[str] | None = None,
+    per_test_time_limit: float | None = None,
+) -> SharedZygote | None:
     """This user's zygote, started now when a proof is due under a backend that forks; None when a cached proof
     will do or the backend cannot fork. Started before the caller imports the grading side, it warms up meanwhile,
     and the proof's workers fork from it as the students' will (two cold workers were 3 CPU-seconds of a first run)."""
     from grader.sandbox import shared_zygote
     from grader.sandbox.zygote_client import FORKABLE
 
-    if backend not in FORKABLE or cached(assignment, backend=backend, exercises=exercises,
-                                         per_test_time_limit=per_test_time_limit) is not None:
+    if (
+        backend not in FORKABLE
+        or cached(
+            assignment,
+            backend=backend,
+            exercises=exercises,
+            per_test_time_limit=per_test_time_limit,
+        )
+        is not None
+    ):
         return None
-    return shared_zygote.warm(prepare=lambda: importlib.import_module("grader.grade"))  # torch, pytest meanwhile
+    return shared_zygote.warm(
+        prepare=lambda: importlib.import_module("grader.grade")
+    )  # torch, pytest meanwhile

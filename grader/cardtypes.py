@@ -6,7 +6,6 @@ No ``from __future__ import annotations`` here: TypedDict reads ``NotRequired`` 
 type has every key optional; the schema requires the three on a written card.
 """
 
-
 from typing import Any, Literal, NotRequired, TypedDict, TypeGuard, get_args
 
 Outcome = Literal["passed", "failed", "error", "skipped", "timeout"]
@@ -83,7 +82,9 @@ class Scorecard(TypedDict):
     score: float
     max_score: float
     exercises: list[ExerciseEntry]
-    isolation: dict[str, Any]  # the attested record: grader.sandbox.record builds it, the schema checks it
+    isolation: dict[
+        str, Any
+    ]  # the attested record: grader.sandbox.record builds it, the schema checks it
     seed: int
     grader: dict[str, str]
     environment: dict[str, Any]

@@ -44,23 +44,33 @@ PACKAGE = Path(__file__).resolve().parent
 def files(assignment: manifest.Assignment) -> dict[str, list[Path]]:
     """The files behind each part of the record, and ``stubs`` (``exercises/``: only the canary grades them)."""
     root = assignment.root
-    return {"grader": sorted({*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.json")}),
-            "suites": sorted({root / e.hidden_tests for e in assignment.exercises}),
-            "references": sorted((root / "solutions").glob("*.py")),
-            "stubs": sorted((root / "exercises").glob("*.py"))}
+    return {
+        "grader": sorted({*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.json")}),
+        "suites": sorted({root / e.hidden_tests for e in assignment.exercises}),
+        "references": sorted((root / "solutions").glob("*.py")),
+        "stubs": sorted((root / "exercises").glob("*.py")),
+    }
 
 
-def record(assignment: manifest.Assignment, *, backend: BackendName, require_cuda: bool = False,
-           per_test_time_limit: float | None = None) -> dict[str, str]:
+def record(
+    assignment: manifest.Assignment,
+    *,
+    backend: BackendName,
+    require_cuda: bool = False,
+    per_test_time_limit: float | None = None,
+) -> dict[str, str]:
     """The scorecard's ``grader.fingerprint``: each part's digest (or its plain value) and ``key`` over all."""
     found = files(assignment)
-    parts = {"grader": _digest(found["grader"], assignment),
-             "manifest": _sha(manifest.text_of(assignment).encode()),
-             "suites": _digest(found["suites"], assignment),
-             "references": _digest(found["references"], assignment),
-             "torch": torch_version(), "python": ".".join(platform.python_version_tuple()[:2]),
-             "isolation": backend,
-             "options": json.dumps({"require_cuda": require_cuda, "time_limit": per_test_time_limit})}
+    parts = {
+        "grader": _digest(found["grader"], assignment),
+        "manifest": _sha(manifest.text_of(assignment).encode()),
+        "suites": _digest(found["suites"], assignment),
+        "references": _digest(found["references"], assignment),
+        "torch": torch_version(),
+        "python": ".".join(platform.python_version_tuple()[:2]),
+        "isolation": backend,
+        "options": json.dumps({"require_cuda": require_cuda, "time_limit": per_test_time_limit}),
+    }
     return {"key": _sha(json.dumps(parts, sort_keys=True).encode()), **parts}
 
 
@@ -107,7 +117,9 @@ def _digest(paths: list[Path], assignment: manifest.Assignment) -> str:
     if signature not in _DIGESTS:
         digest = hashlib.sha256()
         for name, *_ in stats:
-            digest.update(_name(Path(name), assignment).encode() + b"\0" + Path(name).read_bytes() + b"\0")
+            digest.update(
+                _name(Path(name), assignment).encode() + b"\0" + Path(name).read_bytes() + b"\0"
+            )
         _DIGESTS[signature] = digest.hexdigest()
     return _DIGESTS[signature]
 

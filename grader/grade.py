@@ -49,9 +49,15 @@ class OptionChanges(TypedDict, total=False):
     per_test_time_limit: float | None
 
 
-def grade(submission: Path | str, *, options: GradeOptions | None = None,
-          assignment: manifest.Assignment | None = None, starter: WorkerStarter | None = None,
-          student_id: str | None = None, **changes: Unpack[OptionChanges]) -> dict[str, Any]:
+def grade(
+    submission: Path | str,
+    *,
+    options: GradeOptions | None = None,
+    assignment: manifest.Assignment | None = None,
+    starter: WorkerStarter | None = None,
+    student_id: str | None = None,
+    **changes: Unpack[OptionChanges],
+) -> dict[str, Any]:
     """Return a schema-valid scorecard for ``submission``.
 
     ``assignment`` is the loaded assignment (default: ``options.load()``); ``starter`` starts the
@@ -68,26 +74,43 @@ def grade(submission: Path | str, *, options: GradeOptions | None = None,
     except (manifest.ManifestError, iso.IsolationError) as exc:
         raise GradeRefused(str(exc)) from None
     seed = secrets.randbelow(2**31) if options.seed is None else options.seed
-    launch = launch_spec(spec_assignment, backend, slot=starter.slot if starter else 0, threads=options.threads)
+    launch = launch_spec(
+        spec_assignment, backend, slot=starter.slot if starter else 0, threads=options.threads
+    )
     try:
         _check_view(launch, spec_assignment)
     except iso.IsolationError as exc:
         raise GradeRefused(str(exc)) from None
-    card = _skeleton(spec_assignment, submission, seed, launch, backend, started, student_id, options.exercises)
-    card["grader"]["fingerprint"] = fingerprint.record(  # what decides this grade: a rerun regrades what it no longer is
-        spec_assignment, backend=backend, require_cuda=options.require_cuda,
-        per_test_time_limit=options.per_test_time_limit)
+    card = _skeleton(
+        spec_assignment, submission, seed, launch, backend, started, student_id, options.exercises
+    )
+    card["grader"]["fingerprint"] = (
+        fingerprint.record(  # what decides this grade: a rerun regrades what it no longer is
+            spec_assignment,
+            backend=backend,
+            require_cuda=options.require_cuda,
+            per_test_time_limit=options.per_test_time_limit,
+        )
+    )
     try:
         sub = intake.take(submission, modules={e.module for e in spec_assignment.exercises})
     except intake.IntakeError as exc:
         return _finish(card, t0, error=("intake", str(exc)))
-    except GraderFault as exc:  # the submission could not be read for a reason of this machine's: a rerun retries it
+    except (
+        GraderFault
+    ) as exc:  # the submission could not be read for a reason of this machine's: a rerun retries it
         return _finish(card, t0, error=("grader", f"{type(exc).__name__}: {exc}"))
     card["submission"].update(sha256=sub.sha256, layout=sub.layout, files=sub.files)
     card["timings"]["intake_s"] = round(time.monotonic() - t0, 4)
     try:
-        _run(card, sub, spec_assignment, _Makers(sub, spec_assignment, launch, backend, options, starter), seed,
-             options)
+        _run(
+            card,
+            sub,
+            spec_assignment,
+            _Makers(sub, spec_assignment, launch, backend, options, starter),
+            seed,
+            options,
+        )
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - a grader fault becomes an error scorecard, never a crash
@@ -106,15 +129,17 @@ def _check_view(launch: iso.LaunchSpec, assignment: manifest.Assignment) -> None
             f"refusing to grade under `{launch.backend}` isolation as root: the sandbox's unprivileged uid cannot read "
             f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} (a folder above it is closed to other users, "
             "as a 0700 home is). Install Python and the grader's environment where every user may read them (a venv "
-            "in /opt made from /usr/bin/python3, say), or grade under `namespace`, which binds them in")
+            "in /opt made from /usr/bin/python3, say), or grade under `namespace`, which binds them in"
+        )
     if launch.backend == "process" and launch.drops_uid and launch.file_view == "permissions":
         from grader.sandbox import exposure
 
         exposure.check(assignment, launch.uid)
 
 
-def _resolve(options: GradeOptions, starter: WorkerStarter | None,
-             changes: OptionChanges) -> tuple[GradeOptions, WorkerStarter | None]:
+def _resolve(
+    options: GradeOptions, starter: WorkerStarter | None, changes: OptionChanges
+) -> tuple[GradeOptions, WorkerStarter | None]:
     """Apply ``grade()``'s keyword shorthands for option fields."""
     # every key of OptionChanges is a field of GradeOptions (a test pins it)
     return (dataclasses.replace(options, **changes) if changes else options), starter
@@ -124,8 +149,15 @@ class _Makers:
     """The suites' backend factory: makes each backend on demand and keeps the first, whose record
     (a grader fault, the sandbox's incidents and worker starts) the scorecard then reads."""
 
-    def __init__(self, sub: intake.Submission, assignment: manifest.Assignment, launch: iso.LaunchSpec, backend: BackendName,
-                 options: GradeOptions, starter: WorkerStarter | None) -> None:
+    def __init__(
+        self,
+        sub: intake.Submission,
+        assignment: manifest.Assignment,
+        launch: iso.LaunchSpec,
+        backend: BackendName,
+        options: GradeOptions,
+        starter: WorkerStarter | None,
+    ) -> None:
         self.sub, self.assignment, self.launch, self.backend = sub, assignment, launch, backend
         self.options, self.starter = options, starter
         self.sandbox: SandboxBackend | None = None
@@ -139,28 +171,56 @@ class _Makers:
     def _inprocess(self) -> InProcessBackend:
         from grader.student.inprocess import InProcessBackend
 
-        return InProcessBackend(self.sub.box, bans=self.assignment.bans(), single_module=self.sub.single_module,
-                                time_limits=self.assignment.time_limits(self.options.per_test_time_limit))
+        return InProcessBackend(
+            self.sub.box,
+            bans=self.assignment.bans(),
+            single_module=self.sub.single_module,
+            time_limits=self.assignment.time_limits(self.options.per_test_time_limit),
+        )
 
     def _sandbox(self) -> SandboxBackend:
         from grader.sandbox.remote import SandboxBackend
 
         a, o = self.assignment, self.options
-        limit, tests = o.per_test_time_limit, proofs.limits(a, backend=self.backend, exercises=o.exercises,
-                                                              per_test_time_limit=o.per_test_time_limit)
-        made = SandboxBackend(self.sub.box, self.launch, bans=a.bans(), single_module=self.sub.single_module,
-                              time_limits=a.time_limits(limit),
-                              budget_s=a.limits.submission_wall_s, starter=self.starter, test_limits=tests)
+        limit, tests = (
+            o.per_test_time_limit,
+            proofs.limits(
+                a,
+                backend=self.backend,
+                exercises=o.exercises,
+                per_test_time_limit=o.per_test_time_limit,
+            ),
+        )
+        made = SandboxBackend(
+            self.sub.box,
+            self.launch,
+            bans=a.bans(),
+            single_module=self.sub.single_module,
+            time_limits=a.time_limits(limit),
+            budget_s=a.limits.submission_wall_s,
+            starter=self.starter,
+            test_limits=tests,
+        )
         if not self.made:
             self.sandbox = made
         return made
 
 
-def _run(card: dict[str, Any], sub: intake.Submission, assignment: manifest.Assignment, makers: _Makers,
-         seed: int, options: GradeOptions) -> None:
+def _run(
+    card: dict[str, Any],
+    sub: intake.Submission,
+    assignment: manifest.Assignment,
+    makers: _Makers,
+    seed: int,
+    options: GradeOptions,
+) -> None:
     exercises, require_cuda = options.exercises, options.require_cuda
-    chosen = [assignment.exercise(e) for e in exercises] if exercises else list(assignment.exercises)
-    verdict = withhold.review(sub.box, assignment, sub.single_module)  # static: before any of it runs
+    chosen = (
+        [assignment.exercise(e) for e in exercises] if exercises else list(assignment.exercises)
+    )
+    verdict = withhold.review(
+        sub.box, assignment, sub.single_module
+    )  # static: before any of it runs
     t = time.monotonic()
     files = [assignment.root / e.hidden_tests for e in chosen]
     results, code = run_suites(files, seed=seed, backend_factory=makers, assignment=assignment)
@@ -170,38 +230,76 @@ def _run(card: dict[str, Any], sub: intake.Submission, assignment: manifest.Assi
         raise makers.sandbox.grader_fault  # pytest saw only failed tests: the fault is the grader's, not the student's
     card["timings"]["tests_s"] = round(time.monotonic() - t, 4)
     ids = {e.id for e in chosen}
-    scores = [s for s in exercise_scores(results, assignment, require_cuda=require_cuda) if s.id in ids]
+    scores = [
+        s for s in exercise_scores(results, assignment, require_cuda=require_cuda) if s.id in ids
+    ]
     withhold.apply(scores, verdict)
     scorecard.scored(card, scores, require_cuda=require_cuda)
-    withhold.annotate(card, verdict)  # `integrity` findings, per-exercise `withheld`, the total without them
+    withhold.annotate(
+        card, verdict
+    )  # `integrity` findings, per-exercise `withheld`, the total without them
     # from the record made before grading: asking the spec again would re-create the groups just removed
-    card["isolation"]["memory_figure"] = "cgroup" if card["isolation"]["cgroup"] != "none" else "in-process"
+    card["isolation"]["memory_figure"] = (
+        "cgroup" if card["isolation"]["cgroup"] != "none" else "in-process"
+    )
     if makers.sandbox is not None:
         _sandbox_record(card, makers.sandbox.record())
 
 
 def _sandbox_record(card: dict[str, Any], record: SandboxRecord) -> None:
     card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in record.incidents]
-    card["student_output"] = {"stdout_bytes": record.stdout_bytes, "stderr_bytes": record.stderr_bytes}
+    card["student_output"] = {
+        "stdout_bytes": record.stdout_bytes,
+        "stderr_bytes": record.stderr_bytes,
+    }
     for test in (t for e in card["exercises"] for t in e["tests"] if t["id"] in record.test_cpu):
         test["cpu_s"] = record.test_cpu[test["id"]]
     card["isolation"]["worker_starts"] = record.worker_starts
     card["isolation"]["worker_forks"] = record.worker_forks
-    if record.observed is not None:  # what /proc showed of the first worker, in place of what was asked for
+    if (
+        record.observed is not None
+    ):  # what /proc showed of the first worker, in place of what was asked for
         card["isolation"].update(record.observed)
 
 
-def _skeleton(assignment: manifest.Assignment, submission: Path | str, seed: int, launch: iso.LaunchSpec,
-              backend: BackendName, started: str, student_id: str | None, exercises: list[str] | None) -> dict[str, Any]:
-    isolation = launch.describe() if backend != "inprocess" else {
-        **launch.describe(), "backend": "inprocess", "cgroup": "none", "file_view": "inprocess"}
-    chosen = set(exercises or assignment.ids())  # an intake error's card is out of what was to be graded
+def _skeleton(
+    assignment: manifest.Assignment,
+    submission: Path | str,
+    seed: int,
+    launch: iso.LaunchSpec,
+    backend: BackendName,
+    started: str,
+    student_id: str | None,
+    exercises: list[str] | None,
+) -> dict[str, Any]:
+    isolation = (
+        launch.describe()
+        if backend != "inprocess"
+        else {
+            **launch.describe(),
+            "backend": "inprocess",
+            "cgroup": "none",
+            "file_view": "inprocess",
+        }
+    )
+    chosen = set(
+        exercises or assignment.ids()
+    )  # an intake error's card is out of what was to be graded
     max_score = sum(e.points for e in assignment.exercises if e.id in chosen)
-    return scorecard.new(assignment=assignment.id, max_score=max_score, path=submission,
-                         isolation=isolation, seed=seed, student=student_id, started=started)
+    return scorecard.new(
+        assignment=assignment.id,
+        max_score=max_score,
+        path=submission,
+        isolation=isolation,
+        seed=seed,
+        student=student_id,
+        started=started,
+    )
 
 
-def _finish(card: dict[str, Any], t0: float, *, error: tuple[str, str] | None = None) -> dict[str, Any]:
+def _finish(
+    card: dict[str, Any], t0: float, *, error: tuple[str, str] | None = None
+) -> dict[str, Any]:
     if error is not None:
         scorecard.with_error(card, *error)
     return scorecard.finished(card, seconds=time.monotonic() - t0)

@@ -12,7 +12,9 @@ from typing import Any
 
 from grader import safetext
 
-_TAGGED = re.compile(r"\n  diagnosis \[([a-z0-9-]+(?:, [a-z0-9-]+)*)\]: ")  # grader.testing.diagnosis.TAG's form
+_TAGGED = re.compile(
+    r"\n  diagnosis \[([a-z0-9-]+(?:, [a-z0-9-]+)*)\]: "
+)  # grader.testing.diagnosis.TAG's form
 
 
 def diagnosed(test: dict[str, Any]) -> Any:
@@ -29,7 +31,7 @@ def split_message(message: str) -> tuple[str, str | None]:
     found = re.search(r"\n  (diagnosis \[[a-z0-9, -]+\]: |hint: )", message)
     if not found:
         return message.strip(), None
-    head, said = message[:found.start()], message[found.end():]
+    head, said = message[: found.start()], message[found.end() :]
     said = said.split("\n(severe:")[0].strip()  # the cap's own note stays with the head's test
     return head.strip(), (said or None)
 
@@ -38,11 +40,15 @@ def summary(card: dict[str, Any]) -> list[str]:
     """The human summary of one scorecard, first line ``graded: 87/100 ...`` or ``error (intake): why``."""
     if card["status"] == "error":
         error = card["error"] or {}
-        return [f"error ({safetext.name(error.get('kind', 'grader'))}): {safetext.name(error.get('message', ''), 1000)}",
-                _NEXT.get(error.get("kind", ""), "")]
+        return [
+            f"error ({safetext.name(error.get('kind', 'grader'))}): {safetext.name(error.get('message', ''), 1000)}",
+            _NEXT.get(error.get("kind", ""), ""),
+        ]
     iso = card["isolation"]
-    head = (f"graded: {card['score']:g}/{card['max_score']:g} ({safetext.name(card['submission']['path'], 200)}; "
-            f"`{iso['backend']}` isolation{', attested' if iso.get('attested') else ''}; seed {card['seed']})")
+    head = (
+        f"graded: {card['score']:g}/{card['max_score']:g} ({safetext.name(card['submission']['path'], 200)}; "
+        f"`{iso['backend']}` isolation{', attested' if iso.get('attested') else ''}; seed {card['seed']})"
+    )
     width = max((len(e["id"]) for e in card["exercises"]), default=0)
     return [head, *(_exercise(e, width) for e in card["exercises"]), *_incidents(card)]
 
@@ -58,20 +64,24 @@ def _exercise(exercise: dict[str, Any], width: int) -> str:
     first = bad[0]
     head = (first["message"].strip().splitlines() or [first["outcome"]])[0]
     capped = "  (capped at half: a severe failure)" if exercise.get("capped") else ""
-    return (f"{line}  {len(bad)} of {len(exercise['tests'])} tests failing; first: {safetext.name(first['name'])}: "
-            f"{safetext.name(head, 200)}{capped}")
+    return (
+        f"{line}  {len(bad)} of {len(exercise['tests'])} tests failing; first: {safetext.name(first['name'])}: "
+        f"{safetext.name(head, 200)}{capped}"
+    )
 
 
 def _incidents(card: dict[str, Any]) -> list[str]:
     kinds: dict[str, int] = {}
     for incident in card["incidents"]:
         kinds[incident["kind"]] = kinds.get(incident["kind"], 0) + 1
-    return [f"incidents: {', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}"] if kinds else []
+    return (
+        [f"incidents: {', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}"] if kinds else []
+    )
 
 
 _NEXT = {
     "intake": "the submission could not be read as given: give a folder, .py, .ipynb, .zip or .tar.gz of the "
-              "exercise modules",
+    "exercise modules",
     "grader": "the grader could not grade it (not the student's fault): run the same command again",
     "isolation": "the sandbox level was refused: see --isolation and --require-isolation",
 }

@@ -22,7 +22,9 @@ class GradeOptions:
     """How submissions are graded: one object for ``grader grade``, ``grader batch`` (whose
     :class:`grader.batch.results.Options` adds its own) and the canary; the CLIs' defaults are read from it."""
 
-    assignment: str | None = None  # the assignment's id in the manifest (None: the manifest's default one)
+    assignment: str | None = (
+        None  # the assignment's id in the manifest (None: the manifest's default one)
+    )
     manifest_path: Path | None = None  # assignments.json (default: this checkout's)
     isolation: str = "auto"
     require_isolation: str | None = None
@@ -31,7 +33,9 @@ class GradeOptions:
     threads: int = 1  # torch threads of each sandboxed worker
     exercises: list[str] | None = None  # grade only these exercise ids (quick checks, tests)
     per_test_time_limit: float | None = None  # overrides the manifest's per-exercise limits
-    canary: bool = True  # the commands prove the machine first (False: the project's own tests only)
+    canary: bool = (
+        True  # the commands prove the machine first (False: the project's own tests only)
+    )
 
     def load(self) -> manifest.Assignment:
         """The assignment these options name, its hidden suites and references there (raises
@@ -42,9 +46,18 @@ class GradeOptions:
 DEFAULTS = GradeOptions()  # what the CLIs show and use when an option is not given
 
 
-def launch_spec(assignment: manifest.Assignment, backend: BackendName, *, slot: int = 0, threads: int = 1) -> iso.LaunchSpec:
+def launch_spec(
+    assignment: manifest.Assignment, backend: BackendName, *, slot: int = 0, threads: int = 1
+) -> iso.LaunchSpec:
     """The worker launch spec ``grade()`` uses (so a caller can pre-start a matching warm worker)."""
     lim = assignment.limits
-    limits = iso.Limits(memory_mb=lim.memory_mb, processes=lim.processes, file_size_mb=lim.file_size_mb,
-                        cpu_s=int(lim.submission_wall_s), output_bytes=lim.output_kb << 10)
-    return iso.LaunchSpec(backend if backend != "inprocess" else "none", slot=slot, threads=threads, limits=limits)
+    limits = iso.Limits(
+        memory_mb=lim.memory_mb,
+        processes=lim.processes,
+        file_size_mb=lim.file_size_mb,
+        cpu_s=int(lim.submission_wall_s),
+        output_bytes=lim.output_kb << 10,
+    )
+    return iso.LaunchSpec(
+        backend if backend != "inprocess" else "none", slot=slot, threads=threads, limits=limits
+    )

@@ -21,14 +21,25 @@ LIB_ROOT = Path(__file__).resolve().parents[1]  # the folder holding the `grader
 CACHE_ENV = "GRADER_CACHE_DIR"
 SAFE_CWD = "/"
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "SLURM_ARRAY_TASK_ID")
-_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import runpy; "
-         "sys.argv = [sys.argv[2], *sys.argv[3:]]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import runpy; "
+    "sys.argv = [sys.argv[2], *sys.argv[3:]]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+)
 
 
 def module_argv(module: str, *args: str, site: bool = True) -> list[str]:
     """``python -I`` running ``module`` as ``__main__`` with ``grader`` imported from :data:`LIB_ROOT` only
     (``site=False``: also ``-S``, for a stdlib-only module: no site-packages, a 0.1 s faster start)."""
-    return [sys.executable, "-I", *([] if site else ["-S"]), "-c", _BOOT, str(LIB_ROOT), module, *args]
+    return [
+        sys.executable,
+        "-I",
+        *([] if site else ["-S"]),
+        "-c",
+        _BOOT,
+        str(LIB_ROOT),
+        module,
+        *args,
+    ]
 
 
 def env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -47,7 +58,9 @@ def popen_kwargs(extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
 def cache_root() -> Path:
     """This user's cache folder for the grader (``$GRADER_CACHE_DIR``, else the XDG cache): the canary's proofs
     and the long-lived zygote's socket live below it."""
-    base = os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = (
+        os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    )
     return Path(base) / "attention-grader"
 
 
@@ -76,18 +89,27 @@ def alive(pid: int) -> bool:
     return True
 
 
-def run_bounded(module: str, *args: str, what: str, wall_s: float, cpu_s: float,
-                **io: Any) -> subprocess.CompletedProcess[bytes]:
+def run_bounded(
+    module: str, *args: str, what: str, wall_s: float, cpu_s: float, **io: Any
+) -> subprocess.CompletedProcess[bytes]:
     """Run stdlib-only ``module`` (which limits its own CPU time and memory) to completion, its output captured;
     ``io``: ``stdin=`` or ``input=``. A child that cannot start, or runs ``wall_s`` without using its ``cpu_s``
     (the machine is starved), is the grader's problem: :class:`~grader.errors.GraderFault` naming ``what``."""
     from grader.errors import GraderFault
 
     try:
-        return subprocess.run(module_argv(module, *args, site=False), capture_output=True, timeout=wall_s,
-                              check=False, **io, **popen_kwargs())
+        return subprocess.run(
+            module_argv(module, *args, site=False),
+            capture_output=True,
+            timeout=wall_s,
+            check=False,
+            **io,
+            **popen_kwargs(),
+        )
     except subprocess.TimeoutExpired:
-        raise GraderFault(f"{what} ran for {wall_s:g} s without using {cpu_s:g} s of CPU "
-                          "(the machine is overloaded)") from None
+        raise GraderFault(
+            f"{what} ran for {wall_s:g} s without using {cpu_s:g} s of CPU "
+            "(the machine is overloaded)"
+        ) from None
     except OSError as exc:
         raise GraderFault(f"{what} could not start: {exc}") from None

@@ -40,12 +40,19 @@ class Proof:
     stubs: float
     max_score: float
     cached: bool
-    limits: dict[str, float] = field(default_factory=dict)  # test id -> CPU seconds a student's run may take
+    limits: dict[str, float] = field(
+        default_factory=dict
+    )  # test id -> CPU seconds a student's run may take
 
     def record(self) -> dict[str, Any]:
         """What a scorecard and the summary keep of the canary."""
-        return {"key": self.key, "solutions": self.solutions, "stubs": self.stubs, "max_score": self.max_score,
-                "cached": self.cached}
+        return {
+            "key": self.key,
+            "solutions": self.solutions,
+            "stubs": self.stubs,
+            "max_score": self.max_score,
+            "cached": self.cached,
+        }
 
 
 def limit_for(reference_cpu_s: float, exercise_limit_s: float) -> float:
@@ -56,12 +63,21 @@ def limit_for(reference_cpu_s: float, exercise_limit_s: float) -> float:
 def limits_from(card: dict[str, Any], assignment: manifest.Assignment) -> dict[str, float]:
     """Per-test limits from the reference solutions' scorecard (tests that ran in a sandbox: ``cpu_s``)."""
     ceiling = {e.id: e.time_limit_s for e in assignment.exercises}
-    return {t["id"]: limit_for(t["cpu_s"], ceiling[e["id"]]) for e in card.get("exercises", [])
-            for t in e["tests"] if "cpu_s" in t and e["id"] in ceiling}
+    return {
+        t["id"]: limit_for(t["cpu_s"], ceiling[e["id"]])
+        for e in card.get("exercises", [])
+        for t in e["tests"]
+        if "cpu_s" in t and e["id"] in ceiling
+    }
 
 
-def limits(assignment: manifest.Assignment, *, backend: BackendName, exercises: list[str] | None,
-           per_test_time_limit: float | None) -> dict[str, float]:
+def limits(
+    assignment: manifest.Assignment,
+    *,
+    backend: BackendName,
+    exercises: list[str] | None,
+    per_test_time_limit: float | None,
+) -> dict[str, float]:
     """The per-test limits a grade in this configuration uses: the cached proof's ({} when there is none, or when
     an explicit per-test limit overrides them all)."""
     if per_test_time_limit is not None or backend == "inprocess":
@@ -70,14 +86,31 @@ def limits(assignment: manifest.Assignment, *, backend: BackendName, exercises: 
     return dict(proof.limits) if proof is not None else {}
 
 
-def cached(assignment: manifest.Assignment, *, backend: BackendName, exercises: list[str] | None = None,
-           per_test_time_limit: float | None = None) -> Proof | None:
+def cached(
+    assignment: manifest.Assignment,
+    *,
+    backend: BackendName,
+    exercises: list[str] | None = None,
+    per_test_time_limit: float | None = None,
+) -> Proof | None:
     """The cached proof for this configuration, or None when :func:`grader.canary.prove` would have to grade."""
-    return read(cache_key(assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit))
+    return read(
+        cache_key(
+            assignment,
+            backend=backend,
+            exercises=exercises,
+            per_test_time_limit=per_test_time_limit,
+        )
+    )
 
 
-def cache_key(assignment: manifest.Assignment, *, backend: BackendName, exercises: list[str] | None,
-              per_test_time_limit: float | None) -> str:
+def cache_key(
+    assignment: manifest.Assignment,
+    *,
+    backend: BackendName,
+    exercises: list[str] | None,
+    per_test_time_limit: float | None,
+) -> str:
     """A hash of everything that could change the canary's outcome on this machine: what decides a grade
     (:func:`grader.fingerprint.record`, the scorecard's own record), the stubs, and this machine's particulars,
     the launch configuration the proof's workers actually get included (uid drop, file view, filters, limits):
@@ -85,12 +118,26 @@ def cache_key(assignment: manifest.Assignment, *, backend: BackendName, exercise
     from grader import fingerprint
     from grader.options import launch_spec
 
-    grading = fingerprint.record(assignment, backend=backend, per_test_time_limit=per_test_time_limit)
+    grading = fingerprint.record(
+        assignment, backend=backend, per_test_time_limit=per_test_time_limit
+    )
     stubs = fingerprint.files(assignment)["stubs"]
-    launch = launch_spec(assignment, backend).fingerprint() if backend != "inprocess" else "inprocess"
-    env = [grading["key"], hashlib.sha256(b"".join(p.read_bytes() for p in stubs)).hexdigest(), __version__,
-           sys.version, platform.platform(), _torch_build(), str(os.geteuid() if hasattr(os, "geteuid") else ""),
-           launch, assignment.id, ",".join(sorted(exercises or [])), str(FORMAT)]
+    launch = (
+        launch_spec(assignment, backend).fingerprint() if backend != "inprocess" else "inprocess"
+    )
+    env = [
+        grading["key"],
+        hashlib.sha256(b"".join(p.read_bytes() for p in stubs)).hexdigest(),
+        __version__,
+        sys.version,
+        platform.platform(),
+        _torch_build(),
+        str(os.geteuid() if hasattr(os, "geteuid") else ""),
+        launch,
+        assignment.id,
+        ",".join(sorted(exercises or [])),
+        str(FORMAT),
+    ]
     return hashlib.sha256("\0".join(env).encode()).hexdigest()[:32]
 
 
@@ -100,7 +147,11 @@ def _torch_build() -> str:
     if spec is None or spec.origin is None:
         return "no torch"
     version = Path(spec.origin).with_name("version.py")
-    return hashlib.sha256(version.read_bytes()).hexdigest() if version.is_file() else "no torch/version.py"
+    return (
+        hashlib.sha256(version.read_bytes()).hexdigest()
+        if version.is_file()
+        else "no torch/version.py"
+    )
 
 
 def cache_dir() -> Path:
@@ -111,7 +162,14 @@ def read(key: str) -> Proof | None:
     try:
         data = json.loads((cache_dir() / f"{key}.json").read_text("utf-8"))
         limits = {str(k): float(v) for k, v in data.get("limits", {}).items()}
-        return Proof(key, float(data["solutions"]), float(data["stubs"]), float(data["max_score"]), True, limits)
+        return Proof(
+            key,
+            float(data["solutions"]),
+            float(data["stubs"]),
+            float(data["max_score"]),
+            True,
+            limits,
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -123,8 +181,15 @@ def write(key: str, proof: Proof) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"solutions": proof.solutions, "stubs": proof.stubs, "max_score": proof.max_score,
-                       "limits": proof.limits}, fh)
+            json.dump(
+                {
+                    "solutions": proof.solutions,
+                    "stubs": proof.stubs,
+                    "max_score": proof.max_score,
+                    "limits": proof.limits,
+                },
+                fh,
+            )
         os.replace(tmp, folder / f"{key}.json")
     except OSError:
         pass

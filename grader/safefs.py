@@ -34,8 +34,19 @@ MAX_RATIO = 100  # compression ratio of one zip member
 MAX_WALK = 10_000  # entries walked in a submission folder
 MAX_NAME_CHARS = 1024  # one archive member's path
 # folders a student's tools make (a virtual environment's links, caches, git's objects): never read, never refused
-TOOL_FOLDERS = frozenset({".venv", "venv", "__pycache__", ".git", ".pytest_cache", ".ipynb_checkpoints",
-                          ".mypy_cache", ".ruff_cache", "__MACOSX"})
+TOOL_FOLDERS = frozenset(
+    {
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".git",
+        ".pytest_cache",
+        ".ipynb_checkpoints",
+        ".mypy_cache",
+        ".ruff_cache",
+        "__MACOSX",
+    }
+)
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
@@ -63,7 +74,9 @@ def special(mode: int) -> str:
 
 
 def refuse(shown: str, what: str) -> IntakeError:
-    return IntakeError(f"{shown}: is {what}; submit regular files and folders only (links are never followed)")
+    return IntakeError(
+        f"{shown}: is {what}; submit regular files and folders only (links are never followed)"
+    )
 
 
 def lstat(path: Path) -> os.stat_result:
@@ -71,8 +84,10 @@ def lstat(path: Path) -> os.stat_result:
     try:
         return os.lstat(path)
     except OSError as exc:
-        raise IntakeError(f"submission not found or unreadable: {safetext.name(path, 1000)} "
-                          f"({exc.strerror or type(exc).__name__})") from None
+        raise IntakeError(
+            f"submission not found or unreadable: {safetext.name(path, 1000)} "
+            f"({exc.strerror or type(exc).__name__})"
+        ) from None
 
 
 def check_tree(root: Path) -> None:
@@ -91,11 +106,15 @@ def check_tree(root: Path) -> None:
                 if entry.name in TOOL_FOLDERS:
                     continue  # never read: a .venv's links to its interpreter are not the student's code
                 if seen > MAX_WALK:
-                    raise IntakeError(f"{label(root)}: more than {MAX_WALK} files and folders; "
-                                      "submit only your code (no virtual environments or data sets)")
+                    raise IntakeError(
+                        f"{label(root)}: more than {MAX_WALK} files and folders; "
+                        "submit only your code (no virtual environments or data sets)"
+                    )
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if special(mode):
-                    raise refuse(safetext.name(os.path.relpath(entry.path, root), 1000), special(mode))
+                    raise refuse(
+                        safetext.name(os.path.relpath(entry.path, root), 1000), special(mode)
+                    )
                 if stat.S_ISDIR(mode):
                     stack.append(Path(entry.path))
 
@@ -111,8 +130,11 @@ def is_dir(path: Path) -> bool:
 def regular_files(folder: Path, suffix: str) -> list[Path]:
     """The regular files (never links) directly in ``folder`` whose name ends with ``suffix``, sorted."""
     with os.scandir(folder) as entries:
-        found = [Path(e.path) for e in entries
-                 if e.name.endswith(suffix) and stat.S_ISREG(e.stat(follow_symlinks=False).st_mode)]
+        found = [
+            Path(e.path)
+            for e in entries
+            if e.name.endswith(suffix) and stat.S_ISREG(e.stat(follow_symlinks=False).st_mode)
+        ]
     return sorted(found)
 
 
@@ -124,7 +146,9 @@ def open_regular(path: Path) -> BinaryIO:
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
-        raise IntakeError(f"{label(path)}: cannot be opened ({exc.strerror or type(exc).__name__})") from None
+        raise IntakeError(
+            f"{label(path)}: cannot be opened ({exc.strerror or type(exc).__name__})"
+        ) from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):  # swapped between lstat and open
         os.close(fd)
@@ -152,8 +176,10 @@ class Box:
         """Write module ``name`` (our own folder: no link can be there), refusing past :data:`MAX_SUBMISSION_BYTES`."""
         self.used += -(-len(data) // PAGE_BYTES) * PAGE_BYTES
         if self.used > MAX_SUBMISSION_BYTES:
-            raise IntakeError(f"its Python files come to more than {MAX_SUBMISSION_BYTES >> 20} MiB, more than the "
-                              "sandbox can hold; submit only your own modules")
+            raise IntakeError(
+                f"its Python files come to more than {MAX_SUBMISSION_BYTES >> 20} MiB, more than the "
+                "sandbox can hold; submit only your own modules"
+            )
         dst = self.path / name
         dst.write_bytes(data)
         dst.chmod(0o644)

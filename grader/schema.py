@@ -46,7 +46,9 @@ def _jsonschema() -> ModuleType:
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # see module docstring
     import jsonschema
 
-    module: ModuleType = jsonschema  # untyped (no py.typed, no stubs installed): typed here as what it is
+    module: ModuleType = (
+        jsonschema  # untyped (no py.typed, no stubs installed): typed here as what it is
+    )
     return module
 
 
@@ -70,7 +72,11 @@ def _validator(kind: str) -> Any:
 def validate(kind: str, document: object) -> None:
     """Raise :class:`SchemaVersionError` or :class:`SchemaError` unless ``document`` is valid."""
     expected = SCHEMAS[kind]
-    if expected is not None and isinstance(document, dict) and document.get("schema_version") != expected:
+    if (
+        expected is not None
+        and isinstance(document, dict)
+        and document.get("schema_version") != expected
+    ):
         raise SchemaVersionError(kind, document.get("schema_version"), expected)
     js = _jsonschema()
     error = js.exceptions.best_match(_validator(kind).iter_errors(document))

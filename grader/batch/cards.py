@@ -14,12 +14,28 @@ from grader.scoring import scorecard
 RETRY_KINDS = ("grader", "interrupted", "isolation")  # errors a rerun tries again
 
 
-def error_card(*, assignment: manifest.Assignment, launch: iso.LaunchSpec, path: Path, student: str, kind: str,
-               message: str, sha256: str = "", seconds: float = 0.0, exercises: list[str] | None = None) -> dict[str, Any]:
+def error_card(
+    *,
+    assignment: manifest.Assignment,
+    launch: iso.LaunchSpec,
+    path: Path,
+    student: str,
+    kind: str,
+    message: str,
+    sha256: str = "",
+    seconds: float = 0.0,
+    exercises: list[str] | None = None,
+) -> dict[str, Any]:
     """A schema-valid ``status: error`` scorecard for a submission the engine could not grade."""
     chosen = set(exercises or assignment.ids())
-    card = scorecard.new(assignment=assignment.id, path=path, student=student, isolation=launch.describe(), seed=0,
-                         max_score=sum(e.points for e in assignment.exercises if e.id in chosen))
+    card = scorecard.new(
+        assignment=assignment.id,
+        path=path,
+        student=student,
+        isolation=launch.describe(),
+        seed=0,
+        max_score=sum(e.points for e in assignment.exercises if e.id in chosen),
+    )
     card["submission"]["sha256"] = sha256
     return scorecard.finished(scorecard.with_error(card, kind, message), seconds=seconds)
 
@@ -36,8 +52,14 @@ def load(path: Path) -> dict[str, Any] | None:
     return card
 
 
-def stale(card: dict[str, Any] | None, *, sha256: str, assignment: str, exercise_ids: list[str],
-          grading: dict[str, str]) -> list[str]:
+def stale(
+    card: dict[str, Any] | None,
+    *,
+    sha256: str,
+    assignment: str,
+    exercise_ids: list[str],
+    grading: dict[str, str],
+) -> list[str]:
     """Why ``card`` does not already grade this content, assignment and exercise set with what decides a grade
     now (``grading``: :func:`grader.fingerprint.record`); [] when it does. The reasons are keys of
     :data:`REASONS` (``grader.fingerprint.REASONS`` names the parts)."""
@@ -47,11 +69,18 @@ def stale(card: dict[str, Any] | None, *, sha256: str, assignment: str, exercise
         return ["error"]
     if card["submission"]["sha256"] != sha256 or card["assignment"] != assignment:
         return ["submission"]
-    if card["status"] != "error" and sorted(e["id"] for e in card["exercises"]) != sorted(exercise_ids):
+    if card["status"] != "error" and sorted(e["id"] for e in card["exercises"]) != sorted(
+        exercise_ids
+    ):
         return ["exercises"]
     return fingerprint.changed(card["grader"].get("fingerprint"), grading)
 
 
-REASONS = {**fingerprint.REASONS, "new": "not graded before", "error": "its last grading ended in an error to retry",
-           "submission": "the submission changed", "exercises": "another set of exercises is graded",
-           "force": "--force was given"}
+REASONS = {
+    **fingerprint.REASONS,
+    "new": "not graded before",
+    "error": "its last grading ended in an error to retry",
+    "submission": "the submission changed",
+    "exercises": "another set of exercises is graded",
+    "force": "--force was given",
+}

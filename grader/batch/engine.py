@@ -33,8 +33,18 @@ from grader.scoring import scorecard
 if TYPE_CHECKING:
     from grader.sandbox.shared_zygote import SharedZygote
 
-__all__ = ["BatchFault", "BatchInterrupted", "Grading", "GradingFactory", "LocalGrading", "Options", "Result", "Run",
-           "card_path", "run"]
+__all__ = [
+    "BatchFault",
+    "BatchInterrupted",
+    "Grading",
+    "GradingFactory",
+    "LocalGrading",
+    "Options",
+    "Result",
+    "Run",
+    "card_path",
+    "run",
+]
 
 
 class Grading(Protocol):
@@ -57,8 +67,14 @@ class Grading(Protocol):
 
 
 class GradingFactory(Protocol):
-    def __call__(self, *, out: Path, options: Options, assignment: manifest.Assignment,
-                 say: Callable[[str], None] | None = None) -> Grading: ...
+    def __call__(
+        self,
+        *,
+        out: Path,
+        options: Options,
+        assignment: manifest.Assignment,
+        say: Callable[[str], None] | None = None,
+    ) -> Grading: ...
 
 
 def _quiet(line: str) -> None:
@@ -68,8 +84,14 @@ def _quiet(line: str) -> None:
 class LocalGrading:
     """This machine: the canary proven here, then the slots of :class:`grader.batch.pool.Pool`."""
 
-    def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment,
-                 say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        out: Path,
+        options: Options,
+        assignment: manifest.Assignment,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
         self.out, self.options, self.assignment, self.say = out, options, assignment, say or _quiet
         self.backend = iso.choose(options.isolation, options.require_isolation)
         self.pool: Pool | None = None
@@ -77,14 +99,24 @@ class LocalGrading:
 
     def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
         o = self.options
-        due = o.canary and canary.cached(self.assignment, backend=self.backend, exercises=o.exercises,
-                                         per_test_time_limit=o.per_test_time_limit) is None
+        due = (
+            o.canary
+            and canary.cached(
+                self.assignment,
+                backend=self.backend,
+                exercises=o.exercises,
+                per_test_time_limit=o.per_test_time_limit,
+            )
+            is None
+        )
         if due:
             self.say(canary.PROVING)
         zygote = self._canary_zygote()
         t0 = time.monotonic()
         try:
-            proof = _canary(self.assignment, self.backend, self.options, zygote)  # even when nothing is pending
+            proof = _canary(
+                self.assignment, self.backend, self.options, zygote
+            )  # even when nothing is pending
         finally:
             if zygote is not None:
                 zygote.close()
@@ -98,15 +130,23 @@ class LocalGrading:
         o = self.options
         if not o.canary or o.warm != "fork":
             return None
-        return canary.zygote_for_proof(self.assignment, backend=self.backend, exercises=o.exercises,
-                                       per_test_time_limit=o.per_test_time_limit)
+        return canary.zygote_for_proof(
+            self.assignment,
+            backend=self.backend,
+            exercises=o.exercises,
+            per_test_time_limit=o.per_test_time_limit,
+        )
 
     def grade(self, todo: list[Entry]) -> Iterator[Result]:
         self.slots = max(1, min(self.options.jobs or os.cpu_count() or 1, len(todo) or 1))
         if todo:
-            self.say(f"starting {self.slots} grading slot(s) for {len(todo)} submission(s) under `{self.backend}` "
-                     "isolation (their sandboxed workers come from a zygote that imports torch once)…")
-        self.pool = Pool(out=self.out, options=self.options, assignment=self.assignment, backend=self.backend)
+            self.say(
+                f"starting {self.slots} grading slot(s) for {len(todo)} submission(s) under `{self.backend}` "
+                "isolation (their sandboxed workers come from a zygote that imports torch once)…"
+            )
+        self.pool = Pool(
+            out=self.out, options=self.options, assignment=self.assignment, backend=self.backend
+        )
         return self.pool.grade(todo, self.slots)
 
     def stop(self) -> None:
@@ -114,16 +154,27 @@ class LocalGrading:
             self.pool.stop()
 
     def figures(self) -> dict[str, Any]:
-        return {"slot_starts": self.pool.starts if self.pool else 0, "slot_deaths": self.pool.deaths if self.pool else 0}
+        return {
+            "slot_starts": self.pool.starts if self.pool else 0,
+            "slot_deaths": self.pool.deaths if self.pool else 0,
+        }
 
 
 def card_path(out: Path, key: str) -> Path:
     return out / "scorecards" / f"{key}.json"
 
 
-def run(entries: list[Entry], *, out: Path, options: Options, assignment: manifest.Assignment | None = None,
-        on_result: Callable[[Result], None] | None = None, on_plan: Callable[[int, int, dict[str, int]], None] | None = None,
-        grading: GradingFactory | None = None, on_phase: Callable[[str], None] | None = None) -> Run:
+def run(
+    entries: list[Entry],
+    *,
+    out: Path,
+    options: Options,
+    assignment: manifest.Assignment | None = None,
+    on_result: Callable[[Result], None] | None = None,
+    on_plan: Callable[[int, int, dict[str, int]], None] | None = None,
+    grading: GradingFactory | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> Run:
     """Grade ``entries`` into ``out/scorecards``; return every entry's result (skipped ones read back).
 
     ``assignment`` is the one the command loaded (default: ``options.load()``); ``grading`` says where
@@ -142,12 +193,22 @@ def run(entries: list[Entry], *, out: Path, options: Options, assignment: manife
     (out / "scorecards").mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     done: dict[str, Result] = {}
-    for entry in entries:  # the class's order: clashes and unchanged submissions first, as they come
+    for (
+        entry
+    ) in entries:  # the class's order: clashes and unchanged submissions first, as they come
         if entry.clash:
-            card = cards.error_card(assignment=assignment, launch=launch_spec(assignment, where.backend), path=entry.path,
-                                    student=entry.student, kind="intake", message=entry.clash,
-                                    exercises=options.exercises)
-            done[entry.key] = _write(out, Result(entry, card), assignment, where.backend, options.exercises, proof)
+            card = cards.error_card(
+                assignment=assignment,
+                launch=launch_spec(assignment, where.backend),
+                path=entry.path,
+                student=entry.student,
+                kind="intake",
+                message=entry.clash,
+                exercises=options.exercises,
+            )
+            done[entry.key] = _write(
+                out, Result(entry, card), assignment, where.backend, options.exercises, proof
+            )
         elif entry.key in kept:
             done[entry.key] = kept[entry.key]
     if on_plan:
@@ -157,35 +218,61 @@ def run(entries: list[Entry], *, out: Path, options: Options, assignment: manife
             on_result(result)
     try:
         for result in where.grade(todo):
-            done[result.entry.key] = _write(out, result, assignment, where.backend, options.exercises, proof)
+            done[result.entry.key] = _write(
+                out, result, assignment, where.backend, options.exercises, proof
+            )
             if on_result:
                 on_result(done[result.entry.key])
     except KeyboardInterrupt:
         where.stop()
-        raise BatchInterrupted(f"{sum(not r.skipped for r in done.values())} scorecards written") from None
+        raise BatchInterrupted(
+            f"{sum(not r.skipped for r in done.values())} scorecards written"
+        ) from None
     finally:
         where.stop()
-    return Run([done[e.key] for e in entries if e.key in done], where.backend, where.slots,
-               round(time.monotonic() - t0, 3), meta={**where.figures(), "canary": proof})
+    return Run(
+        [done[e.key] for e in entries if e.key in done],
+        where.backend,
+        where.slots,
+        round(time.monotonic() - t0, 3),
+        meta={**where.figures(), "canary": proof},
+    )
 
 
-def _plan(entries: list[Entry], out: Path, options: Options, assignment: manifest.Assignment,
-          backend: BackendName) -> tuple[dict[str, Result], list[Entry], dict[str, int]]:
+def _plan(
+    entries: list[Entry],
+    out: Path,
+    options: Options,
+    assignment: manifest.Assignment,
+    backend: BackendName,
+) -> tuple[dict[str, Result], list[Entry], dict[str, int]]:
     """The unchanged submissions' results (read back), the entries to grade (clashes are in neither), and how
     many earlier scorecards are graded again, by their reasons (``+``-joined keys of
     :data:`grader.batch.cards.REASONS`)."""
     ids = options.exercises or assignment.ids()
     modules = {e.module for e in assignment.exercises}
-    grading = fingerprint.record(assignment, backend=backend, require_cuda=options.require_cuda,
-                                 per_test_time_limit=options.per_test_time_limit)
+    grading = fingerprint.record(
+        assignment,
+        backend=backend,
+        require_cuda=options.require_cuda,
+        per_test_time_limit=options.per_test_time_limit,
+    )
     kept: dict[str, Result] = {}
     todo: list[Entry] = []
     stale: dict[str, int] = {}
     for entry in (e for e in entries if not e.clash):
         old = cards.load(card_path(out, entry.key))
-        why = ["force"] if options.force and old is not None else cards.stale(
-            old, sha256=_fingerprint(entry.path, modules), assignment=assignment.id, exercise_ids=list(ids),
-            grading=grading)
+        why = (
+            ["force"]
+            if options.force and old is not None
+            else cards.stale(
+                old,
+                sha256=_fingerprint(entry.path, modules),
+                assignment=assignment.id,
+                exercise_ids=list(ids),
+                grading=grading,
+            )
+        )
         if not why and old is not None:
             kept[entry.key] = Result(entry, old, skipped=True)
             continue
@@ -204,29 +291,50 @@ def _fingerprint(path: Path, modules: set[str]) -> str:
     return sub.sha256
 
 
-def _canary(assignment: manifest.Assignment, backend: BackendName, options: Options,
-            zygote: SharedZygote | None = None) -> dict[str, Any] | None:
+def _canary(
+    assignment: manifest.Assignment,
+    backend: BackendName,
+    options: Options,
+    zygote: SharedZygote | None = None,
+) -> dict[str, Any] | None:
     """The proof that this machine grades correctly (:mod:`grader.canary`), its workers forked from ``zygote``
     when there is one; raises ``CanaryFailed``."""
     from grader.sandbox.starters import ZygoteStarter
 
     if not options.canary:
         return None
-    return canary.prove(assignment, backend=backend, exercises=options.exercises,
-                        per_test_time_limit=options.per_test_time_limit,
-                        starter=ZygoteStarter(zygote) if zygote else None).record()
+    return canary.prove(
+        assignment,
+        backend=backend,
+        exercises=options.exercises,
+        per_test_time_limit=options.per_test_time_limit,
+        starter=ZygoteStarter(zygote) if zygote else None,
+    ).record()
 
 
-def _write(out: Path, result: Result, assignment: manifest.Assignment, backend: BackendName,
-           exercises: list[str] | None, proof: dict[str, Any] | None = None) -> Result:
+def _write(
+    out: Path,
+    result: Result,
+    assignment: manifest.Assignment,
+    backend: BackendName,
+    exercises: list[str] | None,
+    proof: dict[str, Any] | None = None,
+) -> Result:
     if proof is not None:
-        result.card.setdefault("canary", proof)  # a cluster's result already names the canary of the host that graded it
+        result.card.setdefault(
+            "canary", proof
+        )  # a cluster's result already names the canary of the host that graded it
     try:
         scorecard.write(result.card, card_path(out, result.entry.key))
     except schema.SchemaError as exc:
-        result.card = cards.error_card(assignment=assignment, launch=launch_spec(assignment, backend),
-                                       path=result.entry.path, student=result.entry.student, kind="grader",
-                                       message=f"internal error: the scorecard failed its schema ({exc})",
-                                       exercises=exercises)
+        result.card = cards.error_card(
+            assignment=assignment,
+            launch=launch_spec(assignment, backend),
+            path=result.entry.path,
+            student=result.entry.student,
+            kind="grader",
+            message=f"internal error: the scorecard failed its schema ({exc})",
+            exercises=exercises,
+        )
         scorecard.write(result.card, card_path(out, result.entry.key))
     return result

@@ -49,7 +49,9 @@ def reach(targets):
 CONNECT_TIMEOUT_S = 60.0
 
 
-def reach(targets: list[tuple[str, int]], *, launch: iso.LaunchSpec, starter: WorkerStarter | None = None) -> dict[str, str]:
+def reach(
+    targets: list[tuple[str, int]], *, launch: iso.LaunchSpec, starter: WorkerStarter | None = None
+) -> dict[str, str]:
     """From inside a sandbox launched as ``spec``, try to connect to each target; ``"host:port" -> outcome``."""
     from grader.sandbox import sweep
     from grader.sandbox.remote import SandboxBackend
@@ -60,8 +62,14 @@ def reach(targets: list[tuple[str, int]], *, launch: iso.LaunchSpec, starter: Wo
     box.mkdir(mode=0o755)
     (box / "netprobe.py").write_text(PROBE_MODULE)
     (box / "netprobe.py").chmod(0o644)
-    sandbox = SandboxBackend(box, launch, bans={}, time_limits={"": CONNECT_TIMEOUT_S}, budget_s=2 * CONNECT_TIMEOUT_S,
-                             starter=starter)
+    sandbox = SandboxBackend(
+        box,
+        launch,
+        bans={},
+        time_limits={"": CONNECT_TIMEOUT_S},
+        budget_s=2 * CONNECT_TIMEOUT_S,
+        starter=starter,
+    )
     try:
         sandbox.begin_test("dask-network-probe", "")
         outcomes = sandbox.call("netprobe", "reach", ([[h, p] for h, p in targets],), {})
@@ -74,21 +82,32 @@ def reach(targets: list[tuple[str, int]], *, launch: iso.LaunchSpec, starter: Wo
 def level() -> dict[str, Any]:
     """This host's sandbox level, and what identifies the host (cheap: no sandbox is started)."""
     available = list(iso.available())
-    return {"hostname": socket.gethostname(), "available": available, "level": available[0],
-            "gpus": len(iso.gpu_devices())}
+    return {
+        "hostname": socket.gethostname(),
+        "available": available,
+        "level": available[0],
+        "gpus": len(iso.gpu_devices()),
+    }
 
 
 def check(config: dict[str, Any], *, starter: WorkerStarter | None = None) -> dict[str, Any]:
     """The self-check of this host for ``config`` (targets, assignment, manifest, exercises, time limit, canary)."""
-    record: dict[str, Any] = {**level(), "pid": os.getppid()}  # run in a slot: its parent is the Dask worker
+    record: dict[str, Any] = {
+        **level(),
+        "pid": os.getppid(),
+    }  # run in a slot: its parent is the Dask worker
     if record["level"] != "namespace":
         return record  # refused whatever else is true: nothing else is worth a sandbox start
     assignment = _assignment(config)
     from grader import fingerprint
 
     record["fingerprint"] = fingerprint.inputs_digest(assignment)
-    launch = launch_spec(assignment, "namespace", slot=starter.slot if starter else 0)  # as a submission's sandbox
-    record["network"] = reach([(h, int(p)) for h, p in config["targets"]], launch=launch, starter=starter)
+    launch = launch_spec(
+        assignment, "namespace", slot=starter.slot if starter else 0
+    )  # as a submission's sandbox
+    record["network"] = reach(
+        [(h, int(p)) for h, p in config["targets"]], launch=launch, starter=starter
+    )
     record.update(_canary(assignment, config))
     return record
 
@@ -106,8 +125,12 @@ def _canary(assignment: manifest.Assignment, config: dict[str, Any]) -> dict[str
     if not config.get("canary", True):
         return {"canary": None, "canary_error": "the canary was switched off"}
     try:
-        proof = canary.prove(assignment, backend="namespace", exercises=config.get("exercises"),
-                             per_test_time_limit=config.get("per_test_time_limit"))
+        proof = canary.prove(
+            assignment,
+            backend="namespace",
+            exercises=config.get("exercises"),
+            per_test_time_limit=config.get("per_test_time_limit"),
+        )
     except canary.CanaryFailed as exc:
         return {"canary": None, "canary_error": str(exc)[:1000]}
     return {"canary": proof.record(), "canary_error": None}

@@ -30,14 +30,24 @@ WATCHDOG_SLACK_S = 120.0
 MAX_STARTUP_FAILURES = 3
 
 
-def slot_config(n: int, *, options: Options, assignment: manifest.Assignment, backend: BackendName) -> dict[str, Any]:
+def slot_config(
+    n: int, *, options: Options, assignment: manifest.Assignment, backend: BackendName
+) -> dict[str, Any]:
     """The JSON configuration of slot ``n`` (``python -m grader.batch.slot CONFIG``): plain data."""
     o = options
     # the manifest this command loaded, absolute: the slot runs in /, and must grade what the canary proved
-    return {"slot": n, "threads": o.threads, "assignment": assignment.id,
-            "manifest": os.path.abspath(assignment.manifest), "isolation": backend,
-            "require_isolation": o.require_isolation, "exercises": o.exercises,
-            "per_test_time_limit": o.per_test_time_limit, "warm": o.warm, "seed": o.seed}
+    return {
+        "slot": n,
+        "threads": o.threads,
+        "assignment": assignment.id,
+        "manifest": os.path.abspath(assignment.manifest),
+        "isolation": backend,
+        "require_isolation": o.require_isolation,
+        "exercises": o.exercises,
+        "per_test_time_limit": o.per_test_time_limit,
+        "warm": o.warm,
+        "seed": o.seed,
+    }
 
 
 class SlotProcess:
@@ -48,17 +58,32 @@ class SlotProcess:
         self.started = time.monotonic()
         with open(log, "ab") as err:
             # isolated from the folder the batch was started in (it may be the class folder itself)
-            self.proc = subprocess.Popen(procs.module_argv("grader.batch.slot", json.dumps(config)),
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                         start_new_session=True, **procs.popen_kwargs())
+            self.proc = subprocess.Popen(
+                procs.module_argv("grader.batch.slot", json.dumps(config)),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+                **procs.popen_kwargs(),
+            )
         self.job: Entry | None = None
 
     def send(self, entry: Entry) -> bool:
         try:
             assert self.proc.stdin is not None
             # absolute: the slot runs in the root directory, not where the batch was started
-            self.proc.stdin.write((json.dumps({"key": entry.key, "path": os.path.abspath(entry.path),
-                                               "student": entry.student}) + "\n").encode())
+            self.proc.stdin.write(
+                (
+                    json.dumps(
+                        {
+                            "key": entry.key,
+                            "path": os.path.abspath(entry.path),
+                            "student": entry.student,
+                        }
+                    )
+                    + "\n"
+                ).encode()
+            )
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return False
@@ -99,7 +124,9 @@ class SlotProcess:
 class Pool:
     """The slots of one run: start them, feed them one submission each, replace a dead or hung one."""
 
-    def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment, backend: BackendName) -> None:
+    def __init__(
+        self, *, out: Path, options: Options, assignment: manifest.Assignment, backend: BackendName
+    ) -> None:
         self.out, self.options, self.assignment, self.backend = out, options, assignment, backend
         self.slots: list[SlotProcess] = []
         self.selector = selectors.DefaultSelector()
@@ -108,8 +135,12 @@ class Pool:
         self.shared_wait_s = 0.0
 
     def _config(self, n: int) -> dict[str, Any]:
-        return {**slot_config(n, options=self.options, assignment=self.assignment, backend=self.backend),
-                "shared_zygote_wait_s": self.shared_wait_s}
+        return {
+            **slot_config(
+                n, options=self.options, assignment=self.assignment, backend=self.backend
+            ),
+            "shared_zygote_wait_s": self.shared_wait_s,
+        }
 
     def _share_zygote(self) -> None:
         """Every slot forks its workers from this user's zygote (:mod:`grader.sandbox.shared_zygote`), started
@@ -138,10 +169,22 @@ class Pool:
         slot.stop()
         self.slots.remove(slot)
 
-    def _error(self, entry: Entry, kind: str, message: str, slot: int, seconds: float = 0.0) -> Result:
-        launch = launch_spec(self.assignment, self.backend, slot=lane_slot(slot, 0), threads=self.options.threads)
-        card = cards.error_card(assignment=self.assignment, launch=launch, path=entry.path, student=entry.student,
-                                kind=kind, message=message, seconds=seconds, exercises=self.options.exercises)
+    def _error(
+        self, entry: Entry, kind: str, message: str, slot: int, seconds: float = 0.0
+    ) -> Result:
+        launch = launch_spec(
+            self.assignment, self.backend, slot=lane_slot(slot, 0), threads=self.options.threads
+        )
+        card = cards.error_card(
+            assignment=self.assignment,
+            launch=launch,
+            path=entry.path,
+            student=entry.student,
+            kind=kind,
+            message=message,
+            seconds=seconds,
+            exercises=self.options.exercises,
+        )
         return Result(entry, card, wall_s=seconds)
 
     def grade(self, todo: list[Entry], jobs: int) -> Iterator[Result]:
@@ -165,7 +208,9 @@ class Pool:
                     slot.ready = slot.ready or bool(message.get("ready"))
                 self._feed(slot, pending)
             for slot in [s for s in self.slots if s.job is not None and now > s.deadline]:
-                yield from self._died(slot, pending, f"ran past the {self.watchdog:.0f} s watchdog and was stopped")
+                yield from self._died(
+                    slot, pending, f"ran past the {self.watchdog:.0f} s watchdog and was stopped"
+                )
             for slot in [s for s in self.slots if not s.ready and now - s.started > 300]:
                 yield from self._died(slot, pending, "did not start within 300 s")
 
@@ -189,8 +234,14 @@ class Pool:
         log = self.out / "logs" / f"slot-{n}.log"
         if entry is not None:
             seconds = time.monotonic() - (slot.deadline - self.watchdog)
-            yield self._error(entry, "grader", f"the grading slot process {how} (exit status {code}) while grading "
-                              f"this submission; see {log}; rerun the batch to retry it", n, seconds)
+            yield self._error(
+                entry,
+                "grader",
+                f"the grading slot process {how} (exit status {code}) while grading "
+                f"this submission; see {log}; rerun the batch to retry it",
+                n,
+                seconds,
+            )
         elif not ready:
             self.startup_failures += 1
             if self.startup_failures >= MAX_STARTUP_FAILURES:
@@ -207,7 +258,9 @@ class Pool:
             return Result(entry, message["card"], wall_s=wall, warm=bool(message.get("warm")))
         if "refused" in message:
             return self._error(entry, "isolation", message["refused"], slot.n, wall)
-        return self._error(entry, "grader", f"grader fault: {message.get('fault', 'unknown')}", slot.n, wall)
+        return self._error(
+            entry, "grader", f"grader fault: {message.get('fault', 'unknown')}", slot.n, wall
+        )
 
     def stop(self) -> None:
         for slot in list(self.slots):

@@ -35,13 +35,27 @@ class Progress:
     def __enter__(self) -> Progress:
         if self.rich:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
             from rich.progress import Progress as Bar
 
             console = Console(file=self.stream)
-            self._bar = Bar(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("[red]{task.fields[failures]} failed"), TimeElapsedColumn(),
-                            TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False)
+            self._bar = Bar(
+                TextColumn("[bold]grading"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("[red]{task.fields[failures]} failed"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=console,
+                transient=False,
+            )
             self._bar.__enter__()
             self._task = self._bar.add_task("grading", total=None, failures=0)
         return self
@@ -88,8 +102,10 @@ def plan_line(total: int, skipped: int, stale: dict[str, int]) -> str:
 
     parts = [f"{skipped} unchanged since the last run"] if skipped else []
     if stale:
-        why = "; ".join(f"{' and '.join(REASONS.get(k, k) for k in key.split('+'))} ({n})"
-                        for key, n in sorted(stale.items(), key=lambda kv: (-kv[1], kv[0])))
+        why = "; ".join(
+            f"{' and '.join(REASONS.get(k, k) for k in key.split('+'))} ({n})"
+            for key, n in sorted(stale.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
         parts.append(f"{sum(stale.values())} earlier scorecard(s) graded again: {why}")
     return f"{total} submissions: {'; '.join(parts)}" if parts else ""
 

@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 def _watch_parent(parent: int) -> None:
     """Stop (as on SIGTERM) as soon as the process that started us is gone: a Dask worker killed mid-grade
     must not leave its slot grading for nobody (the engine's slots learn it from stdin between jobs)."""
+
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(0.5)
@@ -77,22 +78,42 @@ def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
     from grader.sandbox import isolation as iso
     from grader.sandbox.starters import SlotStarters
 
-    torch.set_num_threads(config["threads"])  # the slots already use every core: no oversubscribed OpenMP spinning
+    torch.set_num_threads(
+        config["threads"]
+    )  # the slots already use every core: no oversubscribed OpenMP spinning
     options = _options(config)
     assignment = options.load()  # once per slot, from the manifest the batch loaded
     backend = iso.choose(options.isolation, options.require_isolation)
-    starts = SlotStarters(lambda slot: launch_spec(assignment, backend, slot=slot, threads=options.threads),
-                          config["slot"], "off" if backend == "inprocess" else config.get("warm") or "off",
-                          shared_wait_s=float(config.get("shared_zygote_wait_s", 0.0)))
-    print(f"slot {config['slot']}: workers {_how(starts)}", file=sys.stderr, flush=True)  # its log, for whoever asks why
-    _send(protocol, {"ready": True, "slot": config["slot"], "pid": os.getpid(), "warm": starts.mode,
-                     "shared_zygote": starts.shared})
+    starts = SlotStarters(
+        lambda slot: launch_spec(assignment, backend, slot=slot, threads=options.threads),
+        config["slot"],
+        "off" if backend == "inprocess" else config.get("warm") or "off",
+        shared_wait_s=float(config.get("shared_zygote_wait_s", 0.0)),
+    )
+    print(
+        f"slot {config['slot']}: workers {_how(starts)}", file=sys.stderr, flush=True
+    )  # its log, for whoever asks why
+    _send(
+        protocol,
+        {
+            "ready": True,
+            "slot": config["slot"],
+            "pid": os.getpid(),
+            "warm": starts.mode,
+            "shared_zygote": starts.shared,
+        },
+    )
     try:
         for line in sys.stdin:
             job = json.loads(line)
             if os.environ.get(FAULT_ENV) and os.environ[FAULT_ENV] == job["key"]:
                 os._exit(70)
-            _send(protocol, _check(job, starts) if "check" in job else _grade_one(options, assignment, job, starts))
+            _send(
+                protocol,
+                _check(job, starts)
+                if "check" in job
+                else _grade_one(options, assignment, job, starts),
+            )
     finally:
         starts.close()
     return 0
@@ -100,17 +121,27 @@ def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
 
 def _how(starts: SlotStarters) -> str:
     if starts.mode == "fork":
-        return "forked from this user's zygote" if starts.shared else "forked from this slot's own zygote"
+        return (
+            "forked from this user's zygote"
+            if starts.shared
+            else "forked from this slot's own zygote"
+        )
     return "pre-started (no zygote here)" if starts.mode == "start" else "started cold"
 
 
 def _options(config: dict[str, Any]) -> GradeOptions:
     from grader.options import GradeOptions
 
-    return GradeOptions(assignment=config["assignment"], manifest_path=Path(config["manifest"]),
-                        isolation=config["isolation"], require_isolation=config.get("require_isolation"),
-                        seed=config.get("seed"), threads=config["threads"], exercises=config.get("exercises"),
-                        per_test_time_limit=config.get("per_test_time_limit"))
+    return GradeOptions(
+        assignment=config["assignment"],
+        manifest_path=Path(config["manifest"]),
+        isolation=config["isolation"],
+        require_isolation=config.get("require_isolation"),
+        seed=config.get("seed"),
+        threads=config["threads"],
+        exercises=config.get("exercises"),
+        per_test_time_limit=config.get("per_test_time_limit"),
+    )
 
 
 def _check(job: dict[str, Any], starts: SlotStarters) -> dict[str, Any]:
@@ -123,21 +154,33 @@ def _check(job: dict[str, Any], starts: SlotStarters) -> dict[str, Any]:
     except KeyboardInterrupt:
         raise
     except Exception:  # noqa: BLE001 - a check that cannot run refuses the worker, never passes it
-        return {"key": job["key"], "check": {"level": "unknown", "error": traceback.format_exc(limit=6)[-1500:]}}
+        return {
+            "key": job["key"],
+            "check": {"level": "unknown", "error": traceback.format_exc(limit=6)[-1500:]},
+        }
     finally:
         starts.done()
 
 
-def _grade_one(options: GradeOptions, assignment: manifest.Assignment, job: dict[str, Any],
-               starts: SlotStarters) -> dict[str, Any]:
+def _grade_one(
+    options: GradeOptions,
+    assignment: manifest.Assignment,
+    job: dict[str, Any],
+    starts: SlotStarters,
+) -> dict[str, Any]:
     from grader.grade import GradeRefused, grade
 
     starter = starts.next()
     t0 = time.monotonic()
     reply: dict[str, Any] = {"key": job["key"]}
     try:
-        reply["card"] = grade(job["path"], options=options, assignment=assignment, starter=starter,
-                              student_id=job["student"])
+        reply["card"] = grade(
+            job["path"],
+            options=options,
+            assignment=assignment,
+            starter=starter,
+            student_id=job["student"],
+        )
     except GradeRefused as exc:
         reply["refused"] = str(exc)
     except KeyboardInterrupt:

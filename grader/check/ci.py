@@ -30,32 +30,61 @@ from grader.scoring import scorecard
 
 FORMATS = ("github-classroom",)
 DEFAULT_TIMEOUT_S = 600.0
-CI_MESSAGE = ("CI points come from the public tests only ({score:g}/{max:g}). Your grade is decided by the "
-              "hidden tests your instructor runs later; run `grader check` locally to see what to fix.")
+CI_MESSAGE = (
+    "CI points come from the public tests only ({score:g}/{max:g}). Your grade is decided by the "
+    "hidden tests your instructor runs later; run `grader check` locally to see what to fix."
+)
 
 
-def run_card(assignment: manifest.Assignment, *, exercises: Sequence[str] = (),
-             timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+def run_card(
+    assignment: manifest.Assignment,
+    *,
+    exercises: Sequence[str] = (),
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> dict[str, Any]:
     """The public-test scorecard of ``spec``, computed in a child process; an error scorecard on timeout or crash."""
     root = assignment.root
     started, t0 = scorecard.now(), time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grader-ci-") as tmp:
         out = Path(tmp) / "card.json"
-        cmd = [sys.executable, "-m", "grader.check.local", str(out), str(assignment.manifest), assignment.id, *exercises]
-        proc = subprocess.Popen(cmd, cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "grader.check.local",
+            str(out),
+            str(assignment.manifest),
+            assignment.id,
+            *exercises,
+        ]
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill(proc)
-            return _error_card(assignment, started, t0, f"the public tests did not finish within {timeout_s:g} s "
-                               "(an endless loop?); run `grader check` locally to find the slow test")
+            return _error_card(
+                assignment,
+                started,
+                t0,
+                f"the public tests did not finish within {timeout_s:g} s "
+                "(an endless loop?); run `grader check` locally to find the slow test",
+            )
         if proc.returncode == 0 and out.is_file():
             card: dict[str, Any] = json.loads(out.read_text("utf-8"))  # the plugin's own scorecard
             return card
         tail = output.decode("utf-8", "replace").strip().splitlines()[-5:]
-        return _error_card(assignment, started, t0, f"the public tests crashed (exit {proc.returncode}): "
-                           + " | ".join(tail))
+        return _error_card(
+            assignment,
+            started,
+            t0,
+            f"the public tests crashed (exit {proc.returncode}): " + " | ".join(tail),
+        )
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -66,8 +95,12 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.communicate()
 
 
-def _error_card(assignment: manifest.Assignment, started: str, t0: float, message: str) -> dict[str, Any]:
-    card = scorecard.with_error(check_mod.skeleton(assignment, assignment.root / "exercises", 0, started), "grader", message)
+def _error_card(
+    assignment: manifest.Assignment, started: str, t0: float, message: str
+) -> dict[str, Any]:
+    card = scorecard.with_error(
+        check_mod.skeleton(assignment, assignment.root / "exercises", 0, started), "grader", message
+    )
     return scorecard.finished(card, seconds=time.monotonic() - t0)
 
 
@@ -85,10 +118,14 @@ def github_classroom(card: dict[str, Any]) -> dict[str, Any]:
 
 def encode(result: dict[str, Any]) -> str:
     """base64 of the compact JSON, as the reporter decodes it (``Buffer.from(x, "base64")``)."""
-    return base64.b64encode(json.dumps(result, separators=(",", ":")).encode("utf-8")).decode("ascii")
+    return base64.b64encode(json.dumps(result, separators=(",", ":")).encode("utf-8")).decode(
+        "ascii"
+    )
 
 
-def emit(result: dict[str, Any], *, github_output: str | None = None, stream: TextIO | None = None) -> str:
+def emit(
+    result: dict[str, Any], *, github_output: str | None = None, stream: TextIO | None = None
+) -> str:
     """Append ``result=<base64>`` to ``$GITHUB_OUTPUT`` when set, else print the JSON; say where it went."""
     github_output = github_output if github_output is not None else os.environ.get("GITHUB_OUTPUT")
     if github_output:
@@ -99,8 +136,13 @@ def emit(result: dict[str, Any], *, github_output: str | None = None, stream: Te
     return "result printed"
 
 
-def ci(assignment: manifest.Assignment, *, fmt: str = "github-classroom", exercises: Sequence[str] = (),
-       timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+def ci(
+    assignment: manifest.Assignment,
+    *,
+    fmt: str = "github-classroom",
+    exercises: Sequence[str] = (),
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> dict[str, Any]:
     """Run ``spec``'s public tests (its ``exercises/`` beside its manifest) and return the result in ``fmt``."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")

@@ -30,7 +30,11 @@ from grader.protocol.errors import StudentError, StudentNotFound, StudentNotImpl
 from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
 
-_LIBRARY = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parents[1]), "<frozen")
+_LIBRARY = (
+    str(Path(__file__).resolve().parents[1]),
+    str(Path(torch.__file__).resolve().parents[1]),
+    "<frozen",
+)
 
 
 class _Namespace:
@@ -58,16 +62,22 @@ class NotebookExecutor(Executor):
 
     def _lookup(self, module: str, name: str) -> Any:
         if name not in self.names:
-            raise StudentNotFound(f"`{name}` is not defined in this notebook: run the cell that defines it "
-                                  "(check the spelling)")
+            raise StudentNotFound(
+                f"`{name}` is not defined in this notebook: run the cell that defines it "
+                "(check the spelling)"
+            )
         return super()._lookup(module, name)
 
     def _translate(self, exc: BaseException, where: str) -> StudentError:
-        frames = tuple(f"line {fs.lineno}, in {fs.name}: {(fs.line or '').strip()}"
-                       for fs in traceback.extract_tb(exc.__traceback__) if _is_notebook(fs.filename))[-8:]
+        frames = tuple(
+            f"line {fs.lineno}, in {fs.name}: {(fs.line or '').strip()}"
+            for fs in traceback.extract_tb(exc.__traceback__)
+            if _is_notebook(fs.filename)
+        )[-8:]
         if isinstance(exc, NotImplementedError) and frames:
-            return StudentNotImplemented(f"{where} is not implemented yet", exc_type="NotImplementedError",
-                                         frames=frames)
+            return StudentNotImplemented(
+                f"{where} is not implemented yet", exc_type="NotImplementedError", frames=frames
+            )
         return StudentError(f"{where}: {safe_str(exc)}", exc_type=type(exc).__name__, frames=frames)
 
 
@@ -86,7 +96,9 @@ def seed_for(test_file: str, test_name: str, grading_seed: int = 0) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
 
 
-def run(test: Callable[..., Any], names: dict[str, Any], *, test_file: str, grading_seed: int = 0) -> None:
+def run(
+    test: Callable[..., Any], names: dict[str, Any], *, test_file: str, grading_seed: int = 0
+) -> None:
     """Run one public test against the notebook's ``names``; raise ``AssertionError`` when it fails."""
     __tracebackhide__ = True
     proxy = StudentProxy(NotebookBackend(names))
@@ -109,7 +121,9 @@ def load_tests(path: Path | str) -> types.ModuleType:
     path = Path(path)
     spec = importlib.util.spec_from_file_location(f"_public_{path.stem}", path)
     if spec is None or spec.loader is None:
-        raise FileNotFoundError(f"public tests not found: {path} (open the notebook from its assignment folder)")
+        raise FileNotFoundError(
+            f"public tests not found: {path} (open the notebook from its assignment folder)"
+        )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -121,7 +135,9 @@ def public_tests(names: dict[str, Any], path: Path | str) -> Callable[[Callable[
 
     def public_test(test: Callable[..., Any]) -> None:
         __tracebackhide__ = True
-        bound = types.FunctionType(test.__code__, vars(module), test.__name__, test.__defaults__, test.__closure__)
+        bound = types.FunctionType(
+            test.__code__, vars(module), test.__name__, test.__defaults__, test.__closure__
+        )
         run(bound, names, test_file=Path(path).name)
 
     return public_test

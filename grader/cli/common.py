@@ -19,17 +19,23 @@ FORMATS = ("gradescope", "github-classroom", "csv", "canvas", "moodle")
 
 
 def interrupted(exc: BaseException, out: str) -> int:
-    print(f"grader: interrupted ({exc}); finished scorecards are kept in {Path(out) / 'scorecards'}; "
-          "rerun the same command to resume", file=sys.stderr)
+    print(
+        f"grader: interrupted ({exc}); finished scorecards are kept in {Path(out) / 'scorecards'}; "
+        "rerun the same command to resume",
+        file=sys.stderr,
+    )
     return ExitCode.INTERRUPTED
 
 
 def finished(outcome: Outcome) -> int:
     """The closing line of ``grader batch`` (also ``--dask``); the exit code."""
     s = outcome.summary
-    print(f"{s['counts']['submissions']} submissions: {s['counts']['graded']} graded, {s['counts']['errors']} errors, "
-          f"{s['counts']['skipped']} unchanged; mean {s['score']['mean']:g}/{s['score']['max_score']:g}; "
-          f"report: {outcome.out / 'report.html'}", file=sys.stderr)
+    print(
+        f"{s['counts']['submissions']} submissions: {s['counts']['graded']} graded, {s['counts']['errors']} errors, "
+        f"{s['counts']['skipped']} unchanged; mean {s['score']['mean']:g}/{s['score']['max_score']:g}; "
+        f"report: {outcome.out / 'report.html'}",
+        file=sys.stderr,
+    )
     return report_errors(outcome.error_kinds())
 
 
@@ -45,8 +51,11 @@ def warn_exports(formats: tuple[str, ...] | list[str], roster: list[Any] | None)
 def report_errors(errors: dict[str, int]) -> int:
     """One line per error kind saying what to do next; the exit code (also for shards and merge)."""
     for kind, count in sorted(errors.items()):
-        print(f"grader: {count} submission(s) ended in a{'n' if kind[0] in 'aeiou' else ''} {kind} error; "
-              f"{_NEXT_STEP.get(kind, 'see summary.json')}", file=sys.stderr)
+        print(
+            f"grader: {count} submission(s) ended in a{'n' if kind[0] in 'aeiou' else ''} {kind} error; "
+            f"{_NEXT_STEP.get(kind, 'see summary.json')}",
+            file=sys.stderr,
+        )
     return ExitCode.FAILED if errors else ExitCode.OK
 
 
@@ -62,6 +71,8 @@ def roster_of(path: str | None) -> list[Any] | None:
         raise UsageError(str(exc)) from None
 
 
-_NEXT_STEP = {"grader": "see summary.json; rerun the same command to retry them (no --force needed)",
-              "intake": "the submissions could not be read as given: see each scorecard's error message",
-              "isolation": "the sandbox level was refused: see --require-isolation"}
+_NEXT_STEP = {
+    "grader": "see summary.json; rerun the same command to retry them (no --force needed)",
+    "intake": "the submissions could not be read as given: see each scorecard's error message",
+    "isolation": "the sandbox level was refused: see --require-isolation",
+}

@@ -22,16 +22,34 @@ TLS_FLAGS = ("dask_tls_ca", "dask_tls_cert", "dask_tls_key")
 
 def add_options(p: argparse.ArgumentParser) -> None:
     """``--dask``, ``--dask-tls-*`` and ``--dask-gpu`` on ``grader batch``."""
-    p.add_argument("--dask", metavar="ADDRESS|local:N",
-                   help="grade on a Dask cluster, one task per submission: the scheduler's tls://HOST:PORT (tcp:// only "
-                        "on this host), or local:N for N worker processes here; needs the [distributed] extra")
-    p.add_argument("--dask-tls-ca", metavar="PEM", help="CA certificate the scheduler's and workers' certificates "
-                   "are signed by (default: Dask's distributed.comm.tls.ca-file)")
-    p.add_argument("--dask-tls-cert", metavar="PEM", help="this client's certificate (default: Dask's "
-                   "distributed.comm.tls.client.cert)")
-    p.add_argument("--dask-tls-key", metavar="PEM", help="this client's private key, unless it is in --dask-tls-cert")
-    p.add_argument("--dask-gpu", action="store_true", help="send every submission to a worker started with "
-                   "--resources GPU=1 (the CUDA tests run there; summary.json lists who was graded with CUDA)")
+    p.add_argument(
+        "--dask",
+        metavar="ADDRESS|local:N",
+        help="grade on a Dask cluster, one task per submission: the scheduler's tls://HOST:PORT (tcp:// only "
+        "on this host), or local:N for N worker processes here; needs the [distributed] extra",
+    )
+    p.add_argument(
+        "--dask-tls-ca",
+        metavar="PEM",
+        help="CA certificate the scheduler's and workers' certificates "
+        "are signed by (default: Dask's distributed.comm.tls.ca-file)",
+    )
+    p.add_argument(
+        "--dask-tls-cert",
+        metavar="PEM",
+        help="this client's certificate (default: Dask's distributed.comm.tls.client.cert)",
+    )
+    p.add_argument(
+        "--dask-tls-key",
+        metavar="PEM",
+        help="this client's private key, unless it is in --dask-tls-cert",
+    )
+    p.add_argument(
+        "--dask-gpu",
+        action="store_true",
+        help="send every submission to a worker started with "
+        "--resources GPU=1 (the CUDA tests run there; summary.json lists who was graded with CUDA)",
+    )
 
 
 def dask_only(args: argparse.Namespace) -> bool:
@@ -47,7 +65,9 @@ def batch_dask(args: argparse.Namespace, options: Options) -> int:
     from grader.cluster import connect as dask_connect
 
     _refuse_conflicts(args, options)
-    target = dask_connect.parse(args.dask, tls_ca=args.dask_tls_ca, tls_cert=args.dask_tls_cert, tls_key=args.dask_tls_key)
+    target = dask_connect.parse(
+        args.dask, tls_ca=args.dask_tls_ca, tls_cert=args.dask_tls_cert, tls_key=args.dask_tls_key
+    )
     if importlib.util.find_spec("distributed") is None:
         raise UsageError(f"--dask needs Dask's distributed package: {dask_connect.INSTALL}")
     if target.address is not None and target.address.startswith("tls://"):
@@ -63,9 +83,16 @@ def batch_dask(args: argparse.Namespace, options: Options) -> int:
 
     grading = functools.partial(DaskGrading, target=target, gpu=args.dask_gpu)
     try:
-        outcome = job.batch(submissions, out=out, options=options, export=tuple(args.export or ()),
-                            progress=Progress(rich=False if args.quiet else None), roster=roster, grading=grading,
-                            similarity=args.similarity)
+        outcome = job.batch(
+            submissions,
+            out=out,
+            options=options,
+            export=tuple(args.export or ()),
+            progress=Progress(rich=False if args.quiet else None),
+            roster=roster,
+            grading=grading,
+            similarity=args.similarity,
+        )
     except engine.BatchInterrupted as exc:
         return cli.interrupted(exc, out)
     return cli.finished(outcome)
@@ -77,9 +104,13 @@ def _refuse_conflicts(args: argparse.Namespace, options: Options) -> None:
     if args.shard is not None or args.shards is not None:
         raise UsageError("--dask and --shard are two ways to use many machines: give one of them")
     if args.jobs is not None:
-        raise UsageError("-j sets this machine's slots; with --dask every Dask worker thread grades (local:N: N workers)")
+        raise UsageError(
+            "-j sets this machine's slots; with --dask every Dask worker thread grades (local:N: N workers)"
+        )
     if options.isolation not in ("auto", "namespace"):
-        raise UsageError(f"--isolation {options.isolation}: a Dask cluster grades only under the namespace sandbox")
+        raise UsageError(
+            f"--isolation {options.isolation}: a Dask cluster grades only under the namespace sandbox"
+        )
 
 
 def _absolute(options: Options) -> Options:

@@ -22,20 +22,34 @@ if TYPE_CHECKING:
 
 def _cmd_grade(args: argparse.Namespace) -> int:
     out = _check_grade_paths(Path(args.submission), Path(args.out) if args.out else None)
-    options = GradeOptions(assignment=args.assignment, manifest_path=Path(args.manifest) if args.manifest else None,
-                           isolation=args.isolation, require_isolation=args.require_isolation, seed=args.seed,
-                           require_cuda=args.require_cuda, canary=not args.no_canary)
+    options = GradeOptions(
+        assignment=args.assignment,
+        manifest_path=Path(args.manifest) if args.manifest else None,
+        isolation=args.isolation,
+        require_isolation=args.require_isolation,
+        seed=args.seed,
+        require_cuda=args.require_cuda,
+        canary=not args.no_canary,
+    )
     assignment = options.load()  # once for the whole command: the canary and the grade share it
     from grader.sandbox import isolation as iso
 
-    backend = iso.choose(options.isolation, options.require_isolation)  # once: the canary's, workers' and zygote's
+    backend = iso.choose(
+        options.isolation, options.require_isolation
+    )  # once: the canary's, workers' and zygote's
     from grader import canary
 
-    if options.canary and canary.cached(assignment, backend=backend) is None:  # tens of seconds: say so, on and off
-        print(f"grader: {canary.PROVING}", file=sys.stderr, flush=True)  # a terminal (a CI log shows it as it runs)
+    if (
+        options.canary and canary.cached(assignment, backend=backend) is None
+    ):  # tens of seconds: say so, on and off
+        print(
+            f"grader: {canary.PROVING}", file=sys.stderr, flush=True
+        )  # a terminal (a CI log shows it as it runs)
     shared = _shared_zygote(backend, options, assignment)
     proof = _canary(options, assignment, backend, shared)
-    warm = _prestart(options, assignment, backend, shared)  # starts while this process imports the grader's side
+    warm = _prestart(
+        options, assignment, backend, shared
+    )  # starts while this process imports the grader's side
     try:
         card = _grade(args.submission, options, assignment, warm, shared)
     finally:
@@ -48,10 +62,14 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     _emit(card, out, as_json=args.json)
     if shared is None and warm is not None:
         _keep_warm(backend)
-    return ExitCode.OK if card["status"] == "graded" else ExitCode.FAILED  # as `grader batch`: an error card is 1
+    return (
+        ExitCode.OK if card["status"] == "graded" else ExitCode.FAILED
+    )  # as `grader batch`: an error card is 1
 
 
-def _shared_zygote(backend: BackendName, options: GradeOptions, assignment: manifest.Assignment) -> SharedZygote | None:
+def _shared_zygote(
+    backend: BackendName, options: GradeOptions, assignment: manifest.Assignment
+) -> SharedZygote | None:
     """This user's long-lived zygote (:mod:`grader.sandbox.shared_zygote`): started now when the canary has to
     grade first (:func:`grader.canary.zygote_for_proof`), else the one already running for this grader, if any."""
     from grader import canary
@@ -73,8 +91,12 @@ def _keep_warm(backend: BackendName) -> None:
         shared_zygote.start()
 
 
-def _prestart(options: GradeOptions, assignment: manifest.Assignment, backend: BackendName,
-              zygote: Zygote | None) -> WarmChannel | None:
+def _prestart(
+    options: GradeOptions,
+    assignment: manifest.Assignment,
+    backend: BackendName,
+    zygote: Zygote | None,
+) -> WarmChannel | None:
     """The submission's first worker, started before ``grader.grade`` (torch, pytest) is imported: forked from
     ``zygote`` in milliseconds, or a cold one whose torch import overlaps ours. It is untrusted from its first
     instruction and holds nothing secret (see :class:`grader.sandbox.warm.WarmChannel`); a worker that fails to
@@ -89,14 +111,25 @@ def _prestart(options: GradeOptions, assignment: manifest.Assignment, backend: B
         return None
 
 
-def _grade(submission: str, options: GradeOptions, assignment: manifest.Assignment,
-           warm: WarmChannel | None, zygote: Zygote | None) -> dict[str, Any]:
+def _grade(
+    submission: str,
+    options: GradeOptions,
+    assignment: manifest.Assignment,
+    warm: WarmChannel | None,
+    zygote: Zygote | None,
+) -> dict[str, Any]:
     from grader.grade import grade
     from grader.sandbox.starters import PrestartedStarter, ZygoteStarter
 
-    then = ZygoteStarter(zygote) if zygote is not None else None  # restarts after a timeout or crash fork too
-    return grade(submission, options=options, assignment=assignment,
-                 starter=PrestartedStarter(warm, then=then) if warm is not None else then)
+    then = (
+        ZygoteStarter(zygote) if zygote is not None else None
+    )  # restarts after a timeout or crash fork too
+    return grade(
+        submission,
+        options=options,
+        assignment=assignment,
+        starter=PrestartedStarter(warm, then=then) if warm is not None else then,
+    )
 
 
 def _emit(card: dict[str, Any], out: Path | None, *, as_json: bool) -> None:
@@ -111,9 +144,17 @@ def _emit(card: dict[str, Any], out: Path | None, *, as_json: bool) -> None:
         if out:
             scorecard.write(card, out)
     except SchemaError as exc:
-        raise GraderFault(f"internal error: the scorecard failed its schema ({exc}); please report this") from None
+        raise GraderFault(
+            f"internal error: the scorecard failed its schema ({exc}); please report this"
+        ) from None
     lines = [line for line in gradetext.summary(card) if line]
-    lines += [f"scorecard: {out}"] if out else [] if as_json else ["(the whole scorecard: --json, or --out FILE)"]
+    lines += (
+        [f"scorecard: {out}"]
+        if out
+        else []
+        if as_json
+        else ["(the whole scorecard: --json, or --out FILE)"]
+    )
     print("\n".join(lines), file=sys.stderr if as_json or out else sys.stdout, flush=True)
     if as_json:
         print(text)
@@ -122,14 +163,22 @@ def _emit(card: dict[str, Any], out: Path | None, *, as_json: bool) -> None:
 def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:
     """Refuse, before any grading, a submission that is not there and an --out that is a folder."""
     if not submission.exists() and not submission.is_symlink():
-        raise UsageError(f"submission not found: {submission} (give a folder, .py, .ipynb, .zip or .tar.gz)")
+        raise UsageError(
+            f"submission not found: {submission} (give a folder, .py, .ipynb, .zip or .tar.gz)"
+        )
     if out is not None and out.is_dir():
-        raise UsageError(f"--out {out} is a folder: give the scorecard's file name, e.g. {out / 'scorecard.json'}")
+        raise UsageError(
+            f"--out {out} is a folder: give the scorecard's file name, e.g. {out / 'scorecard.json'}"
+        )
     return out
 
 
-def _canary(options: GradeOptions, assignment: manifest.Assignment, backend: BackendName,
-            zygote: Zygote | None) -> dict[str, Any] | None:
+def _canary(
+    options: GradeOptions,
+    assignment: manifest.Assignment,
+    backend: BackendName,
+    zygote: Zygote | None,
+) -> dict[str, Any] | None:
     """The proof that this machine grades correctly (see :mod:`grader.canary`), its workers forked from
     ``zygote`` when there is one (as the student's are); None with --no-canary."""
     from grader import canary
@@ -138,27 +187,54 @@ def _canary(options: GradeOptions, assignment: manifest.Assignment, backend: Bac
     if not options.canary:
         return None
     t0 = time.monotonic()
-    record = canary.prove(assignment, backend=backend, starter=ZygoteStarter(zygote) if zygote else None).record()
+    record = canary.prove(
+        assignment, backend=backend, starter=ZygoteStarter(zygote) if zygote else None
+    ).record()
     print(f"grader: {canary.proven(record, time.monotonic() - t0)}", file=sys.stderr, flush=True)
     return record
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("grade", help="grade one submission against the hidden suites, in a sandbox")
-    p.add_argument("submission", help="folder (modules at the top or in exercises/), .py, .zip or .tar.gz")
+    p.add_argument(
+        "submission", help="folder (modules at the top or in exercises/), .py, .zip or .tar.gz"
+    )
     p.add_argument("--assignment", default=DEFAULTS.assignment)
-    p.add_argument("--manifest", metavar="FILE", help="assignments.json (default: this checkout's); the solutions "
-                   "and suites beside it are used")
+    p.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="assignments.json (default: this checkout's); the solutions "
+        "and suites beside it are used",
+    )
     p.add_argument("--out", help="also write the scorecard to this file")
-    p.add_argument("--json", action="store_true", help="print the scorecard as JSON on stdout (the summary then "
-                   "goes to stderr)")
-    p.add_argument("--isolation", choices=ISOLATION_CHOICES, default=DEFAULTS.isolation,
-                   help="sandbox backend (default: the strongest available)")
-    p.add_argument("--require-isolation", choices=LEVELS, metavar="LEVEL",
-                   help="refuse to grade below this level (none < process < bwrap < namespace)")
-    p.add_argument("--seed", type=int, help="reproduce a run's inputs (default: a fresh random seed)")
-    p.add_argument("--require-cuda", action="store_true", help="count CUDA tests in max_score even without a GPU")
-    p.add_argument("--no-canary", action="store_true", help=argparse.SUPPRESS)  # the project's own tests only
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the scorecard as JSON on stdout (the summary then goes to stderr)",
+    )
+    p.add_argument(
+        "--isolation",
+        choices=ISOLATION_CHOICES,
+        default=DEFAULTS.isolation,
+        help="sandbox backend (default: the strongest available)",
+    )
+    p.add_argument(
+        "--require-isolation",
+        choices=LEVELS,
+        metavar="LEVEL",
+        help="refuse to grade below this level (none < process < bwrap < namespace)",
+    )
+    p.add_argument(
+        "--seed", type=int, help="reproduce a run's inputs (default: a fresh random seed)"
+    )
+    p.add_argument(
+        "--require-cuda",
+        action="store_true",
+        help="count CUDA tests in max_score even without a GPU",
+    )
+    p.add_argument(
+        "--no-canary", action="store_true", help=argparse.SUPPRESS
+    )  # the project's own tests only
     p.set_defaults(func=_cmd_grade)
     from grader.cli import batch as batch_cli
     from grader.cli import release as delivery_cli

@@ -15,7 +15,12 @@ from collections.abc import Sequence
 
 from grader.errors import NO_NUMPY, ExitCode, GraderFault, UsageError, exit_now
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAULT = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE, ExitCode.FAULT
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FAULT = (
+    ExitCode.OK,
+    ExitCode.FAILED,
+    ExitCode.USAGE,
+    ExitCode.FAULT,
+)
 QUICK = frozenset({"grade", "check", "ci"})  # commands a person (or a CI step) waits on: see run()
 
 
@@ -53,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print a JSON Schema (scorecard, assignments, ...)")
     p.add_argument("kind", help="scorecard | assignments")
     p.set_defaults(func=_cmd_schema)
-    p = sub.add_parser("selfcheck", help="check the reference solutions (with --cuda: against flash SDPA)")
+    p = sub.add_parser(
+        "selfcheck", help="check the reference solutions (with --cuda: against flash SDPA)"
+    )
     p.add_argument("--cuda", action="store_true", help="run the CUDA flash-attention comparison")
     p.set_defaults(func=_cmd_selfcheck)
     from grader.cli import grading as commands
@@ -69,7 +76,9 @@ def _terminate(signum: int, frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", message=NO_NUMPY, category=UserWarning)  # it reads like an error to a student
+    warnings.filterwarnings(
+        "ignore", message=NO_NUMPY, category=UserWarning
+    )  # it reads like an error to a student
     if args.command in ("grade", "batch"):
         from grader.sandbox import sweep
 

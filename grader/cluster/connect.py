@@ -48,29 +48,45 @@ class Target:
         return self.address or f"a local cluster of {self.workers} worker process(es)"
 
 
-def parse(value: str, *, tls_ca: str | None = None, tls_cert: str | None = None, tls_key: str | None = None) -> Target:
+def parse(
+    value: str,
+    *,
+    tls_ca: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+) -> Target:
     """The cluster ``--dask value`` names; a :class:`UsageError` saying why when it may not be used."""
     text = value.strip()
     match = LOCAL.fullmatch(text)
     files = [os.path.abspath(f) if f else None for f in (tls_ca, tls_cert, tls_key)]
     if match or text.startswith("local"):
         if not match or int(match[1]) < 1:
-            raise UsageError(f"--dask {value!r}: give local:N with N >= 1 worker processes, or a scheduler address")
+            raise UsageError(
+                f"--dask {value!r}: give local:N with N >= 1 worker processes, or a scheduler address"
+            )
         if any(files):
-            raise UsageError("--dask-tls-* are for a scheduler you started: local:N makes its own certificate")
+            raise UsageError(
+                "--dask-tls-* are for a scheduler you started: local:N makes its own certificate"
+            )
         return Target(None, int(match[1]))
     scheme, _, location = text.rpartition("://")
     scheme = scheme or "tcp"
     host = _host(location, value)
     if scheme == "tcp" and not is_loopback(host):
-        raise UsageError(f"--dask {value!r}: refusing an unencrypted, unauthenticated tcp:// connection to {host}, "
-                         "which is not this host (Dask unpickles what it receives: anyone on that network could run "
-                         "code on the workers); start the cluster with TLS and give tls://HOST:PORT with "
-                         "--dask-tls-ca, --dask-tls-cert and --dask-tls-key")
+        raise UsageError(
+            f"--dask {value!r}: refusing an unencrypted, unauthenticated tcp:// connection to {host}, "
+            "which is not this host (Dask unpickles what it receives: anyone on that network could run "
+            "code on the workers); start the cluster with TLS and give tls://HOST:PORT with "
+            "--dask-tls-ca, --dask-tls-cert and --dask-tls-key"
+        )
     if scheme == "tcp" and any(files):
-        raise UsageError(f"--dask {value!r} is a tcp:// address: give tls://{location} to use the TLS files")
+        raise UsageError(
+            f"--dask {value!r} is a tcp:// address: give tls://{location} to use the TLS files"
+        )
     if scheme not in ("tcp", "tls"):
-        raise UsageError(f"--dask {value!r}: the scheduler address must be tls://HOST:PORT (or tcp:// on this host)")
+        raise UsageError(
+            f"--dask {value!r}: the scheduler address must be tls://HOST:PORT (or tcp:// on this host)"
+        )
     for name in filter(None, files):
         if not os.path.isfile(name):
             raise UsageError(f"{name}: no such file (a PEM file for --dask-tls-*)")
@@ -81,7 +97,9 @@ def _host(location: str, value: str) -> str:
     """The host part of ``HOST:PORT`` (``[v6]:PORT`` too)."""
     match = re.fullmatch(r"\[([^\]]+)\]:(\d+)|([^:/\[\]]+):(\d+)", location)
     if not match:
-        raise UsageError(f"--dask {value!r}: give SCHEME://HOST:PORT (e.g. tls://grader-head:8786) or local:N")
+        raise UsageError(
+            f"--dask {value!r}: give SCHEME://HOST:PORT (e.g. tls://grader-head:8786) or local:N"
+        )
     return match[1] or match[3]
 
 
@@ -99,13 +117,24 @@ def security(target: Target) -> Any:
     """The ``distributed.Security`` for a ``tls://`` target: the flags first, then Dask's configuration."""
     from distributed import Security
 
-    given = {k: v for k, v in (("tls_ca_file", target.tls_ca), ("tls_client_cert", target.tls_cert),
-                               ("tls_client_key", target.tls_key)) if v}
+    given = {
+        k: v
+        for k, v in (
+            ("tls_ca_file", target.tls_ca),
+            ("tls_client_cert", target.tls_cert),
+            ("tls_client_key", target.tls_key),
+        )
+        if v
+    }
     sec = Security(require_encryption=True, **given)
-    if not (getattr(sec, "tls_ca_file", None) and getattr(sec, "tls_client_cert", None)):  # __slots__, set from config
-        raise UsageError(f"--dask {target.address}: TLS needs a CA and a client certificate: give --dask-tls-ca and "
-                         "--dask-tls-cert (and --dask-tls-key unless the key is in the certificate file), or set "
-                         "Dask's distributed.comm.tls.ca-file and distributed.comm.tls.client.cert")
+    if not (
+        getattr(sec, "tls_ca_file", None) and getattr(sec, "tls_client_cert", None)
+    ):  # __slots__, set from config
+        raise UsageError(
+            f"--dask {target.address}: TLS needs a CA and a client certificate: give --dask-tls-ca and "
+            "--dask-tls-cert (and --dask-tls-key unless the key is in the certificate file), or set "
+            "Dask's distributed.comm.tls.ca-file and distributed.comm.tls.client.cert"
+        )
     return sec
 
 
@@ -122,16 +151,29 @@ class Session:
         with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
             try:
                 if target.address is None:
-                    self.cluster = LocalCluster(n_workers=target.workers, threads_per_worker=1, processes=True,
-                                                host="127.0.0.1", dashboard_address=None, memory_limit=0,
-                                                security=Security.temporary(), silence_logs=logging.ERROR)
+                    self.cluster = LocalCluster(
+                        n_workers=target.workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        dashboard_address=None,
+                        memory_limit=0,
+                        security=Security.temporary(),
+                        silence_logs=logging.ERROR,
+                    )
                     self.client = Client(self.cluster, timeout=CONNECT_TIMEOUT_S)
                 else:
-                    self.client = Client(target.address, security=security(target), timeout=CONNECT_TIMEOUT_S)
+                    self.client = Client(
+                        target.address, security=security(target), timeout=CONNECT_TIMEOUT_S
+                    )
             except (OSError, TimeoutError) as exc:
                 self.close()
-                raise UsageError(f"cannot reach the Dask scheduler of {target.label}: {exc}") from None
-            except ImportError as exc:  # Security.temporary() needs `cryptography`, part of the extra
+                raise UsageError(
+                    f"cannot reach the Dask scheduler of {target.label}: {exc}"
+                ) from None
+            except (
+                ImportError
+            ) as exc:  # Security.temporary() needs `cryptography`, part of the extra
                 self.close()
                 raise UsageError(f"--dask: {exc}; {INSTALL}") from None
 

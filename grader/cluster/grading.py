@@ -54,9 +54,23 @@ class DaskGrading:
 
     backend: BackendName = wire.REQUIRED_LEVEL
 
-    def __init__(self, *, out: Path, options: Options, assignment: manifest.Assignment, target: Target,
-                 gpu: bool = False, say: Callable[[str], None] | None = None) -> None:
-        self.out, self.options, self.assignment, self.target, self.gpu = out, options, assignment, target, gpu
+    def __init__(
+        self,
+        *,
+        out: Path,
+        options: Options,
+        assignment: manifest.Assignment,
+        target: Target,
+        gpu: bool = False,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self.out, self.options, self.assignment, self.target, self.gpu = (
+            out,
+            options,
+            assignment,
+            target,
+            gpu,
+        )
         self.say = say or (lambda line: None)
         self.name = f"attention-grader-{secrets.token_hex(6)}"  # this run's plugin: runs sharing a cluster stay apart
         self.session: Session | None = None
@@ -64,7 +78,9 @@ class DaskGrading:
         self.slots, self.rejected = 1, 0
         self.sent: dict[Future[str], tuple[Entry, wire.Payload]] = {}
         self.graded_by: dict[str, str] = {}  # student key -> the worker that sent its result
-        self.payloads: dict[str, wire.Payload | tuple[str, str]] = {}  # student key -> what is sent, or (error kind, why not)
+        self.payloads: dict[
+            str, wire.Payload | tuple[str, str]
+        ] = {}  # student key -> what is sent, or (error kind, why not)
 
     # -- the proof ----------------------------------------------------------------------------
     def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
@@ -74,15 +90,22 @@ class DaskGrading:
             # canary of the run that graded what is kept
             kept = (outputs.read_summary(self.out / "summary.json") or {}).get("canary")
             return kept if wire.is_canary(kept) else None
-        self.say("starting or joining the Dask cluster; every worker then checks itself (sandbox level, network, "
-                 "canary, fingerprint) before anyone is graded…")
+        self.say(
+            "starting or joining the Dask cluster; every worker then checks itself (sandbox level, network, "
+            "canary, fingerprint) before anyone is graded…"
+        )
         try:
             self.session = Session(self.target)
             client = self.session.client
             joined(client, gpu=self.gpu)
             client.register_plugin(GradingPlugin(self.config()), name=self.name)
-            self.records = preflight(client, self.name, fingerprint=self.config()["fingerprint"], gpu=self.gpu,
-                                     canary_required=self.options.canary)
+            self.records = preflight(
+                client,
+                self.name,
+                fingerprint=self.config()["fingerprint"],
+                gpu=self.gpu,
+                canary_required=self.options.canary,
+            )
         except BaseException:
             self.stop()
             raise
@@ -93,11 +116,24 @@ class DaskGrading:
     def config(self) -> dict[str, Any]:
         """What every worker's plugin is told: plain data."""
         a, o = self.assignment, self.options
-        slot = {**pool.slot_config(0, options=o, assignment=a, backend=self.backend), "require_isolation": self.backend}
-        probe = {"assignment": a.id, "manifest": os.path.abspath(a.manifest), "exercises": o.exercises,
-                 "per_test_time_limit": o.per_test_time_limit, "canary": o.canary}
-        return {"slot": slot, "probe": probe, "fingerprint": shard_job.fingerprint(a), "gpu": self.gpu,
-                "watchdog_s": a.limits.submission_wall_s + pool.WATCHDOG_SLACK_S}
+        slot = {
+            **pool.slot_config(0, options=o, assignment=a, backend=self.backend),
+            "require_isolation": self.backend,
+        }
+        probe = {
+            "assignment": a.id,
+            "manifest": os.path.abspath(a.manifest),
+            "exercises": o.exercises,
+            "per_test_time_limit": o.per_test_time_limit,
+            "canary": o.canary,
+        }
+        return {
+            "slot": slot,
+            "probe": probe,
+            "fingerprint": shard_job.fingerprint(a),
+            "gpu": self.gpu,
+            "watchdog_s": a.limits.submission_wall_s + pool.WATCHDOG_SLACK_S,
+        }
 
     def read(self, entries: list[Entry]) -> None:
         """Each submission as its payload, read here (or why it cannot be read): before any cluster is asked."""
@@ -108,7 +144,9 @@ class DaskGrading:
                     self.payloads[entry.key] = wire.take(entry.path, modules=modules)
                 except intake.IntakeError as exc:
                     self.payloads[entry.key] = ("intake", str(exc))
-                except GraderFault as exc:  # reading it failed for a reason of this machine's, not the submission's
+                except (
+                    GraderFault
+                ) as exc:  # reading it failed for a reason of this machine's, not the submission's
                     self.payloads[entry.key] = ("grader", f"{exc}; rerun the batch to retry it")
 
     # -- the grading --------------------------------------------------------------------------
@@ -116,7 +154,10 @@ class DaskGrading:
         self.read(todo)
         unreadable = [(e, p) for e in todo if isinstance(p := self.payloads[e.key], tuple)]
         if self.session is not None:
-            self._submit(self.session.client, [e for e in todo if isinstance(self.payloads[e.key], wire.Payload)])
+            self._submit(
+                self.session.client,
+                [e for e in todo if isinstance(self.payloads[e.key], wire.Payload)],
+            )
         return self._collect(unreadable)
 
     def _submit(self, client: Client, readable: list[Entry]) -> None:
@@ -125,8 +166,16 @@ class DaskGrading:
         for entry in readable:
             payload = self.payloads[entry.key]
             assert isinstance(payload, wire.Payload)
-            future = client.submit(grade_task, self.name, entry.key, entry.student, payload.plain(),
-                                   key=f"{self.name}-{entry.key}", pure=False, resources=resources)
+            future = client.submit(
+                grade_task,
+                self.name,
+                entry.key,
+                entry.student,
+                payload.plain(),
+                key=f"{self.name}-{entry.key}",
+                pure=False,
+                resources=resources,
+            )
             self.sent[future] = (entry, payload)
 
     def _collect(self, unreadable: list[tuple[Entry, tuple[str, str]]]) -> Iterator[Result]:
@@ -146,29 +195,46 @@ class DaskGrading:
         """The engine's result for a finished task: its checked scorecard, or a grader error card."""
         if future.status != "finished":
             exc = future.exception()
-            return self._error(entry, "grader", f"the Dask task grading this submission failed ({type(exc).__name__}: "
-                               f"{safetext.name(exc, 400)}); rerun the batch to retry it")
+            return self._error(
+                entry,
+                "grader",
+                f"the Dask task grading this submission failed ({type(exc).__name__}: "
+                f"{safetext.name(exc, 400)}); rerun the batch to retry it",
+            )
         return self.accept(future.result(), entry, payload)
 
     def accept(self, text: object, entry: Entry, payload: wire.Payload) -> Result:
         """A task's reply turned into the engine's result (a rejected one into a grader error card)."""
         try:
-            reply = wire.accept(text, key=entry.key, sha256=payload.sha256, assignment=self.assignment.id,
-                                exercises=self.options.exercises or self.assignment.ids())
+            reply = wire.accept(
+                text,
+                key=entry.key,
+                sha256=payload.sha256,
+                assignment=self.assignment.id,
+                exercises=self.options.exercises or self.assignment.ids(),
+            )
         except wire.ResultRejected as exc:
             self.rejected += 1
-            return self._error(entry, "grader", f"the result from the Dask cluster was rejected: {exc}; rerun the "
-                               "batch to retry it")
+            return self._error(
+                entry,
+                "grader",
+                f"the result from the Dask cluster was rejected: {exc}; rerun the "
+                "batch to retry it",
+            )
         wall = float(reply.get("wall_s", 0.0))
         self.graded_by[entry.key] = str(reply.get("worker", "-"))
         if "refused" in reply:
             return self._error(entry, "isolation", reply["refused"], wall)
         if "fault" in reply:
-            return self._error(entry, "grader", f"grader fault on the Dask cluster: {reply['fault']}", wall)
+            return self._error(
+                entry, "grader", f"grader fault on the Dask cluster: {reply['fault']}", wall
+            )
         card = reply["card"]
         # as this machine's slots record it: the path given (absolute) and the layout as read here, not the
         # worker's copy; the canary of the worker that graded it
-        card["submission"].update(path=safetext.name(os.path.abspath(entry.path), 1000), layout=payload.layout)
+        card["submission"].update(
+            path=safetext.name(os.path.abspath(entry.path), 1000), layout=payload.layout
+        )
         proof = self.records.get(str(reply.get("worker")), {}).get("canary") or reply.get("canary")
         if self.options.canary and proof:
             card["canary"] = proof
@@ -176,19 +242,31 @@ class DaskGrading:
 
     def _error(self, entry: Entry, kind: str, message: str, seconds: float = 0.0) -> Result:
         launch = launch_spec(self.assignment, self.backend, threads=self.options.threads)
-        card = cards.error_card(assignment=self.assignment, launch=launch, path=Path(os.path.abspath(entry.path)),
-                                student=entry.student, kind=kind, message=message, seconds=seconds,
-                                exercises=self.options.exercises)
+        card = cards.error_card(
+            assignment=self.assignment,
+            launch=launch,
+            path=Path(os.path.abspath(entry.path)),
+            student=entry.student,
+            kind=kind,
+            message=message,
+            seconds=seconds,
+            exercises=self.options.exercises,
+        )
         card["seed"] = self.options.seed if self.options.seed is not None else 0
         return Result(entry, card, wall_s=seconds)
 
     def _log(self, entry: Entry, task: object, result: Result) -> None:
         """One line per submission in ``logs/dask.log``: which worker graded it (or why nobody did)."""
         card = result.card
-        what = (f"{card['score']:g}/{card['max_score']:g}" if card["status"] == "graded"
-                else f"error ({card['error']['kind']})")
-        line = (f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {entry.key} task={task} worker={self.graded_by.get(entry.key, '-')} "
-                f"{what} {result.wall_s:.2f}s\n")
+        what = (
+            f"{card['score']:g}/{card['max_score']:g}"
+            if card["status"] == "graded"
+            else f"error ({card['error']['kind']})"
+        )
+        line = (
+            f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {entry.key} task={task} worker={self.graded_by.get(entry.key, '-')} "
+            f"{what} {result.wall_s:.2f}s\n"
+        )
         with open(self.out / "logs" / "dask.log", "a", encoding="utf-8") as log:
             log.write(line)
 
@@ -199,15 +277,22 @@ class DaskGrading:
         session, self.session = self.session, None
         try:
             session.client.cancel(list(self.sent), force=True)
-            if session.cluster is None:  # a cluster that stays: each worker stops this run's slots and sandboxes
-                session.client.unregister_worker_plugin(self.name)  # (local:N's workers do as they close)
+            if (
+                session.cluster is None
+            ):  # a cluster that stays: each worker stops this run's slots and sandboxes
+                session.client.unregister_worker_plugin(
+                    self.name
+                )  # (local:N's workers do as they close)
         except Exception:  # noqa: BLE001 - best effort: a cluster that is gone has nothing left to stop
             pass
         session.close()
 
     def figures(self) -> dict[str, Any]:
-        return {"slot_starts": self.slots if self.records else 0, "slot_deaths": 0,
-                "timing": {"dask_workers": len(self.records), "dask_rejected_results": self.rejected}}
+        return {
+            "slot_starts": self.slots if self.records else 0,
+            "slot_deaths": 0,
+            "timing": {"dask_workers": len(self.records), "dask_rejected_results": self.rejected},
+        }
 
 
 def joined(client: Client, *, gpu: bool) -> None:
@@ -215,14 +300,20 @@ def joined(client: Client, *, gpu: bool) -> None:
     try:
         client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
     except TimeoutError:
-        raise UsageError(f"no Dask worker joined the scheduler within {WAIT_FOR_WORKERS_S:.0f} s") from None
+        raise UsageError(
+            f"no Dask worker joined the scheduler within {WAIT_FOR_WORKERS_S:.0f} s"
+        ) from None
     workers = client.scheduler_info()["workers"].values()
     if gpu and not any((w.get("resources") or {}).get("GPU") for w in workers):
-        raise WorkerRefused("no Dask worker offers the GPU resource: start the GPU hosts' workers with "
-                            "--resources GPU=1 (tasks that ask for it would wait forever)")
+        raise WorkerRefused(
+            "no Dask worker offers the GPU resource: start the GPU hosts' workers with "
+            "--resources GPU=1 (tasks that ask for it would wait forever)"
+        )
 
 
-def preflight(client: Client, name: str, *, fingerprint: str, gpu: bool, canary_required: bool) -> dict[str, dict[str, Any]]:
+def preflight(
+    client: Client, name: str, *, fingerprint: str, gpu: bool, canary_required: bool
+) -> dict[str, dict[str, Any]]:
     """Every worker's self-check, judged: the records by worker address, or :class:`WorkerRefused` /
     ``CanaryFailed`` naming each worker that may not grade and why."""
     texts = client.run(self_check, name, on_error="return")
@@ -231,17 +322,24 @@ def preflight(client: Client, name: str, *, fingerprint: str, gpu: bool, canary_
         try:
             record = wire.read_record(text)
         except (wire.MessageError, ValueError) as exc:
-            refused.append(f"Dask worker {address}: its self-check could not be read ({safetext.name(exc, 300)})")
+            refused.append(
+                f"Dask worker {address}: its self-check could not be read ({safetext.name(exc, 300)})"
+            )
             continue
         who = f"Dask worker {address} (host {safetext.name(record.get('hostname', '?'))}, pid {record.get('pid', '?')})"
         offers_gpu = bool((record.get("resources") or {}).get("GPU"))
-        refused += [f"{who}: {p}" for p in wire.problems(record, fingerprint=fingerprint, gpu=gpu and offers_gpu)]
+        refused += [
+            f"{who}: {p}"
+            for p in wire.problems(record, fingerprint=fingerprint, gpu=gpu and offers_gpu)
+        ]
         problem = wire.canary_problem(record) if canary_required else ""
         failed += [f"{who}: {problem}"] if problem else []
         records[address] = record
     if refused:
-        raise WorkerRefused("refusing to grade on this Dask cluster (nothing was graded):\n" +
-                            "\n".join(f"  - {r}" for r in refused))
+        raise WorkerRefused(
+            "refusing to grade on this Dask cluster (nothing was graded):\n"
+            + "\n".join(f"  - {r}" for r in refused)
+        )
     if failed:
         raise canary.CanaryFailed("on the Dask cluster:\n" + "\n".join(f"  - {f}" for f in failed))
     return records

@@ -30,7 +30,16 @@ from grader.intake.classfolder import Entry
 from grader.intake.roster import Student
 from grader.sandbox.levels import LEVELS
 
-AGREE = ("grader version", "assignment", "exercises", "seed", "canary", "grading inputs", "class", "shard count")
+AGREE = (
+    "grader version",
+    "assignment",
+    "exercises",
+    "seed",
+    "canary",
+    "grading inputs",
+    "class",
+    "shard count",
+)
 SHOWN = 12  # names listed per problem before "and N more"
 
 
@@ -50,8 +59,14 @@ class Part:
         return f"shard {self.doc['shard']['index']}/{self.doc['shard']['count']} ({self.path})"
 
 
-def merge(folders: list[Path | str], *, out: Path | str, export: tuple[str, ...] = (),
-          roster: list[Student] | None = None, manifest_path: Path | None = None) -> job.Outcome:
+def merge(
+    folders: list[Path | str],
+    *,
+    out: Path | str,
+    export: tuple[str, ...] = (),
+    roster: list[Student] | None = None,
+    manifest_path: Path | None = None,
+) -> job.Outcome:
     """Combine the shard outputs in ``folders`` into ``out`` (see the module docstring); raise :class:`MergeError`."""
     out = Path(out)
     parts = find(folders)
@@ -60,16 +75,29 @@ def merge(folders: list[Path | str], *, out: Path | str, export: tuple[str, ...]
     if problems:
         raise MergeError(_describe(problems, parts))
     first = parts[0].doc
-    options = Options(assignment=first["assignment"], manifest_path=manifest_path, exercises=list(first["exercises"]),
-                      seed=first["seed"])
+    options = Options(
+        assignment=first["assignment"],
+        manifest_path=manifest_path,
+        exercises=list(first["exercises"]),
+        seed=first["seed"],
+    )
     assignment = options.load()
     for exercise_id in first["exercises"]:
-        assignment.exercise(exercise_id)  # the merging machine's manifest must know every exercise graded
+        assignment.exercise(
+            exercise_id
+        )  # the merging machine's manifest must know every exercise graded
     _copy_cards(parts, out)
     run = combined(parts, cards)
     ignored = max((p.doc["class"]["ignored"] for p in parts), key=len)
-    return job.finish(run, out=out, options=options, export=export, ignored=ignored, roster=roster,
-                      assignment=assignment)
+    return job.finish(
+        run,
+        out=out,
+        options=options,
+        export=export,
+        ignored=ignored,
+        roster=roster,
+        assignment=assignment,
+    )
 
 
 def find(folders: list[Path | str]) -> list[Part]:
@@ -77,14 +105,22 @@ def find(folders: list[Path | str]) -> list[Part]:
     seen: dict[str, Part] = {}
     for folder in map(Path, folders):
         if not folder.is_dir():
-            raise MergeError(f"{folder}: not a folder; give the --out folders of grader batch --shard K/N")
-        paths = sorted(folder.glob("shard-*-of-*.json")) or sorted(folder.glob("*/shard-*-of-*.json"))
+            raise MergeError(
+                f"{folder}: not a folder; give the --out folders of grader batch --shard K/N"
+            )
+        paths = sorted(folder.glob("shard-*-of-*.json")) or sorted(
+            folder.glob("*/shard-*-of-*.json")
+        )
         if not paths:
-            raise MergeError(f"{folder}: no shard manifest (shard-K-of-N.json) here or one folder down; "
-                             "give the --out folders of grader batch --shard K/N")
+            raise MergeError(
+                f"{folder}: no shard manifest (shard-K-of-N.json) here or one folder down; "
+                "give the --out folders of grader batch --shard K/N"
+            )
         for path in paths:
             seen.setdefault(os.path.realpath(path), Part(path, _load(path)))
-    return sorted(seen.values(), key=lambda p: (p.doc["shard"]["count"], p.doc["shard"]["index"], str(p.path)))
+    return sorted(
+        seen.values(), key=lambda p: (p.doc["shard"]["count"], p.doc["shard"]["index"], str(p.path))
+    )
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -92,7 +128,9 @@ def _load(path: Path) -> dict[str, Any]:
         doc: dict[str, Any] = json.loads(path.read_text("utf-8"))
         schema.validate("shard", doc)
     except (OSError, ValueError) as exc:
-        raise MergeError(f"{path}: not a readable shard manifest ({exc}); rerun that shard") from None
+        raise MergeError(
+            f"{path}: not a readable shard manifest ({exc}); rerun that shard"
+        ) from None
     return doc
 
 
@@ -101,23 +139,39 @@ def check(parts: list[Part]) -> list[str]:
     problems = [_mixed(name, parts) for name in AGREE]
     problems += _unfinished(parts) + _missing_shards(parts) + _misplaced(parts) + _duplicates(parts)
     problems = [p for p in problems if p]
-    return problems or [p for p in [check_classes(parts)] if p]  # a mismatch any problem above would explain
+    return problems or [
+        p for p in [check_classes(parts)] if p
+    ]  # a mismatch any problem above would explain
 
 
 def _facet(name: str, doc: dict[str, Any]) -> object:
     """What every shard must agree on, by name (``canary``: whether it was required and what it proved)."""
     record = doc["canary"]["record"] or {}
-    return {"grader version": doc["grader"]["version"], "assignment": doc["assignment"],
-            "exercises": ",".join(doc["exercises"]), "seed": doc["seed"],
-            "canary": (doc["canary"]["required"], record.get("solutions"), record.get("stubs"), record.get("max_score")),
-            "grading inputs": doc["fingerprint"], "class": (doc["class"]["submissions"], doc["class"]["sha256"]),
-            "shard count": doc["shard"]["count"]}[name]
+    return {
+        "grader version": doc["grader"]["version"],
+        "assignment": doc["assignment"],
+        "exercises": ",".join(doc["exercises"]),
+        "seed": doc["seed"],
+        "canary": (
+            doc["canary"]["required"],
+            record.get("solutions"),
+            record.get("stubs"),
+            record.get("max_score"),
+        ),
+        "grading inputs": doc["fingerprint"],
+        "class": (doc["class"]["submissions"], doc["class"]["sha256"]),
+        "shard count": doc["shard"]["count"],
+    }[name]
 
 
 def _mixed(name: str, parts: list[Part]) -> str:
     values: dict[str, list[str]] = {}
     for part in parts:
-        if name == "canary" and part.doc["canary"]["required"] and part.doc["canary"]["record"] is None:
+        if (
+            name == "canary"
+            and part.doc["canary"]["required"]
+            and part.doc["canary"]["record"] is None
+        ):
             continue  # required but not run (nobody to grade, or unfinished, said apart): nothing to compare
         values.setdefault(repr(_facet(name, part.doc)), []).append(part.label)
     if len(values) < 2:
@@ -127,8 +181,11 @@ def _mixed(name: str, parts: list[Part]) -> str:
 
 
 def _unfinished(parts: list[Part]) -> list[str]:
-    return [f"{p.label} did not finish: rerun the same command (it resumes) and merge again"
-            for p in parts if p.doc["state"] != "finished"]
+    return [
+        f"{p.label} did not finish: rerun the same command (it resumes) and merge again"
+        for p in parts
+        if p.doc["state"] != "finished"
+    ]
 
 
 def _missing_shards(parts: list[Part]) -> list[str]:
@@ -137,15 +194,27 @@ def _missing_shards(parts: list[Part]) -> list[str]:
         return []  # already reported as mixed shard counts
     [count] = counts
     absent = sorted(set(range(1, count + 1)) - {p.doc["shard"]["index"] for p in parts})
-    return [f"shard {k} of {count} is missing (no shard-{k}-of-{count}.json in the folders given): run "
-            f"grader batch --shard {k}/{count} and merge again" for k in absent]
+    return [
+        f"shard {k} of {count} is missing (no shard-{k}-of-{count}.json in the folders given): run "
+        f"grader batch --shard {k}/{count} and merge again"
+        for k in absent
+    ]
 
 
 def _misplaced(parts: list[Part]) -> list[str]:
     """Keys a manifest claims that its shard does not own (a manifest from another split, or edited)."""
-    wrong = [f"{s['key']} ({p.label})" for p in parts for s in p.doc["students"]
-             if shard_of(s["key"], p.doc["shard"]["count"]) != p.doc["shard"]["index"] or s["scorecard"] != _card_name(s)]
-    return [_names(f"{len(wrong)} student(s) listed by a shard that does not own them: ", wrong)] if wrong else []
+    wrong = [
+        f"{s['key']} ({p.label})"
+        for p in parts
+        for s in p.doc["students"]
+        if shard_of(s["key"], p.doc["shard"]["count"]) != p.doc["shard"]["index"]
+        or s["scorecard"] != _card_name(s)
+    ]
+    return (
+        [_names(f"{len(wrong)} student(s) listed by a shard that does not own them: ", wrong)]
+        if wrong
+        else []
+    )
 
 
 def _duplicates(parts: list[Part]) -> list[str]:
@@ -158,8 +227,14 @@ def _duplicates(parts: list[Part]) -> list[str]:
     for key, labels in owners.items():
         if len(labels) > 1:
             groups.setdefault(tuple(labels), []).append(key)
-    return [_names(f"{len(keys)} student(s) graded by more than one shard ({' and '.join(labels)}; keep one of "
-                   "them): ", keys) for labels, keys in groups.items()]
+    return [
+        _names(
+            f"{len(keys)} student(s) graded by more than one shard ({' and '.join(labels)}; keep one of "
+            "them): ",
+            keys,
+        )
+        for labels, keys in groups.items()
+    ]
 
 
 def _card_name(student: dict[str, Any]) -> str:
@@ -183,7 +258,9 @@ def _cards(parts: list[Part]) -> tuple[dict[str, tuple[str, dict[str, Any]]], li
                 invalid.append(f"{path}: {problem}")
             else:
                 cards[student["key"]] = (text, json.loads(text))
-    problems = [_names(f"{len(missing)} student(s) without a scorecard: ", missing)] if missing else []
+    problems = (
+        [_names(f"{len(missing)} student(s) without a scorecard: ", missing)] if missing else []
+    )
     if invalid:
         problems.append(_names(f"{len(invalid)} scorecard(s) unusable: ", invalid))
     return cards, problems
@@ -196,9 +273,14 @@ def _invalid(text: str, doc: dict[str, Any]) -> str:
         schema.validate("scorecard", card)
     except ValueError as exc:
         return f"not a valid scorecard ({exc})"
-    if card["assignment"] != doc["assignment"] or card["grader"]["version"] != doc["grader"]["version"]:
-        return (f"graded for {card['assignment']} by grader {card['grader']['version']}, not for "
-                f"{doc['assignment']} by {doc['grader']['version']} as its shard says")
+    if (
+        card["assignment"] != doc["assignment"]
+        or card["grader"]["version"] != doc["grader"]["version"]
+    ):
+        return (
+            f"graded for {card['assignment']} by grader {card['grader']['version']}, not for "
+            f"{doc['assignment']} by {doc['grader']['version']} as its shard says"
+        )
     return ""
 
 
@@ -208,7 +290,9 @@ def _names(head: str, items: list[str]) -> str:
 
 
 def _describe(problems: list[str], parts: list[Part]) -> str:
-    return f"cannot merge {len(parts)} shard output(s), nothing written:\n" + "\n".join(f"  - {p}" for p in problems)
+    return f"cannot merge {len(parts)} shard output(s), nothing written:\n" + "\n".join(
+        f"  - {p}" for p in problems
+    )
 
 
 def _copy_cards(parts: list[Part], out: Path) -> None:
@@ -227,18 +311,32 @@ def combined(parts: list[Part], cards: dict[str, tuple[str, dict[str, Any]]]) ->
     figures = {r["key"]: r for p in parts for r in p.doc["run"]["results"]}
     results = [_result(s["key"], cards[s["key"]][1], figures.get(s["key"], {})) for s in students]
     runs = [p.doc["run"] for p in parts]
-    backend = min((r["isolation"] for r in runs), key=_rank)  # the class was graded at least this strongly
+    backend = min(
+        (r["isolation"] for r in runs), key=_rank
+    )  # the class was graded at least this strongly
     records = [p.doc["canary"]["record"] for p in parts if p.doc["canary"]["record"]]
-    meta = {"slot_starts": sum(r["slot_starts"] for r in runs), "slot_deaths": sum(r["slot_deaths"] for r in runs),
-            "canary": records[0] if records else None}
+    meta = {
+        "slot_starts": sum(r["slot_starts"] for r in runs),
+        "slot_deaths": sum(r["slot_deaths"] for r in runs),
+        "canary": records[0] if records else None,
+    }
     return Run(results, backend, sum(r["slots"] for r in runs), _wall_s(parts), meta=meta)
 
 
 def _result(key: str, card: dict[str, Any], figures: dict[str, Any]) -> Result:
-    entry = Entry(key, card["submission"].get("student", key), Path(card["submission"]["path"]),
-                  card["submission"].get("layout", "unknown"))
-    return Result(entry, card, wall_s=figures.get("wall_s", 0.0), warm=figures.get("warm", False),
-                  skipped=figures.get("skipped", False))
+    entry = Entry(
+        key,
+        card["submission"].get("student", key),
+        Path(card["submission"]["path"]),
+        card["submission"].get("layout", "unknown"),
+    )
+    return Result(
+        entry,
+        card,
+        wall_s=figures.get("wall_s", 0.0),
+        warm=figures.get("warm", False),
+        skipped=figures.get("skipped", False),
+    )
 
 
 def _rank(backend: str) -> int:
@@ -257,5 +355,7 @@ def check_classes(parts: list[Part]) -> str:
     students = sorted((s for p in parts for s in p.doc["students"]), key=lambda s: s["order"])
     if class_digest([s["key"] for s in students]) == parts[0].doc["class"]["sha256"]:
         return ""
-    return (f"the shards list {len(students)} student(s) but the class they saw had "
-            f"{parts[0].doc['class']['submissions']}: a manifest was edited or comes from another class")
+    return (
+        f"the shards list {len(students)} student(s) but the class they saw had "
+        f"{parts[0].doc['class']['submissions']}: a manifest was edited or comes from another class"
+    )

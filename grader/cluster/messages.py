@@ -26,14 +26,21 @@ from grader import safetext, schema
 from grader.intake import submission as intake
 from grader.sandbox.levels import Level
 
-MAX_PAYLOAD_BYTES = intake.MAX_SUBMISSION_BYTES  # a submission's modules, all together (intake's one size budget)
+MAX_PAYLOAD_BYTES = (
+    intake.MAX_SUBMISSION_BYTES
+)  # a submission's modules, all together (intake's one size budget)
 MAX_RESULT_BYTES = 8 << 20  # one task's JSON reply (a scorecard is tens of KiB)
 MAX_RECORD_BYTES = 64 << 10  # one worker's self-check
 REQUIRED_LEVEL: Level = "namespace"
 REPLY_KEYS = {"key", "worker", "wall_s", "warm", "card", "refused", "fault", "canary"}
 NUMBER = (int, float)
-CANARY_KEYS: dict[str, type | tuple[type, ...]] = {"key": str, "solutions": NUMBER, "stubs": NUMBER, "max_score": NUMBER,
-                                                   "cached": bool}
+CANARY_KEYS: dict[str, type | tuple[type, ...]] = {
+    "key": str,
+    "solutions": NUMBER,
+    "stubs": NUMBER,
+    "max_score": NUMBER,
+    "cached": bool,
+}
 
 
 class MessageError(ValueError):
@@ -54,8 +61,12 @@ class Payload:
     sha256: str
 
     def plain(self) -> dict[str, Any]:
-        return {"files": dict(self.files), "single_module": self.single_module, "layout": self.layout,
-                "sha256": self.sha256}
+        return {
+            "files": dict(self.files),
+            "single_module": self.single_module,
+            "layout": self.layout,
+            "sha256": self.sha256,
+        }
 
 
 def take(path: Path, *, modules: set[str]) -> Payload:
@@ -76,9 +87,15 @@ def check_payload(plain: object) -> Payload:
     if not isinstance(files, dict) or not 0 < len(files) <= intake.MAX_FILES:
         raise MessageError(f"a payload holds 1 to {intake.MAX_FILES} files")
     for name, data in files.items():
-        if not (isinstance(name, str) and _module_file(name) and isinstance(data, bytes)
-                and len(data) <= intake.MAX_FILE_BYTES):
-            raise MessageError(f"not a module file of at most {intake.MAX_FILE_BYTES} bytes: {safetext.name(name)}")
+        if not (
+            isinstance(name, str)
+            and _module_file(name)
+            and isinstance(data, bytes)
+            and len(data) <= intake.MAX_FILE_BYTES
+        ):
+            raise MessageError(
+                f"not a module file of at most {intake.MAX_FILE_BYTES} bytes: {safetext.name(name)}"
+            )
     if sum(map(len, files.values())) > MAX_PAYLOAD_BYTES:
         raise MessageError(f"a payload holds at most {MAX_PAYLOAD_BYTES} bytes")
     if single is not None and (not isinstance(single, str) or set(files) != {f"{single}.py"}):
@@ -89,8 +106,13 @@ def check_payload(plain: object) -> Payload:
 
 
 def _module_file(name: str) -> bool:
-    return (name.endswith(".py") and "/" not in name and "\0" not in name and not name.startswith(".")
-            and len(name.encode("utf-8", "surrogateescape")) <= 255)
+    return (
+        name.endswith(".py")
+        and "/" not in name
+        and "\0" not in name
+        and not name.startswith(".")
+        and len(name.encode("utf-8", "surrogateescape")) <= 255
+    )
 
 
 def unpack(payload: Payload, folder: Path) -> Path:
@@ -108,6 +130,7 @@ def unpack(payload: Payload, folder: Path) -> Path:
 
 def strict_json(text: str) -> Any:
     """``json.loads`` that refuses NaN and infinities and duplicate keys (the parse our checks rely on)."""
+
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         keys = [k for k, _ in items]
         if len(set(keys)) != len(keys):
@@ -120,16 +143,22 @@ def strict_json(text: str) -> Any:
     return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
 
 
-def accept(text: object, *, key: str, sha256: str, assignment: str, exercises: list[str]) -> dict[str, Any]:
+def accept(
+    text: object, *, key: str, sha256: str, assignment: str, exercises: list[str]
+) -> dict[str, Any]:
     """The reply of the task that graded ``key``, checked (see the module docstring); raises :class:`ResultRejected`."""
     if not isinstance(text, str):
         raise ResultRejected(f"the task returned {type(text).__name__}, not JSON text")
     if len(text) > MAX_RESULT_BYTES:
-        raise ResultRejected(f"the task returned {len(text)} characters, more than the {MAX_RESULT_BYTES} allowed")
+        raise ResultRejected(
+            f"the task returned {len(text)} characters, more than the {MAX_RESULT_BYTES} allowed"
+        )
     try:
         reply = strict_json(text)
     except ValueError as exc:
-        raise ResultRejected(f"the task returned malformed JSON ({safetext.name(exc, 200)})") from None
+        raise ResultRejected(
+            f"the task returned malformed JSON ({safetext.name(exc, 200)})"
+        ) from None
     _check_reply(reply, key)
     if "card" in reply:
         _check_card(reply["card"], sha256=sha256, assignment=assignment, exercises=exercises)
@@ -140,7 +169,9 @@ def _check_reply(reply: object, key: str) -> None:
     if not isinstance(reply, dict) or not set(reply) <= REPLY_KEYS:
         raise ResultRejected(f"the reply is not a mapping of {', '.join(sorted(REPLY_KEYS))}")
     if reply.get("key") != key:
-        raise ResultRejected(f"the reply is for {safetext.name(reply.get('key'), 120)!r}, not {key!r}")
+        raise ResultRejected(
+            f"the reply is for {safetext.name(reply.get('key'), 120)!r}, not {key!r}"
+        )
     if sum(k in reply for k in ("card", "refused", "fault")) != 1:
         raise ResultRejected("the reply holds not exactly one of card, refused, fault")
     wall = reply.get("wall_s", 0.0)
@@ -157,12 +188,18 @@ def _check_card(card: object, *, sha256: str, assignment: str, exercises: list[s
     try:
         schema.validate("scorecard", card)
     except schema.SchemaError as exc:
-        raise ResultRejected(f"the scorecard failed its schema ({safetext.name(exc, 300)})") from None
+        raise ResultRejected(
+            f"the scorecard failed its schema ({safetext.name(exc, 300)})"
+        ) from None
     assert isinstance(card, dict)  # the schema's root type
     if card["assignment"] != assignment:
-        raise ResultRejected(f"the scorecard is for assignment {safetext.name(card['assignment'], 80)!r}")
+        raise ResultRejected(
+            f"the scorecard is for assignment {safetext.name(card['assignment'], 80)!r}"
+        )
     if card["submission"]["sha256"] != sha256:
-        raise ResultRejected("the scorecard grades other content than was sent (its sha256 differs)")
+        raise ResultRejected(
+            "the scorecard grades other content than was sent (its sha256 differs)"
+        )
     if not 0 <= card["score"] <= card["max_score"]:
         raise ResultRejected(f"the score {card['score']!r} is outside 0..{card['max_score']!r}")
     if not {e["id"] for e in card["exercises"]} <= set(exercises):
@@ -171,9 +208,14 @@ def _check_card(card: object, *, sha256: str, assignment: str, exercises: list[s
 
 def is_canary(record: object) -> bool:
     """``record`` has the shape of a canary record (:meth:`grader.canary.Proof.record`)."""
-    return (isinstance(record, dict) and set(record) == set(CANARY_KEYS)
-            and all(isinstance(record[k], t) and (t is bool or not isinstance(record[k], bool))
-                    for k, t in CANARY_KEYS.items()))
+    return (
+        isinstance(record, dict)
+        and set(record) == set(CANARY_KEYS)
+        and all(
+            isinstance(record[k], t) and (t is bool or not isinstance(record[k], bool))
+            for k, t in CANARY_KEYS.items()
+        )
+    )
 
 
 def read_record(text: object) -> dict[str, Any]:
@@ -196,17 +238,27 @@ def problems(record: dict[str, Any], *, fingerprint: str, gpu: bool = False) -> 
         return [f"its self-check failed: {safetext.name(record['error'], 600)}"]
     level = record["level"]
     if level != REQUIRED_LEVEL:
-        return [f"its sandbox level is {safetext.name(level, 40)!r}, below the {REQUIRED_LEVEL!r} a cluster "
-                "requires (run the Dask worker as root on Linux, where namespaces are available)"]
+        return [
+            f"its sandbox level is {safetext.name(level, 40)!r}, below the {REQUIRED_LEVEL!r} a cluster "
+            "requires (run the Dask worker as root on Linux, where namespaces are available)"
+        ]
     found = []
     network = record.get("network")
-    reached = [t for t, outcome in network.items() if outcome == "connected"] if isinstance(network, dict) else []
+    reached = (
+        [t for t, outcome in network.items() if outcome == "connected"]
+        if isinstance(network, dict)
+        else []
+    )
     if reached or not network:
-        found.append(f"its sandbox can reach the network ({', '.join(map(safetext.name, reached)) or 'not probed'}): "
-                     "student code could talk to the Dask worker's port")
+        found.append(
+            f"its sandbox can reach the network ({', '.join(map(safetext.name, reached)) or 'not probed'}): "
+            "student code could talk to the Dask worker's port"
+        )
     if record.get("fingerprint") != fingerprint:
-        found.append("it grades with other grading inputs (grader, manifest, solutions or suites differ from the "
-                     "coordinator's): install the same grader and checkout on every host")
+        found.append(
+            "it grades with other grading inputs (grader, manifest, solutions or suites differ from the "
+            "coordinator's): install the same grader and checkout on every host"
+        )
     if gpu and not record.get("gpus"):
         found.append("it offers the GPU resource but has no GPU device")
     return found

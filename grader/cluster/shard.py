@@ -62,7 +62,9 @@ def parse(text: str, source: str = "--shard") -> Shard:
     """``K/N`` with ``1 <= K <= N``; a :class:`UsageError` naming the mistake otherwise."""
     match = _FORM.fullmatch(text)
     if not match:
-        raise UsageError(f"{source} {text!r}: give K/N, shard K of N numbered from 1 (e.g. 1/4), or auto")
+        raise UsageError(
+            f"{source} {text!r}: give K/N, shard K of N numbered from 1 (e.g. 1/4), or auto"
+        )
     return _checked(int(match[1]), int(match[2]), f"{source} {text!r}", source)
 
 
@@ -70,8 +72,10 @@ def _checked(index: int, count: int, what: str, source: str) -> Shard:
     if count < 1:
         raise UsageError(f"{what}: the number of shards N must be at least 1")
     if index == 0 and source in ("--shard", SHARD_ENV):
-        raise UsageError(f"{what}: shards are numbered from 1 (1/{count} .. {count}/{count}); "
-                         "a 0-based index (JOB_COMPLETION_INDEX, a Slurm array from 0) is read by --shard auto")
+        raise UsageError(
+            f"{what}: shards are numbered from 1 (1/{count} .. {count}/{count}); "
+            "a 0-based index (JOB_COMPLETION_INDEX, a Slurm array from 0) is read by --shard auto"
+        )
     if not 1 <= index <= count:
         raise UsageError(f"{what}: shard K={index} must be between 1 and N={count}")
     return Shard(index, count, source)
@@ -83,7 +87,9 @@ def resolve(value: str, *, shards: int | None = None, env: Mapping[str, str]) ->
         raise UsageError(f"--shards {shards}: the number of shards must be at least 1")
     shard = _from_env(env, shards) if value.strip().lower() == "auto" else parse(value)
     if shards is not None and shards != shard.count:
-        raise UsageError(f"--shards {shards} disagrees with shard {shard.label} (from {shard.source})")
+        raise UsageError(
+            f"--shards {shards} disagrees with shard {shard.label} (from {shard.source})"
+        )
     return shard
 
 
@@ -94,8 +100,10 @@ def _from_env(env: Mapping[str, str], shards: int | None) -> Shard:
         return _slurm(env)
     if env.get("JOB_COMPLETION_INDEX", "").strip():
         return _indexed_job(env, shards)
-    raise UsageError(f"--shard auto: none of {SHARD_ENV}, SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX is set; "
-                     "run under a Slurm job array or a Kubernetes Indexed Job, set GRADER_SHARD=K/N, or give --shard K/N")
+    raise UsageError(
+        f"--shard auto: none of {SHARD_ENV}, SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX is set; "
+        "run under a Slurm job array or a Kubernetes Indexed Job, set GRADER_SHARD=K/N, or give --shard K/N"
+    )
 
 
 def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int | None:
@@ -117,18 +125,29 @@ def _slurm(env: Mapping[str, str]) -> Shard:
         raise UsageError(f"--shard auto: SLURM_ARRAY_TASK_STEP={step} must be at least 1")
     span = None if high is None else (high - low) // step + 1
     if count is None and span is None:
-        raise UsageError("--shard auto: SLURM_ARRAY_TASK_ID is set but neither SLURM_ARRAY_TASK_COUNT nor "
-                         "SLURM_ARRAY_TASK_MAX is: set GRADER_SHARD=K/N instead")
+        raise UsageError(
+            "--shard auto: SLURM_ARRAY_TASK_ID is set but neither SLURM_ARRAY_TASK_COUNT nor "
+            "SLURM_ARRAY_TASK_MAX is: set GRADER_SHARD=K/N instead"
+        )
     if count is not None and span is not None and count != span:
-        raise UsageError(f"--shard auto: the Slurm array has gaps ({count} tasks between {low} and {high}); "
-                         "submit a contiguous range such as --array=0-{count - 1}, or set GRADER_SHARD=K/N")
+        raise UsageError(
+            f"--shard auto: the Slurm array has gaps ({count} tasks between {low} and {high}); "
+            "submit a contiguous range such as --array=0-{count - 1}, or set GRADER_SHARD=K/N"
+        )
     total = count if count is not None else span
     assert total is not None
     offset = task - low
     if offset % step:
-        raise UsageError(f"--shard auto: SLURM_ARRAY_TASK_ID={task} is not on the array's step {step} from {low}")
+        raise UsageError(
+            f"--shard auto: SLURM_ARRAY_TASK_ID={task} is not on the array's step {step} from {low}"
+        )
     source = f"SLURM_ARRAY_TASK_ID={task}"
-    return _checked(offset // step + 1, total, f"--shard auto: {source} (array {low}..{low + (total - 1) * step})", source)
+    return _checked(
+        offset // step + 1,
+        total,
+        f"--shard auto: {source} (array {low}..{low + (total - 1) * step})",
+        source,
+    )
 
 
 def _indexed_job(env: Mapping[str, str], shards: int | None) -> Shard:
@@ -137,7 +156,14 @@ def _indexed_job(env: Mapping[str, str], shards: int | None) -> Shard:
     count = shards if shards is not None else _int(env, COUNT_ENV)
     assert index is not None
     if count is None:
-        raise UsageError("--shard auto: JOB_COMPLETION_INDEX is set but Kubernetes does not export the number of "
-                         f"completions: give --shards N or set {COUNT_ENV}=N (the Job's spec.completions)")
+        raise UsageError(
+            "--shard auto: JOB_COMPLETION_INDEX is set but Kubernetes does not export the number of "
+            f"completions: give --shards N or set {COUNT_ENV}=N (the Job's spec.completions)"
+        )
     source = f"JOB_COMPLETION_INDEX={index}"
-    return _checked(index + 1, count, f"--shard auto: {source} with {count} shards (indexes 0..{count - 1})", source)
+    return _checked(
+        index + 1,
+        count,
+        f"--shard auto: {source} with {count} shards (indexes 0..{count - 1})",
+        source,
+    )

@@ -52,14 +52,21 @@ class GradingPlugin(WorkerPlugin):
 
     def setup(self, worker: Worker) -> None:
         nthreads = int(worker.state.nthreads)
-        self.host = Host(self.config, address=worker.address, targets=targets(worker), nthreads=nthreads,
-                         resources=dict(worker.state.total_resources))
+        self.host = Host(
+            self.config,
+            address=worker.address,
+            targets=targets(worker),
+            nthreads=nthreads,
+            resources=dict(worker.state.total_resources),
+        )
 
     async def teardown(self, worker: Worker) -> None:
         if self.host is None:
             return
         try:
-            await asyncio.to_thread(self.host.close)  # slots stop within seconds, off the event loop
+            await asyncio.to_thread(
+                self.host.close
+            )  # slots stop within seconds, off the event loop
         except asyncio.CancelledError:
             self.host.close()  # the worker is closing: its slots stop before it goes, not after
 
@@ -80,8 +87,15 @@ def targets(worker: Worker) -> list[tuple[str, int]]:
 class Host:
     """One Dask worker process's slots and self-check (see the module docstring)."""
 
-    def __init__(self, config: dict[str, Any], *, address: str, targets: list[tuple[str, int]], nthreads: int,
-                 resources: dict[str, float]) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        address: str,
+        targets: list[tuple[str, int]],
+        nthreads: int,
+        resources: dict[str, float],
+    ) -> None:
         self.config, self.address = config, address
         self.scratch = Path(tempfile.mkdtemp(prefix="grader-dask-"))
         self.record: dict[str, Any] = {}
@@ -91,13 +105,19 @@ class Host:
         self.lock = threading.Lock()
         self.closed = False
         facts = {"worker": address, "resources": resources, "nthreads": nthreads}
-        threading.Thread(target=self._prepare, args=(targets, max(1, nthreads), facts), name="grader-self-check",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._prepare,
+            args=(targets, max(1, nthreads), facts),
+            name="grader-self-check",
+            daemon=True,
+        ).start()
 
     def _start(self, n: int) -> SlotProcess:
         slot = {**self.config["slot"], "slot": n, "watch_parent": True}
         path = Path(slot["manifest"])
-        if not path.is_file():  # this host's own checkout (the self-check's fingerprint says it is the same)
+        if (
+            not path.is_file()
+        ):  # this host's own checkout (the self-check's fingerprint says it is the same)
             slot["manifest"] = os.path.abspath(manifest.load(None, slot["assignment"]).manifest)
         with self.lock:
             if self.closed:
@@ -105,18 +125,25 @@ class Host:
             self.slots[n] = SlotProcess(n, slot, self.scratch / f"slot-{n}.log")
             return self.slots[n]
 
-    def _prepare(self, targets: list[tuple[str, int]], nthreads: int, facts: dict[str, Any]) -> None:
+    def _prepare(
+        self, targets: list[tuple[str, int]], nthreads: int, facts: dict[str, Any]
+    ) -> None:
         """Below the namespace sandbox: the record says so and no slot starts. Else start the slots, and the
         first one checks the network from a sandbox and the canary before anyone is graded."""
         try:
             record = {**hostcheck.level(), "pid": os.getpid()}
             if record["level"] == wire.REQUIRED_LEVEL:
                 slots = [self._start(n) for n in range(nthreads)]
-                job = {"key": "self-check", "check": {**self.config["probe"], "targets": [list(t) for t in targets]}}
+                job = {
+                    "key": "self-check",
+                    "check": {**self.config["probe"], "targets": [list(t) for t in targets]},
+                }
                 slots[0], reply = self._ask(slots[0], job, CHECK_TIMEOUT_S)
                 for slot in slots:
                     self.idle.put(slot)
-                record = wire.check_record(reply.get("check", {"level": "unknown", "error": reply.get("fault")}))
+                record = wire.check_record(
+                    reply.get("check", {"level": "unknown", "error": reply.get("fault")})
+                )
         except Exception as exc:  # noqa: BLE001 - a check that cannot run refuses this worker, never passes it
             record = {"level": "unknown", "error": f"{type(exc).__name__}: {exc}"}
         self.record = {**record, **facts}
@@ -128,7 +155,9 @@ class Host:
             return "its self-check did not finish"
         gpu = bool(self.config.get("gpu")) and bool(self.record.get("resources", {}).get("GPU"))
         found = wire.problems(self.record, fingerprint=self.config["fingerprint"], gpu=gpu)
-        canary = wire.canary_problem(self.record) if self.config["probe"].get("canary", True) else ""
+        canary = (
+            wire.canary_problem(self.record) if self.config["probe"].get("canary", True) else ""
+        )
         return "; ".join(found + ([canary] if canary else []))
 
     def grade(self, key: str, student: str, plain: object) -> dict[str, Any]:
@@ -139,7 +168,10 @@ class Host:
         try:
             payload = wire.check_payload(plain)
         except wire.MessageError as exc:
-            return {"key": key, "fault": f"the submission sent to {self.address} was malformed: {exc}"}
+            return {
+                "key": key,
+                "fault": f"the submission sent to {self.address} was malformed: {exc}",
+            }
         folder = Path(tempfile.mkdtemp(dir=self.scratch, prefix="sub-"))
         slot = self.idle.get()
         try:
@@ -148,10 +180,14 @@ class Host:
         finally:
             self.idle.put(slot)
             shutil.rmtree(folder, ignore_errors=True)
-        kept: dict[str, Any] = {k: reply[k] for k in ("card", "refused", "fault", "wall_s", "warm") if k in reply}
+        kept: dict[str, Any] = {
+            k: reply[k] for k in ("card", "refused", "fault", "wall_s", "warm") if k in reply
+        }
         return {**kept, "key": key, "worker": self.address, "canary": self.record.get("canary")}
 
-    def _ask(self, slot: SlotProcess, job: dict[str, Any], limit: float) -> tuple[SlotProcess, dict[str, Any]]:
+    def _ask(
+        self, slot: SlotProcess, job: dict[str, Any], limit: float
+    ) -> tuple[SlotProcess, dict[str, Any]]:
         """Send ``job`` to ``slot``, wait for its reply; a dead or overrunning slot is replaced (its reply: a fault)."""
         if slot.proc.poll() is not None:
             slot = self._replace(slot)
@@ -162,25 +198,35 @@ class Host:
             slot.proc.stdin.write((json.dumps(job) + "\n").encode())
             slot.proc.stdin.flush()
         except OSError:
-            return self._replace(slot), {"fault": f"the grading slot process on {self.address} could not be sent the job"}
+            return self._replace(slot), {
+                "fault": f"the grading slot process on {self.address} could not be sent the job"
+            }
         while time.monotonic() < deadline:
-            readable, _, _ = select.select([stream], [], [], min(5.0, max(0.0, deadline - time.monotonic())))
+            readable, _, _ = select.select(
+                [stream], [], [], min(5.0, max(0.0, deadline - time.monotonic()))
+            )
             messages = slot.lines() if readable else []
             if messages is None:
-                return self._replace(slot), {"fault": f"the grading slot process on {self.address} ended (exit status "
-                                                      f"{slot.proc.poll()}) while grading this submission; its log "
-                                                      f"ends: {self._tail(slot)}"}
+                return self._replace(slot), {
+                    "fault": f"the grading slot process on {self.address} ended (exit status "
+                    f"{slot.proc.poll()}) while grading this submission; its log "
+                    f"ends: {self._tail(slot)}"
+                }
             for message in messages:
                 slot.ready = slot.ready or bool(message.get("ready"))
                 if message.get("key") == job["key"]:
                     return slot, message
-        return self._replace(slot), {"fault": f"the grading slot process on {self.address} ran past the "
-                                              f"{limit:.0f} s watchdog and was stopped"}
+        return self._replace(slot), {
+            "fault": f"the grading slot process on {self.address} ran past the "
+            f"{limit:.0f} s watchdog and was stopped"
+        }
 
     def _tail(self, slot: SlotProcess) -> str:
         """The end of a slot's log: it lives on this host, in a folder removed with the plugin."""
         try:
-            return (self.scratch / f"slot-{slot.n}.log").read_text("utf-8", "replace")[-600:].strip() or "(empty)"
+            return (self.scratch / f"slot-{slot.n}.log").read_text("utf-8", "replace")[
+                -600:
+            ].strip() or "(empty)"
         except OSError:
             return "(no log)"
 
@@ -200,7 +246,9 @@ class Host:
 def _host(name: str, worker: Worker) -> Host:
     plugin = worker.plugins.get(name)
     if not isinstance(plugin, GradingPlugin) or plugin.host is None:
-        raise RuntimeError(f"the grading plugin {name!r} is not set up on Dask worker {worker.address}")
+        raise RuntimeError(
+            f"the grading plugin {name!r} is not set up on Dask worker {worker.address}"
+        )
     return plugin.host
 
 

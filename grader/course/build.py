@@ -14,9 +14,13 @@ from pathlib import Path
 from grader.course.manifest import REPO_ROOT
 
 PLACEHOLDER = "__GRADER_TASK__"
-PACKAGE_DOC = ('"""Your exercises: one module per exercise. Run `grader check` or `pytest tests/public`."""\n')
-HEADER = ("# Generated from solutions/{name} by `grader build`. Your task: replace each\n"
-          "# `raise NotImplementedError(...)` with working code. Keep the names and signatures.\n")
+PACKAGE_DOC = (
+    '"""Your exercises: one module per exercise. Run `grader check` or `pytest tests/public`."""\n'
+)
+HEADER = (
+    "# Generated from solutions/{name} by `grader build`. Your task: replace each\n"
+    "# `raise NotImplementedError(...)` with working code. Keep the names and signatures.\n"
+)
 
 
 def clear_solutions(source: str) -> str:
@@ -25,10 +29,16 @@ def clear_solutions(source: str) -> str:
     from nbgrader.preprocessors import ClearSolutions
 
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "language": "python",
+        "display_name": "Python 3",
+    }
     nb.cells.append(nbformat.v4.new_code_cell(source))
     stub = f'raise NotImplementedError("{PLACEHOLDER}")'
-    cleared, _ = ClearSolutions(enforce_metadata=False, code_stub={"python": stub}).preprocess(nb, {})
+    cleared, _ = ClearSolutions(enforce_metadata=False, code_stub={"python": stub}).preprocess(
+        nb, {}
+    )
     source_out: str = cleared.cells[0].source  # nbgrader is untyped
     return source_out
 
@@ -47,7 +57,9 @@ def _name_tasks(source: str, module: str) -> str:
     return out
 
 
-def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+def _functions(
+    tree: ast.AST, prefix: str = ""
+) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
     found: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]] = []
     for node in getattr(tree, "body", []):
         if isinstance(node, ast.ClassDef):

@@ -59,7 +59,9 @@ class Assignment:
         for ex in self.exercises:
             if ex.id == exercise_id:
                 return ex
-        raise ManifestError(f"no exercise {exercise_id!r} in {self.id}; known: {', '.join(self.ids())}")
+        raise ManifestError(
+            f"no exercise {exercise_id!r} in {self.id}; known: {', '.join(self.ids())}"
+        )
 
     def ids(self) -> list[str]:
         return [e.id for e in self.exercises]
@@ -122,15 +124,22 @@ def check_paths(assignment: Assignment, suites: tuple[str, ...]) -> Assignment:
     """``spec`` when every file of ``suites`` it names is a file inside its folder (and, for ``hidden``, each
     exercise's reference ``solutions/<module>.py``); else :class:`ManifestError` naming each, with its line in the
     manifest: a misspelled path is the caller's mistake, found before anything is graded, not a broken machine."""
-    wrong = [f"{assignment.manifest}:{_line(assignment.manifest, field, name)}: {field} of exercise {e.id!r}: {why}"
-             for e in assignment.exercises for field, name, why in _path_problems(assignment, e, suites)]
+    wrong = [
+        f"{assignment.manifest}:{_line(assignment.manifest, field, name)}: {field} of exercise {e.id!r}: {why}"
+        for e in assignment.exercises
+        for field, name, why in _path_problems(assignment, e, suites)
+    ]
     if wrong:
-        raise ManifestError(f"{len(wrong)} path(s) of assignment {assignment.id!r} are wrong (fix the manifest):\n  "
-                            + "\n  ".join(wrong))
+        raise ManifestError(
+            f"{len(wrong)} path(s) of assignment {assignment.id!r} are wrong (fix the manifest):\n  "
+            + "\n  ".join(wrong)
+        )
     return assignment
 
 
-def _path_problems(assignment: Assignment, exercise: Exercise, suites: tuple[str, ...]) -> list[tuple[str, str, str]]:
+def _path_problems(
+    assignment: Assignment, exercise: Exercise, suites: tuple[str, ...]
+) -> list[tuple[str, str, str]]:
     named = [(f"{kind}_tests", getattr(exercise, f"{kind}_tests")) for kind in suites]
     if "hidden" in suites:
         named.append(("module", exercise.module))
@@ -140,9 +149,13 @@ def _path_problems(assignment: Assignment, exercise: Exercise, suites: tuple[str
         target = root / "solutions" / f"{name}.py" if field == "module" else root / name
         shown = f"solutions/{name}.py" if field == "module" else name
         if not target.resolve().is_relative_to(root):
-            problems.append((field, name, f"{shown!r} is outside the manifest's folder {assignment.root}"))
+            problems.append(
+                (field, name, f"{shown!r} is outside the manifest's folder {assignment.root}")
+            )
         elif not target.is_file():
-            problems.append((field, name, f"{shown!r} is not a file in {assignment.root}{_near(target)}"))
+            problems.append(
+                (field, name, f"{shown!r} is not a file in {assignment.root}{_near(target)}")
+            )
     return problems
 
 
@@ -183,15 +196,25 @@ def _document(path: Path) -> dict[str, Any]:
         raise ManifestError(f"{path}: not valid JSON ({exc})") from None
     try:
         schema.validate("assignments", document)
-    except schema.SchemaError as exc:  # the caller's manifest: a one-line refusal, never a traceback
+    except (
+        schema.SchemaError
+    ) as exc:  # the caller's manifest: a one-line refusal, never a traceback
         raise ManifestError(f"{path}: not a valid manifest: {exc}") from None
     return cast("dict[str, Any]", document)  # the schema says what it holds
 
 
 def _assignment(raw: dict[str, Any], path: Path) -> Assignment:
     exercises = tuple(
-        Exercise(**{**e, "names": tuple(e["names"]), "banned": tuple(e["banned"]),
-                    "banned_in": {k: tuple(v) for k, v in e.get("banned_in", {}).items()}})
+        Exercise(
+            **{
+                **e,
+                "names": tuple(e["names"]),
+                "banned": tuple(e["banned"]),
+                "banned_in": {k: tuple(v) for k, v in e.get("banned_in", {}).items()},
+            }
+        )
         for e in raw["exercises"]
     )
-    return Assignment(raw["id"], raw["title"], Limits(**raw["limits"]), exercises, path.parent, path)
+    return Assignment(
+        raw["id"], raw["title"], Limits(**raw["limits"]), exercises, path.parent, path
+    )

@@ -29,9 +29,13 @@ def solutions_package(root: Path) -> ModuleType:
         return loaded
     init = folder / "__init__.py"
     if not init.is_file():
-        raise ReferencesMissing(f"no reference solutions at {folder}: grade from the course checkout "
-                                "(the folder holding assignments.json, solutions/ and tests/)")
-    spec = importlib.util.spec_from_file_location(PACKAGE, init, submodule_search_locations=[str(folder)])
+        raise ReferencesMissing(
+            f"no reference solutions at {folder}: grade from the course checkout "
+            "(the folder holding assignments.json, solutions/ and tests/)"
+        )
+    spec = importlib.util.spec_from_file_location(
+        PACKAGE, init, submodule_search_locations=[str(folder)]
+    )
     assert spec is not None and spec.loader is not None
     for name in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:
         del sys.modules[name]  # a different checkout's solutions must not answer for this one

@@ -36,55 +36,106 @@ def document(card: dict[str, Any], *, visibility: str = "visible") -> dict[str, 
     """``results.json`` for any scorecard a batch exports: graded, or the grader's error (never a reason to lose
     points: no tests, the error kept for the instructor in ``extra_data``)."""
     if card["status"] == "error":
-        out = {"score": 0, "execution_time": round(float(card["timings"].get("total_s", 0)), 3),
-               "output": GENERIC_FAILURE, "output_format": "md", "stdout_visibility": "hidden", "tests": [],
-               "extra_data": {"error": card["error"], "grader": card["grader"]}}
+        out = {
+            "score": 0,
+            "execution_time": round(float(card["timings"].get("total_s", 0)), 3),
+            "output": GENERIC_FAILURE,
+            "output_format": "md",
+            "stdout_visibility": "hidden",
+            "tests": [],
+            "extra_data": {"error": card["error"], "grader": card["grader"]},
+        }
         schema.validate("gradescope-results", out)
         return out
     return results(card, visibility=visibility)
 
 
-def results(card: dict[str, Any], *, visibility: str, late: dict[str, Any] | None = None,
-            extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def results(
+    card: dict[str, Any],
+    *,
+    visibility: str,
+    late: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``results.json`` for a graded scorecard (``status: graded``)."""
     score = late["score"] if late else card["score"]
-    out = {"score": score, "execution_time": round(float(card["timings"].get("total_s", 0)), 3),
-           "output": _summary(card, late), "output_format": "md", "test_output_format": "md",
-           "stdout_visibility": "hidden", "tests": _tests(card, visibility),
-           "extra_data": {"seed": card["seed"], "grader": card["grader"], "isolation": card["isolation"],
-                          "score_before_late_policy": card["score"], "late": late,
-                          "integrity": card.get("integrity"), **(extra or {})}}
+    out = {
+        "score": score,
+        "execution_time": round(float(card["timings"].get("total_s", 0)), 3),
+        "output": _summary(card, late),
+        "output_format": "md",
+        "test_output_format": "md",
+        "stdout_visibility": "hidden",
+        "tests": _tests(card, visibility),
+        "extra_data": {
+            "seed": card["seed"],
+            "grader": card["grader"],
+            "isolation": card["isolation"],
+            "score_before_late_policy": card["score"],
+            "late": late,
+            "integrity": card.get("integrity"),
+            **(extra or {}),
+        },
+    }
     schema.validate("gradescope-results", out)
     return out
 
 
 def _tests(card: dict[str, Any], visibility: str) -> list[dict[str, Any]]:
-    return [{"name": f"{e['title']}: {t['name']}", "number": f"{i}.{j}", "score": t["points"],
-             "max_score": t["max_points"], "status": "passed" if t["outcome"] == "passed" else "failed",
-             "output": fence(t["message"]) if t["message"] else "", "output_format": "md",
-             "tags": [e["id"]], "visibility": visibility,
-             "extra_data": {"outcome": t["outcome"], "duration_s": t["duration"]}}
-            for i, e in enumerate(card["exercises"], 1) for j, t in enumerate(e["tests"], 1) if t["counted"]]
+    return [
+        {
+            "name": f"{e['title']}: {t['name']}",
+            "number": f"{i}.{j}",
+            "score": t["points"],
+            "max_score": t["max_points"],
+            "status": "passed" if t["outcome"] == "passed" else "failed",
+            "output": fence(t["message"]) if t["message"] else "",
+            "output_format": "md",
+            "tags": [e["id"]],
+            "visibility": visibility,
+            "extra_data": {"outcome": t["outcome"], "duration_s": t["duration"]},
+        }
+        for i, e in enumerate(card["exercises"], 1)
+        for j, t in enumerate(e["tests"], 1)
+        if t["counted"]
+    ]
 
 
 def _summary(card: dict[str, Any], late: dict[str, Any] | None) -> str:
-    lines = [f"Score **{card['score']:g}/{card['max_score']:g}** from the hidden tests, run in a sandbox with "
-             f"fresh random inputs (seed {card['seed']})."]
+    lines = [
+        f"Score **{card['score']:g}/{card['max_score']:g}** from the hidden tests, run in a sandbox with "
+        f"fresh random inputs (seed {card['seed']})."
+    ]
     if late:
-        lines.append(f"Late by {late['days_late']} day(s): {late['fraction']:.0%} of the score deducted "
-                     f"({late['deduction']:g} points), **{late['score']:g}** counted.")
+        lines.append(
+            f"Late by {late['days_late']} day(s): {late['fraction']:.0%} of the score deducted "
+            f"({late['deduction']:g} points), **{late['score']:g}** counted."
+        )
     return "\n\n".join(lines)
 
 
 def intake_rejected(card: dict[str, Any], *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The submission itself could not be read (no Python files, a bad archive): 0, with the reason."""
     message = card["error"]["message"]
-    out = {"score": 0, "execution_time": round(float(card["timings"].get("total_s", 0)), 3),
-            "output": "Your submission could not be graded as uploaded:\n\n" + fence(message),
-            "output_format": "md", "stdout_visibility": "hidden",
-            "tests": [{"name": "Submission readable", "status": "failed", "score": 0, "max_score": card["max_score"],
-                       "output": fence(message), "output_format": "md", "visibility": "visible"}],
-            "extra_data": {"intake_error": message, "grader": card["grader"], **(extra or {})}}
+    out = {
+        "score": 0,
+        "execution_time": round(float(card["timings"].get("total_s", 0)), 3),
+        "output": "Your submission could not be graded as uploaded:\n\n" + fence(message),
+        "output_format": "md",
+        "stdout_visibility": "hidden",
+        "tests": [
+            {
+                "name": "Submission readable",
+                "status": "failed",
+                "score": 0,
+                "max_score": card["max_score"],
+                "output": fence(message),
+                "output_format": "md",
+                "visibility": "visible",
+            }
+        ],
+        "extra_data": {"intake_error": message, "grader": card["grader"], **(extra or {})},
+    }
     schema.validate("gradescope-results", out)
     return out
 

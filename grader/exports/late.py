@@ -41,7 +41,9 @@ def _when(text: object) -> datetime | None:
         return None
 
 
-def assess(score: float, rules: dict[str, Any] | None, meta: dict[str, Any]) -> dict[str, Any] | None:
+def assess(
+    score: float, rules: dict[str, Any] | None, meta: dict[str, Any]
+) -> dict[str, Any] | None:
     """What the policy does to ``score``: None when it does not apply (no policy, no dates, on time)."""
     created = _when(meta.get("created_at"))
     due = _when((meta.get("assignment") or {}).get("due_date"))
@@ -53,7 +55,13 @@ def assess(score: float, rules: dict[str, Any] | None, meta: dict[str, Any]) -> 
     days = math.ceil(late_s / 86400)
     fraction = min(float(rules["per_day"]) * days, float(rules.get("max_fraction", 1.0)))
     deduction = round(score * fraction, 6)
-    return {"days_late": days, "fraction": round(fraction, 6), "deduction": deduction,
-            "score_before": score, "score": round(max(0.0, score - deduction), 6),
-            "created_at": str(meta.get("created_at")), "due_date": str(meta["assignment"]["due_date"]),
-            "late_due_date": (meta.get("assignment") or {}).get("late_due_date")}
+    return {
+        "days_late": days,
+        "fraction": round(fraction, 6),
+        "deduction": deduction,
+        "score_before": score,
+        "score": round(max(0.0, score - deduction), 6),
+        "created_at": str(meta.get("created_at")),
+        "due_date": str(meta["assignment"]["due_date"]),
+        "late_due_date": (meta.get("assignment") or {}).get("late_due_date"),
+    }

@@ -67,19 +67,26 @@ def warning(formats: tuple[str, ...] | list[str], roster: list[Student] | None) 
     """What an export without a roster leaves out, and what to pass; None when nothing is left out."""
     if "canvas" not in formats or roster is not None:
         return None
-    return ("the Canvas export has no roster: its ID and SIS User ID columns are blank, so Canvas can match each "
-            "row only by SIS Login ID (the submission's login) or by name, and rows it cannot match are skipped. "
-            "Pass --roster roster.csv (columns login, name, and lms_id for Canvas's user ID, sis_user_id, "
-            "sis_login_id, section) to fill them")
+    return (
+        "the Canvas export has no roster: its ID and SIS User ID columns are blank, so Canvas can match each "
+        "row only by SIS Login ID (the submission's login) or by name, and rows it cannot match are skipped. "
+        "Pass --roster roster.csv (columns login, name, and lms_id for Canvas's user ID, sis_user_id, "
+        "sis_login_id, section) to fill them"
+    )
 
 
 def canvas(lines: list[Line], title: str, points: float, cell: Cell) -> str:
     """Canvas's import CSV: one assignment column named ``title``; ``cell`` escapes formulas."""
-    rows: list[list[object]] = [[*CANVAS_STUDENT_COLUMNS, title], ["    Points Possible", "", "", "", "", f"{points:g}"]]
+    rows: list[list[object]] = [
+        [*CANVAS_STUDENT_COLUMNS, title],
+        ["    Points Possible", "", "", "", "", f"{points:g}"],
+    ]
     for line in lines:
         s = line.student or Student(login=line.key)
         sis_login = s.sis_login_id or ("" if line.student and s.lms_id else s.login)
-        rows.append([s.name or s.login, s.lms_id, s.sis_user_id, sis_login, s.section, line.grade()])
+        rows.append(
+            [s.name or s.login, s.lms_id, s.sis_user_id, sis_login, s.section, line.grade()]
+        )
     return _csv(rows, cell)
 
 

@@ -76,7 +76,9 @@ def write_text(path: Path, text: str) -> None:
         raise
 
 
-def gradebook_csv(named: Named, exercise_ids: list[str], roster: list[Student] | None = None) -> str:
+def gradebook_csv(
+    named: Named, exercise_ids: list[str], roster: list[Student] | None = None
+) -> str:
     """One row per student (``exports.csv_row``), keyed by the scorecard's name, every cell escaped.
 
     With ``roster``: its columns after ``student``, roster order first, a ``missing`` row (0) for each
@@ -89,7 +91,11 @@ def gradebook_csv(named: Named, exercise_ids: list[str], roster: list[Student] |
     writer = csv.DictWriter(buffer, fieldnames=[csv_cell(f) for f in fields], lineterminator="\n")
     writer.writeheader()
     cleaned = _cleaned(named)
-    lines = lms.join(cleaned, roster) if roster is not None else [lms.Line(k, c, None) for k, c in cleaned]
+    lines = (
+        lms.join(cleaned, roster)
+        if roster is not None
+        else [lms.Line(k, c, None) for k, c in cleaned]
+    )
     for line in lines:
         row = exports.csv_row(line.card, exercise_ids) if line.card else _missing(exercise_ids)
         row["student"] = line.key
@@ -100,17 +106,41 @@ def gradebook_csv(named: Named, exercise_ids: list[str], roster: list[Student] |
 
 
 def _missing(exercise_ids: list[str]) -> dict[str, Any]:
-    return {**{ex: 0 for ex in exercise_ids}, "total": 0, "max_score": "", "status": "missing", "error": "",
-            "isolation": "", "sha256": "", "seed": ""}
+    return {
+        **{ex: 0 for ex in exercise_ids},
+        "total": 0,
+        "max_score": "",
+        "status": "missing",
+        "error": "",
+        "isolation": "",
+        "sha256": "",
+        "seed": "",
+    }
 
 
 def _blank(exercise_ids: list[str]) -> dict[str, Any]:
-    return {"exercises": [], "submission": {"path": "", "sha256": ""}, "score": 0, "max_score": 0,
-            "status": "graded", "error": None, "isolation": {"backend": "none"}, "seed": 0}
+    return {
+        "exercises": [],
+        "submission": {"path": "", "sha256": ""},
+        "score": 0,
+        "max_score": 0,
+        "status": "graded",
+        "error": None,
+        "isolation": {"backend": "none"},
+        "seed": 0,
+    }
 
 
-def export(named: Named, fmt: str, out: Path, exercise_ids: list[str], *, roster: list[Student] | None = None,
-           title: str = "", points: float | None = None) -> list[Path]:
+def export(
+    named: Named,
+    fmt: str,
+    out: Path,
+    exercise_ids: list[str],
+    *,
+    roster: list[Student] | None = None,
+    title: str = "",
+    points: float | None = None,
+) -> list[Path]:
     """Write ``fmt`` exports of the cards into ``out``; return the files written (each validated).
 
     ``title`` and ``points`` name the LMS gradebook column (Canvas, Moodle) and its points possible.
@@ -122,8 +152,14 @@ def export(named: Named, fmt: str, out: Path, exercise_ids: list[str], *, roster
     if fmt in lms.FORMATS:
         lines = lms.join(_cleaned(named), roster)
         title = safetext.name(title or (named[0][1]["assignment"] if named else "grade"))
-        points = points if points is not None else max((c["max_score"] for _, c in named), default=0)
-        text = lms.canvas(lines, title, points, csv_cell) if fmt == "canvas" else lms.moodle(lines, title, csv_cell)
+        points = (
+            points if points is not None else max((c["max_score"] for _, c in named), default=0)
+        )
+        text = (
+            lms.canvas(lines, title, points, csv_cell)
+            if fmt == "canvas"
+            else lms.moodle(lines, title, csv_cell)
+        )
         path = out / f"{fmt}.csv"
         write_text(path, text)
         return [path]
@@ -151,13 +187,19 @@ def identical(named: Named, *, ignore: str = "") -> list[dict[str, Any]]:
         sha = card["submission"]["sha256"]
         if sha and sha != ignore:
             groups[sha].append(key)
-    return [{"sha256": sha, "students": sorted(set(keys))} for sha, keys in sorted(groups.items()) if len(set(keys)) > 1]
+    return [
+        {"sha256": sha, "students": sorted(set(keys))}
+        for sha, keys in sorted(groups.items())
+        if len(set(keys)) > 1
+    ]
 
 
 def stubs_sha256(assignment: manifest.Assignment) -> str:
     """The hash intake gives the untouched released stubs (``""`` when they are not here)."""
     try:
-        sub = intake.take(assignment.root / "exercises", modules={e.module for e in assignment.exercises})
+        sub = intake.take(
+            assignment.root / "exercises", modules={e.module for e in assignment.exercises}
+        )
     except (intake.IntakeError, GraderFault):
         return ""
     sub.cleanup()
@@ -168,10 +210,19 @@ def _pct(card: dict[str, Any]) -> float:
     return 100.0 * card["score"] / card["max_score"] if card["max_score"] else 0.0
 
 
-def summarize(named: Named, *, assignment: manifest.Assignment, backend: BackendName, slots: int,
-              wall_s: float, skipped: int, timing: dict[str, Any] | None = None,
-              roster: list[Student] | None = None, previous: dict[str, Any] | None = None,
-              exercise_ids: list[str] | None = None) -> dict[str, Any]:
+def summarize(
+    named: Named,
+    *,
+    assignment: manifest.Assignment,
+    backend: BackendName,
+    slots: int,
+    wall_s: float,
+    skipped: int,
+    timing: dict[str, Any] | None = None,
+    roster: list[Student] | None = None,
+    previous: dict[str, Any] | None = None,
+    exercise_ids: list[str] | None = None,
+) -> dict[str, Any]:
     """The ``summary`` document (schema ``summary``): counts, score distribution, pass rates, students, mistakes.
 
     ``previous`` is the summary this one replaces: when this run graded nothing (every submission
@@ -190,44 +241,69 @@ def summarize(named: Named, *, assignment: manifest.Assignment, backend: Backend
     ids = exercise_ids or assignment.ids()
     missing = [s for s in roster or [] if s.key not in dict(named)]
     doc = {
-        "schema_version": 3, "assignment": assignment.id, "title": assignment.title,
-        "grader": {"version": __version__}, "generated": scorecard.now(), "isolation": backend, "slots": slots,
-        "wall_s": round(wall_s, 3), "submissions_per_minute": _rate(len(cards) - skipped, wall_s),
-        "counts": {"submissions": len(cards), "graded": len(graded), "errors": len(cards) - len(graded),
-                   "skipped": skipped, "timeouts": sum(1 for _, n in timeouts if n),
-                   "full_marks": sum(1 for c in graded if c["max_score"] and c["score"] >= c["max_score"]),
-                   "missing": len(missing)},
-        "score": {"max_score": max_score,
-                  "mean": _r(statistics.fmean([c["score"] for c in graded])) if graded else 0,
-                  "median": _r(statistics.median([c["score"] for c in graded])) if graded else 0,
-                  "min": min((c["score"] for c in graded), default=0), "max": max((c["score"] for c in graded), default=0),
-                  "mean_percent": _r(statistics.fmean(pcts)) if pcts else 0},
+        "schema_version": 3,
+        "assignment": assignment.id,
+        "title": assignment.title,
+        "grader": {"version": __version__},
+        "generated": scorecard.now(),
+        "isolation": backend,
+        "slots": slots,
+        "wall_s": round(wall_s, 3),
+        "submissions_per_minute": _rate(len(cards) - skipped, wall_s),
+        "counts": {
+            "submissions": len(cards),
+            "graded": len(graded),
+            "errors": len(cards) - len(graded),
+            "skipped": skipped,
+            "timeouts": sum(1 for _, n in timeouts if n),
+            "full_marks": sum(1 for c in graded if c["max_score"] and c["score"] >= c["max_score"]),
+            "missing": len(missing),
+        },
+        "score": {
+            "max_score": max_score,
+            "mean": _r(statistics.fmean([c["score"] for c in graded])) if graded else 0,
+            "median": _r(statistics.median([c["score"] for c in graded])) if graded else 0,
+            "min": min((c["score"] for c in graded), default=0),
+            "max": max((c["score"] for c in graded), default=0),
+            "mean_percent": _r(statistics.fmean(pcts)) if pcts else 0,
+        },
         "histogram": [{"from": 10 * i, "to": 10 * i + 10, "count": n} for i, n in enumerate(bins)],
         "exercises": _exercises(graded),
         "common_failures": students.common_mistakes(named),
-        "errors": [{"student": k, "kind": c["error"]["kind"], "message": c["error"]["message"][:500]}
-                   for k, c in named if c["status"] == "error"],
+        "errors": [
+            {"student": k, "kind": c["error"]["kind"], "message": c["error"]["message"][:500]}
+            for k, c in named
+            if c["status"] == "error"
+        ],
         "timeouts": [{"student": k, "count": n} for k, n in timeouts if n],
-        "slowest": [{"student": k, "total_s": c["timings"]["total_s"]}
-                    for k, c in sorted(named, key=lambda kc: -kc[1]["timings"]["total_s"])[:10]],
+        "slowest": [
+            {"student": k, "total_s": c["timings"]["total_s"]}
+            for k, c in sorted(named, key=lambda kc: -kc[1]["timings"]["total_s"])[:10]
+        ],
         "timing": timing or {},
         "cuda": cuda(named),
         "identical_submissions": groups,
-        "students": students.rows(named, ids, groups) + [students.missing_row(s.key, s.login, ids, max_score)
-                                                         for s in missing],
+        "students": students.rows(named, ids, groups)
+        + [students.missing_row(s.key, s.login, ids, max_score) for s in missing],
         "last_graded_run": _last_graded_run(len(cards) - skipped, wall_s, slots, previous),
     }
     if roster is not None:
-        doc["roster"] = {"students": len(roster), "missing": [s.key for s in missing],
-                         "not_on_roster": sorted(set(dict(named)) - {s.key for s in roster})}
+        doc["roster"] = {
+            "students": len(roster),
+            "missing": [s.key for s in missing],
+            "not_on_roster": sorted(set(dict(named)) - {s.key for s in roster}),
+        }
     schema.validate("summary", doc)
     return doc
 
 
 def cuda(named: Named) -> dict[str, Any]:
     """Who was graded where CUDA was available: each graded card whose ``environment.cuda`` names a device."""
-    found = [{"student": key, "device": card["environment"]["cuda"]} for key, card in named
-             if card["status"] == "graded" and card["environment"].get("cuda")]
+    found = [
+        {"student": key, "device": card["environment"]["cuda"]}
+        for key, card in named
+        if card["status"] == "graded" and card["environment"].get("cuda")
+    ]
     return {"graded": len(found), "submissions": found}
 
 
@@ -235,19 +311,30 @@ def _rate(count: int, wall_s: float) -> float:
     return round(60.0 * count / wall_s, 2) if wall_s > 0 and count > 0 else 0
 
 
-def _last_graded_run(count: int, wall_s: float, slots: int, previous: dict[str, Any] | None) -> dict[str, Any]:
+def _last_graded_run(
+    count: int, wall_s: float, slots: int, previous: dict[str, Any] | None
+) -> dict[str, Any]:
     """This run's figures when it graded something, else the last real ones (an older summary's top level too)."""
-    fresh = {"generated": scorecard.now(), "graded": max(count, 0), "wall_s": round(wall_s, 3),
-             "submissions_per_minute": _rate(count, wall_s), "slots": slots}
+    fresh = {
+        "generated": scorecard.now(),
+        "graded": max(count, 0),
+        "wall_s": round(wall_s, 3),
+        "submissions_per_minute": _rate(count, wall_s),
+        "slots": slots,
+    }
     if count > 0 or not previous:
         return fresh
     kept = previous.get("last_graded_run")
     if not isinstance(kept, dict):  # a summary written before the field: its own top-level figures
         raw_counts = previous.get("counts")
         counts: dict[str, Any] = raw_counts if isinstance(raw_counts, dict) else {}
-        kept = {"generated": previous.get("generated"), "wall_s": previous.get("wall_s"),
-                "submissions_per_minute": previous.get("submissions_per_minute"), "slots": previous.get("slots"),
-                "graded": _int(counts.get("submissions")) - _int(counts.get("skipped"))}
+        kept = {
+            "generated": previous.get("generated"),
+            "wall_s": previous.get("wall_s"),
+            "submissions_per_minute": previous.get("submissions_per_minute"),
+            "slots": previous.get("slots"),
+            "graded": _int(counts.get("submissions")) - _int(counts.get("skipped")),
+        }
     return kept if _is_run(kept) else fresh
 
 
@@ -258,10 +345,14 @@ def _int(value: object) -> int:
 def _is_run(run: dict[str, Any]) -> bool:
     """``run`` has the shape of ``last_graded_run`` and measured something (the old file may hold anything)."""
     numbers = [run.get(k) for k in ("wall_s", "submissions_per_minute")]
-    return (set(run) == {"generated", "graded", "wall_s", "submissions_per_minute", "slots"}
-            and isinstance(run["generated"], str) and _int(run["graded"]) > 0 and _int(run["slots"]) >= 1
-            and all(isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0 for n in numbers)
-            and run["submissions_per_minute"] > 0)
+    return (
+        set(run) == {"generated", "graded", "wall_s", "submissions_per_minute", "slots"}
+        and isinstance(run["generated"], str)
+        and _int(run["graded"]) > 0
+        and _int(run["slots"]) >= 1
+        and all(isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0 for n in numbers)
+        and run["submissions_per_minute"] > 0
+    )
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:
@@ -283,8 +374,16 @@ def _exercises(graded: list[dict[str, Any]]) -> list[dict[str, Any]]:
     names: dict[str, str] = {}
     for card in graded:
         for ex in card["exercises"]:
-            e = order.setdefault(ex["id"], {"id": ex["id"], "title": ex["title"], "max_score": ex["max_score"],
-                                             "scores": [], "full": 0})
+            e = order.setdefault(
+                ex["id"],
+                {
+                    "id": ex["id"],
+                    "title": ex["title"],
+                    "max_score": ex["max_score"],
+                    "scores": [],
+                    "full": 0,
+                },
+            )
             e["scores"].append(ex["score"])
             e["full"] += ex["max_score"] > 0 and ex["score"] >= ex["max_score"]
             for t in ex["tests"]:
@@ -296,9 +395,23 @@ def _exercises(graded: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for ex_id, e in order.items():
         n = len(e["scores"])
-        out.append({"id": ex_id, "title": e["title"], "max_score": e["max_score"],
-                    "mean_score": _r(statistics.fmean(e["scores"])) if n else 0,
-                    "pass_rate": _r(e["full"] / n) if n else 0,
-                    "tests": [{"id": tid, "name": names[tid], "passed": p, "total": t, "pass_rate": _r(p / t) if t else 0}
-                              for tid, (p, t) in tests[ex_id].items()]})
+        out.append(
+            {
+                "id": ex_id,
+                "title": e["title"],
+                "max_score": e["max_score"],
+                "mean_score": _r(statistics.fmean(e["scores"])) if n else 0,
+                "pass_rate": _r(e["full"] / n) if n else 0,
+                "tests": [
+                    {
+                        "id": tid,
+                        "name": names[tid],
+                        "passed": p,
+                        "total": t,
+                        "pass_rate": _r(p / t) if t else 0,
+                    }
+                    for tid, (p, t) in tests[ex_id].items()
+                ],
+            }
+        )
     return out

@@ -15,14 +15,35 @@ GENERIC_FAILURE = "The autograder could not grade this submission; your instruct
 
 
 def to_github_classroom(card: dict[str, Any]) -> dict[str, Any]:
-    tests = [{"name": f"{e['id']}: {t['name']}", "status": _gh_status(t["outcome"]), "score": t["points"],
-              "message": t["message"][:2000], "test_code": t["id"], "filename": t["id"].split("::")[0],
-              "line_no": 0, "duration": round(t["duration"] * 1000, 3)}
-             for e in card["exercises"] for t in e["tests"] if t["counted"]]
+    tests = [
+        {
+            "name": f"{e['id']}: {t['name']}",
+            "status": _gh_status(t["outcome"]),
+            "score": t["points"],
+            "message": t["message"][:2000],
+            "test_code": t["id"],
+            "filename": t["id"].split("::")[0],
+            "line_no": 0,
+            "duration": round(t["duration"] * 1000, 3),
+        }
+        for e in card["exercises"]
+        for t in e["tests"]
+        if t["counted"]
+    ]
     if card["status"] == "error":
         status = "error"
-        tests.append({"name": "grading", "status": "error", "score": 0, "message": GENERIC_FAILURE,
-                      "test_code": "", "filename": "", "line_no": 0, "duration": 0})
+        tests.append(
+            {
+                "name": "grading",
+                "status": "error",
+                "score": 0,
+                "message": GENERIC_FAILURE,
+                "test_code": "",
+                "filename": "",
+                "line_no": 0,
+                "duration": 0,
+            }
+        )
     else:
         status = "pass" if card["score"] == card["max_score"] else "fail"
     out = {"version": 1, "status": status, "max_score": card["max_score"] or 100, "tests": tests}
@@ -44,7 +65,13 @@ def csv_row(card: dict[str, Any], exercise_ids: list[str]) -> dict[str, Any]:
     sub = card["submission"]
     row: dict[str, Any] = {"student": sub.get("student") or sub["path"]}
     row.update({ex: points.get(ex, 0) if graded else "" for ex in exercise_ids})
-    row.update(total=card["score"] if graded else "", max_score=card["max_score"], status=card["status"],
-               error=(card["error"] or {}).get("kind", ""), isolation=card["isolation"]["backend"],
-               sha256=sub["sha256"], seed=card["seed"])
+    row.update(
+        total=card["score"] if graded else "",
+        max_score=card["max_score"],
+        status=card["status"],
+        error=(card["error"] or {}).get("kind", ""),
+        isolation=card["isolation"]["backend"],
+        sha256=sub["sha256"],
+        seed=card["seed"],
+    )
     return row

@@ -21,8 +21,10 @@ from grader.gradetext import diagnosed, split_message
 Named = list[tuple[str, dict[str, Any]]]
 MESSAGE_CHARS = 600  # per failing test in the summary; the scorecard keeps the full message
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE)
-_ABSENT = re.compile(r"is not implemented yet|not found in the submission|not found in \S+\.py: define it"
-                     r"|earlier tests of this exercise timed out")  # the timeout itself is counted, once
+_ABSENT = re.compile(
+    r"is not implemented yet|not found in the submission|not found in \S+\.py: define it"
+    r"|earlier tests of this exercise timed out"
+)  # the timeout itself is counted, once
 
 
 HINT_CHARS = 2000
@@ -41,12 +43,18 @@ def mistake_key(exercise: str, test: dict[str, Any]) -> tuple[str, dict[str, Any
     suites name one) that is the key; else the test without its parameters
     and :func:`failure_key` of its message. The one place the grouping is decided."""
     head, hint = split_message(test["message"])
-    shown = {"test": f"{exercise}::{_PARAMS.sub('', test['name'])}", "message": failure_key(head),
-             "hint": (hint or "")[:HINT_CHARS]}
+    shown = {
+        "test": f"{exercise}::{_PARAMS.sub('', test['name'])}",
+        "message": failure_key(head),
+        "hint": (hint or "")[:HINT_CHARS],
+    }
     diagnosis = diagnosed(test)
     if isinstance(diagnosis, dict) and isinstance(diagnosis.get("id"), str):
-        return f"diagnosis:{diagnosis['id']}", {**shown, "diagnosis": diagnosis["id"],
-                                                "message": str(diagnosis.get("title") or shown["message"])}
+        return f"diagnosis:{diagnosis['id']}", {
+            **shown,
+            "diagnosis": diagnosis["id"],
+            "message": str(diagnosis.get("title") or shown["message"]),
+        }
     if isinstance(diagnosis, str) and diagnosis:
         return f"diagnosis:{diagnosis}", {**shown, "diagnosis": diagnosis}
     return f"{shown['test']}\0{shown['message']}", shown
@@ -58,14 +66,25 @@ def is_absent(message: str) -> bool:
 
 
 def _failing(card: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"exercise": ex["id"], "test": t["name"], "outcome": t["outcome"], "message": t["message"][:MESSAGE_CHARS]}
-            for ex, t in _failed_tests(card)]
+    return [
+        {
+            "exercise": ex["id"],
+            "test": t["name"],
+            "outcome": t["outcome"],
+            "message": t["message"][:MESSAGE_CHARS],
+        }
+        for ex, t in _failed_tests(card)
+    ]
 
 
 def _failed_tests(card: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(exercise, test) of every counted test that did not pass."""
-    return [(ex, t) for ex in card["exercises"] for t in ex["tests"]
-            if t["counted"] and t["outcome"] not in ("passed", "skipped")]
+    return [
+        (ex, t)
+        for ex in card["exercises"]
+        for t in ex["tests"]
+        if t["counted"] and t["outcome"] not in ("passed", "skipped")
+    ]
 
 
 def _drill_down(failing: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -94,37 +113,71 @@ def _flags(card: dict[str, Any], group: int | None) -> list[str]:
     return flags
 
 
-def row(key: str, card: dict[str, Any], exercise_ids: list[str], group: int | None) -> dict[str, Any]:
+def row(
+    key: str, card: dict[str, Any], exercise_ids: list[str], group: int | None
+) -> dict[str, Any]:
     """One student's row (schema ``summary``, ``students[]``)."""
     points = {ex["id"]: ex["score"] for ex in card["exercises"]}
     error, failing = card.get("error") or None, _failing(card)
     return {
-        "key": key, "student": card["submission"].get("student") or key, "status": card["status"],
-        "total": card["score"], "max_score": card["max_score"],
+        "key": key,
+        "student": card["submission"].get("student") or key,
+        "status": card["status"],
+        "total": card["score"],
+        "max_score": card["max_score"],
         "exercises": {ex: points.get(ex, 0) for ex in exercise_ids},
-        "flags": _flags(card, group), "identical_group": group,
-        "error": {"kind": error["kind"], "message": error["message"][:MESSAGE_CHARS]} if error else None,
-        "integrity": [{k: f[k] for k in ("file", "line", "construct", "rule", "severity", "reason")}
-                      for f in sorted(card.get("integrity", []), key=lambda f: f["severity"] != "withhold")][:20],
-        "withheld": [{"exercise": ex["id"], "reason": ex["withheld"][:MESSAGE_CHARS]}
-                     for ex in card["exercises"] if ex.get("withheld")],
-        "incidents": [{"kind": i["kind"], "test": i["test"], "message": i["message"][:MESSAGE_CHARS]}
-                      for i in card["incidents"]][:20],
-        "failed_tests": len(failing), "failing": _drill_down(failing),
+        "flags": _flags(card, group),
+        "identical_group": group,
+        "error": {"kind": error["kind"], "message": error["message"][:MESSAGE_CHARS]}
+        if error
+        else None,
+        "integrity": [
+            {k: f[k] for k in ("file", "line", "construct", "rule", "severity", "reason")}
+            for f in sorted(card.get("integrity", []), key=lambda f: f["severity"] != "withhold")
+        ][:20],
+        "withheld": [
+            {"exercise": ex["id"], "reason": ex["withheld"][:MESSAGE_CHARS]}
+            for ex in card["exercises"]
+            if ex.get("withheld")
+        ],
+        "incidents": [
+            {"kind": i["kind"], "test": i["test"], "message": i["message"][:MESSAGE_CHARS]}
+            for i in card["incidents"]
+        ][:20],
+        "failed_tests": len(failing),
+        "failing": _drill_down(failing),
         "tried_failed": sum(not is_absent(f["message"]) for f in failing),
         "not_submitted": sum(is_absent(f["message"]) for f in failing),
     }
 
 
-def missing_row(key: str, student: str, exercise_ids: list[str], max_score: float) -> dict[str, Any]:
+def missing_row(
+    key: str, student: str, exercise_ids: list[str], max_score: float
+) -> dict[str, Any]:
     """A roster student with no submission: 0 points, status ``missing``."""
-    return {"key": key, "student": student, "status": "missing", "total": 0, "max_score": max_score,
-            "exercises": {ex: 0 for ex in exercise_ids}, "flags": ["no submission"], "identical_group": None,
-            "error": None, "integrity": [], "withheld": [], "incidents": [], "failed_tests": 0, "failing": [],
-            "tried_failed": 0, "not_submitted": 0}
+    return {
+        "key": key,
+        "student": student,
+        "status": "missing",
+        "total": 0,
+        "max_score": max_score,
+        "exercises": {ex: 0 for ex in exercise_ids},
+        "flags": ["no submission"],
+        "identical_group": None,
+        "error": None,
+        "integrity": [],
+        "withheld": [],
+        "incidents": [],
+        "failed_tests": 0,
+        "failing": [],
+        "tried_failed": 0,
+        "not_submitted": 0,
+    }
 
 
-def rows(named: Named, exercise_ids: list[str], identical: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rows(
+    named: Named, exercise_ids: list[str], identical: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Every student's row, in key order; ``identical`` numbers the groups (1, 2, ...)."""
     group = {key: n for n, g in enumerate(identical, 1) for key in g["students"]}
     return [row(key, card, exercise_ids, group.get(key)) for key, card in sorted(named)]
@@ -148,5 +201,13 @@ def common_mistakes(named: Named, top: int = 15) -> list[dict[str, Any]]:
             tests[group] += 1
             where[group].add(exercise["id"])
     ranked = sorted(students, key=lambda g: (-len(students[g]), -tests[g], g))[:top]
-    return [{**shown[g], "count": len(students[g]), "tests": tests[g], "exercises": sorted(where[g]),
-             "students": sorted(students[g])[:8]} for g in ranked]
+    return [
+        {
+            **shown[g],
+            "count": len(students[g]),
+            "tests": tests[g],
+            "exercises": sorted(where[g]),
+            "students": sorted(students[g])[:8],
+        }
+        for g in ranked
+    ]

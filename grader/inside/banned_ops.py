@@ -11,21 +11,39 @@ from __future__ import annotations
 
 SOFTMAX = ("softmax", "_softmax", "special_softmax", "_softmax_backward_data")
 LOG_SOFTMAX = ("log_softmax", "_log_softmax", "special_log_softmax", "_log_softmax_backward_data")
-SDPA = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
-        "_scaled_dot_product_attention_math_for_mps", "_fused_sdp_choice", "_efficient_attention_forward",
-        "_flash_attention_forward")
-MHA = ("multi_head_attention_forward", "_native_multi_head_attention", "_transformer_encoder_layer_fwd")
+SDPA = (
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_fused_attention_overrideable",
+    "_scaled_dot_product_attention_math_for_mps",
+    "_fused_sdp_choice",
+    "_efficient_attention_forward",
+    "_flash_attention_forward",
+)
+MHA = (
+    "multi_head_attention_forward",
+    "_native_multi_head_attention",
+    "_transformer_encoder_layer_fwd",
+)
 
 OPERATORS: dict[str, tuple[str, ...]] = {
-    "torch.softmax": SOFTMAX, "torch.nn.functional.softmax": SOFTMAX, "torch.Tensor.softmax": SOFTMAX,
-    "torch.special.softmax": SOFTMAX, "torch.nn.Softmax": SOFTMAX,
-    "torch.log_softmax": LOG_SOFTMAX, "torch.nn.functional.log_softmax": LOG_SOFTMAX,
-    "torch.Tensor.log_softmax": LOG_SOFTMAX, "torch.special.log_softmax": LOG_SOFTMAX,
+    "torch.softmax": SOFTMAX,
+    "torch.nn.functional.softmax": SOFTMAX,
+    "torch.Tensor.softmax": SOFTMAX,
+    "torch.special.softmax": SOFTMAX,
+    "torch.nn.Softmax": SOFTMAX,
+    "torch.log_softmax": LOG_SOFTMAX,
+    "torch.nn.functional.log_softmax": LOG_SOFTMAX,
+    "torch.Tensor.log_softmax": LOG_SOFTMAX,
+    "torch.special.log_softmax": LOG_SOFTMAX,
     "torch.nn.LogSoftmax": LOG_SOFTMAX,
     "torch.nn.functional.scaled_dot_product_attention": SDPA,
-    "torch.nn.MultiheadAttention": MHA, "torch.nn.functional.multi_head_attention_forward": MHA,
+    "torch.nn.MultiheadAttention": MHA,
+    "torch.nn.functional.multi_head_attention_forward": MHA,
 }
 
 

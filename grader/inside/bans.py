@@ -47,8 +47,10 @@ def _resolve(dotted: str) -> tuple[Any, str, Any]:
 
 
 def _refuse(dotted: str) -> BannedAPIError:
-    return BannedAPIError(f"{dotted} is not allowed in this exercise: the point is to write it yourself",
-                          exc_type="BannedAPIError")
+    return BannedAPIError(
+        f"{dotted} is not allowed in this exercise: the point is to write it yourself",
+        exc_type="BannedAPIError",
+    )
 
 
 @functools.cache
@@ -56,7 +58,9 @@ def _stub(dotted: str) -> Callable[..., Any]:
     def banned(*args: object, **kwargs: object) -> Any:
         if dotted in _ACTIVE:
             raise _refuse(dotted)
-        return _resolve(dotted)[2](*args, **kwargs)  # looked up per call: no cell holds the original
+        return _resolve(dotted)[2](
+            *args, **kwargs
+        )  # looked up per call: no cell holds the original
 
     banned.__name__ = getattr(_resolve(dotted)[2], "__name__", "banned")
     return banned
@@ -88,7 +92,11 @@ def banned(names: tuple[str, ...] | list[str], *, install: tuple[str, ...] = ())
         _ACTIVE = _ACTIVE - fresh
 
 
-_NAMED_BY_OPERATOR = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
+_NAMED_BY_OPERATOR = (
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+)
 
 
 def _operator(func: object) -> str:
@@ -117,8 +125,13 @@ class _Refusal(TorchFunctionMode):
         # lazily at the same address; so each call is judged afresh, about a microsecond)
         self.by_identity = {id(_resolve(name)[2]): name for name in names}
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
-                           kwargs: dict[str, Any] | None = None) -> Any:
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         banned = self.by_identity.get(id(func)) or self.by_operator.get(_operator(func))
         if banned:
             raise _refuse(banned)

@@ -21,19 +21,42 @@ from torch import nn
 
 from grader.inside import bans, handles, ops, standins, structure
 from grader.inside.frames import raised_in, safe_str, student_frames
-from grader.protocol.errors import StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented
+from grader.protocol.errors import (
+    StudentAPIError,
+    StudentError,
+    StudentNotFound,
+    StudentNotImplemented,
+)
 from grader.protocol.values import Args, HandleRef, Kwargs, ValueRejected, to_plain
 
-METHODS = frozenset({"forward", "state_dict", "load_state_dict", "named_parameters", "named_buffers",
-                     "train", "eval", "to", "grads", "meta_forward", "invoke"})
+METHODS = frozenset(
+    {
+        "forward",
+        "state_dict",
+        "load_state_dict",
+        "named_parameters",
+        "named_buffers",
+        "train",
+        "eval",
+        "to",
+        "grads",
+        "meta_forward",
+        "invoke",
+    }
+)
 _packages = itertools.count()
 
 
 class Executor:
     """Serve ``call``/``method``/``measure``/``grads``/``release`` over the modules in ``root``."""
 
-    def __init__(self, root: Path | str, *, bans: dict[str, tuple[str, ...]] | None = None,
-                 single_module: str | None = None) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        bans: dict[str, tuple[str, ...]] | None = None,
+        single_module: str | None = None,
+    ) -> None:
         self.root = Path(root).resolve()
         self.bans = dict(bans or {})
         self.single_module = single_module
@@ -53,22 +76,32 @@ class Executor:
             return self._register(instance, where)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function or an nn.Module class")
-        return _plain(self._guarded(where, lambda: ops.unchanged(where, args, kwargs, lambda: _no_grad(target, args, kwargs))),
-                      f"{where} returned")
+        return _plain(
+            self._guarded(
+                where,
+                lambda: ops.unchanged(where, args, kwargs, lambda: _no_grad(target, args, kwargs)),
+            ),
+            f"{where} returned",
+        )
 
     def method(self, handle: int, method: str, args: Args, kwargs: Kwargs) -> Any:
         if method not in METHODS:
-            raise StudentAPIError(f"handles offer only {', '.join(sorted(METHODS))}; not {method!r}")
+            raise StudentAPIError(
+                f"handles offer only {', '.join(sorted(METHODS))}; not {method!r}"
+            )
         if handle not in self.handles:
             raise StudentAPIError(f"no module handle {handle} (released, or the worker restarted)")
         obj, scope = self.handles[handle]
         args, kwargs = handles.resolve(args, kwargs, self.handles)
         where = f"{type(obj).__name__}.{method}"
-        result = self._guarded(scope, lambda: getattr(self, f"_m_{method}")(obj, *args, **kwargs), where=where)
+        result = self._guarded(
+            scope, lambda: getattr(self, f"_m_{method}")(obj, *args, **kwargs), where=where
+        )
         return _plain(result, f"{where} returned")
 
-    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs,
-                grad_output: object = None) -> tuple[Any, dict[str, float]]:
+    def measure(
+        self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object = None
+    ) -> tuple[Any, dict[str, float]]:
         """Call a function and report the largest tensor storage any torch op produced meanwhile; with a
         ``grad_output``, its forward AND backward as :meth:`grads` runs them (the value is ``grads``'s)."""
         from grader.inside.peak import PeakStorage
@@ -77,16 +110,24 @@ class Executor:
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
         args, kwargs = handles.resolve(args, kwargs, self.handles)
-        run = (lambda: _no_grad(target, args, kwargs)) if grad_output is None else (
-            lambda: ops.unchanged(where, args, kwargs, lambda: ops.vjp(target, args, kwargs, grad_output)))
+        run = (
+            (lambda: _no_grad(target, args, kwargs))
+            if grad_output is None
+            else (
+                lambda: ops.unchanged(
+                    where, args, kwargs, lambda: ops.vjp(target, args, kwargs, grad_output)
+                )
+            )
+        )
         start = time.perf_counter()
         with PeakStorage() as peak:  # a dispatch mode: it sees the backward's tensors as well
             value = self._guarded(where, run)
         stats = {"max_tensor_bytes": float(peak.max_bytes), "seconds": time.perf_counter() - start}
         return _plain(value, f"{where} returned"), stats
 
-    def grads(self, module: str, name: str, args: Args, kwargs: Kwargs,
-              grad_output: object) -> tuple[Any, tuple[Any, ...]]:
+    def grads(
+        self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object
+    ) -> tuple[Any, tuple[Any, ...]]:
         """One forward and backward of a function: ``(output, input_grads)`` for ``grad_output`` (a tensor, or a
         tuple with a tensor or None per output); the floating-point positional tensors are the inputs."""
         target = self._lookup(module, name)
@@ -94,9 +135,15 @@ class Executor:
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
         args, kwargs = handles.resolve(args, kwargs, self.handles)
-        value = self._guarded(where, lambda: ops.unchanged(where, args, kwargs,
-                                                         lambda: ops.vjp(target, args, kwargs, grad_output)))
-        plain: tuple[Any, tuple[Any, ...]] = _plain(value, f"{where} returned")  # ops.vjp's (output, grads)
+        value = self._guarded(
+            where,
+            lambda: ops.unchanged(
+                where, args, kwargs, lambda: ops.vjp(target, args, kwargs, grad_output)
+            ),
+        )
+        plain: tuple[Any, tuple[Any, ...]] = _plain(
+            value, f"{where} returned"
+        )  # ops.vjp's (output, grads)
         return plain
 
     def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
@@ -108,8 +155,12 @@ class Executor:
             raise StudentAPIError(f"{where} is not a function")
         args, kwargs = handles.resolve(args, kwargs, self.handles)
         # the copies inside the guard: copying a student module runs its code (__deepcopy__, an overridden _apply)
-        return ops.describe(self._guarded(where, lambda: ops.on_meta(
-            lambda: target(*ops.to_meta(args), **ops.to_meta(kwargs)))))
+        return ops.describe(
+            self._guarded(
+                where,
+                lambda: ops.on_meta(lambda: target(*ops.to_meta(args), **ops.to_meta(kwargs))),
+            )
+        )
 
     def release(self, handle: int) -> None:
         self.handles.pop(handle, None)
@@ -117,18 +168,24 @@ class Executor:
     # -- handle methods (run inside the guard) -------------------------------------------------
     def _m_forward(self, m: nn.Module, *args: object, **kwargs: object) -> Any:
         with torch.no_grad():
-            return ops.unchanged(f"{type(m).__name__}.forward", args, kwargs, lambda: m(*args, **kwargs))
+            return ops.unchanged(
+                f"{type(m).__name__}.forward", args, kwargs, lambda: m(*args, **kwargs)
+            )
 
     def _m_invoke(self, m: nn.Module, name: str, *args: object, **kwargs: object) -> Any:
         method = handles.method_of(m, name)
         with torch.no_grad():
-            return ops.unchanged(f"{type(m).__name__}.{name}", args, kwargs, lambda: method(*args, **kwargs))
+            return ops.unchanged(
+                f"{type(m).__name__}.{name}", args, kwargs, lambda: method(*args, **kwargs)
+            )
 
     # structure is read from nn.Module's registries (grader.inside.structure), never asked of the student's methods
     def _m_state_dict(self, m: nn.Module) -> dict[str, Any]:
         return structure.state_dict(m)
 
-    def _m_load_state_dict(self, m: nn.Module, state: dict[str, Any], strict: bool = True) -> dict[str, list[str]]:
+    def _m_load_state_dict(
+        self, m: nn.Module, state: dict[str, Any], strict: bool = True
+    ) -> dict[str, list[str]]:
         return structure.load_state_dict(m, state, strict=strict)
 
     def _m_named_parameters(self, m: nn.Module) -> dict[str, torch.Tensor]:
@@ -143,24 +200,38 @@ class Executor:
     def _m_eval(self, m: nn.Module) -> None:
         m.eval()
 
-    def _m_to(self, m: nn.Module, dtype: torch.dtype | None = None, device: str | torch.device | None = None) -> None:
+    def _m_to(
+        self,
+        m: nn.Module,
+        dtype: torch.dtype | None = None,
+        device: str | torch.device | None = None,
+    ) -> None:
         m.to(device=device, dtype=dtype)
 
-    def _m_grads(self, m: nn.Module, *inputs: object, grad_output: torch.Tensor,
-                 **kwargs: object) -> tuple[torch.Tensor, tuple[torch.Tensor | None, ...], dict[str, torch.Tensor | None]]:
+    def _m_grads(
+        self, m: nn.Module, *inputs: object, grad_output: torch.Tensor, **kwargs: object
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor | None, ...], dict[str, torch.Tensor | None]]:
         m.zero_grad(set_to_none=True)
-        leaves = [x.detach().clone().requires_grad_(True)
-                  if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        leaves = [
+            x.detach().clone().requires_grad_(True)
+            if isinstance(x, torch.Tensor) and x.is_floating_point()
+            else x
+            for x in inputs
+        ]
         with torch.enable_grad():
             out = m(*leaves, **kwargs)
             if not isinstance(out, torch.Tensor):
                 raise TypeError(f"forward returned {type(out).__name__}, expected a tensor")
             if out.shape != grad_output.shape:
-                raise ValueError(f"forward returned shape {tuple(out.shape)}, expected {tuple(grad_output.shape)}")
+                raise ValueError(
+                    f"forward returned shape {tuple(out.shape)}, expected {tuple(grad_output.shape)}"
+                )
             # the vector-Jacobian product with grad_output, exactly (1 * g == g); out.backward(g) would
             # import sympy on first use: 0.5 s in every fresh worker
             (out * grad_output).sum().backward()
-        input_grads = tuple(x.grad if isinstance(x, torch.Tensor) and x.requires_grad else None for x in leaves)
+        input_grads = tuple(
+            x.grad if isinstance(x, torch.Tensor) and x.requires_grad else None for x in leaves
+        )
         param_grads = {n: p.grad for n, p in structure.named_parameters(m).items()}
         return out.detach(), input_grads, param_grads
 
@@ -178,11 +249,15 @@ class Executor:
 
     def _lookup(self, module: str, name: str) -> Any:
         if name.startswith("_"):
-            raise StudentAPIError(f"private name {name!r} cannot be reached through the student proxy")
+            raise StudentAPIError(
+                f"private name {name!r} cannot be reached through the student proxy"
+            )
         mod = self._import(module)
         if not hasattr(mod, name):
             shown = standins.split_isolated(module)[0]
-            raise StudentNotFound(f"`{name}` not found in {shown}.py: define it there (check the spelling)")
+            raise StudentNotFound(
+                f"`{name}` not found in {shown}.py: define it there (check the spelling)"
+            )
         return getattr(mod, name)
 
     def _import(self, module: str) -> types.ModuleType:
@@ -190,7 +265,9 @@ class Executor:
             try:
                 self._modules[module] = self._load(module)
             except StudentError as exc:
-                self._modules[module] = exc  # import side effects happen once; the failure is remembered
+                self._modules[module] = (
+                    exc  # import side effects happen once; the failure is remembered
+                )
         found = self._modules[module]
         if isinstance(found, StudentError):
             raise found
@@ -200,13 +277,23 @@ class Executor:
         module, isolated = standins.split_isolated(module)
         source = self.single_module or module
         if not module.isidentifier() or not (self.root / f"{source}.py").is_file():
-            raise StudentNotFound(f"module {source}.py not found in the submission: create it (is it in the "
-                                  "right folder?)")
+            raise StudentNotFound(
+                f"module {source}.py not found in the submission: create it (is it in the "
+                "right folder?)"
+            )
         package = self._isolated_package(module) if isolated else self.package
-        scoped = tuple(n for scope, names in self.bans.items() if scope.startswith(f"{module}.") for n in names)
-        loaded: types.ModuleType = self._guarded(module, lambda: importlib.import_module(f"{package}.{source}"),
-                               where=f"importing {source}.py", install=scoped)
-        if isolated:  # a module that defines the class itself (one-file submissions) gets the stand-in too
+        scoped = tuple(
+            n for scope, names in self.bans.items() if scope.startswith(f"{module}.") for n in names
+        )
+        loaded: types.ModuleType = self._guarded(
+            module,
+            lambda: importlib.import_module(f"{package}.{source}"),
+            where=f"importing {source}.py",
+            install=scoped,
+        )
+        if (
+            isolated
+        ):  # a module that defines the class itself (one-file submissions) gets the stand-in too
             for classes in standins.STAND_INS.get(module, {}).values():
                 for name in classes.keys() & vars(loaded).keys():
                     setattr(loaded, name, classes[name])
@@ -228,18 +315,26 @@ class Executor:
         name = f"{package}.{sibling}"
         if self.single_module is None and (self.root / f"{sibling}.py").is_file():
             try:
-                own: types.ModuleType = self._guarded(sibling, lambda: importlib.import_module(name),
-                                                      where=f"importing {sibling}.py")
+                own: types.ModuleType = self._guarded(
+                    sibling, lambda: importlib.import_module(name), where=f"importing {sibling}.py"
+                )
                 return own
             except StudentError:
                 sys.modules.pop(name, None)
         sys.modules[name] = types.ModuleType(name, "the grader's stand-ins")
         return sys.modules[name]
 
-    def _guarded(self, scope: str, fn: Callable[[], Any], where: str | None = None,
-                 install: tuple[str, ...] = ()) -> Any:
+    def _guarded(
+        self,
+        scope: str,
+        fn: Callable[[], Any],
+        where: str | None = None,
+        install: tuple[str, ...] = (),
+    ) -> Any:
         """Run student code with the bans of ``scope`` (``module`` or ``module.Name``) active."""
-        scope = scope.replace(standins.ISOLATED_SUFFIX, "")  # the same bans and names as the module itself
+        scope = scope.replace(
+            standins.ISOLATED_SUFFIX, ""
+        )  # the same bans and names as the module itself
         module = scope.split(".")[0]
         names = (*self.bans.get(module, ()), *(self.bans.get(scope, ()) if scope != module else ()))
         where = where or scope
@@ -257,8 +352,11 @@ class Executor:
         frames = student_frames(exc, self.root)
         exc_type, message = type(exc).__name__, safe_str(exc)
         if isinstance(exc, NotImplementedError) and raised_in(exc, self.root):
-            return StudentNotImplemented(f"{where} is not implemented yet ({message or 'stub'})",
-                                         exc_type=exc_type, frames=frames)
+            return StudentNotImplemented(
+                f"{where} is not implemented yet ({message or 'stub'})",
+                exc_type=exc_type,
+                frames=frames,
+            )
         if isinstance(exc, SyntaxError):
             message = f"{exc.msg} ({Path(exc.filename or '?').name}, line {exc.lineno})"
         return StudentError(f"{where}: {message}", exc_type=exc_type, frames=frames)

@@ -17,7 +17,9 @@ from grader.protocol.errors import StudentAPIError
 from grader.protocol.values import Args, HandleRef, Kwargs, View
 
 
-def resolve(args: Args, kwargs: Kwargs, handles: Mapping[int, tuple[nn.Module, str]]) -> tuple[Args, Kwargs]:
+def resolve(
+    args: Args, kwargs: Kwargs, handles: Mapping[int, tuple[nn.Module, str]]
+) -> tuple[Args, Kwargs]:
     """``args``/``kwargs`` with every :class:`HandleRef` (at any depth) replaced by the module it names, and every
     :class:`View` by the view it asks for (one object per ``share`` key)."""
     shared: dict[int, torch.Tensor] = {}
@@ -27,13 +29,16 @@ def resolve(args: Args, kwargs: Kwargs, handles: Mapping[int, tuple[nn.Module, s
             return _view(value, shared)
         if type(value) is HandleRef:
             if value.id not in handles:
-                raise StudentAPIError(f"no module handle {value.id} (released, or the worker restarted)")
+                raise StudentAPIError(
+                    f"no module handle {value.id} (released, or the worker restarted)"
+                )
             return handles[value.id][0]
         if isinstance(value, (list, tuple)):  # plain data: exactly a list or a tuple here
             return type(value)(swap(v) for v in value)
         if isinstance(value, dict):
             return {k: swap(v) for k, v in value.items()}
         return value
+
     return tuple(swap(a) for a in args), {k: swap(v) for k, v in kwargs.items()}
 
 

@@ -28,13 +28,19 @@ def _safe(exc: BaseException) -> str:
 
 def unchanged(where: str, args: Args, kwargs: Kwargs, run: Callable[[], Any]) -> Any:
     """Run ``run`` and make sure it left the caller's tensors as they were (inputs are the caller's)."""
-    given = [*((f"argument {i + 1}", a) for i, a in enumerate(args)), *((f"argument {k!r}", v) for k, v in kwargs.items())]
+    given = [
+        *((f"argument {i + 1}", a) for i, a in enumerate(args)),
+        *((f"argument {k!r}", v) for k, v in kwargs.items()),
+    ]
     before = [(label, t, t.detach().clone()) for label, t in given if isinstance(t, torch.Tensor)]
     value = run()
     for label, tensor, copy in before:
         if not same(tensor, copy):
-            raise StudentError(f"{where} changed its {label} in place; the caller's tensors are theirs: compute "
-                               "new tensors (x = x - m, not x -= m / x.sub_(m) / x[...] = ...)", exc_type="InputModified")
+            raise StudentError(
+                f"{where} changed its {label} in place; the caller's tensors are theirs: compute "
+                "new tensors (x = x - m, not x -= m / x.sub_(m) / x[...] = ...)",
+                exc_type="InputModified",
+            )
     return value
 
 
@@ -42,24 +48,36 @@ def same(now: torch.Tensor, before: torch.Tensor) -> bool:
     if now.shape != before.shape or now.dtype != before.dtype:
         return False
     if now.is_floating_point() or now.is_complex():
-        return bool(torch.equal(now, before) or torch.allclose(now, before, rtol=0, atol=0, equal_nan=True))
+        return bool(
+            torch.equal(now, before) or torch.allclose(now, before, rtol=0, atol=0, equal_nan=True)
+        )
     return bool(torch.equal(now, before))
 
 
-def vjp(fn: Callable[..., Any], args: Args, kwargs: Kwargs, grad_output: object) -> tuple[Any, tuple[Any, ...]]:
+def vjp(
+    fn: Callable[..., Any], args: Args, kwargs: Kwargs, grad_output: object
+) -> tuple[Any, tuple[Any, ...]]:
     """``fn``'s output and the vector-Jacobian product of ``grad_output`` with it, per positional input."""
-    leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
-              else a for a in args]
+    leaves = [
+        a.detach().clone().requires_grad_(True)
+        if isinstance(a, torch.Tensor) and a.is_floating_point()
+        else a
+        for a in args
+    ]
     with torch.enable_grad():
         out = fn(*leaves, **kwargs)
         outs, gs = (out, grad_output) if isinstance(out, tuple) else ((out,), (grad_output,))
         if not isinstance(gs, tuple) or len(gs) != len(outs):
-            raise TypeError(f"returned {len(outs)} value(s), expected {len(gs) if isinstance(gs, tuple) else 1}")
+            raise TypeError(
+                f"returned {len(outs)} value(s), expected {len(gs) if isinstance(gs, tuple) else 1}"
+            )
         terms = [vjp_term(o, g, i) for i, (o, g) in enumerate(zip(outs, gs)) if g is not None]
         # sum(o * g) exactly (1 * g == g); out.backward(g) would import sympy on first use
         if terms and any(t.requires_grad for t in terms):
             torch.stack(terms).sum().backward()
-    grads = tuple(a.grad if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves)
+    grads = tuple(
+        a.grad if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves
+    )
     detached = tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in outs)
     return (detached if isinstance(out, tuple) else detached[0]), grads
 
@@ -79,7 +97,9 @@ def on_meta(run: Callable[[], Any]) -> Any:
         with torch.no_grad():
             return run()
     except NotImplementedError as exc:
-        raise RuntimeError(f"on the meta device: {_safe(exc)}").with_traceback(exc.__traceback__) from None
+        raise RuntimeError(f"on the meta device: {_safe(exc)}").with_traceback(
+            exc.__traceback__
+        ) from None
 
 
 def to_meta(value: object) -> Any:
@@ -101,7 +121,11 @@ def to_meta(value: object) -> Any:
 def describe(value: object) -> object:
     """What a (meta) result is without its data: ``{"device", "shape", "dtype"}`` per tensor."""
     if isinstance(value, torch.Tensor):
-        return {"device": str(value.device), "shape": tuple(int(n) for n in value.shape), "dtype": str(value.dtype)}
+        return {
+            "device": str(value.device),
+            "shape": tuple(int(n) for n in value.shape),
+            "dtype": str(value.dtype),
+        }
     if isinstance(value, (tuple, list)):
         return tuple(describe(v) for v in value)
     return type(value).__name__

@@ -25,8 +25,13 @@ class PeakStorage(TorchDispatchMode):
         super().__init__()  # type: ignore[no-untyped-call]  # torch leaves TorchDispatchMode.__init__ unannotated
         self.max_bytes = 0
 
-    def __torch_dispatch__(self, func: Callable[..., object], types: object, args: tuple[object, ...] = (),
-                           kwargs: dict[str, object] | None = None) -> object:
+    def __torch_dispatch__(
+        self,
+        func: Callable[..., object],
+        types: object,
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
         out = func(*args, **(kwargs or {}))
         for leaf in tree_leaves(out):
             if isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided:

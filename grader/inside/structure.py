@@ -33,8 +33,11 @@ def _registry(m: nn.Module, name: str) -> dict[str, Any]:
     if found is None:
         return {}
     if type(found) not in _REGISTRY_TYPES:
-        raise StudentError(f"{type(m).__name__}.{name} is not nn.Module's own registry (a {type(found).__name__}): "
-                           "register parameters, buffers and submodules the usual way", exc_type="StructureError")
+        raise StudentError(
+            f"{type(m).__name__}.{name} is not nn.Module's own registry (a {type(found).__name__}): "
+            "register parameters, buffers and submodules the usual way",
+            exc_type="StructureError",
+        )
     return found  # type: ignore[no-any-return]  # a dict by the check above
 
 
@@ -55,13 +58,17 @@ def named_modules(root: nn.Module, *, every_path: bool = False) -> Iterator[tupl
             continue
         seen.add(key)
         yield prefix, module
-        children = [(f"{prefix}.{name}" if prefix else name, child, above | {key}) for name, child in
-                    _items(_registry(module, "_modules")) if child is not None and issubclass(type(child), _MODULE)]
+        children = [
+            (f"{prefix}.{name}" if prefix else name, child, above | {key})
+            for name, child in _items(_registry(module, "_modules"))
+            if child is not None and issubclass(type(child), _MODULE)
+        ]
         todo.extend(reversed(children))
 
 
-def _members(root: nn.Module, registry: str,
-             every_path: bool = False) -> Iterator[tuple[str, nn.Module, str, torch.Tensor]]:
+def _members(
+    root: nn.Module, registry: str, every_path: bool = False
+) -> Iterator[tuple[str, nn.Module, str, torch.Tensor]]:
     for prefix, module in named_modules(root, every_path=every_path):
         for name, value in _items(_registry(module, registry)):
             if value is not None and issubclass(type(value), _TENSOR):
@@ -91,15 +98,20 @@ def named_buffers(root: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _persistent(module: nn.Module, name: str) -> bool:
-    transient = dict.get(_INSTANCE_DICT.__get__(module, type(module)), "_non_persistent_buffers_set")
+    transient = dict.get(
+        _INSTANCE_DICT.__get__(module, type(module)), "_non_persistent_buffers_set"
+    )
     return not (type(transient) is set and set.__contains__(transient, name))
 
 
 def _slots(root: nn.Module) -> dict[str, torch.Tensor]:
     """What a state dict holds: every parameter and every persistent buffer, under each of its names."""
     slots = {full: value for full, _, _, value in _members(root, "_parameters", every_path=True)}
-    slots.update((full, value) for full, module, name, value in _members(root, "_buffers", every_path=True)
-                 if _persistent(module, name))
+    slots.update(
+        (full, value)
+        for full, module, name, value in _members(root, "_buffers", every_path=True)
+        if _persistent(module, name)
+    )
     return slots
 
 
@@ -108,21 +120,28 @@ def state_dict(root: nn.Module) -> dict[str, torch.Tensor]:
     return {name: _TENSOR.detach(value) for name, value in _slots(root).items()}
 
 
-def load_state_dict(root: nn.Module, state: Mapping[str, Any], strict: bool = True) -> dict[str, list[str]]:
+def load_state_dict(
+    root: nn.Module, state: Mapping[str, Any], strict: bool = True
+) -> dict[str, list[str]]:
     """Copy ``state`` into the registered tensors (as ``load_state_dict()``: missing and unexpected keys, an error
     for a wrong shape or, when ``strict``, for any key that does not match)."""
     slots = _slots(root)
     missing = [k for k in slots if k not in state]
     unexpected = [k for k in state if k not in slots]
-    errors = [f"size mismatch for {k}: copying a param with shape {tuple(v.shape)} from checkpoint, the shape in "
-              f"current model is {tuple(slots[k].shape)}." for k, v in state.items()
-              if k in slots and tuple(slots[k].shape) != tuple(v.shape)]
+    errors = [
+        f"size mismatch for {k}: copying a param with shape {tuple(v.shape)} from checkpoint, the shape in "
+        f"current model is {tuple(slots[k].shape)}."
+        for k, v in state.items()
+        if k in slots and tuple(slots[k].shape) != tuple(v.shape)
+    ]
     if strict and unexpected:
         errors.insert(0, f"Unexpected key(s) in state_dict: {', '.join(map(repr, unexpected))}. ")
     if strict and missing:
         errors.insert(0, f"Missing key(s) in state_dict: {', '.join(map(repr, missing))}. ")
     if errors:
-        raise RuntimeError(f"Error(s) in loading state_dict for {type(root).__name__}:\n\t" + "\n\t".join(errors))
+        raise RuntimeError(
+            f"Error(s) in loading state_dict for {type(root).__name__}:\n\t" + "\n\t".join(errors)
+        )
     with torch.no_grad():
         for key, value in state.items():
             if key in slots:

@@ -34,9 +34,13 @@ def _basics() -> None:
 
     x = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
     with peak.PeakStorage():
-        y = F.scaled_dot_product_attention(x, x, x, attn_mask=torch.ones(4, 4, dtype=torch.bool).tril())
+        y = F.scaled_dot_product_attention(
+            x, x, x, attn_mask=torch.ones(4, 4, dtype=torch.bool).tril()
+        )
     layer = torch.nn.Linear(8, 8).double()
-    (layer(F.dropout(y.softmax(-1), 0.1)) * torch.ones(1, 2, 4, 8, dtype=torch.float64)).sum().backward()
+    (
+        layer(F.dropout(y.softmax(-1), 0.1)) * torch.ones(1, 2, 4, 8, dtype=torch.float64)
+    ).sum().backward()
     wire.decode(wire.encode({"t": x.detach().float(), "n": [1, 2.0, "s", None]}))
 
 
@@ -46,7 +50,9 @@ def _meta() -> None:
 
     with torch.no_grad():
         meta = torch.empty(2, 4, 8, device="meta")
-        (meta @ meta.transpose(-2, -1)).softmax(-1).masked_fill(torch.ones(4, 4, dtype=torch.bool, device="meta"), 0)
+        (meta @ meta.transpose(-2, -1)).softmax(-1).masked_fill(
+            torch.ones(4, 4, dtype=torch.bool, device="meta"), 0
+        )
         # tril/triu on meta run torch._refs under a dynamo-disabling wrapper: without this, 1.2 s inside the
         # first causal-mask test of every forked worker
         torch.ones(4, 4, dtype=torch.bool, device="meta").tril()

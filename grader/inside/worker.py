@@ -29,7 +29,9 @@ def main() -> int:
     config = json.loads(sys.argv[1])
     _setup_path(config)
     os.environ.setdefault("OMP_NUM_THREADS", str(config.get("threads", 1)))
-    return serve_forever(threads=int(config.get("threads", 1)), response_fd=int(config.get("response_fd", 3)))
+    return serve_forever(
+        threads=int(config.get("threads", 1)), response_fd=int(config.get("response_fd", 3))
+    )
 
 
 def serve_forever(*, threads: int, response_fd: int) -> int:
@@ -47,7 +49,9 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
 
     requests = os.fdopen(0, "rb", buffering=0)
     responses = os.fdopen(response_fd, "wb", buffering=0)
-    wire.write_frame(responses, {"ready": True, "torch": str(torch.__version__), "pid": os.getpid()})
+    wire.write_frame(
+        responses, {"ready": True, "torch": str(torch.__version__), "pid": os.getpid()}
+    )
     # while the trusted side takes in the submission; always to the end: a test's CPU limit must not pay for it
     warmup.warm_up()
     setup = wire.read_frame(requests, allow_cuda=True)
@@ -108,17 +112,33 @@ def serve(executor: Executor, request: dict[str, Any]) -> bytes:
         _before(executor, request)
         op = request["op"]
         if op == "call":
-            value = executor.call(request["module"], request["name"], request["args"], request["kwargs"])
+            value = executor.call(
+                request["module"], request["name"], request["args"], request["kwargs"]
+            )
         elif op == "method":
-            value = executor.method(request["handle"], request["method"], request["args"], request["kwargs"])
+            value = executor.method(
+                request["handle"], request["method"], request["args"], request["kwargs"]
+            )
         elif op == "measure":
-            value = executor.measure(request["module"], request["name"], request["args"], request["kwargs"],
-                                     request.get("grad_output"))
+            value = executor.measure(
+                request["module"],
+                request["name"],
+                request["args"],
+                request["kwargs"],
+                request.get("grad_output"),
+            )
         elif op == "grads":
-            value = executor.grads(request["module"], request["name"], request["args"], request["kwargs"],
-                                   request["grad_output"])
+            value = executor.grads(
+                request["module"],
+                request["name"],
+                request["args"],
+                request["kwargs"],
+                request["grad_output"],
+            )
         elif op == "meta":
-            value = executor.meta(request["module"], request["name"], request["args"], request["kwargs"])
+            value = executor.meta(
+                request["module"], request["name"], request["args"], request["kwargs"]
+            )
         elif op == "release":
             executor.release(request["handle"])
             value = None
@@ -133,8 +153,16 @@ def serve(executor: Executor, request: dict[str, Any]) -> bytes:
     except StudentAPIError as exc:
         return wire.encode({"api_error": str(exc)[:2000]})
     except BaseException as exc:  # noqa: BLE001 - a worker never dies of a request
-        return wire.encode({"error": {"kind": "exception", "exc_type": type(exc).__name__, "message": _safe(exc),
-                                      "frames": []}})
+        return wire.encode(
+            {
+                "error": {
+                    "kind": "exception",
+                    "exc_type": type(exc).__name__,
+                    "message": _safe(exc),
+                    "frames": [],
+                }
+            }
+        )
 
 
 def _safe(exc: BaseException) -> str:

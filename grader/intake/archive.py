@@ -38,8 +38,13 @@ MAX_HEADER_BYTES = 64 << 10  # one pax header or GNU long name/link
 MAX_DIRECTORY_BYTES = 1 << 20  # a zip's central directory
 _STREAM_BYTES = MAX_TOTAL_BYTES + (MAX_MEMBERS + 8) * 8 * tarfile.BLOCKSIZE  # + headers and padding
 _CHUNK = 1 << 16
-_EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
-             tarfile.SOLARIS_XHDTYPE)
+_EXTENDED = (
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+)
 
 
 def unpack(path: Path, dest: Path, kind: str) -> None:
@@ -50,8 +55,10 @@ def unpack(path: Path, dest: Path, kind: str) -> None:
     except IntakeError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever a malformed archive raises, it is the student's archive
-        raise IntakeError(f"{label(path)}: not a valid {kind} archive ({type(exc).__name__}: "
-                          f"{safetext.name(exc, 300)}); make it again with zip or tar") from None
+        raise IntakeError(
+            f"{label(path)}: not a valid {kind} archive ({type(exc).__name__}: "
+            f"{safetext.name(exc, 300)}); make it again with zip or tar"
+        ) from None
 
 
 class _Budget:
@@ -66,15 +73,21 @@ class _Budget:
             raise IntakeError(f"archive has more than {MAX_MEMBERS} members")
         shown = safetext.name(name)
         if len(name) > MAX_NAME_CHARS or "\x00" in name:
-            raise IntakeError(f"archive member {shown!r}: name longer than {MAX_NAME_CHARS} characters or holding NUL")
+            raise IntakeError(
+                f"archive member {shown!r}: name longer than {MAX_NAME_CHARS} characters or holding NUL"
+            )
         pure = PurePosixPath(name.replace("\\", "/"))
         if pure.is_absolute() or ".." in pure.parts or name.startswith(("/", "\\")):
-            raise IntakeError(f"archive member {shown!r} escapes the archive (absolute path or '..')")
+            raise IntakeError(
+                f"archive member {shown!r} escapes the archive (absolute path or '..')"
+            )
         self.bytes += max(size, 0)
         if self.bytes > MAX_TOTAL_BYTES:
             raise IntakeError(f"archive unpacks to more than {MAX_TOTAL_BYTES >> 20} MiB")
         if compressed is not None and size > 1 << 16 and size > MAX_RATIO * max(compressed, 1):
-            raise IntakeError(f"archive member {shown!r} has a compression ratio over {MAX_RATIO} (zip bomb?)")
+            raise IntakeError(
+                f"archive member {shown!r} has a compression ratio over {MAX_RATIO} (zip bomb?)"
+            )
         return pure
 
 
@@ -94,7 +107,9 @@ def _write(src: IO[bytes], dest: Path, pure: PurePosixPath, declared: int) -> No
         while chunk := src.read(min(_CHUNK, declared - written + 1)):
             written += len(chunk)
             if written > declared:
-                raise IntakeError(f"archive member {safetext.name(str(pure))!r} is larger than it declares")
+                raise IntakeError(
+                    f"archive member {safetext.name(str(pure))!r} is larger than it declares"
+                )
             out.write(chunk)
     if written != declared:
         raise IntakeError(f"archive member {safetext.name(str(pure))!r} is truncated")
@@ -112,11 +127,14 @@ def _tools(pure: PurePosixPath) -> bool:
 
 
 def _link_or_device(name: str) -> IntakeError:
-    return IntakeError(f"archive member {safetext.name(name)!r} is a link or device; "
-                       "archive regular files and folders only")
+    return IntakeError(
+        f"archive member {safetext.name(name)!r} is a link or device; "
+        "archive regular files and folders only"
+    )
 
 
 # --- zip ---------------------------------------------------------------------------------------
+
 
 def _unzip(fh: BinaryIO, dest: Path) -> None:
     _check_directory(fh)
@@ -145,19 +163,24 @@ def _check_directory(fh: BinaryIO) -> None:
     if members > MAX_MEMBERS:
         raise IntakeError(f"archive has {members} members, more than {MAX_MEMBERS}")
     if end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:  # type: ignore[attr-defined]
-        raise IntakeError(f"archive's central directory is larger than {MAX_DIRECTORY_BYTES >> 20} MiB")
+        raise IntakeError(
+            f"archive's central directory is larger than {MAX_DIRECTORY_BYTES >> 20} MiB"
+        )
     fh.seek(0)
 
 
 # --- tar ---------------------------------------------------------------------------------------
+
 
 class _CappedInfo(tarfile.TarInfo):
     """A tar header whose extended headers (pax, GNU long names) are size-checked before being read."""
 
     def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
         if self.type in _EXTENDED and self.size > MAX_HEADER_BYTES:
-            raise IntakeError(f"archive has an extended header (long name or pax) of {self.size} bytes, "
-                              f"more than {MAX_HEADER_BYTES >> 10} KiB")
+            raise IntakeError(
+                f"archive has an extended header (long name or pax) of {self.size} bytes, "
+                f"more than {MAX_HEADER_BYTES >> 10} KiB"
+            )
         info: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]  # private: not in typeshed
         return info
 
@@ -176,7 +199,7 @@ class _Bounded(io.RawIOBase):
         if self.left <= 0:
             raise IntakeError(f"archive unpacks to more than {MAX_TOTAL_BYTES >> 20} MiB")
         data = self.raw.read(min(len(buffer), self.left, _CHUNK))
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         self.left -= len(data)
         return len(data)
 
@@ -197,7 +220,9 @@ def _untar(fh: BinaryIO, dest: Path) -> None:
     budget = _Budget()
     source = _Bounded(_decompressed(fh), _STREAM_BYTES)
     with tarfile.open(fileobj=source, mode="r|", tarinfo=_CappedInfo) as tf:
-        while (member := tf.next()) is not None:  # one header at a time: caps hold before the next is read
+        while (
+            member := tf.next()
+        ) is not None:  # one header at a time: caps hold before the next is read
             pure = budget.admit(member.name, member.size)
             if _tools(pure):
                 pass

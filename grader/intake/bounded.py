@@ -23,18 +23,31 @@ from grader.errors import GraderFault
 from grader.safefs import MAX_TOTAL_BYTES, IntakeError
 
 CPU_S = 5  # CPU seconds to read one notebook (an honest one takes well under 0.1 s)
-MEMORY_BYTES = 768 << 20  # the reader's address space: a 64 MiB notebook of outputs with one emoji takes 400 MiB
+MEMORY_BYTES = (
+    768 << 20
+)  # the reader's address space: a 64 MiB notebook of outputs with one emoji takes 400 MiB
 WALL_S = 120  # past this with CPU to spare, the machine is starved: the grader's problem, not the notebook's
-_KILLED = (-signal.SIGXCPU, -signal.SIGKILL)  # the CPU limit (soft, then hard), or the kernel's OOM killer
+_KILLED = (
+    -signal.SIGXCPU,
+    -signal.SIGKILL,
+)  # the CPU limit (soft, then hard), or the kernel's OOM killer
 
 
 def notebook_module(name: str, source: BinaryIO) -> str:
     """The module text of notebook ``name`` (sanitised), read from the open file ``source`` by a bounded child."""
-    done = procs.run_bounded("grader.intake.bounded", name, what="the notebook reader", wall_s=WALL_S, cpu_s=CPU_S,
-                             stdin=source)
+    done = procs.run_bounded(
+        "grader.intake.bounded",
+        name,
+        what="the notebook reader",
+        wall_s=WALL_S,
+        cpu_s=CPU_S,
+        stdin=source,
+    )
     if done.returncode in _KILLED:
-        raise IntakeError(f"{name}: takes more than {CPU_S} s of CPU or {MEMORY_BYTES >> 20} MiB of memory to read; "
-                          "submit a .py file")
+        raise IntakeError(
+            f"{name}: takes more than {CPU_S} s of CPU or {MEMORY_BYTES >> 20} MiB of memory to read; "
+            "submit a .py file"
+        )
     try:
         reply = json.loads(done.stdout) if done.returncode == 0 else None
     except ValueError:
@@ -52,7 +65,9 @@ def _limit_self() -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_S, CPU_S + 1))  # SIGXCPU, then SIGKILL a second later
+    resource.setrlimit(
+        resource.RLIMIT_CPU, (CPU_S, CPU_S + 1)
+    )  # SIGXCPU, then SIGKILL a second later
 
 
 def _main(name: str) -> None:
@@ -69,7 +84,9 @@ def _main(name: str) -> None:
     except IntakeError as exc:
         reply = {"error": str(exc)}
     except MemoryError:
-        reply = {"error": f"{name}: needs more than {MEMORY_BYTES >> 20} MiB of memory to read; submit a .py file"}
+        reply = {
+            "error": f"{name}: needs more than {MEMORY_BYTES >> 20} MiB of memory to read; submit a .py file"
+        }
     sys.stdout.write(json.dumps(reply))
 
 

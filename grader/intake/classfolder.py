@@ -65,14 +65,18 @@ def discover(root: Path | str, *, assignment: str | None = None) -> Discovery:
     """List the submissions under ``root`` (see module docstring); raise :class:`DiscoveryError`."""
     root = Path(root)
     if not root.is_dir():
-        raise DiscoveryError(f"{root}: not a folder (give the folder that holds the class's submissions)")
+        raise DiscoveryError(
+            f"{root}: not a folder (give the folder that holds the class's submissions)"
+        )
     nb = _nbgrader_root(root)
     ignored: list[str]
     if nb is not None:
         found, ignored, layout = _nbgrader(nb, assignment), [], "nbgrader"
     elif classroom50.is_download(root, assignment):  # `gh teacher download` (Classroom 50)
-        found = [(login, path, "classroom50", _refused(path))
-                 for login, path in classroom50.download_entries(root, assignment)]
+        found = [
+            (login, path, "classroom50", _refused(path))
+            for login, path in classroom50.download_entries(root, assignment)
+        ]
         ignored, layout = [], "classroom50"
     elif _is_classroom(root):
         found, ignored, layout = _classroom(root), [], "github-classroom"
@@ -86,7 +90,9 @@ Found = tuple[str, Path, str, str]  # raw id, path, layout, why it cannot be gra
 
 
 def _visible(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if not p.name.startswith((".", "__MACOSX", "__pycache__")))
+    return sorted(
+        p for p in folder.iterdir() if not p.name.startswith((".", "__MACOSX", "__pycache__"))
+    )
 
 
 def _mode(path: Path) -> int:
@@ -104,8 +110,14 @@ def _is_dir(path: Path) -> bool:
 def _refused(path: Path) -> str:
     """Why ``path`` is refused unopened (a link, FIFO, socket or device), else ``""``."""
     what = special(_mode(path))
-    return (f"{safetext.name(path.name)}: is {what}; submit regular files and folders only "
-            "(links are never followed)") if what else ""
+    return (
+        (
+            f"{safetext.name(path.name)}: is {what}; submit regular files and folders only "
+            "(links are never followed)"
+        )
+        if what
+        else ""
+    )
 
 
 def _nbgrader_root(root: Path) -> Path | None:
@@ -146,7 +158,11 @@ def _classroom(root: Path) -> list[Found]:
     found = []
     for repo in _visible(root):
         if _is_dir(repo) or _refused(repo):
-            login = repo.name[len(prefix):] if repo.name.startswith(prefix) and len(repo.name) > len(prefix) else repo.name
+            login = (
+                repo.name[len(prefix) :]
+                if repo.name.startswith(prefix) and len(repo.name) > len(prefix)
+                else repo.name
+            )
             found.append((login, repo, "github-classroom", _refused(repo)))
     return found
 
@@ -158,9 +174,17 @@ def _plain(root: Path) -> tuple[list[Found], list[str]]:
         suffix = next((s for s in FILE_SUFFIXES if lower.endswith(s)), "")
         if _is_dir(path):
             found.append((path.name, path, "folder", ""))
-        elif _refused(path):  # a link or a FIFO named like a submission is still this student's entry
-            found.append((path.name[: len(path.name) - len(suffix)], path, suffix.lstrip(".") or "other",
-                          _refused(path)))
+        elif _refused(
+            path
+        ):  # a link or a FIFO named like a submission is still this student's entry
+            found.append(
+                (
+                    path.name[: len(path.name) - len(suffix)],
+                    path,
+                    suffix.lstrip(".") or "other",
+                    _refused(path),
+                )
+            )
         elif suffix:
             found.append((path.name[: -len(suffix)], path, suffix.lstrip("."), ""))
         else:
@@ -180,8 +204,10 @@ def _resolve_clashes(found: list[Found]) -> list[Entry]:
             entries.append(Entry(sid, safetext.name(raw), path, layout, clash=problem))
             continue
         names = ", ".join(safetext.name(p.name) for _, p, _, _ in items)
-        why = (f"student id {sid!r} is claimed by {len(items)} entries ({names}); "
-               "keep one submission per student (rename or remove the others) and rerun")
+        why = (
+            f"student id {sid!r} is claimed by {len(items)} entries ({names}); "
+            "keep one submission per student (rename or remove the others) and rerun"
+        )
         for n, (raw, path, layout, _) in enumerate(items, 1):
             key = f"{sid}@{safe_id(path.name)}"
             key = key if key not in used and key not in by_id else f"{key}-{n}"

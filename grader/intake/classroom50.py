@@ -27,14 +27,21 @@ def _lmode(path: Path) -> int:
 
 def _repos(root: Path) -> list[Path]:
     """Every entry but regular files (scores.csv): folders, and links or devices for the caller to refuse."""
-    return sorted(p for p in root.iterdir()
-                  if not p.name.startswith((".", "__")) and not stat.S_ISREG(_lmode(p)))
+    return sorted(
+        p
+        for p in root.iterdir()
+        if not p.name.startswith((".", "__")) and not stat.S_ISREG(_lmode(p))
+    )
 
 
 def _logins(root: Path) -> list[str]:
     try:
         with (root / "scores.csv").open(newline="", encoding="utf-8-sig") as fh:
-            return [row["username"].strip() for row in csv.DictReader(fh) if (row.get("username") or "").strip()]
+            return [
+                row["username"].strip()
+                for row in csv.DictReader(fh)
+                if (row.get("username") or "").strip()
+            ]
     except (OSError, KeyError, csv.Error, UnicodeDecodeError):
         return []
 
@@ -48,7 +55,9 @@ def is_download(root: Path, assignment: str | None = None) -> bool:
     repos = [p for p in _repos(root) if stat.S_ISDIR(_lmode(p))]
     if not any(stat.S_ISDIR(_lmode(p / "exercises")) for p in repos):
         return False
-    if DOWNLOAD_NAME.match(root.name) is not None or _logins(root):  # `-d DIR` keeps the name literal
+    if DOWNLOAD_NAME.match(root.name) is not None or _logins(
+        root
+    ):  # `-d DIR` keeps the name literal
         return True
     return assignment is not None and all(_by_pattern(p.name, assignment) for p in _repos(root))
 
@@ -56,7 +65,7 @@ def is_download(root: Path, assignment: str | None = None) -> bool:
 def _by_pattern(name: str, assignment: str) -> str | None:
     """The login in ``<classroom>-<assignment>-<login>`` (the first ``-<assignment>-`` in the name), else None."""
     found = re.match(rf"^.+?-{re.escape(assignment.lower())}-(?P<login>.+)$", name.lower())
-    return name[found.start("login"):] if found else None
+    return name[found.start("login") :] if found else None
 
 
 def download_entries(root: Path, assignment: str | None = None) -> Iterator[tuple[str, Path]]:
@@ -67,12 +76,14 @@ def download_entries(root: Path, assignment: str | None = None) -> Iterator[tupl
     root = Path(root)
     named = DOWNLOAD_NAME.match(root.name)
     prefix = named["prefix"].lower() + "-" if named else ""
-    logins = sorted(_logins(root), key=len, reverse=True)  # the longest login that ends the name wins
+    logins = sorted(
+        _logins(root), key=len, reverse=True
+    )  # the longest login that ends the name wins
     for repo in _repos(root):
         name = repo.name.lower()
         login = next((u for u in logins if name.endswith("-" + u.lower())), None)
         if login is None and prefix and name.startswith(prefix) and len(name) > len(prefix):
-            login = repo.name[len(prefix):]
+            login = repo.name[len(prefix) :]
         if login is None and assignment:
             login = _by_pattern(repo.name, assignment)
         yield login or repo.name, repo

@@ -35,13 +35,59 @@ from grader.safefs import MAX_FILE_BYTES, IntakeError
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _REDO = "save it again from Jupyter, or submit a .py file"
 _TEST_DECORATOR = "public_test"  # grader.release.nbgrader' test cells
-_MAX_NODES = 100  # a constant's expression: more is exploratory code, not a constant (and bounds recursion)
-_EXPR_NODES = (ast.Constant, ast.Name, ast.Load, ast.Attribute, ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare,
-               ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Subscript, ast.Slice, ast.Call, ast.keyword,
-               ast.JoinedStr, ast.FormattedValue,
-               ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context)
-_BUILTIN_CALLS = frozenset({"abs", "bool", "complex", "dict", "divmod", "float", "frozenset", "int", "len", "list",
-                            "max", "min", "pow", "range", "round", "set", "slice", "str", "sum", "tuple"})
+_MAX_NODES = (
+    100  # a constant's expression: more is exploratory code, not a constant (and bounds recursion)
+)
+_EXPR_NODES = (
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.Attribute,
+    ast.UnaryOp,
+    ast.BinOp,
+    ast.BoolOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Tuple,
+    ast.List,
+    ast.Set,
+    ast.Dict,
+    ast.Subscript,
+    ast.Slice,
+    ast.Call,
+    ast.keyword,
+    ast.JoinedStr,
+    ast.FormattedValue,
+    ast.operator,
+    ast.unaryop,
+    ast.boolop,
+    ast.cmpop,
+    ast.expr_context,
+)
+_BUILTIN_CALLS = frozenset(
+    {
+        "abs",
+        "bool",
+        "complex",
+        "dict",
+        "divmod",
+        "float",
+        "frozenset",
+        "int",
+        "len",
+        "list",
+        "max",
+        "min",
+        "pow",
+        "range",
+        "round",
+        "set",
+        "slice",
+        "str",
+        "sum",
+        "tuple",
+    }
+)
 
 
 def notebook_module(name: str, data: bytes) -> str:
@@ -51,7 +97,9 @@ def notebook_module(name: str, data: bytes) -> str:
     imported: set[str] = set()  # names bound by imports so far: a constant may call into them
     cells = _code_cells(name, data)
     if sum(len(source.encode("utf-8", "surrogatepass")) for _, source in cells) > MAX_FILE_BYTES:
-        raise IntakeError(f"{name}: its code cells hold more than {MAX_FILE_BYTES >> 10} KiB; {_REDO}")  # before parsing
+        raise IntakeError(
+            f"{name}: its code cells hold more than {MAX_FILE_BYTES >> 10} KiB; {_REDO}"
+        )  # before parsing
     for number, source in cells:
         tree, lines = _parse(name, number, source), _lines(source)
         for node in tree.body:
@@ -63,9 +111,13 @@ def notebook_module(name: str, data: bytes) -> str:
             elif isinstance(node, _DEFS) and not _is_public_test(node):
                 parts.append(_source(node, lines))
             elif _is_constant(node, imported):
-                parts.append(_literal(node, lines) if _is_literal(node) else _guarded(node, "Exception"))
+                parts.append(
+                    _literal(node, lines) if _is_literal(node) else _guarded(node, "Exception")
+                )
     # the notebook's name stays out of its module: two students' identical code hashes the same, whatever its file is called
-    header = "# Taken from a notebook by the grader: imports, functions, classes and constants only.\n"
+    header = (
+        "# Taken from a notebook by the grader: imports, functions, classes and constants only.\n"
+    )
     module = header + "".join(futures) + "\n\n" + "\n\n".join(parts)
     if len(module.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise IntakeError(f"{name}: its code is larger than {MAX_FILE_BYTES >> 10} KiB")
@@ -75,13 +127,15 @@ def notebook_module(name: str, data: bytes) -> str:
 def _source(node: ast.stmt, lines: list[str]) -> str:
     """A definition's own lines, decorators included (nothing else can share them)."""
     start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-    return "\n".join(lines[start - 1:node.end_lineno]) + "\n"
+    return "\n".join(lines[start - 1 : node.end_lineno]) + "\n"
 
 
 def _literal(node: ast.stmt, lines: list[str]) -> str:
     """A literal constant as written, unless another statement shares its lines (``X = 1; os.system(...)``)."""
     last = lines[(node.end_lineno or node.lineno) - 1].encode("utf-8", "surrogatepass")
-    tail = last[node.end_col_offset or 0:].strip()  # ast's offsets count UTF-8 bytes, not characters
+    tail = last[
+        node.end_col_offset or 0 :
+    ].strip()  # ast's offsets count UTF-8 bytes, not characters
     if node.col_offset == 0 and (not tail or tail.startswith(b"#")):
         return _source(node, lines)
     return f"{ast.unparse(node)}\n"
@@ -102,9 +156,18 @@ def _code_cells(name: str, data: bytes) -> list[tuple[int, str]]:
         if isinstance(raw, list) and all(isinstance(line, str) for line in raw):
             raw = "".join(raw)
         if not isinstance(raw, str):
-            raise IntakeError(f"{name}: code cell {number} has a source that is not text "
-                              f"({type(raw).__name__}); {_REDO}")
-        out.append((number, "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in _lines(raw))))
+            raise IntakeError(
+                f"{name}: code cell {number} has a source that is not text "
+                f"({type(raw).__name__}); {_REDO}"
+            )
+        out.append(
+            (
+                number,
+                "\n".join(
+                    "" if line.lstrip().startswith(("%", "!")) else line for line in _lines(raw)
+                ),
+            )
+        )
     return out
 
 
@@ -128,15 +191,22 @@ def _cells(name: str, data: bytes) -> list[Any]:
     try:
         nb = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
-        raise IntakeError(f"{name}: not a readable Jupyter notebook ({type(exc).__name__}); {_REDO}") from None
+        raise IntakeError(
+            f"{name}: not a readable Jupyter notebook ({type(exc).__name__}); {_REDO}"
+        ) from None
     if not isinstance(nb, dict):
-        raise IntakeError(f"{name}: not a readable Jupyter notebook (the top level is not an object); {_REDO}")
+        raise IntakeError(
+            f"{name}: not a readable Jupyter notebook (the top level is not an object); {_REDO}"
+        )
     cells = nb.get("cells")
     if not cells and "worksheets" in nb:  # nbformat v3
         sheets = nb["worksheets"]
-        if not isinstance(sheets, list) or not all(isinstance(w, dict) and isinstance(w.get("cells", []), list)
-                                                   for w in sheets):
-            raise IntakeError(f"{name}: not a readable Jupyter notebook (malformed worksheets); {_REDO}")
+        if not isinstance(sheets, list) or not all(
+            isinstance(w, dict) and isinstance(w.get("cells", []), list) for w in sheets
+        ):
+            raise IntakeError(
+                f"{name}: not a readable Jupyter notebook (malformed worksheets); {_REDO}"
+            )
         cells = [c for w in sheets for c in w.get("cells", [])]
     if not isinstance(cells, list):
         raise IntakeError(f"{name}: not a readable Jupyter notebook (no list of cells); {_REDO}")
@@ -147,9 +217,14 @@ def _parse(name: str, number: int, source: str) -> ast.Module:
     try:
         return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        where = (f"line {exc.lineno}: {safetext.name(exc.msg)}" if isinstance(exc, SyntaxError)
-                 else type(exc).__name__)
-        raise IntakeError(f"{name}: code cell {number} cannot be parsed ({where}); fix or delete that cell") from None
+        where = (
+            f"line {exc.lineno}: {safetext.name(exc.msg)}"
+            if isinstance(exc, SyntaxError)
+            else type(exc).__name__
+        )
+        raise IntakeError(
+            f"{name}: code cell {number} cannot be parsed ({where}); fix or delete that cell"
+        ) from None
 
 
 def _is_public_test(node: ast.stmt) -> bool:

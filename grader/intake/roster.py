@@ -19,9 +19,18 @@ from grader.intake.classfolder import safe_id
 
 MAX_BYTES = 4 << 20
 FIELDS = ("login", "name", "email", "lms_id", "sis_user_id", "sis_login_id", "section")
-_ALIASES = {"github": "login", "username": "login", "student": "login", "full name": "name",
-            "e-mail": "email", "email address": "email", "id number": "lms_id", "idnumber": "lms_id",
-            "lms id": "lms_id", "canvas id": "lms_id"}
+_ALIASES = {
+    "github": "login",
+    "username": "login",
+    "student": "login",
+    "full name": "name",
+    "e-mail": "email",
+    "email address": "email",
+    "id number": "lms_id",
+    "idnumber": "lms_id",
+    "lms id": "lms_id",
+    "canvas id": "lms_id",
+}
 
 
 class RosterError(ValueError):
@@ -48,10 +57,12 @@ def load(path: Path | str) -> list[Student]:
     """The roster's students, in file order; :class:`RosterError` for an unreadable file."""
     path = Path(path)
     try:
-        data = path.read_bytes()[:MAX_BYTES + 1]
+        data = path.read_bytes()[: MAX_BYTES + 1]
         text = data.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise RosterError(f"{path}: cannot read the roster ({type(exc).__name__}); give a UTF-8 CSV file") from None
+        raise RosterError(
+            f"{path}: cannot read the roster ({type(exc).__name__}); give a UTF-8 CSV file"
+        ) from None
     if len(data) > MAX_BYTES:
         raise RosterError(f"{path}: larger than {MAX_BYTES >> 20} MiB")
     return parse(text, str(path))
@@ -61,7 +72,9 @@ def parse(text: str, where: str = "roster") -> list[Student]:
     reader = csv.reader(io.StringIO(text))
     header = [_column(h) for h in next(reader, [])]
     if "login" not in header:
-        raise RosterError(f"{where}: no `login` column in the header (columns: {', '.join(FIELDS)})")
+        raise RosterError(
+            f"{where}: no `login` column in the header (columns: {', '.join(FIELDS)})"
+        )
     students: dict[str, Student] = {}
     for number, cells in enumerate(reader, 2):
         values = {h: safetext.name(c.strip(), 200) for h, c in zip(header, cells) if h in FIELDS}

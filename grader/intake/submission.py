@@ -48,8 +48,17 @@ from grader.safefs import (
 )
 from grader.sandbox import sweep
 
-__all__ = ["MAX_FILES", "MAX_FILE_BYTES", "MAX_MEMBERS", "MAX_RATIO", "MAX_SUBMISSION_BYTES", "MAX_TOTAL_BYTES",
-           "IntakeError", "Submission", "take"]
+__all__ = [
+    "MAX_FILES",
+    "MAX_FILE_BYTES",
+    "MAX_MEMBERS",
+    "MAX_RATIO",
+    "MAX_SUBMISSION_BYTES",
+    "MAX_TOTAL_BYTES",
+    "IntakeError",
+    "Submission",
+    "take",
+]
 _ARCHIVES = (".zip", ".tar.gz", ".tgz")
 _MAX_DEPTH = 3  # folders and an archive opened, one inside the other, looking for the modules
 
@@ -71,7 +80,9 @@ def take(path: Path | str, *, modules: set[str]) -> Submission:
     """Normalise ``path`` into a staging folder of module files (caller must call ``cleanup``)."""
     path = Path(path)
     staging = sweep.tempdir("submission")
-    staging.chmod(0o711)  # a sandbox uid may pass through to box/ (never list it): `process` with a dropped uid
+    staging.chmod(
+        0o711
+    )  # a sandbox uid may pass through to box/ (never list it): `process` with a dropped uid
     box = staging / "box"
     box.mkdir()
     box.chmod(0o755)
@@ -82,8 +93,10 @@ def take(path: Path | str, *, modules: set[str]) -> Submission:
         raise
     if not sub.files:
         sub.cleanup()
-        raise IntakeError(f"{safetext.name(path, 1000)}: no Python files found "
-                          "(expected the exercise modules, e.g. softmax.py)")
+        raise IntakeError(
+            f"{safetext.name(path, 1000)}: no Python files found "
+            "(expected the exercise modules, e.g. softmax.py)"
+        )
     sub.sha256 = _digest(sub.files, sub.single_module)
     return sub
 
@@ -106,8 +119,10 @@ def _guarded(path: Path, reader: _Reader) -> Submission:
     except (IntakeError, GraderFault):
         raise
     except Exception as exc:  # noqa: BLE001 - a submission must never crash the grader (RecursionError, OSError...)
-        raise IntakeError(f"{label(path)}: could not be read ({type(exc).__name__}: {safetext.name(exc, 300)}); "
-                          "submit plain .py files, a notebook, or a .zip/.tar.gz of them") from None
+        raise IntakeError(
+            f"{label(path)}: could not be read ({type(exc).__name__}: {safetext.name(exc, 300)}); "
+            "submit plain .py files, a notebook, or a .zip/.tar.gz of them"
+        ) from None
     return sub
 
 
@@ -121,9 +136,15 @@ def _take(path: Path, reader: _Reader, depth: int) -> Submission:
         inner = _inner(path, reader) if depth < _MAX_DEPTH else None
         if inner is None:
             return Submission(shown, _copy_modules(_module_folder(path), box), box.path)
-        sub = _take(inner, reader, depth + 1)  # a folder one level down, a zip, one file of every exercise
-        return Submission(shown, sub.layout if depth else f"in-folder:{sub.layout}", box.path,
-                          single_module=sub.single_module)
+        sub = _take(
+            inner, reader, depth + 1
+        )  # a folder one level down, a zip, one file of every exercise
+        return Submission(
+            shown,
+            sub.layout if depth else f"in-folder:{sub.layout}",
+            box.path,
+            single_module=sub.single_module,
+        )
     name = path.name.lower()
     if name.endswith((".py", ".ipynb")):
         notebook = name.endswith(".ipynb")
@@ -133,7 +154,9 @@ def _take(path: Path, reader: _Reader, depth: int) -> Submission:
         else:
             box.write(f"{stem}.py", read_regular(path, MAX_FILE_BYTES))
         single = None if stem in reader.modules else stem
-        return Submission(shown, "notebook" if notebook else "single-file", box.path, single_module=single)
+        return Submission(
+            shown, "notebook" if notebook else "single-file", box.path, single_module=single
+        )
     if name.endswith(_ARCHIVES) and not reader.unpacked:
         unpacked = reader.staging / "unpacked"
         unpacked.mkdir()
@@ -142,8 +165,10 @@ def _take(path: Path, reader: _Reader, depth: int) -> Submission:
         unpack(path, unpacked, kind)
         sub = _take(unpacked, reader, depth + 1)
         return Submission(shown, f"{kind}:{sub.layout}", box.path, single_module=sub.single_module)
-    raise IntakeError(f"{label(path)}: unsupported submission type "
-                      "(give a folder, a .py, a .ipynb, a .zip or a .tar.gz)")
+    raise IntakeError(
+        f"{label(path)}: unsupported submission type "
+        "(give a folder, a .py, a .ipynb, a .zip or a .tar.gz)"
+    )
 
 
 def _module_folder(folder: Path) -> Path:
@@ -160,7 +185,9 @@ def _inner(folder: Path, reader: _Reader) -> Path | None:
     another), or a file of every exercise (a module's own file is a folder of modules)."""
     if _module_folder(folder) != folder:
         return None
-    entries = [p for p in folder.iterdir() if p.name not in TOOL_FOLDERS and not p.name.startswith(".")]
+    entries = [
+        p for p in folder.iterdir() if p.name not in TOOL_FOLDERS and not p.name.startswith(".")
+    ]
     if len(entries) != 1:
         return None
     only, name = entries[0], entries[0].name.lower()
@@ -172,10 +199,14 @@ def _inner(folder: Path, reader: _Reader) -> Path | None:
 def _copy_modules(src: Path, box: Box) -> str:
     files = regular_files(src, ".py")
     if len(files) > MAX_FILES:
-        raise IntakeError(f"{label(src)}: {len(files)} Python files, more than the {MAX_FILES} allowed")
+        raise IntakeError(
+            f"{label(src)}: {len(files)} Python files, more than the {MAX_FILES} allowed"
+        )
     for f in files:
         box.write(f.name, read_regular(f, MAX_FILE_BYTES))
-    taken = {f.stem for f in files}  # a notebook per exercise, unless a .py of that name is there too
+    taken = {
+        f.stem for f in files
+    }  # a notebook per exercise, unless a .py of that name is there too
     for nb in (p for p in regular_files(src, ".ipynb") if p.stem not in taken):
         _write_notebook(nb, box, f"{nb.stem}.py")
     return "exercises-folder" if src.name == "exercises" else "directory"
@@ -191,8 +222,9 @@ def _write_notebook(src: Path, box: Box, name: str) -> None:
 def _digest(files: list[dict[str, object]], single_module: str | None) -> str:
     """The submission's hash: each module's name and content; a file of every exercise is its content only
     (its name is whatever the student called it: two students sending the same file hash the same)."""
-    return hashlib.sha256("".join(f"{'' if single_module else f['name']}:{f['sha256']};"
-                                  for f in files).encode()).hexdigest()
+    return hashlib.sha256(
+        "".join(f"{'' if single_module else f['name']}:{f['sha256']};" for f in files).encode()
+    ).hexdigest()
 
 
 def _hashes(box: Path) -> list[dict[str, object]]:
@@ -200,5 +232,11 @@ def _hashes(box: Path) -> list[dict[str, object]]:
     out = []
     for f in sorted(box.iterdir()):
         data = f.read_bytes()
-        out.append({"name": safetext.name(f.name), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        out.append(
+            {
+                "name": safetext.name(f.name),
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        )
     return out

@@ -36,7 +36,12 @@ class StudentError(Exception):
         return head + "\n  in your code:\n" + "\n".join(f"    {f}" for f in self.frames)
 
     def to_plain(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, "exc_type": self.exc_type, "frames": list(self.frames)}
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "exc_type": self.exc_type,
+            "frames": list(self.frames),
+        }
 
 
 class StudentNotImplemented(StudentError):
@@ -65,8 +70,16 @@ class StudentCrash(StudentError):
     outcome = "error"
 
 
-KINDS: dict[str, type[StudentError]] = {  # every kind; a worker may claim only some (see replies.py)
+KINDS: dict[
+    str, type[StudentError]
+] = {  # every kind; a worker may claim only some (see replies.py)
     cls.kind: cls
-    for cls in (StudentError, StudentNotImplemented, StudentNotFound, BannedAPIError, StudentTimeout, StudentCrash)
+    for cls in (
+        StudentError,
+        StudentNotImplemented,
+        StudentNotFound,
+        BannedAPIError,
+        StudentTimeout,
+        StudentCrash,
+    )
 }
-

@@ -50,15 +50,28 @@ class View:
 def checked_view(view: View) -> View:
     """``view`` if every field is in range for its base, else :class:`ValueRejected` (a malformed instruction)."""
     n = view.base.dim()
-    if view.permute is not None and (type(view.permute) is not tuple or sorted(view.permute) != list(range(n))
-                                     or any(type(d) is not int for d in view.permute)):
+    if view.permute is not None and (
+        type(view.permute) is not tuple
+        or sorted(view.permute) != list(range(n))
+        or any(type(d) is not int for d in view.permute)
+    ):
         raise ValueRejected(f"view: permute must be a permutation of range({n})")
     if view.narrow is not None:
-        shape = view.base.permute(view.permute).shape if view.permute is not None else view.base.shape
-        if (type(view.narrow) is not tuple or len(view.narrow) != 3 or any(type(v) is not int for v in view.narrow)
-                or not 0 <= view.narrow[0] < n or view.narrow[1] < 0 or view.narrow[2] < 0
-                or view.narrow[1] + view.narrow[2] > shape[view.narrow[0]]):
-            raise ValueRejected("view: narrow must be (dim, start, length) inside the permuted base")
+        shape = (
+            view.base.permute(view.permute).shape if view.permute is not None else view.base.shape
+        )
+        if (
+            type(view.narrow) is not tuple
+            or len(view.narrow) != 3
+            or any(type(v) is not int for v in view.narrow)
+            or not 0 <= view.narrow[0] < n
+            or view.narrow[1] < 0
+            or view.narrow[2] < 0
+            or view.narrow[1] + view.narrow[2] > shape[view.narrow[0]]
+        ):
+            raise ValueRejected(
+                "view: narrow must be (dim, start, length) inside the permuted base"
+            )
     if view.share is not None and (type(view.share) is not int or not 0 <= view.share < MAX_SHARE):
         raise ValueRejected(f"view: share must be an int in [0, {MAX_SHARE})")
     return view
@@ -79,13 +92,17 @@ def to_plain(value: object, where: str = "value") -> Any:
 def _convert(value: object, where: str, depth: int, count: list[int]) -> Any:
     count[0] += 1
     if depth > MAX_DEPTH or count[0] > MAX_ITEMS:
-        raise ValueRejected(f"{where}: nested too deep or too many items (limits {MAX_DEPTH} / {MAX_ITEMS})")
+        raise ValueRejected(
+            f"{where}: nested too deep or too many items (limits {MAX_DEPTH} / {MAX_ITEMS})"
+        )
     if value is None or type(value) in (bool, int, float, HandleRef):
         return value
     if isinstance(value, torch.Tensor):
         return _tensor(value, where)
     if type(value) is View:
-        return checked_view(View(_tensor(value.base, f"{where}.base"), value.permute, value.narrow, value.share))
+        return checked_view(
+            View(_tensor(value.base, f"{where}.base"), value.permute, value.narrow, value.share)
+        )
     if isinstance(value, (torch.dtype, torch.device)):
         return value
     if isinstance(value, str):
@@ -102,28 +119,42 @@ def _convert(value: object, where: str, depth: int, count: list[int]) -> Any:
         return tuple(items) if isinstance(value, tuple) else items
     if isinstance(value, dict):
         return _dict(value, where, depth, count)
-    raise ValueRejected(f"{where}: got a value of type {_typename(value)}; only tensors, numbers, strings, "
-                        "None and tuples/lists/dicts of these can cross")
+    raise ValueRejected(
+        f"{where}: got a value of type {_typename(value)}; only tensors, numbers, strings, "
+        "None and tuples/lists/dicts of these can cross"
+    )
 
 
-def _dict(value: dict[object, object], where: str, depth: int, count: list[int]) -> dict[str | int, Any]:
+def _dict(
+    value: dict[object, object], where: str, depth: int, count: list[int]
+) -> dict[str | int, Any]:
     out: dict[str | int, Any] = {}
     for k, v in dict.items(value):
         if type(k) not in (str, int):
-            raise ValueRejected(f"{where}: dict key of type {_typename(k)}; keys must be str or int")
-        out[cast("str | int", k)] = _convert(v, f"{where}[{k!r}]", depth + 1, count)  # exactly str or int: checked above
+            raise ValueRejected(
+                f"{where}: dict key of type {_typename(k)}; keys must be str or int"
+            )
+        out[cast("str | int", k)] = _convert(
+            v, f"{where}[{k!r}]", depth + 1, count
+        )  # exactly str or int: checked above
     return out
 
 
 def _tensor(t: torch.Tensor, where: str) -> torch.Tensor:
     if t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
-        raise ValueRejected(f"{where}: got a {t.layout} tensor on {t.device}; only dense tensors with data can cross")
+        raise ValueRejected(
+            f"{where}: got a {t.layout} tensor on {t.device}; only dense tensors with data can cross"
+        )
     out = plain_tensor(t)
     if out.numel() * out.element_size() > MAX_TENSOR_BYTES:
-        raise ValueRejected(f"{where}: tensor of {out.numel() * out.element_size()} bytes is over the 1 GiB cap")
+        raise ValueRejected(
+            f"{where}: tensor of {out.numel() * out.element_size()} bytes is over the 1 GiB cap"
+        )
     return out
 
 
 def _typename(value: object) -> str:
     cls = type(value)
-    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )

@@ -25,8 +25,21 @@ MAX_DIMS = 8
 MAX_DIM = 1 << 31
 MAX_DEPTH = 32
 MAX_TENSORS = 4096  # a full model's state_dict and grads fit many times over
-DTYPES = {name: getattr(torch, name) for name in (
-    "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")}
+DTYPES = {
+    name: getattr(torch, name)
+    for name in (
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "bool",
+    )
+}
 _NAMES = {v: k for k, v in DTYPES.items()}
 _SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
@@ -46,10 +59,14 @@ def encode(value: object) -> bytes:
     payload = b"".join(chunks)
     if len(header) > MAX_HEADER or len(payload) > MAX_PAYLOAD:
         raise WireError(f"frame too large (header {len(header)} B, payload {len(payload)} B)")
-    return MAGIC + struct.pack("<I", len(header)) + header + struct.pack("<Q", len(payload)) + payload
+    return (
+        MAGIC + struct.pack("<I", len(header)) + header + struct.pack("<Q", len(payload)) + payload
+    )
 
 
-def _enc(value: object, table: list[dict[str, Any]], chunks: list[bytes], offset: list[int], depth: int) -> object:
+def _enc(
+    value: object, table: list[dict[str, Any]], chunks: list[bytes], offset: list[int], depth: int
+) -> object:
     if depth > MAX_DEPTH:
         raise WireError("value nested too deep")
     if value is None or type(value) in (bool, int, str):
@@ -61,9 +78,14 @@ def _enc(value: object, table: list[dict[str, Any]], chunks: list[bytes], offset
     if isinstance(value, HandleRef):
         return {"$h": [value.id, value.class_name]}
     if type(value) is View:
-        return {"$v": [{"$t": _enc_tensor(value.base, table, chunks, offset)},
-                       None if value.permute is None else list(value.permute),
-                       None if value.narrow is None else list(value.narrow), value.share]}
+        return {
+            "$v": [
+                {"$t": _enc_tensor(value.base, table, chunks, offset)},
+                None if value.permute is None else list(value.permute),
+                None if value.narrow is None else list(value.narrow),
+                value.share,
+            ]
+        }
     if isinstance(value, torch.dtype):
         return {"$d": _NAMES.get(value) or _fail(f"dtype {value} cannot cross")}
     if isinstance(value, torch.device):
@@ -77,15 +99,28 @@ def _enc(value: object, table: list[dict[str, Any]], chunks: list[bytes], offset
     raise WireError(f"cannot encode a value of type {type(value).__name__}")
 
 
-def _enc_tensor(t: torch.Tensor, table: list[dict[str, Any]], chunks: list[bytes], offset: list[int]) -> int:
+def _enc_tensor(
+    t: torch.Tensor, table: list[dict[str, Any]], chunks: list[bytes], offset: list[int]
+) -> int:
     if t.dtype not in _NAMES:
         raise WireError(f"tensor dtype {t.dtype} cannot cross")
     device = str(t.device)
     data = t.detach().to("cpu").contiguous()
     # the raw bytes of a contiguous CPU tensor, copied straight from its memory: no numpy needed
-    raw = ctypes.string_at(data.data_ptr(), data.numel() * data.element_size()) if data.numel() else b""
-    table.append({"dtype": _NAMES[t.dtype], "shape": list(t.shape), "offset": offset[0],
-                  "nbytes": len(raw), "device": device})
+    raw = (
+        ctypes.string_at(data.data_ptr(), data.numel() * data.element_size())
+        if data.numel()
+        else b""
+    )
+    table.append(
+        {
+            "dtype": _NAMES[t.dtype],
+            "shape": list(t.shape),
+            "offset": offset[0],
+            "nbytes": len(raw),
+            "device": device,
+        }
+    )
     chunks.append(raw)
     offset[0] += len(raw)
     return len(table) - 1
@@ -118,11 +153,13 @@ def _decode(frame: bytes, max_payload: int, allow_cuda: bool) -> Any:
     if hlen > MAX_HEADER or 8 + hlen + 8 > len(frame):
         raise WireError(f"header length {hlen} out of bounds")
     (plen,) = struct.unpack_from("<Q", frame, 8 + hlen)
-    payload = memoryview(frame)[16 + hlen:]
+    payload = memoryview(frame)[16 + hlen :]
     if plen > max_payload or plen != len(payload):
-        raise WireError(f"payload length {plen} does not match the frame ({len(payload)} bytes follow)")
+        raise WireError(
+            f"payload length {plen} does not match the frame ({len(payload)} bytes follow)"
+        )
     try:
-        header = json.loads(bytes(frame[8:8 + hlen]).decode("utf-8"))
+        header = json.loads(bytes(frame[8 : 8 + hlen]).decode("utf-8"))
     except (ValueError, RecursionError, UnicodeDecodeError) as exc:
         raise WireError(f"header is not valid JSON: {type(exc).__name__}") from None
     if type(header) is not dict or set(header) != {"v", "t"} or type(header["t"]) is not list:
@@ -131,15 +168,21 @@ def _decode(frame: bytes, max_payload: int, allow_cuda: bool) -> Any:
     tensors = _Tensors(table, payload, allow_cuda)
     value = _dec(header["v"], tensors, 0)
     if len(tensors.used) != len(table):
-        raise WireError(f"{len(table) - len(tensors.used)} tensor table entries are never referenced")
+        raise WireError(
+            f"{len(table) - len(tensors.used)} tensor table entries are never referenced"
+        )
     return value
 
 
 class _Tensors:
     """The tensor table, materialised lazily: an entry is decoded when the value tree reaches it, once."""
 
-    def __init__(self, table: list[tuple[torch.dtype, list[int], int, int, str]], payload: memoryview,
-                 allow_cuda: bool) -> None:
+    def __init__(
+        self,
+        table: list[tuple[torch.dtype, list[int], int, int, str]],
+        payload: memoryview,
+        allow_cuda: bool,
+    ) -> None:
         self.table, self.payload, self.allow_cuda = table, payload, allow_cuda
         self.used: set[int] = set()
 
@@ -153,14 +196,18 @@ class _Tensors:
         if not nbytes:
             tensor = torch.empty(shape, dtype=dtype)
         else:  # one copy out of the frame, owned by the tensor
-            raw = bytearray(self.payload[offset:offset + nbytes])
+            raw = bytearray(self.payload[offset : offset + nbytes])
             tensor = torch.frombuffer(raw, dtype=dtype).reshape(shape)
-            if dtype == torch.bool:  # a byte other than 0/1 is not a bool: normalise, never trust it
+            if (
+                dtype == torch.bool
+            ):  # a byte other than 0/1 is not a bool: normalise, never trust it
                 tensor = tensor.view(torch.uint8).ne(0)
         return tensor.to(device) if self.allow_cuda and device != "cpu" else tensor
 
 
-def _check_table(entries: list[object], payload_len: int) -> list[tuple[torch.dtype, list[int], int, int, str]]:
+def _check_table(
+    entries: list[object], payload_len: int
+) -> list[tuple[torch.dtype, list[int], int, int, str]]:
     """Validate every entry (nothing materialised): they must tile the payload exactly, in order."""
     if len(entries) > MAX_TENSORS:
         raise WireError(f"{len(entries)} tensors in one frame (at most {MAX_TENSORS})")
@@ -169,7 +216,9 @@ def _check_table(entries: list[object], payload_len: int) -> list[tuple[torch.dt
     for entry in entries:
         dtype, shape, offset, nbytes, device = _check_entry(entry)
         if offset != end:  # sorted by offset, no gap, no overlap
-            raise WireError(f"tensor bytes at {offset} do not follow the previous tensor (ending at {end})")
+            raise WireError(
+                f"tensor bytes at {offset} do not follow the previous tensor (ending at {end})"
+            )
         end = offset + nbytes
         table.append((dtype, shape, offset, nbytes, device))
     if end != payload_len:
@@ -184,8 +233,11 @@ def _check_entry(entry: object) -> tuple[torch.dtype, list[int], int, int, str]:
     shape, offset, nbytes = entry["shape"], entry["offset"], entry["nbytes"]
     if dtype is None:
         raise WireError(f"dtype {str(entry['dtype'])[:40]!r} not allowed")
-    if (type(shape) is not list or len(shape) > MAX_DIMS
-            or any(type(d) is not int or not 0 <= d < MAX_DIM for d in shape)):
+    if (
+        type(shape) is not list
+        or len(shape) > MAX_DIMS
+        or any(type(d) is not int or not 0 <= d < MAX_DIM for d in shape)
+    ):
         raise WireError("shape must be a list of at most 8 ints in [0, 2**31)")
     if type(offset) is not int or type(nbytes) is not int or offset < 0 or nbytes < 0:
         raise WireError("offset and nbytes must be non-negative ints")
@@ -224,17 +276,34 @@ def _dec_tagged(tag: str, body: object, tensors: _Tensors, depth: int) -> Any:
         return _device(body, allow_cuda=True)  # a device name is only data: nothing is allocated
     if tag == "$v":
         return _dec_view(body, tensors)
-    if tag == "$h" and type(body) is list and len(body) == 2 and type(body[0]) is int and type(body[1]) is str:
+    if (
+        tag == "$h"
+        and type(body) is list
+        and len(body) == 2
+        and type(body[0]) is int
+        and type(body[1]) is str
+    ):
         return HandleRef(body[0], body[1][:200])
     raise WireError(f"unknown or malformed tag {str(tag)[:40]!r}")
 
 
 def _dec_view(body: object, tensors: _Tensors) -> View:
     """``[{"$t": i}, permute | null, narrow | null, share | null]``, every field checked against its base."""
-    if type(body) is not list or len(body) != 4 or type(body[0]) is not dict or set(body[0]) != {"$t"}:
+    if (
+        type(body) is not list
+        or len(body) != 4
+        or type(body[0]) is not dict
+        or set(body[0]) != {"$t"}
+    ):
         raise WireError("malformed view")
-    fields = [None if v is None else tuple(v) if type(v) is list and len(v) <= MAX_DIMS
-              and all(type(d) is int for d in v) else _fail("malformed view field") for v in body[1:3]]
+    fields = [
+        None
+        if v is None
+        else tuple(v)
+        if type(v) is list and len(v) <= MAX_DIMS and all(type(d) is int for d in v)
+        else _fail("malformed view field")
+        for v in body[1:3]
+    ]
     if body[3] is not None and type(body[3]) is not int:
         raise WireError("malformed view share")
     try:
@@ -253,8 +322,11 @@ def _dec_map(body: list[object], tensors: _Tensors, depth: int) -> dict[str | in
 
 
 def _device(text: object, allow_cuda: bool) -> torch.device:
-    if text == "cpu" or (type(text) is str and text.startswith("cuda") and text[4:] in ("",) + tuple(
-            f":{i}" for i in range(16))):
+    if text == "cpu" or (
+        type(text) is str
+        and text.startswith("cuda")
+        and text[4:] in ("",) + tuple(f":{i}" for i in range(16))
+    ):
         device = torch.device(text)
         if device.type == "cuda" and not allow_cuda:
             raise WireError("cuda tensors are not allowed here")
@@ -268,7 +340,9 @@ def write_frame(stream: BinaryIO, value: object) -> None:
     stream.flush()
 
 
-def read_frame(stream: BinaryIO, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = False) -> Any:
+def read_frame(
+    stream: BinaryIO, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = False
+) -> Any:
     """Read exactly one frame from a blocking stream (the worker's side; EOF → WireError)."""
     head = _read_exact(stream, 8)
     (hlen,) = struct.unpack_from("<I", head, 4)
@@ -278,7 +352,9 @@ def read_frame(stream: BinaryIO, *, max_payload: int = MAX_PAYLOAD, allow_cuda: 
     (plen,) = struct.unpack_from("<Q", rest, hlen)
     if plen > max_payload:
         raise WireError("payload over the cap")
-    return decode(head + rest + _read_exact(stream, plen), max_payload=max_payload, allow_cuda=allow_cuda)
+    return decode(
+        head + rest + _read_exact(stream, plen), max_payload=max_payload, allow_cuda=allow_cuda
+    )
 
 
 def _read_exact(stream: BinaryIO, n: int) -> bytes:

@@ -24,8 +24,10 @@ from grader.release.gradescope import fill
 
 MARKER = ".classroom50-release"
 WORKFLOW = Path(".github") / "workflows" / "classroom.yml"
-C50_SENTENCE = ("- On every submission, Classroom 50 runs the public tests and shows their points on the\n"
-                "  submission's Release; those points also come from the public tests only.")
+C50_SENTENCE = (
+    "- On every submission, Classroom 50 runs the public tests and shows their points on the\n"
+    "  submission's Release; those points also come from the public tests only."
+)
 BUNDLE_SCHEMAS = ("schemas/classroom50-result.schema.json",)
 POINTS = re.compile(r"mark\.points\(\s*([0-9.]+)\s*\)")
 SCALES = (1, 2, 4, 5, 10, 20, 100, 1000)
@@ -57,8 +59,13 @@ def _template(dest: Path, assignment: manifest.Assignment) -> list[Path]:
 
 def _bundle(dest: Path, assignment: manifest.Assignment) -> list[Path]:
     public = [assignment.root / e.public_tests for e in assignment.exercises]
-    text = fill("autograder.py", ASSIGNMENT=assignment.id, TORCH=texts.torch_version(), INDEX=texts.CPU_INDEX,
-                SCALE=str(scale(public)))
+    text = fill(
+        "autograder.py",
+        ASSIGNMENT=assignment.id,
+        TORCH=texts.torch_version(),
+        INDEX=texts.CPU_INDEX,
+        SCALE=str(scale(public)),
+    )
     written = [base.write_file(dest / "autograder.py", text)]
     written += [base._copy(p, dest / p.relative_to(assignment.root)) for p in public]
     written += base.copy_runtime(dest / "grader")
@@ -79,10 +86,22 @@ def leaks(bundle: Path, assignment: manifest.Assignment, *, shown: Path) -> list
     A hidden test's line counts only when the students do not already have it (``shown``: the template
     repository, e.g. ``__tracebackhide__ = True`` is in the runtime too).
     """
-    found = [f"{p.relative_to(bundle)} (a hidden-tests path)" for p in bundle.rglob("*") if "hidden" in p.parts]
-    public = "\n".join(p.read_text("utf-8", errors="replace") for p in shown.rglob("*") if p.is_file())
-    hidden = {line.strip() for e in assignment.exercises for line in (assignment.root / e.hidden_tests).read_text("utf-8")
-              .splitlines() if len(line.strip()) >= MIN_HIDDEN_LINE and line.strip() not in public}
-    lines = hidden | base.solution_lines(assignment.root / "solutions", public=assignment.root / "tests" / "public")
+    found = [
+        f"{p.relative_to(bundle)} (a hidden-tests path)"
+        for p in bundle.rglob("*")
+        if "hidden" in p.parts
+    ]
+    public = "\n".join(
+        p.read_text("utf-8", errors="replace") for p in shown.rglob("*") if p.is_file()
+    )
+    hidden = {
+        line.strip()
+        for e in assignment.exercises
+        for line in (assignment.root / e.hidden_tests).read_text("utf-8").splitlines()
+        if len(line.strip()) >= MIN_HIDDEN_LINE and line.strip() not in public
+    }
+    lines = hidden | base.solution_lines(
+        assignment.root / "solutions", public=assignment.root / "tests" / "public"
+    )
     found += [f"{file} (line {line!r})" for file, line in base.scan(bundle, lines)]
     return found

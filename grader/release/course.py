@@ -13,7 +13,11 @@ from pathlib import Path
 
 from grader.course import manifest
 
-TOP_FILES = ("assignments.json", "pyproject.toml", "README.md")  # pyproject names README.md: pip needs both
+TOP_FILES = (
+    "assignments.json",
+    "pyproject.toml",
+    "README.md",
+)  # pyproject names README.md: pip needs both
 SKIP_PARTS = {"__pycache__", ".pytest_cache"}
 
 
@@ -51,7 +55,9 @@ def write_zip(out: Path, files: list[tuple[Path, str]], texts: dict[str, tuple[s
 
 
 def _info(name: str, mode: int) -> zipfile.ZipInfo:
-    info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))  # reproducible: same course, same bytes
+    info = zipfile.ZipInfo(
+        name, date_time=(2026, 1, 1, 0, 0, 0)
+    )  # reproducible: same course, same bytes
     info.external_attr = (stat.S_IFREG | mode) << 16
     info.compress_type = zipfile.ZIP_DEFLATED
     return info

@@ -35,8 +35,12 @@ from grader.exports import gradescope as gs
 from grader.sandbox.levels import BackendName
 
 ROOT_ENV = "GRADER_AUTOGRADER_ROOT"
-DEFAULTS: dict[str, Any] = {"assignment": manifest.DEFAULT_ASSIGNMENT, "hidden_visibility": "after_published",
-                            "isolation": "auto", "canary": True}
+DEFAULTS: dict[str, Any] = {
+    "assignment": manifest.DEFAULT_ASSIGNMENT,
+    "hidden_visibility": "after_published",
+    "isolation": "auto",
+    "canary": True,
+}
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,10 @@ class Tree:
         return self.root / "submission_metadata.json"
 
 
-FAILED_NOTE = ("No results.json was written, so Gradescope shows this submission as \"The autograder failed to "
-               "execute correctly\" and records no score. Fix the cause above, then rerun the autograder on it.")
+FAILED_NOTE = (
+    'No results.json was written, so Gradescope shows this submission as "The autograder failed to '
+    'execute correctly" and records no score. Fix the cause above, then rerun the autograder on it.'
+)
 
 
 class GraderFailed(GraderFault):
@@ -85,7 +91,9 @@ def choose_backend(requested: str) -> BackendName:
 
     backend = iso.choose(requested)
     if backend == "none":
-        raise GraderFailed("no isolation backend stronger than `none` here: refusing to run student code")
+        raise GraderFailed(
+            "no isolation backend stronger than `none` here: refusing to run student code"
+        )
     return backend
 
 
@@ -106,15 +114,24 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
             extra["canary"] = canary.prove(assignment, backend=backend).record()
         except canary.CanaryFailed as exc:
             raise GraderFailed(str(exc)) from None
-    card = grade_one(tree.submission, options=GradeOptions(assignment=assignment.id, manifest_path=manifest_path,
-                                                           isolation=backend), assignment=assignment)
+    card = grade_one(
+        tree.submission,
+        options=GradeOptions(
+            assignment=assignment.id, manifest_path=manifest_path, isolation=backend
+        ),
+        assignment=assignment,
+    )
     if card["status"] == "error" and card["error"]["kind"] == "intake":
         document = gs.intake_rejected(card, extra=extra)
     elif card["status"] == "error":
         raise GraderFailed(f"{card['error']['kind']} error: {card['error']['message']}")
     else:
-        penalty = late.assess(card["score"], late.policy(manifest_path, assignment.id), late.metadata(tree.metadata))
-        document = gs.results(card, visibility=settings["hidden_visibility"], late=penalty, extra=extra)
+        penalty = late.assess(
+            card["score"], late.policy(manifest_path, assignment.id), late.metadata(tree.metadata)
+        )
+        document = gs.results(
+            card, visibility=settings["hidden_visibility"], late=penalty, extra=extra
+        )
     return document  # validated by its builder
 
 
@@ -125,7 +142,9 @@ def run(tree: Tree, isolation: str | None = None) -> int:
         settings = config(tree)
         document = grade(tree, settings, isolation or settings["isolation"])
     except Exception as exc:  # noqa: BLE001 - any grader fault is Gradescope's failure state, never a score
-        traceback.print_exc(file=sys.stdout)  # Gradescope shows the autograder output to instructors only
+        traceback.print_exc(
+            file=sys.stdout
+        )  # Gradescope shows the autograder output to instructors only
         print(f"GRADER FAILED, not the submission: {type(exc).__name__}: {exc}\n{FAILED_NOTE}")
         return 1
     gs.write_atomic(tree.results, document)
@@ -145,20 +164,32 @@ def prove_image(tree: Tree, isolation: str | None = None) -> int:
         return 0
     try:
         assignment = manifest.load(tree.source / "assignments.json", settings["assignment"])
-        record = canary.prove(assignment, backend=choose_backend(isolation or settings["isolation"])).record()
+        record = canary.prove(
+            assignment, backend=choose_backend(isolation or settings["isolation"])
+        ).record()
     except GraderFault as exc:
-        print(f"could not prove the grader in the image ({exc}); run_autograder will prove it for each submission")
+        print(
+            f"could not prove the grader in the image ({exc}); run_autograder will prove it for each submission"
+        )
         return 1
-    print(f"canary: reference solutions {record['solutions']:g}/{record['max_score']:g}, stubs {record['stubs']:g} "
-          "(proven in the image; run_autograder reuses the proof while its configuration matches)")
+    print(
+        f"canary: reference solutions {record['solutions']:g}/{record['max_score']:g}, stubs {record['stubs']:g} "
+        "(proven in the image; run_autograder reuses the proof while its configuration matches)"
+    )
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gradescope_run", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=os.environ.get(ROOT_ENV, "/autograder"), help="the autograder folder")
-    parser.add_argument("--isolation", choices=["auto", "namespace", "bwrap", "process"], default=None)
-    parser.add_argument("--prove", action="store_true", help="prove the grader only (setup.sh, once per image)")
+    parser.add_argument(
+        "--root", default=os.environ.get(ROOT_ENV, "/autograder"), help="the autograder folder"
+    )
+    parser.add_argument(
+        "--isolation", choices=["auto", "namespace", "bwrap", "process"], default=None
+    )
+    parser.add_argument(
+        "--prove", action="store_true", help="prove the grader only (setup.sh, once per image)"
+    )
     args = parser.parse_args(argv)
     return (prove_image if args.prove else run)(Tree(Path(args.root)), args.isolation)
 

@@ -21,22 +21,69 @@ from grader.release import texts
 
 # Package files a student repository needs, relative to the ``grader`` package folder.
 RUNTIME = (
-    "__init__.py", "py.typed", "errors.py", "schema.py", "safetext.py", "gradetext.py",
-    "course/__init__.py", "course/manifest.py", "course/references.py", "exports/__init__.py", "exports/rows.py",
-    "schemas/__init__.py", "schemas/assignments.schema.json", "schemas/scorecard.schema.json",
+    "__init__.py",
+    "py.typed",
+    "errors.py",
+    "schema.py",
+    "safetext.py",
+    "gradetext.py",
+    "course/__init__.py",
+    "course/manifest.py",
+    "course/references.py",
+    "exports/__init__.py",
+    "exports/rows.py",
+    "schemas/__init__.py",
+    "schemas/assignments.schema.json",
+    "schemas/scorecard.schema.json",
     "schemas/github-classroom.schema.json",
-    "scoring/__init__.py", "scoring/collect.py", "scoring/points.py", "scoring/runner.py", "scoring/scorecard.py",
+    "scoring/__init__.py",
+    "scoring/collect.py",
+    "scoring/points.py",
+    "scoring/runner.py",
+    "scoring/scorecard.py",
     "cardtypes.py",
-    "student/__init__.py", "student/inprocess.py", "student/proxy.py",
-    "inside/__init__.py", "inside/bans.py", "inside/executor.py", "inside/frames.py", "inside/handles.py",
-    "inside/ops.py", "inside/peak.py", "inside/standins.py", "inside/structure.py", "inside/banned_ops.py",
-    "protocol/__init__.py", "protocol/errors.py", "protocol/values.py",
-    "testing/__init__.py", "testing/attention.py", "testing/checks.py", "testing/gradients.py", "testing/hints.py",
-    "testing/params.py", "testing/plugin.py", "testing/diagnosis.py", "testing/variants.py", "testing/dropout.py",
-    "testing/catalogue/__init__.py", "testing/catalogue/softmax.py", "testing/catalogue/sdp.py", "testing/oracles.py",
-    "testing/catalogue/heads.py", "testing/catalogue/modules.py", "testing/catalogue/structure.py",
-    "testing/catalogue/efficient.py", "testing/catalogue/masks.py",
-    "check/__init__.py", "check/local.py", "check/ci.py", "check/nbruntime.py", "cli/__init__.py", "cli/student.py",
+    "student/__init__.py",
+    "student/inprocess.py",
+    "student/proxy.py",
+    "inside/__init__.py",
+    "inside/bans.py",
+    "inside/executor.py",
+    "inside/frames.py",
+    "inside/handles.py",
+    "inside/ops.py",
+    "inside/peak.py",
+    "inside/standins.py",
+    "inside/structure.py",
+    "inside/banned_ops.py",
+    "protocol/__init__.py",
+    "protocol/errors.py",
+    "protocol/values.py",
+    "testing/__init__.py",
+    "testing/attention.py",
+    "testing/checks.py",
+    "testing/gradients.py",
+    "testing/hints.py",
+    "testing/params.py",
+    "testing/plugin.py",
+    "testing/diagnosis.py",
+    "testing/variants.py",
+    "testing/dropout.py",
+    "testing/layouts.py",
+    "testing/catalogue/__init__.py",
+    "testing/catalogue/softmax.py",
+    "testing/catalogue/sdp.py",
+    "testing/oracles.py",
+    "testing/catalogue/heads.py",
+    "testing/catalogue/modules.py",
+    "testing/catalogue/structure.py",
+    "testing/catalogue/efficient.py",
+    "testing/catalogue/masks.py",
+    "check/__init__.py",
+    "check/local.py",
+    "check/ci.py",
+    "check/nbruntime.py",
+    "cli/__init__.py",
+    "cli/student.py",
 )
 PACKAGE = Path(__file__).resolve().parents[1]
 MIN_LINE = 8  # shorter solution lines ("return x") are too common to mean anything
@@ -50,13 +97,19 @@ def release(out: Path, *, assignment: manifest.Assignment, force: bool = False) 
     """Write the student repository of ``assignment`` into ``out``; return the files written."""
     root = assignment.root
     prepare(out, force=force, marker=".github/workflows/classroom.yml")
-    written = [*copy_exercises(assignment, out), *copy_public_tests(assignment, out), *copy_runtime(out / "grader")]
+    written = [
+        *copy_exercises(assignment, out),
+        *copy_public_tests(assignment, out),
+        *copy_runtime(out / "grader"),
+    ]
     written += _write_texts(assignment, out)
     found = scan(out, solution_lines(root / "solutions", public=root / "tests" / "public"))
     if found:
         shutil.rmtree(out, ignore_errors=True)
-        raise ReleaseError(f"refused: solution text found in {found[0][0]} ({found[0][1]!r}); "
-                           "run `grader build` and check that the stubs hold no solution code")
+        raise ReleaseError(
+            f"refused: solution text found in {found[0][0]} ({found[0][1]!r}); "
+            "run `grader build` and check that the stubs hold no solution code"
+        )
     return written
 
 
@@ -66,9 +119,13 @@ def prepare(out: Path, *, force: bool, marker: str) -> None:
         raise ReleaseError(f"{out} is a file: give a folder for the release")
     if out.is_dir() and any(out.iterdir()):
         if not force:
-            raise ReleaseError(f"{out} is not empty: give a new folder, or --force to replace an earlier release")
+            raise ReleaseError(
+                f"{out} is not empty: give a new folder, or --force to replace an earlier release"
+            )
         if not (out / marker).exists():
-            raise ReleaseError(f"{out} does not look like an earlier release (no {marker}): refusing to delete it")
+            raise ReleaseError(
+                f"{out} does not look like an earlier release (no {marker}): refusing to delete it"
+            )
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -79,7 +136,9 @@ def copy_exercises(assignment: manifest.Assignment, out: Path) -> list[Path]:
 
 
 def copy_public_tests(assignment: manifest.Assignment, out: Path) -> list[Path]:
-    return [_copy(assignment.root / e.public_tests, out / e.public_tests) for e in assignment.exercises]
+    return [
+        _copy(assignment.root / e.public_tests, out / e.public_tests) for e in assignment.exercises
+    ]
 
 
 def copy_runtime(dest: Path) -> list[Path]:
@@ -95,11 +154,26 @@ def _write_texts(assignment: manifest.Assignment, out: Path) -> list[Path]:
     manifest_text = manifest.text_of(assignment)
     return [
         write_file(out / "README.md", texts.readme(assignment, torch=torch, index=index)),
-        write_file(out / "pyproject.toml", texts.PYPROJECT.substitute(
-            name=f"{assignment.id}-exercises", version=__version__, title=assignment.title, torch=torch, index=index,
-            no_numpy=NO_NUMPY)),
-        write_file(out / ".github" / "workflows" / "classroom.yml", texts.WORKFLOW.substitute(
-            torch=torch, index=index, runner=texts.RUNNER_ID, env_name=f"{texts.RUNNER_ID.upper()}_RESULTS")),
+        write_file(
+            out / "pyproject.toml",
+            texts.PYPROJECT.substitute(
+                name=f"{assignment.id}-exercises",
+                version=__version__,
+                title=assignment.title,
+                torch=torch,
+                index=index,
+                no_numpy=NO_NUMPY,
+            ),
+        ),
+        write_file(
+            out / ".github" / "workflows" / "classroom.yml",
+            texts.WORKFLOW.substitute(
+                torch=torch,
+                index=index,
+                runner=texts.RUNNER_ID,
+                env_name=f"{texts.RUNNER_ID.upper()}_RESULTS",
+            ),
+        ),
         write_file(out / ".gitignore", texts.GITIGNORE),
         write_file(out / "assignments.json", manifest_text),
     ]

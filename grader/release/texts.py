@@ -20,23 +20,40 @@ from grader.course import manifest
 RUNNER_ID = "grader"
 # what the student README says of CI (no platform named: GitHub Classroom is retired; a Classroom 50 template
 # replaces it with what Classroom 50 does)
-CI = ("- If your course runs the tests on each push (continuous integration set up by your instructor), those\n"
-      "  points also come from the public tests only.")
+CI = (
+    "- If your course runs the tests on each push (continuous integration set up by your instructor), those\n"
+    "  points also come from the public tests only."
+)
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def readme(assignment: manifest.Assignment, *, torch: str, index: str) -> str:
     """The student README of ``assignment``: every exercise, file and test name it shows is one of this assignment's
     (a test runs each command it shows in a released repository)."""
-    first, one = assignment.exercises[0], assignment.exercises[min(1, len(assignment.exercises) - 1)]
+    first, one = (
+        assignment.exercises[0],
+        assignment.exercises[min(1, len(assignment.exercises) - 1)],
+    )
     table = "\n".join(f"| `{e.id}` | {e.title} | {e.points:g} |" for e in assignment.exercises)
     banned = next((e for e in assignment.exercises if e.banned), None)
-    bans = (f"- Some exercises ban library shortcuts (for example `{banned.banned[0]}` in `{banned.id}`): the point is "
-            "to\n  write them yourself. Calling a banned function fails the test with a message saying so."
-            if banned else "")
-    return README.substitute(title=assignment.title, table=table, torch=torch, index=index, one=one.id, first=first.id, ci=CI,
-                             public_file=first.public_tests, test_name=_first_test(assignment.root / first.public_tests),
-                             bans=bans)
+    bans = (
+        f"- Some exercises ban library shortcuts (for example `{banned.banned[0]}` in `{banned.id}`): the point is "
+        "to\n  write them yourself. Calling a banned function fails the test with a message saying so."
+        if banned
+        else ""
+    )
+    return README.substitute(
+        title=assignment.title,
+        table=table,
+        torch=torch,
+        index=index,
+        one=one.id,
+        first=first.id,
+        ci=CI,
+        public_file=first.public_tests,
+        test_name=_first_test(assignment.root / first.public_tests),
+        bans=bans,
+    )
 
 
 def _first_test(path: Path) -> str:

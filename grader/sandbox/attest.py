@@ -47,9 +47,14 @@ class Observed:
 
     def record(self) -> dict[str, object]:
         """The scorecard's view: what was seen, in the isolation record's own terms."""
-        return {"uid": self.uids[0], "seccomp": self.seccomp == 2, "no_new_privs": self.no_new_privs,
-                "capabilities": "none" if not self.capabilities else f"{self.capabilities:#x}",
-                "namespaces": list(self.namespaces), "attested": True}
+        return {
+            "uid": self.uids[0],
+            "seccomp": self.seccomp == 2,
+            "no_new_privs": self.no_new_privs,
+            "capabilities": "none" if not self.capabilities else f"{self.capabilities:#x}",
+            "namespaces": list(self.namespaces),
+            "attested": True,
+        }
 
 
 def observe(pid: int) -> Observed:
@@ -58,9 +63,15 @@ def observe(pid: int) -> Observed:
     caps = 0
     for name in CAP_FIELDS:
         caps |= int(fields.get(name, ["0"])[0], 16)
-    return Observed(pid, tuple(int(v) for v in fields["Uid:"]), tuple(int(v) for v in fields["Gid:"]), caps,
-                    fields.get("NoNewPrivs:") == ["1"], int(fields.get("Seccomp:", ["0"])[0]),
-                    tuple(kind for kind in NAMESPACES if _ns(pid, kind) != _ns(os.getpid(), kind)))
+    return Observed(
+        pid,
+        tuple(int(v) for v in fields["Uid:"]),
+        tuple(int(v) for v in fields["Gid:"]),
+        caps,
+        fields.get("NoNewPrivs:") == ["1"],
+        int(fields.get("Seccomp:", ["0"])[0]),
+        tuple(kind for kind in NAMESPACES if _ns(pid, kind) != _ns(os.getpid(), kind)),
+    )
 
 
 def _ns(pid: int, kind: str) -> str:
@@ -74,8 +85,10 @@ def problems(seen: Observed, expected: Expected) -> list[str]:
     """How ``seen`` falls short of ``expected`` ([] when it matches)."""
     found = []
     if set(seen.uids) != {expected.uid} or set(seen.gids) != {expected.uid}:
-        found.append(f"runs as uid {'/'.join(map(str, seen.uids))} gid {'/'.join(map(str, seen.gids))}, "
-                     f"not {expected.uid}")
+        found.append(
+            f"runs as uid {'/'.join(map(str, seen.uids))} gid {'/'.join(map(str, seen.gids))}, "
+            f"not {expected.uid}"
+        )
     if seen.capabilities:
         found.append(f"holds capabilities {seen.capabilities:#x}")
     if expected.no_new_privs and not seen.no_new_privs:
@@ -98,7 +111,9 @@ def attest(root: int, request_pipe: int, expected: Expected) -> Observed:
     pipe = f"pipe:[{os.fstat(request_pipe).st_ino}]"
     workers = [pid for pid in tree if _holds(pid, pipe)]
     if not workers:
-        raise AttestationError("sandbox attestation: no process of the sandbox holds the request pipe")
+        raise AttestationError(
+            "sandbox attestation: no process of the sandbox holds the request pipe"
+        )
     failures = []
     for pid in sorted(set(tree[1:]) | set(workers)):
         try:

@@ -23,8 +23,13 @@ from pathlib import Path
 ROOT = Path("/sys/fs/cgroup")
 PARENT = "attention-grader"
 V1_CONTROLLERS = ("memory", "pids")
-SWEEP_ROOTS = (*(ROOT / c / PARENT for c in ("memory", "pids", "cpuacct", "cpu,cpuacct")), ROOT / PARENT)
-HEADROOM_MB = 512  # above the worker's own cap: the launcher, page cache of the submission, the interpreter
+SWEEP_ROOTS = (
+    *(ROOT / c / PARENT for c in ("memory", "pids", "cpuacct", "cpu,cpuacct")),
+    ROOT / PARENT,
+)
+HEADROOM_MB = (
+    512  # above the worker's own cap: the launcher, page cache of the submission, the interpreter
+)
 
 
 def unified() -> bool:

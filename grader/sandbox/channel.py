@@ -29,6 +29,7 @@ from grader.sandbox.zygote_client import ForkedWorker, Zygote
 if TYPE_CHECKING:
     from types import ModuleType
 
+
 def _wire() -> ModuleType:
     """The wire format, imported at the first frame: it imports torch (about a second), and a command that
     starts its worker first (``grader grade``) lets the worker import torch while it imports its own."""
@@ -47,7 +48,10 @@ class ChannelError(Exception):
 
     def __init__(self, kind: str, message: str, *, cpu: bool = False) -> None:
         super().__init__(message)
-        self.kind, self.cpu = kind, cpu  # cpu: a timeout of the CPU-time limit (not of the wall-clock backstop)
+        self.kind, self.cpu = (
+            kind,
+            cpu,
+        )  # cpu: a timeout of the CPU-time limit (not of the wall-clock backstop)
 
 
 class Channel:
@@ -66,23 +70,35 @@ class Channel:
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
         forked = self._fork(zygote, req_r, resp_w) if zygote is not None else None
-        self.proc: subprocess.Popen[bytes] | ForkedWorker = forked if forked is not None else self._popen(req_r, resp_w)
+        self.proc: subprocess.Popen[bytes] | ForkedWorker = (
+            forked if forked is not None else self._popen(req_r, resp_w)
+        )
         os.close(req_r)
         os.close(resp_w)
         self._selector = selectors.DefaultSelector()
-        assert self.proc.stdout is not None and self.proc.stderr is not None  # both pipes, cold or forked
-        for fileobj, name in ((self._resp_r, "reply"), (self.proc.stdout, "stdout"), (self.proc.stderr, "stderr")):
+        assert (
+            self.proc.stdout is not None and self.proc.stderr is not None
+        )  # both pipes, cold or forked
+        for fileobj, name in (
+            (self._resp_r, "reply"),
+            (self.proc.stdout, "stdout"),
+            (self.proc.stderr, "stderr"),
+        ):
             os.set_blocking(fileobj if isinstance(fileobj, int) else fileobj.fileno(), False)
             self._selector.register(fileobj, selectors.EVENT_READ, name)
         self.meter = CpuMeter(self.proc.pid, self._cpuacct)
 
     def _config(self, resp_w: int, status_w: int | None) -> dict[str, Any]:
-        cfg = self.launch.config(self.box, resp_w, status_w, self._root_dir, str(self._scratch or ""))
+        cfg = self.launch.config(
+            self.box, resp_w, status_w, self._root_dir, str(self._scratch or "")
+        )
         # a cpuacct group beside the slot's others, joined the same way: the per-test CPU clock
         self._cpuacct = cpuacct_group(self.launch.slot) if cfg.get("cgroups") else None
         cfg["cgroups"] = [*cfg.get("cgroups", []), *([self._cpuacct] if self._cpuacct else [])]
         self._cgroups = list(cfg["cgroups"])
-        self._cpuacct = self._cpuacct or cgroups.cpu_group(self._cgroups)  # v2: the slot's one group
+        self._cpuacct = self._cpuacct or cgroups.cpu_group(
+            self._cgroups
+        )  # v2: the slot's one group
         return cfg
 
     @property
@@ -97,10 +113,22 @@ class Channel:
         """A cold start: a fresh launcher interpreter that isolates itself and execs the worker."""
         status_r, status_w = os.pipe() if self.launch.backend == "namespace" else (None, None)
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", str(launcher()), json.dumps(self._config(resp_w, status_w))],
-            stdin=req_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=tuple(fd for fd in (resp_w, status_w) if fd is not None), start_new_session=True,
-            cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})  # the launcher goes to the box itself
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                "-B",
+                str(launcher()),
+                json.dumps(self._config(resp_w, status_w)),
+            ],
+            stdin=req_r,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=tuple(fd for fd in (resp_w, status_w) if fd is not None),
+            start_new_session=True,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+        )  # the launcher goes to the box itself
         if status_r is not None and status_w is not None:
             os.close(status_w)
             with os.fdopen(status_r, "rb") as status:
@@ -111,7 +139,9 @@ class Channel:
     def _fork(self, zygote: Zygote, req_r: int, resp_w: int) -> ForkedWorker | None:
         """A warm start: the zygote forks a worker with torch already imported; None if it cannot."""
         (status_r, status_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
-        launched = zygote.launch(self._config(resp_w, status_w), [req_r, resp_w, out_w, err_w, status_w])
+        launched = zygote.launch(
+            self._config(resp_w, status_w), [req_r, resp_w, out_w, err_w, status_w]
+        )
         for fd in (out_w, err_w, status_w):
             os.close(fd)
         if launched:
@@ -159,8 +189,13 @@ class Channel:
         if self._buffer:
             raise ChannelError("protocol", "the worker wrote a reply nobody asked for")
 
-    def receive(self, timeout: float, cpu_until: float | None = None, stall_s: float | None = None,
-                cpu_now: float | None = None) -> Any:
+    def receive(
+        self,
+        timeout: float,
+        cpu_until: float | None = None,
+        stall_s: float | None = None,
+        cpu_now: float | None = None,
+    ) -> Any:
         """The next reply frame; a timeout once ``cpu_seconds()`` reaches ``cpu_until``, past ``timeout`` wall
         seconds, or after ``stall_s`` wall seconds in which the sandbox used (almost) no CPU: a sleeping worker is
         stopped as soon as before, a busy one starved by a loaded machine runs on to its CPU limit. ``cpu_now``: a
@@ -175,16 +210,23 @@ class Channel:
                 return frame
             now = time.monotonic()
             if now >= deadline:
-                raise ChannelError("timeout", f"no answer within {timeout:.1f} s of wall-clock time")
+                raise ChannelError(
+                    "timeout", f"no answer within {timeout:.1f} s of wall-clock time"
+                )
             if cpu_until is not None and now >= next_cpu:
                 used = self.cpu_seconds()
                 if used >= cpu_until:
                     raise ChannelError("timeout", "its CPU time ran out", cpu=True)
                 if stall_s is not None and progress.idle(now, used) > stall_s:
-                    raise ChannelError("timeout", f"no answer within {stall_s:.1f} s of wall-clock time, "
-                                                  "using no CPU time meanwhile")
+                    raise ChannelError(
+                        "timeout",
+                        f"no answer within {stall_s:.1f} s of wall-clock time, "
+                        "using no CPU time meanwhile",
+                    )
                 next_cpu = now + CPU_POLL_S
-            for key, _ in self._selector.select(min(deadline - now, CPU_POLL_S if cpu_until else 1.0)):
+            for key, _ in self._selector.select(
+                min(deadline - now, CPU_POLL_S if cpu_until else 1.0)
+            ):
                 self._drain(key)
 
     def _drain(self, key: selectors.SelectorKey) -> None:
@@ -207,12 +249,17 @@ class Channel:
         kept += chunk[: max(0, KEEP_OUTPUT - len(kept))]
         self.output_total += len(chunk)
         if self.output_total > self.launch.limits.output_bytes:
-            raise ChannelError("output", f"printed more than {self.launch.limits.output_bytes >> 20} MiB")
+            raise ChannelError(
+                "output", f"printed more than {self.launch.limits.output_bytes >> 20} MiB"
+            )
 
     def _drain_output(self) -> None:
         """Read what the worker's stdout/stderr still hold, without waiting (bounded by the output cap)."""
         for key in [k for k in self._selector.get_map().values() if k.data != "reply"]:
-            while key.fileobj in self._selector.get_map() and select.select([key.fileobj], [], [], 0)[0]:
+            while (
+                key.fileobj in self._selector.get_map()
+                and select.select([key.fileobj], [], [], 0)[0]
+            ):
                 self._drain(key)
 
     def _frame(self) -> Any:
@@ -253,7 +300,9 @@ class Channel:
 
     def kill(self) -> None:
         if self._ns_pid:
-            reaping.quiet_signal(self._ns_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills the rest
+            reaping.quiet_signal(
+                self._ns_pid, signal.SIGKILL
+            )  # pid 1 of the namespace: the kernel kills the rest
             self._let_proxy_reap()
         reaping.quiet_signal(-self.proc.pid, signal.SIGKILL)
         self._kill_cgroup()
@@ -261,7 +310,9 @@ class Channel:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        leftovers.clear(self.launch, self._scratch)  # daemons that left the group, files outside the sandbox
+        leftovers.clear(
+            self.launch, self._scratch
+        )  # daemons that left the group, files outside the sandbox
         self._scratch = None
         self.close_fds()
 

@@ -66,11 +66,20 @@ class CpuMeter:
         """A v1 cpuacct group's ``cpuacct.usage`` (ns), or a v2 group's ``cpu.stat`` ``usage_usec``."""
         if self._fd is None:
             self._v1 = os.path.exists(os.path.join(group, "cpuacct.usage"))
-            self._fd = os.open(os.path.join(group, "cpuacct.usage" if self._v1 else "cpu.stat"), os.O_RDONLY)
+            self._fd = os.open(
+                os.path.join(group, "cpuacct.usage" if self._v1 else "cpu.stat"), os.O_RDONLY
+            )
         data = os.pread(self._fd, 4096, 0)
         if self._v1:
             return int(data) / 1e9
-        return int(next(line.split()[1] for line in data.splitlines() if line.startswith(b"usage_usec "))) / 1e6
+        return (
+            int(
+                next(
+                    line.split()[1] for line in data.splitlines() if line.startswith(b"usage_usec ")
+                )
+            )
+            / 1e6
+        )
 
     def close(self) -> None:
         """Let go of the group's counter file (a later reading opens it again)."""
@@ -103,7 +112,7 @@ def _stat_fields(pid: int) -> list[str]:
             data = fh.read()
     except OSError:
         return []
-    return data[data.rfind(b")") + 2:].decode("ascii", "replace").split()
+    return data[data.rfind(b")") + 2 :].decode("ascii", "replace").split()
 
 
 def _stat_ticks(pid: int) -> int:

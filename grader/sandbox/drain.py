@@ -16,7 +16,9 @@ DRAIN_WAIT_S = 10.0
 KILL_AFTER_S = 1.0
 
 
-def wait_drained(groups: list[str], timeout: float = DRAIN_WAIT_S, kill_after: float = KILL_AFTER_S) -> bool:
+def wait_drained(
+    groups: list[str], timeout: float = DRAIN_WAIT_S, kill_after: float = KILL_AFTER_S
+) -> bool:
     """True once no process is left in ``groups``; False if some are still there after ``timeout``.
 
     Stragglers still there after ``kill_after`` seconds are killed (these groups are the grader's own).

@@ -48,12 +48,25 @@ def secrets(assignment: manifest.Assignment) -> list[str]:
 @functools.cache
 def readable(uid: int, paths: tuple[str, ...]) -> tuple[str, ...]:
     """Which of ``paths`` a process running as ``uid`` (no groups) can open."""
-    python = view.worker_python() or sys.executable  # an interpreter the uid can run (grade() checked there is one)
-    done = subprocess.run([python, "-I", "-S", "-c", _PROBE, *paths], user=uid, group=uid, extra_groups=[],
-                          capture_output=True, text=True, timeout=60, cwd="/", env={"PATH": "/usr/bin:/bin"})
+    python = (
+        view.worker_python() or sys.executable
+    )  # an interpreter the uid can run (grade() checked there is one)
+    done = subprocess.run(
+        [python, "-I", "-S", "-c", _PROBE, *paths],
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+    )
     if done.returncode != 0:
-        raise SecretsExposed(f"cannot check what the sandbox uid {uid} may read (its probe failed: "
-                             f"{done.stderr.strip()[-300:]}); is the interpreter readable to other users?")
+        raise SecretsExposed(
+            f"cannot check what the sandbox uid {uid} may read (its probe failed: "
+            f"{done.stderr.strip()[-300:]}); is the interpreter readable to other users?"
+        )
     return tuple(json.loads(done.stdout))
 
 
@@ -66,4 +79,5 @@ def check(assignment: manifest.Assignment, uid: int) -> None:
             f"refusing to grade under `process` isolation: this kernel offers no Landlock file view, and the sandbox's "
             f"unprivileged uid could read {shown}. Make them readable by their owner only (for example "
             f"`chmod -R go-rwx {assignment.root / 'solutions'} {assignment.root / 'tests' / 'hidden'}`), or grade "
-            "where namespaces (root) or Landlock (Linux 5.13+) are available")
+            "where namespaces (root) or Landlock (Linux 5.13+) are available"
+        )

@@ -35,7 +35,9 @@ class History:
 
     def to_worker(self, request: dict[str, Any]) -> dict[str, Any]:
         """``request`` with the worker's ids for the test's virtual ones (the target and any handle argument)."""
-        mapped = {k: self._real_refs(v) if k in ("args", "kwargs") else v for k, v in request.items()}
+        mapped = {
+            k: self._real_refs(v) if k in ("args", "kwargs") else v for k, v in request.items()
+        }
         if "handle" in request:
             mapped["handle"] = self.real.get(request["handle"], NO_HANDLE)
         return mapped
@@ -57,7 +59,9 @@ class History:
             self.real[created] = body.id
             body = HandleRef(created, safetext.name(body.class_name))
         if request.get("op") == "release":
-            self.real.pop(request.get("handle", NO_HANDLE), None)  # virtual ids start at 1: NO_HANDLE is never one
+            self.real.pop(
+                request.get("handle", NO_HANDLE), None
+            )  # virtual ids start at 1: NO_HANDLE is never one
         self.log.append((request, created))
         return body
 
@@ -71,8 +75,9 @@ class History:
         log, self.log, old = self.log, [], dict(self.real)
         self.real.clear()
         for request, created in log:
-            if request.get("op") == "release" or (request.get("handle") is not None
-                                                  and request["handle"] not in old):
+            if request.get("op") == "release" or (
+                request.get("handle") is not None and request["handle"] not in old
+            ):
                 continue  # released, or aimed at a handle that was already gone
             key, body = exchange(self.to_worker(request))
             if created is not None and key == "ok" and type(body) is HandleRef and created in old:

@@ -30,9 +30,17 @@ from grader.sandbox.attest import Expected
 from grader.sandbox.launcher import INSIDE_PACKAGES
 from grader.sandbox.levels import LEVELS, BackendName, Level, is_level
 
-LIB_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `grader` package (the trusted side's)
+LIB_ROOT = (
+    Path(__file__).resolve().parents[2]
+)  # the folder holding the `grader` package (the trusted side's)
 UID_BASE = uids.FIRST  # sandbox uids are leased machine-wide from uids.FIRST on
-NAMESPACE_KINDS = ("mnt", "net", "pid", "ipc", "uts")  # what a `namespace` worker must not share with us
+NAMESPACE_KINDS = (
+    "mnt",
+    "net",
+    "pid",
+    "ipc",
+    "uts",
+)  # what a `namespace` worker must not share with us
 
 
 def launcher() -> Path:
@@ -54,7 +62,12 @@ def available() -> tuple[Level, ...]:
     found: list[Level] = []
     if sys.platform.startswith("linux") and os.geteuid() == 0 and _probe_namespace():
         found.append("namespace")
-    if sys.platform.startswith("linux") and os.geteuid() != 0 and shutil.which("bwrap") and _probe_bwrap():
+    if (
+        sys.platform.startswith("linux")
+        and os.geteuid() != 0
+        and shutil.which("bwrap")
+        and _probe_bwrap()
+    ):
         found.append("bwrap")
     if os.name == "posix":
         found.append("process")
@@ -78,17 +91,22 @@ def choose(requested: str = "auto", required: str | None = None) -> BackendName:
     elif is_level(requested) and requested in options:
         backend = requested
     else:
-        raise IsolationError(f"isolation {requested!r} is not available here (available: {', '.join(options)}); "
-                             "namespace needs root on Linux, bwrap a non-root user with bubblewrap installed")
+        raise IsolationError(
+            f"isolation {requested!r} is not available here (available: {', '.join(options)}); "
+            "namespace needs root on Linux, bwrap a non-root user with bubblewrap installed"
+        )
     if required and rank(backend) < rank(required):
-        raise IsolationError(f"refusing to grade: isolation {backend!r} is weaker than the required {required!r} "
-                             f"(available: {', '.join(options)})")
+        raise IsolationError(
+            f"refusing to grade: isolation {backend!r} is weaker than the required {required!r} "
+            f"(available: {', '.join(options)})"
+        )
     if backend == "process" and not _root():
         raise IsolationError(
             "refusing to grade: as a non-root user the only sandbox here is `process`, which would run student code "
             "as you, able to read the solutions, the hidden tests and your grader's files. Run the grader as root "
             "(namespaces), install bubblewrap (`bwrap`) for unprivileged namespaces, or pass `--isolation none` to "
-            "grade knowingly without a sandbox (every scorecard then says so)")
+            "grade knowingly without a sandbox (every scorecard then says so)"
+        )
     return backend
 
 
@@ -109,8 +127,13 @@ def landlock_abi() -> int:
 
 def _probe_namespace() -> bool:
     try:
-        done = subprocess.run([sys.executable, "-I", "-S", "-B", str(launcher()), "probe-namespace"],
-                              capture_output=True, timeout=20, cwd="/", env={"PATH": "/usr/bin:/bin"})
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-B", str(launcher()), "probe-namespace"],
+            capture_output=True,
+            timeout=20,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -118,8 +141,12 @@ def _probe_namespace() -> bool:
 
 def _probe_bwrap() -> bool:
     try:
-        done = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True, timeout=20,
-                              cwd="/")
+        done = subprocess.run(
+            ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
+            capture_output=True,
+            timeout=20,
+            cwd="/",
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -134,8 +161,13 @@ class Limits:
     output_bytes: int = 8 << 20
 
     def to_dict(self) -> dict[str, int]:
-        return {"memory_mb": self.memory_mb, "processes": self.processes, "file_size_mb": self.file_size_mb,
-                "cpu_s": self.cpu_s, "output_bytes": self.output_bytes}
+        return {
+            "memory_mb": self.memory_mb,
+            "processes": self.processes,
+            "file_size_mb": self.file_size_mb,
+            "cpu_s": self.cpu_s,
+            "output_bytes": self.output_bytes,
+        }
 
 
 @dataclass
@@ -178,10 +210,20 @@ class LaunchSpec:
     def fingerprint(self) -> str:
         """What of this launch decides whether a proof made under it holds for another (the canary's cache key):
         without side effects (no uid is leased, no cgroup made)."""
-        return json.dumps({"backend": self.backend, "drops_uid": self.drops_uid, "file_view": self.file_view,
-                           "landlock": landlock_abi(), "seccomp": self.seccomp, "threads": self.threads,
-                           "cgroups": self._wants_cgroups() and ("v2" if cgroups.unified() else "v1"),
-                           "limits": self.limits.to_dict(), "gpus": self.gpus()}, sort_keys=True)
+        return json.dumps(
+            {
+                "backend": self.backend,
+                "drops_uid": self.drops_uid,
+                "file_view": self.file_view,
+                "landlock": landlock_abi(),
+                "seccomp": self.seccomp,
+                "threads": self.threads,
+                "cgroups": self._wants_cgroups() and ("v2" if cgroups.unified() else "v1"),
+                "limits": self.limits.to_dict(),
+                "gpus": self.gpus(),
+            },
+            sort_keys=True,
+        )
 
     def unreadable(self) -> list[str]:
         """What this launch's worker needs but its leased uid cannot read ([] when it can, or keeps our uid, or
@@ -192,9 +234,16 @@ class LaunchSpec:
 
     def expected(self) -> Expected:
         """What every process of a worker launched under this spec must show in /proc (:mod:`attest`)."""
-        return Expected(uid=self.uid, seccomp=self.seccomp, no_new_privs=self.backend != "none",
-                        namespaces=NAMESPACE_KINDS if self.backend == "namespace" else
-                        ("user", *NAMESPACE_KINDS) if self.backend == "bwrap" else ())
+        return Expected(
+            uid=self.uid,
+            seccomp=self.seccomp,
+            no_new_privs=self.backend != "none",
+            namespaces=NAMESPACE_KINDS
+            if self.backend == "namespace"
+            else ("user", *NAMESPACE_KINDS)
+            if self.backend == "bwrap"
+            else (),
+        )
 
     def _wants_cgroups(self) -> bool:
         # a root `process` sandbox is held by the cgroups as much as `namespace` (the leased uid's RLIMIT_NPROC too)
@@ -203,7 +252,9 @@ class LaunchSpec:
     def cgroup_paths(self) -> list[str]:
         if not self._wants_cgroups():
             return []
-        return cgroups.slot_groups(self.slot, memory_mb=self.limits.memory_mb, processes=self.limits.processes)
+        return cgroups.slot_groups(
+            self.slot, memory_mb=self.limits.memory_mb, processes=self.limits.processes
+        )
 
     @property
     def seccomp(self) -> bool:
@@ -216,33 +267,63 @@ class LaunchSpec:
     def describe(self) -> dict[str, Any]:
         """The isolation record as launched; ``attested`` turns true once /proc confirmed it (:mod:`attest`)."""
         groups = self.cgroup_paths()
-        record = {"backend": self.backend, "uid": self.uid, "limits": self.limits.to_dict(),
-                  "cgroup": ("v2" if cgroups.unified() else "v1") if groups else "none", "seccomp": self.seccomp,
-                  "threads": self.threads, "file_view": self.file_view, "attested": False}
+        record = {
+            "backend": self.backend,
+            "uid": self.uid,
+            "limits": self.limits.to_dict(),
+            "cgroup": ("v2" if cgroups.unified() else "v1") if groups else "none",
+            "seccomp": self.seccomp,
+            "threads": self.threads,
+            "file_view": self.file_view,
+            "attested": False,
+        }
         if self.gpus():
             record["gpu"] = gpu_record(self.gpus(), self.limits, bool(groups))
         return record
 
-    def config(self, box: Path, response_fd: int, status_fd: int | None, root_dir: str,
-               scratch: str = "") -> dict[str, Any]:
+    def config(
+        self, box: Path, response_fd: int, status_fd: int | None, root_dir: str, scratch: str = ""
+    ) -> dict[str, Any]:
         gpus = self.gpus()
         lib = str(privlib.ensure())
         cfg: dict[str, Any] = {
-            "mode": self.backend, "python": sys.executable, "lib": lib, "site_dirs": site_dirs(),
-            "threads": self.threads, "response_fd": response_fd, "box": str(box), "uid": self.uid,
-            "limits": self.limits.to_dict(), "root_dir": root_dir, "seccomp": self.seccomp,
-            "address_space_limit": not gpus, "extra_env": gpu_env(gpus, self.limits), "scratch": scratch,
-            "box_bytes": safefs.BOX_BYTES, "box_inodes": safefs.BOX_INODES}  # the one size budget, intake's
+            "mode": self.backend,
+            "python": sys.executable,
+            "lib": lib,
+            "site_dirs": site_dirs(),
+            "threads": self.threads,
+            "response_fd": response_fd,
+            "box": str(box),
+            "uid": self.uid,
+            "limits": self.limits.to_dict(),
+            "root_dir": root_dir,
+            "seccomp": self.seccomp,
+            "address_space_limit": not gpus,
+            "extra_env": gpu_env(gpus, self.limits),
+            "scratch": scratch,
+            "box_bytes": safefs.BOX_BYTES,
+            "box_inodes": safefs.BOX_INODES,
+        }  # the one size budget, intake's
         cfg["cgroups"] = self.cgroup_paths()
         cfg["drop_uid"] = self.drops_uid
-        if self.drops_uid and self.backend in ("process", "none"):  # a leased uid without a view of its own
+        if self.drops_uid and self.backend in (
+            "process",
+            "none",
+        ):  # a leased uid without a view of its own
             cfg["python"] = view.worker_python() or sys.executable
         if self.file_view == "landlock":
-            cfg["landlock"] = view.landlock_rules(box, scratch, lib, bool(gpus), sites=mirror.site_dirs(),
-                                                  entries=mirror.packages())
+            cfg["landlock"] = view.landlock_rules(
+                box, scratch, lib, bool(gpus), sites=mirror.site_dirs(), entries=mirror.packages()
+            )
         if self.backend == "namespace":
-            cfg.update(status_fd=status_fd, python=view.interpreter(), binds=view.binds(bool(gpus)),
-                       masks=list(view.masks(bool(gpus))), packages=mirror.packages(), gpu_devices=gpus)
+            cfg.update(
+                status_fd=status_fd,
+                python=view.interpreter(),
+                binds=view.binds(bool(gpus)),
+                masks=list(view.masks(bool(gpus))),
+                packages=mirror.packages(),
+                gpu_devices=gpus,
+            )
         if self.backend == "bwrap":
             cfg.update(python=view.interpreter(), bwrap_argv=bwrap_argv(box))
         return cfg
@@ -272,20 +353,52 @@ def gpu_record(gpus: list[str], limits: Limits, cgroup: bool) -> dict[str, Any]:
     per-process limit without MIG/MPS: the worker sets torch's per-process memory fraction, which
     student code can raise again.
     """
-    return {"devices": gpus, "address_space_limit": False, "host_memory": "cgroup+data-rlimit" if cgroup else "data-rlimit",
-            "gpu_memory_mb": limits.memory_mb, "gpu_memory_enforced": False,
-            "gpu_memory_how": "torch.cuda.set_per_process_memory_fraction in the worker (advisory)"}
+    return {
+        "devices": gpus,
+        "address_space_limit": False,
+        "host_memory": "cgroup+data-rlimit" if cgroup else "data-rlimit",
+        "gpu_memory_mb": limits.memory_mb,
+        "gpu_memory_enforced": False,
+        "gpu_memory_how": "torch.cuda.set_per_process_memory_fraction in the worker (advisory)",
+    }
 
 
 def bwrap_argv(box: Path) -> list[str]:
-    argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--disable-userns", "--die-with-parent",
-            "--new-session", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(box), "/box",
-            "--chdir", "/box"]
-    for package in INSIDE_PACKAGES:  # only the inside of the wall: never the trusted side of `grader`
-        argv += ["--ro-bind", str(privlib.ensure() / "grader" / package), f"/sandbox-lib/grader/{package}"]
+    argv = [
+        shutil.which("bwrap") or "bwrap",
+        "--unshare-all",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--bind",
+        str(box),
+        "/box",
+        "--chdir",
+        "/box",
+    ]
+    for (
+        package
+    ) in INSIDE_PACKAGES:  # only the inside of the wall: never the trusted side of `grader`
+        argv += [
+            "--ro-bind",
+            str(privlib.ensure() / "grader" / package),
+            f"/sandbox-lib/grader/{package}",
+        ]
     gpu = bool(gpu_devices())
-    argv += [a for path in view.binds(gpu) if os.path.exists(path) for a in ("--ro-bind", path, path)]
-    argv += [a for path in view.masks(gpu) for a in ("--tmpfs", path)]  # empty the package folders ...
-    argv += [a for path in view.packages() for a in ("--ro-bind", path, path)]  # ... then add torch's closure
+    argv += [
+        a for path in view.binds(gpu) if os.path.exists(path) for a in ("--ro-bind", path, path)
+    ]
+    argv += [
+        a for path in view.masks(gpu) for a in ("--tmpfs", path)
+    ]  # empty the package folders ...
+    argv += [
+        a for path in view.packages() for a in ("--ro-bind", path, path)
+    ]  # ... then add torch's closure
     argv += [a for path in view.masks(gpu) for a in ("--remount-ro", path)]
     return argv

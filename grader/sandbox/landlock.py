@@ -17,17 +17,33 @@ from __future__ import annotations
 import ctypes
 import os
 
-CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446  # the same on every architecture (the generic table)
+CREATE_RULESET, ADD_RULE, RESTRICT_SELF = (
+    444,
+    445,
+    446,
+)  # the same on every architecture (the generic table)
 VERSION_FLAG, RULE_PATH_BENEATH = 1, 1
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
-FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}  # all rights each ABI knows
-FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | (1 << 14) | (1 << 15)  # the only ones a rule on a file may carry
+FS_BY_ABI = {
+    1: (1 << 13) - 1,
+    2: (1 << 14) - 1,
+    3: (1 << 15) - 1,
+    5: (1 << 16) - 1,
+}  # all rights each ABI knows
+FILE_RIGHTS = (
+    EXECUTE | WRITE_FILE | READ_FILE | (1 << 14) | (1 << 15)
+)  # the only ones a rule on a file may carry
 NET_ALL, SCOPE_ALL = 0b11, 0b11  # TCP bind+connect (ABI 4); abstract UNIX sockets+signals (ABI 6)
 ALL = -1  # every right the ABI handles
 # what each kind of rule allows beneath its path: "list" lets the import system list a site folder whose
 # entries other than torch's closure stay unreadable; "device" is /dev/null and friends
-KINDS = {"read": READ_FILE | READ_DIR, "list": READ_DIR, "execute": EXECUTE | READ_FILE,
-         "device": READ_FILE | WRITE_FILE, "write": ALL}
+KINDS = {
+    "read": READ_FILE | READ_DIR,
+    "list": READ_DIR,
+    "execute": EXECUTE | READ_FILE,
+    "device": READ_FILE | WRITE_FILE,
+    "write": ALL,
+}
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
@@ -89,7 +105,10 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
     try:
         is_dir = os.path.isdir(f"/proc/self/fd/{fd}")
         rule = _PathBeneath(rights if is_dir else rights & FILE_RIGHTS, fd)
-        _checked(_libc.syscall(ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), 0), f"allow {path}")
+        _checked(
+            _libc.syscall(ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), 0),
+            f"allow {path}",
+        )
     finally:
         os.close(fd)
 

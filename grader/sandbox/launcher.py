@@ -32,19 +32,36 @@ import signal
 import sys
 from collections.abc import Callable
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing would add ~9 ms to every cold start
+TYPE_CHECKING = (
+    False  # not `typing.TYPE_CHECKING`: importing typing would add ~9 ms to every cold start
+)
 if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-    Config = dict[str, Any]  # the launch configuration, as JSON-decoded from argv (LaunchSpec.config builds it)
+    Config = dict[
+        str, Any
+    ]  # the launch configuration, as JSON-decoded from argv (LaunchSpec.config builds it)
 
-NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWPID, NEWNET = 0x20000, 0x2000000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
+NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWPID, NEWNET = (
+    0x20000,
+    0x2000000,
+    0x4000000,
+    0x8000000,
+    0x20000000,
+    0x40000000,
+)
 RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 INSIDE_PACKAGES = ("inside", "protocol")  # the parts of `grader` a sandbox may see
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_char_p,
+]
 _libc.syscall.restype = ctypes.c_long
 KEYCTL_JOIN_SESSION_KEYRING = 1
 SETUP_FAILED = 125
@@ -62,7 +79,9 @@ def _sibling(name: str) -> ModuleType:
     return module
 
 
-seccomp, workerenv, privileges, landlock = (_sibling(n) for n in ("seccomp", "workerenv", "privileges", "landlock"))
+seccomp, workerenv, privileges, landlock = (
+    _sibling(n) for n in ("seccomp", "workerenv", "privileges", "landlock")
+)
 
 
 def _check(rc: int, what: str) -> None:
@@ -71,7 +90,9 @@ def _check(rc: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+def mount(
+    src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
     def enc(s: str | None) -> bytes | None:
         return s.encode() if s else None
 
@@ -96,11 +117,14 @@ def set_limits(limits: dict[str, Any], address_space: bool = True) -> None:
     4 or 16 GiB on an H100, but starts under RLIMIT_DATA, which still holds every private writable mapping)."""
     mb = 1 << 20
     memory = resource.RLIMIT_AS if address_space else resource.RLIMIT_DATA
-    table = [(resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1),
-             (memory, limits["memory_mb"] * mb, limits["memory_mb"] * mb),
-             (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
-             (resource.RLIMIT_NOFILE, 256, 256), (resource.RLIMIT_CORE, 0, 0),
-             (resource.RLIMIT_NPROC, limits["processes"], limits["processes"])]
+    table = [
+        (resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1),
+        (memory, limits["memory_mb"] * mb, limits["memory_mb"] * mb),
+        (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
+        (resource.RLIMIT_NOFILE, 256, 256),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_NPROC, limits["processes"], limits["processes"]),
+    ]
     for which, soft, hard in table:
         resource.setrlimit(which, (int(soft), int(hard)))
 
@@ -111,7 +135,10 @@ def fresh_keyring() -> None:
     if nr is None or _libc.syscall(nr, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
         return
     err = ctypes.get_errno()
-    if err not in (38, 1):  # ENOSYS / EPERM: no keyrings for us here, so none for the sandbox either
+    if err not in (
+        38,
+        1,
+    ):  # ENOSYS / EPERM: no keyrings for us here, so none for the sandbox either
         raise OSError(err, f"keyctl(JOIN_SESSION_KEYRING): {os.strerror(err)}")
 
 
@@ -131,7 +158,12 @@ def limits_of(cfg: Config) -> None:
 
 def worker_argv(cfg: Config, lib: str) -> list[str]:
     worker = os.path.join(lib, "grader", "inside", "worker.py")
-    wcfg = {"lib": lib, "site_dirs": cfg["site_dirs"], "threads": cfg["threads"], "response_fd": cfg["response_fd"]}
+    wcfg = {
+        "lib": lib,
+        "site_dirs": cfg["site_dirs"],
+        "threads": cfg["threads"],
+        "response_fd": cfg["response_fd"],
+    }
     return [cfg["python"], "-I", "-S", "-B", worker, json.dumps(wcfg)]
 
 
@@ -144,7 +176,9 @@ def run_plain(cfg: Config) -> None:
 def isolate_plain(cfg: Config) -> None:
     """``process`` and ``none``, in the worker's own process before it becomes the worker: a root grader's
     student code runs as the leased uid under both; ``process`` adds everything else."""
-    view = landlock.ruleset(cfg["landlock"]) if cfg.get("landlock") else None  # paths opened while still root
+    view = (
+        landlock.ruleset(cfg["landlock"]) if cfg.get("landlock") else None
+    )  # paths opened while still root
     if cfg["mode"] == "process":
         join_cgroups(cfg)
         limits_of(cfg)
@@ -169,7 +203,9 @@ def build_root(cfg: Config, root: str) -> None:
     os.makedirs(root + "/box")
     box = f"size={cfg['box_bytes']},nr_inodes={cfg['box_inodes']},mode=700,uid={uid},gid={uid}"  # intake's budget
     mount("tmpfs", root + "/box", "tmpfs", NOSUID | NODEV, box)
-    for name in os.listdir(cfg["box"]):  # the submission's files, copied in as root, then owned by the slot
+    for name in os.listdir(
+        cfg["box"]
+    ):  # the submission's files, copied in as root, then owned by the slot
         src, dst = os.path.join(cfg["box"], name), os.path.join(root, "box", name)
         if os.path.isfile(src) and not os.path.islink(src):
             shutil.copyfile(src, dst)
@@ -188,11 +224,21 @@ def build_root(cfg: Config, root: str) -> None:
             bind_ro(path, root + path)
     for path in cfg.get("masks", []):  # Python package folders under the binds: emptied ...
         mount("tmpfs", root + path, "tmpfs", NOSUID | NODEV, "size=64k,nr_inodes=256,mode=755")
-    for path in cfg.get("packages", []):  # ... then only torch and its dependency closure goes back in
+    for path in cfg.get(
+        "packages", []
+    ):  # ... then only torch and its dependency closure goes back in
         bind_ro(path, root + path)
     for path in cfg.get("masks", []):
-        mount(None, root + path, None, REMOUNT | RDONLY | NOSUID | NODEV, "size=64k,nr_inodes=256,mode=755")
-    for package in INSIDE_PACKAGES:  # only the inside of the wall: never the trusted side of `grader`
+        mount(
+            None,
+            root + path,
+            None,
+            REMOUNT | RDONLY | NOSUID | NODEV,
+            "size=64k,nr_inodes=256,mode=755",
+        )
+    for (
+        package
+    ) in INSIDE_PACKAGES:  # only the inside of the wall: never the trusted side of `grader`
         bind_ro(f"{cfg['lib']}/grader/{package}", f"{root}/sandbox-lib/grader/{package}")
     mount(None, root, None, BIND | REMOUNT | RDONLY | NOSUID | NODEV)
 
@@ -212,13 +258,17 @@ def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
     limits_of(cfg)
     fresh_keyring()
     privileges.drop_to(cfg["uid"])
-    lock_down(cfg)  # the mini-init is filtered too; the worker inherits the filter across fork and exec
+    lock_down(
+        cfg
+    )  # the mini-init is filtered too; the worker inherits the filter across fork and exec
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     worker = os.fork()
     if worker == 0:
         if become_worker is not None:
             become_worker()
-        os.execve(cfg["python"], worker_argv(cfg, "/sandbox-lib"), workerenv.worker_env(cfg, "/box"))
+        os.execve(
+            cfg["python"], worker_argv(cfg, "/sandbox-lib"), workerenv.worker_env(cfg, "/box")
+        )
     _close_pipes(cfg)  # the mini-init keeps no pipe open: the worker's EOF is the runner's signal
     os._exit(_reap_until(worker))
 
@@ -228,7 +278,11 @@ def _reap_until(child: int) -> int:
     while True:
         pid, status = os.wait()
         if pid == child:
-            return os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+            return (
+                os.waitstatus_to_exitcode(status) & 0xFF
+                if os.WIFEXITED(status)
+                else 128 + os.WTERMSIG(status)
+            )
 
 
 def _close_pipes(cfg: Config) -> None:
@@ -252,8 +306,12 @@ def probe_namespace() -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def run_namespace(cfg: Config, status_fd: int, become_worker: Callable[[], None] | None = None,
-                  report_exit: bool = False) -> None:
+def run_namespace(
+    cfg: Config,
+    status_fd: int,
+    become_worker: Callable[[], None] | None = None,
+    report_exit: bool = False,
+) -> None:
     """Unshare, fork pid 1 and wait for it; its host pid goes to ``status_fd`` (and, if asked, its exit code)."""
     join_cgroups(cfg)
     _check(_libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
@@ -270,7 +328,11 @@ def run_namespace(cfg: Config, status_fd: int, become_worker: Callable[[], None]
         os.close(status_fd)
     _close_pipes(cfg)
     _, status = os.waitpid(child, 0)
-    code = os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+    code = (
+        os.waitstatus_to_exitcode(status) & 0xFF
+        if os.WIFEXITED(status)
+        else 128 + os.WTERMSIG(status)
+    )
     if report_exit:
         os.write(status_fd, f"exit {code}\n".encode())
     os._exit(code)

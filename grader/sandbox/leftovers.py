@@ -21,7 +21,11 @@ from pathlib import Path
 from grader.sandbox import sweep, uids
 from grader.sandbox.isolation import LaunchSpec
 
-SHARED = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable folders a uid with no home can write into
+SHARED = (
+    "/tmp",
+    "/var/tmp",
+    "/dev/shm",
+)  # world-writable folders a uid with no home can write into
 MAX_DEPTH = 8
 
 

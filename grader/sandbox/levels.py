@@ -7,9 +7,14 @@ from typing import Literal, TypeGuard, get_args
 
 Level = Literal["none", "process", "bwrap", "namespace"]  # a sandbox level, as scorecards record it
 LEVELS: tuple[Level, ...] = get_args(Level)
-BackendName = Literal["inprocess", "none", "process", "bwrap", "namespace"]  # what a grade runs under: a level, or the
+BackendName = Literal[
+    "inprocess", "none", "process", "bwrap", "namespace"
+]  # what a grade runs under: a level, or the
 # in-process backend of the public tests and the project's own tests (never a grade of record)
-CHOICES = ("auto", *reversed(LEVELS))  # what --isolation accepts: the strongest available, or one level
+CHOICES = (
+    "auto",
+    *reversed(LEVELS),
+)  # what --isolation accepts: the strongest available, or one level
 
 
 def is_backend(name: object) -> TypeGuard[BackendName]:

@@ -48,7 +48,11 @@ def figures(stats: object, watch: MemoryWatch | None) -> dict[str, float]:
     """A measured call's figures: the worker's own numbers (advisory), and ``max_memory_bytes`` only as read here
     from the cgroup through ``watch`` (a worker's own claim to it is dropped; absent without a cgroup)."""
     numbers = dict(stats) if isinstance(stats, dict) else {}
-    kept = {str(k): float(v) for k, v in numbers.items() if type(v) in (int, float) and k != "max_memory_bytes"}
+    kept = {
+        str(k): float(v)
+        for k, v in numbers.items()
+        if type(v) in (int, float) and k != "max_memory_bytes"
+    }
     outside = watch.delta() if watch is not None else None
     if outside is not None:
         kept["max_memory_bytes"] = float(outside)
@@ -72,7 +76,9 @@ def start(group: str | Path | None) -> MemoryWatch | None:
 
 def _start_v1(path: Path) -> MemoryWatch:
     before = _read_int(path / "memory.usage_in_bytes")
-    (path / "memory.max_usage_in_bytes").write_text("0")  # v1: the peak restarts from the current usage
+    (path / "memory.max_usage_in_bytes").write_text(
+        "0"
+    )  # v1: the peak restarts from the current usage
     return MemoryWatch(path, before, None)
 
 

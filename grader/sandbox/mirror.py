@@ -62,7 +62,7 @@ def packages() -> list[str]:
 def _moved(path: str) -> str:
     for site, mirrored in mapping().items():
         if path.startswith(site.rstrip("/") + "/"):
-            return mirrored + path[len(site.rstrip("/")):]
+            return mirrored + path[len(site.rstrip("/")) :]
     return path
 
 
@@ -75,8 +75,17 @@ def _mirror(site: str) -> str | None:
     digest = hashlib.sha256(site.encode())
     for entry in entries:
         record = Path(entry, "RECORD")
-        digest.update(entry.encode() + (record.read_bytes() if record.is_file() else str(os.stat(entry).st_mtime_ns).encode()))
-    parent = procs.own_folder([Path(tempfile.gettempdir()) / f"attention-grader-mirror-{os.geteuid()}"], 0o755)
+        digest.update(
+            entry.encode()
+            + (
+                record.read_bytes()
+                if record.is_file()
+                else str(os.stat(entry).st_mtime_ns).encode()
+            )
+        )
+    parent = procs.own_folder(
+        [Path(tempfile.gettempdir()) / f"attention-grader-mirror-{os.geteuid()}"], 0o755
+    )
     if parent is None or os.stat(parent).st_dev != os.stat(site).st_dev:
         return None  # hard links cannot cross filesystems: the grade is refused instead
     parent.chmod(0o755)
@@ -104,7 +113,10 @@ def _build(parent: Path, target: Path, entries: list[str]) -> None:
 def sweep(*, keep_s: float = 3600.0) -> int:
     """Remove the mirrors no grader needs: their site folder is gone, or a newer mirror of it is over ``keep_s``
     old (a mirror holds its files' data alive after their venv is deleted or upgraded). Returns how many went."""
-    parent = Path(tempfile.gettempdir()) / f"attention-grader-mirror-{os.geteuid() if os.name == 'posix' else 0}"
+    parent = (
+        Path(tempfile.gettempdir())
+        / f"attention-grader-mirror-{os.geteuid() if os.name == 'posix' else 0}"
+    )
     by_source: dict[str, list[Path]] = {}
     for folder in parent.glob("[0-9a-f]*") if parent.is_dir() else []:
         try:
@@ -114,7 +126,11 @@ def sweep(*, keep_s: float = 3600.0) -> int:
     removed = 0
     for source, folders in by_source.items():
         folders.sort(key=lambda f: f.stat().st_mtime, reverse=True)
-        stale = folders if not os.path.isdir(source) else [f for f in folders[1:] if _age(folders[0]) > keep_s]
+        stale = (
+            folders
+            if not os.path.isdir(source)
+            else [f for f in folders[1:] if _age(folders[0]) > keep_s]
+        )
         for folder in stale:
             shutil.rmtree(folder, ignore_errors=True)
             removed += 1

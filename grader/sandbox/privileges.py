@@ -18,7 +18,12 @@ import ctypes
 import os
 
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
-CAP_FIELDS = ("CapInh:", "CapPrm:", "CapEff:", "CapAmb:")  # CapBnd is recorded, not required (see above)
+CAP_FIELDS = (
+    "CapInh:",
+    "CapPrm:",
+    "CapEff:",
+    "CapAmb:",
+)  # CapBnd is recorded, not required (see above)
 EPERM = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -27,7 +32,9 @@ def drop_to(uid: int) -> None:
     """Become ``uid`` (gid ``uid``, no supplementary groups) with no capability left; verified."""
     if os.geteuid() == 0:
         _empty_bounding_set()
-        _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL on old kernels: nothing to clear
+        _libc.prctl(
+            PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0
+        )  # EINVAL on old kernels: nothing to clear
         os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
@@ -41,7 +48,9 @@ def _empty_bounding_set() -> None:
             if err == EPERM:
                 return  # no CAP_SETPCAP (a container): no_new_privs keeps an exec from regaining anything
             if err != 22:  # EINVAL: a capability this kernel does not know
-                raise OSError(err, f"cannot drop capability {cap} from the bounding set: {os.strerror(err)}")
+                raise OSError(
+                    err, f"cannot drop capability {cap} from the bounding set: {os.strerror(err)}"
+                )
 
 
 def _last_cap() -> int:
@@ -56,7 +65,9 @@ def check(uid: int) -> None:
     """Raise unless this process runs as ``uid`` everywhere, with no groups and no capability."""
     fields = status_fields()
     if fields.get("Uid:") != [str(uid)] * 4 or fields.get("Gid:") != [str(uid)] * 4:
-        raise OSError(f"the uid drop did not take: Uid {fields.get('Uid:')}, Gid {fields.get('Gid:')}")
+        raise OSError(
+            f"the uid drop did not take: Uid {fields.get('Uid:')}, Gid {fields.get('Gid:')}"
+        )
     if os.getgroups() not in ([], [uid]):
         raise OSError(f"supplementary groups left after the uid drop: {os.getgroups()}")
     held = [name for name in CAP_FIELDS if int((fields.get(name) or ["1"])[0], 16)]

@@ -27,7 +27,14 @@ from grader.errors import GraderFault
 
 GRADER = Path(__file__).resolve().parents[1]  # the `grader` package
 PACKAGES = ("inside", "protocol")
-LAUNCH_MODULES = ("launcher.py", "seccomp.py", "workerenv.py", "zygote.py", "landlock.py", "privileges.py")
+LAUNCH_MODULES = (
+    "launcher.py",
+    "seccomp.py",
+    "workerenv.py",
+    "zygote.py",
+    "landlock.py",
+    "privileges.py",
+)
 
 
 class PrivateLibError(GraderFault):
@@ -38,8 +45,10 @@ def sources() -> list[tuple[str, Path]]:
     """(path inside the copy, source file) for everything the copy holds, sorted."""
     found = [(f"grader/sandbox/{name}", GRADER / "sandbox" / name) for name in LAUNCH_MODULES]
     for package in PACKAGES:
-        found += [(f"grader/{package}/{p.relative_to(GRADER / package).as_posix()}", p)
-                  for p in (GRADER / package).rglob("*.py")]
+        found += [
+            (f"grader/{package}/{p.relative_to(GRADER / package).as_posix()}", p)
+            for p in (GRADER / package).rglob("*.py")
+        ]
     return sorted(found)
 
 
@@ -47,7 +56,9 @@ def sources() -> list[tuple[str, Path]]:
 def ensure() -> Path:
     """The folder to put on a sandbox's ``sys.path`` (made now if this content has none yet)."""
     files = [(name, path.read_bytes()) for name, path in sources()]
-    digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d + b"\0" for n, d in files)).hexdigest()[:20]
+    digest = hashlib.sha256(b"".join(n.encode() + b"\0" + d + b"\0" for n, d in files)).hexdigest()[
+        :20
+    ]
     parent = _parent()
     target = parent / digest
     if not target.is_dir():
@@ -63,7 +74,9 @@ def _parent() -> Path:
     if found is not None:
         found.chmod(0o755)  # others (the leased uids) pass through and read; only we write
         return found
-    raise PrivateLibError(f"no safe folder for the sandbox's library among {', '.join(map(str, candidates))}")
+    raise PrivateLibError(
+        f"no safe folder for the sandbox's library among {', '.join(map(str, candidates))}"
+    )
 
 
 def _build(parent: Path, target: Path, files: list[tuple[str, bytes]]) -> None:
@@ -73,7 +86,9 @@ def _build(parent: Path, target: Path, files: list[tuple[str, bytes]]) -> None:
             dest = staging / name
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
-        (staging / "grader" / "__init__.py").write_text('"""The sandbox side of the grader (a copy)."""\n')
+        (staging / "grader" / "__init__.py").write_text(
+            '"""The sandbox side of the grader (a copy)."""\n'
+        )
         for folder, _dirs, names in os.walk(staging):
             os.chmod(folder, 0o755)
             for name in names:

@@ -35,7 +35,9 @@ def remove_groups(groups: Iterable[str]) -> None:
 
 def status(code: int | None) -> str:
     """A worker's exit code in words: ``killed by signal SIGKILL``, ``exit status 3``."""
-    if code is None:  # only a wait(0) on a forked worker returns None; kept total for the type checker
+    if (
+        code is None
+    ):  # only a wait(0) on a forked worker returns None; kept total for the type checker
         return "exit status unknown"
     if code < 0:
         return f"killed by signal {signal.Signals(-code).name}"

@@ -14,5 +14,9 @@ class SandboxRecord:
     stderr_bytes: int
     worker_starts: int
     worker_forks: int
-    observed: dict[str, object] | None = None  # the isolation /proc showed (attest.py); None: no worker started
-    test_cpu: dict[str, float] = field(default_factory=dict)  # test id -> CPU seconds it took in the sandbox
+    observed: dict[str, object] | None = (
+        None  # the isolation /proc showed (attest.py); None: no worker started
+    )
+    test_cpu: dict[str, float] = field(
+        default_factory=dict
+    )  # test id -> CPU seconds it took in the sandbox

@@ -19,11 +19,15 @@ from grader.protocol import errors
 from grader.sandbox.channel import ChannelError
 
 WORKER_KINDS: dict[str, type[errors.StudentError]] = {
-    "exception": errors.StudentError, "not_implemented": errors.StudentNotImplemented,
-    "not_found": errors.StudentNotFound, "banned": errors.BannedAPIError}
+    "exception": errors.StudentError,
+    "not_implemented": errors.StudentNotImplemented,
+    "not_found": errors.StudentNotFound,
+    "banned": errors.BannedAPIError,
+}
 # names of the grader's own labels: Worker*, Student*, Grader*, … as a whole word anywhere in the name
-_RESERVED = re.compile(r"(?<![a-z0-9])(worker|student|grader|channel|wire|sandbox|suite|bannedapierror)",
-                       re.IGNORECASE)
+_RESERVED = re.compile(
+    r"(?<![a-z0-9])(worker|student|grader|channel|wire|sandbox|suite|bannedapierror)", re.IGNORECASE
+)
 MAX_MESSAGE, MAX_FRAMES, MAX_FRAME = 2000, 20, 300
 
 
@@ -33,8 +37,14 @@ def check(reply: object, op: object = None) -> tuple[str, Any]:
         raise ChannelError("protocol", "the reply is not a one-key object")
     ((key, body),) = reply.items()
     if key == "ok" and not _fits(op, body):
-        raise ChannelError("protocol", f"the reply to a {safetext.name(op, 20)!r} request has the wrong shape")
-    if key == "ok" or (key == "error" and type(body) is dict) or (key == "api_error" and type(body) is str):
+        raise ChannelError(
+            "protocol", f"the reply to a {safetext.name(op, 20)!r} request has the wrong shape"
+        )
+    if (
+        key == "ok"
+        or (key == "error" and type(body) is dict)
+        or (key == "api_error" and type(body) is str)
+    ):
         return key, body
     raise ChannelError("protocol", f"unexpected reply {safetext.name(key, 40)!r}")
 
@@ -56,7 +66,9 @@ def unwrap(key: str, body: object) -> Any:
         return body
     if key == "api_error":
         raise errors.StudentAPIError(safetext.text(body, MAX_MESSAGE))
-    raise student_error(cast("dict[str, object]", body))  # check() lets an error through only as a dict
+    raise student_error(
+        cast("dict[str, object]", body)
+    )  # check() lets an error through only as a dict
 
 
 def student_error(body: dict[str, object]) -> errors.StudentError:
@@ -67,11 +79,17 @@ def student_error(body: dict[str, object]) -> errors.StudentError:
     if cls is None:  # timeout, crash or unknown: only the grader observes those
         claimed = errors.KINDS[kind].__name__ if type(kind) is str and kind in errors.KINDS else ""
         exc_type, cls = disowned(exc_type or claimed or "StudentError"), errors.StudentError
-    elif _RESERVED.search(exc_type) and not (cls is errors.BannedAPIError and exc_type == "BannedAPIError"):
+    elif _RESERVED.search(exc_type) and not (
+        cls is errors.BannedAPIError and exc_type == "BannedAPIError"
+    ):
         exc_type = disowned(exc_type)
     message = safetext.text(body.get("message", ""), MAX_MESSAGE)
     frames = body.get("frames")
-    lines = tuple(safetext.name(f, MAX_FRAME) for f in frames[:MAX_FRAMES]) if type(frames) is list else ()
+    lines = (
+        tuple(safetext.name(f, MAX_FRAME) for f in frames[:MAX_FRAMES])
+        if type(frames) is list
+        else ()
+    )
     return cls(message, exc_type=exc_type, frames=lines)
 
 

@@ -23,39 +23,149 @@ EPERM, ENOSYS, AF_UNIX = 1, 38, 1
 LD_ABS_W, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
 OFF_NR, OFF_ARCH, OFF_ARG0 = 0, 4, 16  # struct seccomp_data; args[0]'s low 32 bits (little endian)
 X32_BIT = 0x40000000
-CLONE_NAMESPACES = 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x20000 | 0x80
+CLONE_NAMESPACES = (
+    0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x20000 | 0x80
+)
 
 # the same names on both arches; numbers from the kernel's syscall tables
-DENIED = ("add_key", "request_key", "keyctl", "ptrace", "unshare", "setns", "mount", "umount2", "pivot_root",
-          "chroot", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
-          "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-          "process_vm_readv", "process_vm_writev", "personality", "swapon", "swapoff", "reboot", "open_tree",
-          "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "open_by_handle_at",
-          "name_to_handle_at", "acct", "quotactl")
-_NEW_MOUNT_API = {"open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
-                  "fspick": 433, "mount_setattr": 442, "io_uring_setup": 425, "io_uring_enter": 426,
-                  "io_uring_register": 427, "clone3": 435}
+DENIED = (
+    "add_key",
+    "request_key",
+    "keyctl",
+    "ptrace",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "process_vm_readv",
+    "process_vm_writev",
+    "personality",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "acct",
+    "quotactl",
+)
+_NEW_MOUNT_API = {
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "mount_setattr": 442,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "clone3": 435,
+}
 ARCHES: dict[str, tuple[int, dict[str, int]]] = {
-    "x86_64": (0xC000003E, {
-        "socket": 41, "socketpair": 53, "clone": 56, "add_key": 248, "request_key": 249, "keyctl": 250,
-        "ptrace": 101, "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155,
-        "chroot": 161, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "kexec_load": 246,
-        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
-        "process_vm_readv": 310, "process_vm_writev": 311, "personality": 135, "swapon": 167, "swapoff": 168,
-        "reboot": 169, "open_by_handle_at": 304, "name_to_handle_at": 303, "acct": 163, "quotactl": 179,
-        **_NEW_MOUNT_API}),
-    "aarch64": (0xC00000B7, {
-        "socket": 198, "socketpair": 199, "clone": 220, "add_key": 217, "request_key": 218, "keyctl": 219,
-        "ptrace": 117, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
-        "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "kexec_load": 104, "kexec_file_load": 294,
-        "init_module": 105, "finit_module": 273, "delete_module": 106, "process_vm_readv": 270,
-        "process_vm_writev": 271, "personality": 92, "swapon": 224, "swapoff": 225, "reboot": 142,
-        "open_by_handle_at": 265, "name_to_handle_at": 264, "acct": 89, "quotactl": 60, **_NEW_MOUNT_API}),
+    "x86_64": (
+        0xC000003E,
+        {
+            "socket": 41,
+            "socketpair": 53,
+            "clone": 56,
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "ptrace": 101,
+            "unshare": 272,
+            "setns": 308,
+            "mount": 165,
+            "umount2": 166,
+            "pivot_root": 155,
+            "chroot": 161,
+            "bpf": 321,
+            "perf_event_open": 298,
+            "userfaultfd": 323,
+            "kexec_load": 246,
+            "kexec_file_load": 320,
+            "init_module": 175,
+            "finit_module": 313,
+            "delete_module": 176,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "personality": 135,
+            "swapon": 167,
+            "swapoff": 168,
+            "reboot": 169,
+            "open_by_handle_at": 304,
+            "name_to_handle_at": 303,
+            "acct": 163,
+            "quotactl": 179,
+            **_NEW_MOUNT_API,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "socket": 198,
+            "socketpair": 199,
+            "clone": 220,
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "ptrace": 117,
+            "unshare": 97,
+            "setns": 268,
+            "mount": 40,
+            "umount2": 39,
+            "pivot_root": 41,
+            "chroot": 51,
+            "bpf": 280,
+            "perf_event_open": 241,
+            "userfaultfd": 282,
+            "kexec_load": 104,
+            "kexec_file_load": 294,
+            "init_module": 105,
+            "finit_module": 273,
+            "delete_module": 106,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "personality": 92,
+            "swapon": 224,
+            "swapoff": 225,
+            "reboot": 142,
+            "open_by_handle_at": 265,
+            "name_to_handle_at": 264,
+            "acct": 89,
+            "quotactl": 60,
+            **_NEW_MOUNT_API,
+        },
+    ),
 }
 
 
 class _Filter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+    _fields_ = [
+        ("code", ctypes.c_ushort),
+        ("jt", ctypes.c_ubyte),
+        ("jf", ctypes.c_ubyte),
+        ("k", ctypes.c_uint),
+    ]
 
 
 class _Prog(ctypes.Structure):
@@ -63,7 +173,9 @@ class _Prog(ctypes.Structure):
 
 
 def machine() -> str:
-    return {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine().lower())
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(
+        platform.machine().lower(), platform.machine().lower()
+    )
 
 
 def supported() -> bool:
@@ -71,7 +183,9 @@ def supported() -> bool:
     return platform.system() == "Linux" and machine() in ARCHES
 
 
-_Insn = tuple[int, int | str, int | str, int]  # (code, jt, jf, k) where a jump may still name a label
+_Insn = tuple[
+    int, int | str, int | str, int
+]  # (code, jt, jf, k) where a jump may still name a label
 
 
 def program(arch: str | None = None) -> list[tuple[int, int, int, int]]:
@@ -80,14 +194,25 @@ def program(arch: str | None = None) -> list[tuple[int, int, int, int]]:
     denied = [nr[name] for name in DENIED]
     body: list[_Insn] = [(LD_ABS_W, 0, 0, OFF_NR)]
     if audit_arch == ARCHES["x86_64"][0]:
-        body.append((JGE, "kill", 0, X32_BIT))  # x32 calls reuse x86_64's arch field with this bit set
+        body.append(
+            (JGE, "kill", 0, X32_BIT)
+        )  # x32 calls reuse x86_64's arch field with this bit set
     body += [(JEQ, "eperm", 0, n) for n in denied]
-    body += [(JEQ, "enosys", 0, nr["clone3"]), (JEQ, "sock", 0, nr["socket"]), (JEQ, "sock", 0, nr["socketpair"]),
-             (JEQ, "clone", 0, nr["clone"]), (RET, 0, 0, RET_ALLOW)]
-    labels: dict[str, list[_Insn]] = {"sock": [(LD_ABS_W, 0, 0, OFF_ARG0), (JEQ, "allow", "eperm", AF_UNIX)],
-              "clone": [(LD_ABS_W, 0, 0, OFF_ARG0), (JSET, "eperm", "allow", CLONE_NAMESPACES)],
-              "allow": [(RET, 0, 0, RET_ALLOW)], "eperm": [(RET, 0, 0, RET_ERRNO | EPERM)],
-              "enosys": [(RET, 0, 0, RET_ERRNO | ENOSYS)], "kill": [(RET, 0, 0, RET_KILL_PROCESS)]}
+    body += [
+        (JEQ, "enosys", 0, nr["clone3"]),
+        (JEQ, "sock", 0, nr["socket"]),
+        (JEQ, "sock", 0, nr["socketpair"]),
+        (JEQ, "clone", 0, nr["clone"]),
+        (RET, 0, 0, RET_ALLOW),
+    ]
+    labels: dict[str, list[_Insn]] = {
+        "sock": [(LD_ABS_W, 0, 0, OFF_ARG0), (JEQ, "allow", "eperm", AF_UNIX)],
+        "clone": [(LD_ABS_W, 0, 0, OFF_ARG0), (JSET, "eperm", "allow", CLONE_NAMESPACES)],
+        "allow": [(RET, 0, 0, RET_ALLOW)],
+        "eperm": [(RET, 0, 0, RET_ERRNO | EPERM)],
+        "enosys": [(RET, 0, 0, RET_ERRNO | ENOSYS)],
+        "kill": [(RET, 0, 0, RET_KILL_PROCESS)],
+    }
     head: list[_Insn] = [(LD_ABS_W, 0, 0, OFF_ARCH), (JEQ, 0, "kill", audit_arch)]
     return _link(head + body, labels)
 

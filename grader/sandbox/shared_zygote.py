@@ -89,7 +89,10 @@ def connect() -> SharedZygote | None:
         return None
     if not authentic(sock, path):
         sock.close()
-        for name in (path, Path(f"{path}.pid")):  # an impostor's socket: gone, so a real zygote can start
+        for name in (
+            path,
+            Path(f"{path}.pid"),
+        ):  # an impostor's socket: gone, so a real zygote can start
             name.unlink(missing_ok=True)
         return None
     return SharedZygote(sock)
@@ -97,7 +100,9 @@ def connect() -> SharedZygote | None:
 
 def authentic(sock: socket.socket, path: Path) -> bool:
     """Whether the peer of ``sock`` is the zygote that published ``path`` (see the module docstring)."""
-    pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    pid, uid, _gid = struct.unpack(
+        "3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    )
     try:
         named, started = Path(f"{path}.pid").read_text("ascii").split()
         with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
@@ -107,8 +112,13 @@ def authentic(sock: socket.socket, path: Path) -> bool:
     except (OSError, ValueError):
         return False
     confined = any(theirs.get(k) != ours.get(k) for k in ("NoNewPrivs:", "Seccomp:"))
-    return (uid == os.geteuid() and named == str(pid) and started == running_since and not confined
-            and exe == os.path.realpath(zygote_python()))
+    return (
+        uid == os.geteuid()
+        and named == str(pid)
+        and started == running_since
+        and not confined
+        and exe == os.path.realpath(zygote_python())
+    )
 
 
 def connect_when_warm(wait_s: float) -> SharedZygote | None:
@@ -158,12 +168,29 @@ def start() -> bool:
     path = socket_path()
     if path is None:
         return False
-    config = {"lib": str(privlib.ensure()), "site_dirs": site_dirs(), "listen": str(path), "idle_s": idle_seconds()}
+    config = {
+        "lib": str(privlib.ensure()),
+        "site_dirs": site_dirs(),
+        "listen": str(path),
+        "idle_s": idle_seconds(),
+    }
     try:  # the config on stdin: the socket's path is never in an argv (/proc/<pid>/cmdline is public)
-        subprocess.run([zygote_python(), "-I", "-S", "-B", str(zygote_script()), "-"], check=True, timeout=30,
-                       input=json.dumps(config).encode(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       start_new_session=True, cwd="/",
-                       env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", **workerenv.MALLOC_ENV})
+        subprocess.run(
+            [zygote_python(), "-I", "-S", "-B", str(zygote_script()), "-"],
+            check=True,
+            timeout=30,
+            input=json.dumps(config).encode(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd="/",
+            env={
+                "PATH": "/usr/bin:/bin",
+                "LANG": "C.UTF-8",
+                "OMP_NUM_THREADS": "1",
+                **workerenv.MALLOC_ENV,
+            },
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return True  # its first process forks the zygote and exits at once

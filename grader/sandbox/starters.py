@@ -38,7 +38,9 @@ class Worker:
 
     channel: Channel
     box: Path  # the folder it serves the submission from (a pre-started worker has its own, empty one)
-    files: dict[str, str] | None = None  # the submission's files, sent in its setup frame (pre-started only)
+    files: dict[str, str] | None = (
+        None  # the submission's files, sent in its setup frame (pre-started only)
+    )
     ready: bool = False  # its "ready" frame (torch imported) was already read
 
 
@@ -77,14 +79,24 @@ class ZygoteStarter:
 class PrestartedStarter:
     """The pre-started worker ``warm`` for the first start (when its spec matches), cold ones after it."""
 
-    def __init__(self, warm: WarmChannel, slot: int = 0, *, then: WorkerStarter | None = None) -> None:
-        self.warm, self.slot, self.then = warm, slot, then  # ``then`` starts the later workers (default: cold)
+    def __init__(
+        self, warm: WarmChannel, slot: int = 0, *, then: WorkerStarter | None = None
+    ) -> None:
+        self.warm, self.slot, self.then = (
+            warm,
+            slot,
+            then,
+        )  # ``then`` starts the later workers (default: cold)
 
     def start(self, launch: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
         ready = self.warm.ready and not self.warm.taken
         taken = self._take(box) if self.warm.launch == launch else None
         if taken is None:
-            return self.then.start(launch, box, last_attempt=last_attempt) if self.then else Worker(Channel(launch, box), box)
+            return (
+                self.then.start(launch, box, last_attempt=last_attempt)
+                if self.then
+                else Worker(Channel(launch, box), box)
+            )
         channel, files = taken
         return Worker(channel, self.warm.box, files, ready)
 
@@ -124,8 +136,14 @@ class SlotStarters:
 
     ZYGOTE_RESTARTS = 3
 
-    def __init__(self, spec_for: Callable[[int], LaunchSpec], slot: int, mode: str, *,
-                 shared_wait_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        spec_for: Callable[[int], LaunchSpec],
+        slot: int,
+        mode: str,
+        *,
+        shared_wait_s: float = 0.0,
+    ) -> None:
         self.lanes = [spec_for(lane_slot(slot, lane)) for lane in (0, 1)]
         self.lane, self.restarts, self.shared_wait_s = 0, 0, shared_wait_s
         self.mode = "start" if mode == "fork" and self.lanes[0].backend not in FORKABLE else mode
@@ -171,7 +189,9 @@ class SlotStarters:
         if self.zygote is not None:
             self.zygote.close()
         self.restarts += 1
-        wait = self.shared_wait_s if self.restarts == 1 else 0.0  # a restart: only one already running
+        wait = (
+            self.shared_wait_s if self.restarts == 1 else 0.0
+        )  # a restart: only one already running
         self.zygote = shared_zygote.connect_when_warm(wait)
         if self.zygote is None and self.restarts <= self.ZYGOTE_RESTARTS + 1:
             self.zygote = Zygote()

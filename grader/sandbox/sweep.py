@@ -36,7 +36,10 @@ def sweep(*, now: float | None = None) -> dict[str, int]:
     """Remove what dead grader runs left behind; return how many folders and cgroups went."""
     from grader.sandbox import mirror
 
-    return {"folders": _sweep_folders(now or time.time()) + mirror.sweep(), "cgroups": _sweep_cgroups()}
+    return {
+        "folders": _sweep_folders(now or time.time()) + mirror.sweep(),
+        "cgroups": _sweep_cgroups(),
+    }
 
 
 def _sweep_folders(now: float) -> int:
@@ -51,7 +54,9 @@ def _sweep_folders(now: float) -> int:
         age = now - info.st_mtime
         if entry.is_symlink() or info.st_uid != os.getuid() or age < MIN_AGE_S:
             continue
-        if (match is not None and procs.alive(int(match.group(1)))) or (match is None and not _legacy(entry.name, age)):
+        if (match is not None and procs.alive(int(match.group(1)))) or (
+            match is None and not _legacy(entry.name, age)
+        ):
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed += 1
@@ -60,7 +65,10 @@ def _sweep_folders(now: float) -> int:
 
 def _legacy(name: str, age: float) -> bool:
     """A folder from a grader version that did not name its pid: judged by age alone."""
-    return name.startswith(("grader-root-", "grader-submission-", "grader-warm-")) and age > LEGACY_AGE_S
+    return (
+        name.startswith(("grader-root-", "grader-submission-", "grader-warm-"))
+        and age > LEGACY_AGE_S
+    )
 
 
 def _sweep_cgroups() -> int:

@@ -78,7 +78,9 @@ def acquire(directory: Path | None = None, first: int = FIRST, count: int = COUN
         if clear(uid):
             return Lease(uid, fd)
         os.close(fd)  # unkillable leftovers (zombies not yet reaped): leave this uid for later
-    raise UidLeaseError(f"no free sandbox uid in {first}-{first + count - 1} (leases under {where})")
+    raise UidLeaseError(
+        f"no free sandbox uid in {first}-{first + count - 1} (leases under {where})"
+    )
 
 
 def lease_dir() -> Path:

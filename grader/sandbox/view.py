@@ -34,15 +34,25 @@ from pathlib import Path
 
 SYSTEM = ("/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/alternatives")
 GPU_PATHS = ("/usr/local/nvidia", "/usr/local/cuda", "/proc/driver/nvidia", "/sys")
-PACKAGE_DIRS = ("site-packages", "dist-packages", "python3*/site-packages", "python3*/dist-packages",
-                "lib/python3*/site-packages", "lib/python3*/dist-packages", "local/lib/python3*/site-packages",
-                "local/lib/python3*/dist-packages")
+PACKAGE_DIRS = (
+    "site-packages",
+    "dist-packages",
+    "python3*/site-packages",
+    "python3*/dist-packages",
+    "lib/python3*/site-packages",
+    "lib/python3*/dist-packages",
+    "local/lib/python3*/site-packages",
+    "local/lib/python3*/dist-packages",
+)
 ROOTS = ("torch", "numpy")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
-SYSTEM_PYTHONS = ("/usr/bin", "/usr/local/bin")  # where a same-version interpreter every user can run may live
+SYSTEM_PYTHONS = (
+    "/usr/bin",
+    "/usr/local/bin",
+)  # where a same-version interpreter every user can run may live
 
 
 def reachable(path: str) -> bool:
@@ -78,19 +88,29 @@ def unreadable_for_workers() -> list[str]:
     """What a leased uid needs but cannot read without a view of its own: the interpreter, torch and its closure."""
     missing = [] if worker_python() else [interpreter()]
     return missing + [p for p in (*site_dirs(), *packages()) if not reachable(p)]
+
+
 CPU_INFO = ("/proc", "/sys/devices/system/cpu")  # torch sizes its thread pools from these
 
 
-def landlock_rules(box: Path, scratch: str, lib: str, gpu: bool, *, sites: list[str],
-                   entries: list[str]) -> dict[str, list[str]]:
+def landlock_rules(
+    box: Path, scratch: str, lib: str, gpu: bool, *, sites: list[str], entries: list[str]
+) -> dict[str, list[str]]:
     """The ``process`` sandbox's Landlock allowlist (:mod:`grader.sandbox.landlock`'s kinds); ``sites`` and
     ``entries``: the site folders and torch's closure where the worker sees them (:mod:`grader.sandbox.mirror`)."""
     gpu_devices = [str(p) for p in Path("/dev").glob("nvidia*")] if gpu else []
     python = worker_python() or interpreter()
     stdlib = os.path.join(os.path.dirname(os.path.dirname(python)), "lib", os.path.basename(python))
-    return {"read": [*binds(gpu), stdlib, *entries, lib, str(box), *CPU_INFO], "list": sites,
-            "execute": [worker_python() or interpreter(), *SYSTEM],  # exec opens the ELF loader (ld-linux) too
-            "device": [*DEVICES, *gpu_devices], "write": [scratch] if scratch else []}
+    return {
+        "read": [*binds(gpu), stdlib, *entries, lib, str(box), *CPU_INFO],
+        "list": sites,
+        "execute": [
+            worker_python() or interpreter(),
+            *SYSTEM,
+        ],  # exec opens the ELF loader (ld-linux) too
+        "device": [*DEVICES, *gpu_devices],
+        "write": [scratch] if scratch else [],
+    }
 
 
 def interpreter() -> str:
@@ -101,13 +121,26 @@ def interpreter() -> str:
 @functools.cache
 def interpreter_paths() -> tuple[str, ...]:
     """The binary, its shared libpython (if any) and the base standard library with its extension modules."""
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix, "installed_base": sys.base_prefix,
-            "installed_platbase": sys.base_exec_prefix}
+    base = {
+        "base": sys.base_prefix,
+        "platbase": sys.base_exec_prefix,
+        "installed_base": sys.base_prefix,
+        "installed_platbase": sys.base_exec_prefix,
+    }
     paths = sysconfig.get_paths(vars=base)
-    found = {interpreter(), paths["stdlib"], paths["platstdlib"], sysconfig.get_config_var("DESTSHARED") or ""}
+    found = {
+        interpreter(),
+        paths["stdlib"],
+        paths["platstdlib"],
+        sysconfig.get_config_var("DESTSHARED") or "",
+    }
     libdir = sysconfig.get_config_var("LIBDIR") or ""
     for name in (sysconfig.get_config_var("INSTSONAME"), sysconfig.get_config_var("LDLIBRARY")):
-        if name and sysconfig.get_config_var("Py_ENABLE_SHARED") and os.path.exists(os.path.join(libdir, name)):
+        if (
+            name
+            and sysconfig.get_config_var("Py_ENABLE_SHARED")
+            and os.path.exists(os.path.join(libdir, name))
+        ):
             found.add(os.path.join(libdir, name))
     return tuple(sorted(p for p in found if p and os.path.exists(p)))
 
@@ -125,7 +158,11 @@ def masks(gpu: bool = False) -> tuple[str, ...]:
     for top in tops:
         if os.path.isdir(top):
             for pattern in PACKAGE_DIRS:
-                found.update(_seen_as(p, top, tops) for p in glob.glob(os.path.join(top, pattern)) if os.path.isdir(p))
+                found.update(
+                    _seen_as(p, top, tops)
+                    for p in glob.glob(os.path.join(top, pattern))
+                    if os.path.isdir(p)
+                )
     found.update(d for d in site_dirs() if _under_any(d, tops))
     return tuple(sorted(p for p in found if p))
 
@@ -216,7 +253,11 @@ def _top_level(dist: metadata.Distribution) -> set[str]:
     builds one object per line and costs 0.4 s for torch), else its ``top_level.txt``."""
     record = dist.read_text("RECORD")
     if record is None:
-        return {name.strip() for name in (dist.read_text("top_level.txt") or "").splitlines() if name.strip()}
+        return {
+            name.strip()
+            for name in (dist.read_text("top_level.txt") or "").splitlines()
+            if name.strip()
+        }
     tops = set()
     for line in record.splitlines():
         first = line.rsplit(",", 2)[0].strip('"').split("/", 1)[0]

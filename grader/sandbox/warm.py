@@ -28,7 +28,9 @@ class WarmChannel:
         self.started = time.monotonic()
         self.taken = False
         self.ready = False  # the worker's "ready" frame (torch imported) was already read
-        self.channel = Channel(launch, self.box, zygote)  # forked from ``zygote`` when given (a cold start if it fails)
+        self.channel = Channel(
+            launch, self.box, zygote
+        )  # forked from ``zygote`` when given (a cold start if it fails)
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> bool:
         """Block until the worker has imported torch; False if it died or took too long (then unusable)."""

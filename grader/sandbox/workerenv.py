@@ -25,9 +25,19 @@ def worker_env(cfg: dict[str, Any], home: str) -> dict[str, str]:
     """The worker's whole environment: ``cfg["threads"]`` for the thread pools, plus ``cfg["extra_env"]`` (a GPU
     memory cap) from the launch configuration."""
     threads = str(cfg["threads"])
-    env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "OMP_NUM_THREADS": threads,
-           "MKL_NUM_THREADS": threads, **MALLOC_ENV, **TORCH_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
-    if cfg.get("scratch"):  # `process`/`none`: the sandbox's own writable folder (the only one under Landlock)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": home,
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        **MALLOC_ENV,
+        **TORCH_ENV,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    if cfg.get(
+        "scratch"
+    ):  # `process`/`none`: the sandbox's own writable folder (the only one under Landlock)
         env.update(TMPDIR=cfg["scratch"], TORCHINDUCTOR_CACHE_DIR=f"{cfg['scratch']}/torchinductor")
     env.update(cfg.get("extra_env", {}))
     return env

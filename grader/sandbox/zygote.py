@@ -52,13 +52,17 @@ def main() -> int:
 
     if "listen" in config:
         return _serve_listening(config["listen"], float(config["idle_s"]))
-    launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the slot dies: so do we
+    launcher._libc.prctl(
+        launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0
+    )  # the slot dies: so do we
     # a killed proxy orphans its namespace's pid 1: reap it here, not by a host init that may take seconds,
     # since a zombie still counts against its (leased) uid's processes
     launcher._libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=int(config["control_fd"]))
     _warm_up()
-    control.sendall(json.dumps({"ready": True, "tasks": len(os.listdir("/proc/self/task"))}).encode() + b"\n")
+    control.sendall(
+        json.dumps({"ready": True, "tasks": len(os.listdir("/proc/self/task"))}).encode() + b"\n"
+    )
     while True:
         _reap()
         readable, _, _ = select.select([control], [], [], REAP_EVERY_S)
@@ -101,7 +105,9 @@ def _serve_listening(path: str, idle_s: float) -> int:
     a client that connects is served at once. A client's workers die with its connection: a grader killed
     outright leaves no worker behind (the batch zygote gets the same from its PDEATHSIG chain)."""
     if os.fork():
-        os._exit(0)  # the starter waits for this parent only; the zygote lives on in its own session
+        os._exit(
+            0
+        )  # the starter waits for this parent only; the zygote lives on in its own session
     from grader.sandbox import launcher
 
     launcher._libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -111,7 +117,9 @@ def _serve_listening(path: str, idle_s: float) -> int:
     os.chmod(staging, 0o600)
     listener.listen(8)
     _warm_up()
-    _write_pid_file(f"{path}.pid")  # before the socket appears: a client that reaches it can check who it is
+    _write_pid_file(
+        f"{path}.pid"
+    )  # before the socket appears: a client that reaches it can check who it is
     os.rename(staging, path)
     published = os.stat(path).st_ino
     clients: dict[socket.socket, list[int]] = {}
@@ -138,7 +146,9 @@ def _serve_listening(path: str, idle_s: float) -> int:
 def _write_pid_file(path: str) -> None:
     """Who serves the socket (pid and start time), for clients to check the peer they reach is this zygote."""
     with open(f"/proc/{os.getpid()}/stat", encoding="ascii") as fh:
-        started = fh.read().rpartition(")")[2].split()[19]  # field 22 of stat: start time in clock ticks
+        started = (
+            fh.read().rpartition(")")[2].split()[19]
+        )  # field 22 of stat: start time in clock ticks
     staging = f"{path}.{os.getpid()}"
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -149,7 +159,9 @@ def _write_pid_file(path: str) -> None:
 def _accept(listener: socket.socket, clients: dict[socket.socket, list[int]]) -> None:
     """A new client, kept only when it runs as this zygote's own user (the folder is private too)."""
     conn, _ = listener.accept()
-    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    _pid, uid, _gid = struct.unpack(
+        "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    )
     if uid != os.getuid():
         conn.close()
         return
@@ -201,11 +213,15 @@ def _proxy(control: socket.socket, cfg: Config, fds: list[int], zygote: int) -> 
         from grader.sandbox import launcher
 
         control.close()
-        launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a chain: slot → zygote → us
+        launcher._libc.prctl(
+            launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0
+        )  # a chain: slot → zygote → us
         if os.getppid() != zygote:
             os._exit(125)  # the zygote died before the line above: nothing would kill us any more
         os.setsid()
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]  # out of the way of the targets 0-4
+        high = [
+            fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds
+        ]  # out of the way of the targets 0-4
         for name, fd in zip(FDS, high):
             os.dup2(fd, _TARGET[name])
         os.closerange(5, os.sysconf("SC_OPEN_MAX"))
@@ -213,7 +229,9 @@ def _proxy(control: socket.socket, cfg: Config, fds: list[int], zygote: int) -> 
         cfg["response_fd"], status_fd = 3, 4
         os.write(status_fd, f"proxy {os.getpid()}\n".encode())
         if cfg["mode"] == "namespace":
-            launcher.run_namespace(cfg, status_fd, lambda: _become_worker(cfg, "/sandbox-lib", "/box"), True)
+            launcher.run_namespace(
+                cfg, status_fd, lambda: _become_worker(cfg, "/sandbox-lib", "/box"), True
+            )
         _run_plain(cfg, status_fd)
     except BaseException as exc:  # noqa: BLE001 - a set-up failure is reported, never run unisolated
         _say(2, f"sandbox set-up failed: {exc}\n")
@@ -241,7 +259,9 @@ def _run_plain(cfg: Config, status_fd: int) -> None:
             launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             os.close(status_fd)
             os.chdir(cfg["box"])
-            launcher.isolate_plain(cfg)  # the leased uid; for `process` cgroups, rlimits, keyring, Landlock, seccomp
+            launcher.isolate_plain(
+                cfg
+            )  # the leased uid; for `process` cgroups, rlimits, keyring, Landlock, seccomp
         except BaseException as exc:  # noqa: BLE001 - never run with less isolation than recorded
             _say(2, f"sandbox set-up failed: {exc}\n")
             os._exit(launcher.SETUP_FAILED)
@@ -261,7 +281,11 @@ def _become_worker(cfg: Config, lib: str, home: str) -> None:
     try:
         os.environ.clear()
         os.environ.update(launcher.workerenv.worker_env(cfg, home))
-        sys.path[:] = [lib, *cfg["site_dirs"], *(p for p in sys.path if p.startswith(sys.base_prefix))]
+        sys.path[:] = [
+            lib,
+            *cfg["site_dirs"],
+            *(p for p in sys.path if p.startswith(sys.base_prefix)),
+        ]
         code = worker.serve_forever(threads=int(cfg["threads"]), response_fd=3)
     except BaseException:  # noqa: BLE001 - the worker's own failure: its exit status tells the runner
         code = 1

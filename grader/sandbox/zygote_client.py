@@ -44,11 +44,25 @@ class Zygote:
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        config = {"lib": str(privlib.ensure()), "site_dirs": site_dirs(), "control_fd": theirs.fileno()}
+        config = {
+            "lib": str(privlib.ensure()),
+            "site_dirs": site_dirs(),
+            "control_fd": theirs.fileno(),
+        }
         self.proc = subprocess.Popen(
-            [zygote_python(), "-I", "-S", "-B", str(zygote_script()), json.dumps(config)], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True, cwd="/",
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", **workerenv.MALLOC_ENV})
+            [zygote_python(), "-I", "-S", "-B", str(zygote_script()), json.dumps(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+            start_new_session=True,
+            cwd="/",
+            env={
+                "PATH": "/usr/bin:/bin",
+                "LANG": "C.UTF-8",
+                "OMP_NUM_THREADS": "1",
+                **workerenv.MALLOC_ENV,
+            },
+        )
         theirs.close()
         self.sock = ours
         self.ready = False

@@ -53,12 +53,19 @@ def _tensor_bytes(t: torch.Tensor) -> bytes:
         return head + hashlib.sha256(_exact(t.to(torch.int64), "q")).digest()
     x = t.to(torch.float64).reshape(-1)
     finite = torch.isfinite(x)
-    pattern = b"" if bool(finite.all()) else hashlib.sha256(
-        _exact(torch.isnan(x).to(torch.int8) + 2 * (x == float("inf")).to(torch.int8), "b")).digest()
+    pattern = (
+        b""
+        if bool(finite.all())
+        else hashlib.sha256(
+            _exact(torch.isnan(x).to(torch.int8) + 2 * (x == float("inf")).to(torch.int8), "b")
+        ).digest()
+    )
     f = x[finite]
     if f.numel() == 0:
         return head + pattern
-    weights = torch.rand(f.numel(), generator=torch.Generator().manual_seed(0), dtype=torch.float64) - 0.5
+    weights = (
+        torch.rand(f.numel(), generator=torch.Generator().manual_seed(0), dtype=torch.float64) - 0.5
+    )
     stats = (f.mean(), f.square().mean().sqrt(), (f * weights).sum() / f.numel() ** 0.5)
     scale = float(f.abs().max())
     digits = 2 if t.element_size() == 2 else 3
@@ -77,7 +84,9 @@ def encode(value: object) -> bytes:
         return f"{type(value).__name__}[".encode() + b";".join(encode(v) for v in value) + b"]"
     if isinstance(value, dict):
         return b"{" + b";".join(encode(k) + b"=" + encode(v) for k, v in value.items()) + b"}"
-    return f"{type(value).__name__}:{value!r}".encode()  # None, bool, int, str, dtype, device: exact
+    return (
+        f"{type(value).__name__}:{value!r}".encode()
+    )  # None, bool, int, str, dtype, device: exact
 
 
 class Recorder:
@@ -151,11 +160,16 @@ class Answers:
         self.recorder.reset()
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
-                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         error = call.excinfo.value if call.excinfo is not None else None
-        if call.when == "call" and report.failed and not isinstance(error, (StudentError, pytest.skip.Exception)):
+        if (
+            call.when == "call"
+            and report.failed
+            and not isinstance(error, (StudentError, pytest.skip.Exception))
+        ):
             digest = self.recorder.digest()
             if digest is not None:
                 report.user_properties.append((PROPERTY, digest))

@@ -28,13 +28,18 @@ from grader.scoring.scopes import Binding
 Site = tuple[str, ast.AST]  # (module stem, statement)
 
 
-def findings(parsed: dict[str, Parsed], assignment: manifest.Assignment, single_module: str | None) -> list[Finding]:
+def findings(
+    parsed: dict[str, Parsed], assignment: manifest.Assignment, single_module: str | None
+) -> list[Finding]:
     found: dict[tuple[str, int, str], Finding] = {}
     for exercise in assignment.exercises:
         module = single_module or exercise.module
         if parsed.get(module) is None or parsed[module].scopes is None:
             continue
-        scoped = [(exercise.names, exercise.banned), *(((s,), apis) for s, apis in exercise.banned_in.items())]
+        scoped = [
+            (exercise.names, exercise.banned),
+            *(((s,), apis) for s, apis in exercise.banned_in.items()),
+        ]
         for roots, apis in scoped:
             if apis:
                 for stem, node, api in _uses(parsed, module, roots, apis):
@@ -42,12 +47,16 @@ def findings(parsed: dict[str, Parsed], assignment: manifest.Assignment, single_
                     shown = show(node)
                     construct = shown if shown == api else f"{shown} (= {api})"
                     key = (stem, line, exercise.id)
-                    found.setdefault(key, Finding(parsed[stem].name, line, construct, "banned-api", (exercise.id,)))
+                    found.setdefault(
+                        key,
+                        Finding(parsed[stem].name, line, construct, "banned-api", (exercise.id,)),
+                    )
     return sorted(found.values(), key=lambda f: (f.file, f.line))
 
 
-def _uses(parsed: dict[str, Parsed], module: str, roots: tuple[str, ...],
-          apis: tuple[str, ...]) -> Iterator[tuple[str, ast.AST, str]]:
+def _uses(
+    parsed: dict[str, Parsed], module: str, roots: tuple[str, ...], apis: tuple[str, ...]
+) -> Iterator[tuple[str, ast.AST, str]]:
     for stem, statement in reached(parsed, module, roots):
         scopes = parsed[stem].scopes
         assert scopes is not None  # reached() only enters parsed modules
@@ -58,13 +67,19 @@ def _uses(parsed: dict[str, Parsed], module: str, roots: tuple[str, ...],
 
 
 def _banned(node: ast.AST, scopes: Scopes, apis: tuple[str, ...]) -> str:
-    if not isinstance(node, (ast.Name, ast.Attribute, ast.Call)) or isinstance(getattr(node, "ctx", None), ast.Store):
+    if not isinstance(node, (ast.Name, ast.Attribute, ast.Call)) or isinstance(
+        getattr(node, "ctx", None), ast.Store
+    ):
         return ""
     for path in scopes.origins(node):
         for api in apis:
             if _is_api(path, api):
                 return api
-    if isinstance(node, ast.Attribute) and UNKNOWN in scopes.origins(node.value) and node.attr not in scopes.methods:
+    if (
+        isinstance(node, ast.Attribute)
+        and UNKNOWN in scopes.origins(node.value)
+        and node.attr not in scopes.methods
+    ):
         for api in apis:
             if api.startswith("torch.Tensor.") and node.attr == api.rsplit(".", 1)[1]:
                 return api  # x.softmax(...): a tensor method, whatever x is
@@ -98,13 +113,20 @@ def reached(parsed: dict[str, Parsed], module: str, roots: tuple[str, ...]) -> l
 def _import_time(file: Parsed, stem: str) -> list[Site]:
     """Module-level statements that run code when the module is imported (main block excluded)."""
     assert file.tree is not None
-    renamed = any(isinstance(n, ast.Name) and n.id == "__name__" and isinstance(n.ctx, ast.Store) for n in file.nodes)
+    renamed = any(
+        isinstance(n, ast.Name) and n.id == "__name__" and isinstance(n.ctx, ast.Store)
+        for n in file.nodes
+    )
     out: list[Site] = []
     for statement in file.tree.body:
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+        if isinstance(
+            statement,
+            (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom),
+        ):
             continue
         if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and not any(
-                isinstance(n, ast.Call) for n in ast.walk(statement)):
+            isinstance(n, ast.Call) for n in ast.walk(statement)
+        ):
             continue  # reached by name where it is used
         if _main_guard(statement) and not renamed:
             continue
@@ -114,13 +136,22 @@ def _import_time(file: Parsed, stem: str) -> list[Site]:
 
 def _main_guard(statement: ast.stmt) -> bool:
     test = statement.test if isinstance(statement, ast.If) else None
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value == "__main__")
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
 
 
-def _named(parsed: dict[str, Parsed], stem: str, names: set[str] | None,
-           chain: frozenset[tuple[str, str]] = frozenset()) -> list[Site]:
+def _named(
+    parsed: dict[str, Parsed],
+    stem: str,
+    names: set[str] | None,
+    chain: frozenset[tuple[str, str]] = frozenset(),
+) -> list[Site]:
     """The module-level statements binding ``names`` in ``stem`` (None: all of the module), following re-exports
     (``from .a import f`` in ``b``) through the modules ``chain`` has not visited yet."""
     file = parsed.get(stem)
@@ -132,9 +163,20 @@ def _named(parsed: dict[str, Parsed], stem: str, names: set[str] | None,
     if names is None:
         return [(stem, s) for s in file.tree.body if not _main_guard(s)]
     bindings = file.scopes.module.bindings
-    out = [site for name in names for b in bindings.get(name, []) for site in _binding_sites(parsed, stem, b, chain)]
-    for star in (m for m in file.scopes.module.star_imports if m.startswith("@")):  # names a star import may bring
-        out += _named(parsed, star[1:].split(".")[0], names - bindings.keys(), chain) if names - bindings.keys() else []
+    out = [
+        site
+        for name in names
+        for b in bindings.get(name, [])
+        for site in _binding_sites(parsed, stem, b, chain)
+    ]
+    for star in (
+        m for m in file.scopes.module.star_imports if m.startswith("@")
+    ):  # names a star import may bring
+        out += (
+            _named(parsed, star[1:].split(".")[0], names - bindings.keys(), chain)
+            if names - bindings.keys()
+            else []
+        )
     return out
 
 
@@ -147,19 +189,33 @@ def _referenced(parsed: dict[str, Parsed], stem: str, statement: ast.AST) -> lis
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             scope = scopes.resolve(node.id, scopes.scope_of.get(id(node), scopes.module))
             if scope is scopes.module:
-                out += [site for b in scope.bindings[node.id] for site in _binding_sites(parsed, stem, b)]
+                out += [
+                    site
+                    for b in scope.bindings[node.id]
+                    for site in _binding_sites(parsed, stem, b)
+                ]
             elif scope is None:  # perhaps from a star import of one of the submission's modules
-                out += [site for m in scopes.module.star_imports if m.startswith("@")
-                        for site in _named(parsed, m[1:].split(".")[0], {node.id})]
+                out += [
+                    site
+                    for m in scopes.module.star_imports
+                    if m.startswith("@")
+                    for site in _named(parsed, m[1:].split(".")[0], {node.id})
+                ]
         elif isinstance(node, ast.Attribute):
             for base in scopes.origins(node.value):
-                if base.startswith("@") and "." not in base:  # helper.f, with helper the submission's module
+                if (
+                    base.startswith("@") and "." not in base
+                ):  # helper.f, with helper the submission's module
                     out += _named(parsed, base[1:], {node.attr})
     return out
 
 
-def _binding_sites(parsed: dict[str, Parsed], stem: str, binding: Binding,
-                   chain: frozenset[tuple[str, str]] = frozenset()) -> list[Site]:
+def _binding_sites(
+    parsed: dict[str, Parsed],
+    stem: str,
+    binding: Binding,
+    chain: frozenset[tuple[str, str]] = frozenset(),
+) -> list[Site]:
     if binding.kind == "import" and isinstance(binding.value, str):
         head, _, rest = binding.value.removeprefix("@").partition(".")
         local = binding.value.startswith("@") and rest  # a name of another module of the submission

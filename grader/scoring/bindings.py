@@ -21,7 +21,9 @@ import itertools
 from grader.scoring.scopes import Binding, Scope, ScopeTree, enclosing_functions
 
 UNKNOWN = "?"
-BUILTIN_NAMES = frozenset({*dir(builtins), "__builtins__"})  # __builtins__: the namespace every module reads
+BUILTIN_NAMES = frozenset(
+    {*dir(builtins), "__builtins__"}
+)  # __builtins__: the namespace every module reads
 MAX_STRINGS = 64  # literal strings tracked per expression: more is not a literal any more
 MAX_DEPTH = 24  # binding chains followed (x = y; y = z ...): ordinary code needs two or three
 
@@ -73,10 +75,17 @@ class Scopes(ScopeTree):
             statement = binding.statement
             if not isinstance(statement, ast.stmt) or id(statement) not in scope.body:
                 continue  # conditional: inside an if, a try, a loop body
-            if use is not scope:  # read inside a function: runs after the module (or class body) has run
+            if (
+                use is not scope
+            ):  # read inside a function: runs after the module (or class body) has run
                 return True
-            start, end = (statement.lineno, statement.col_offset), (statement.end_lineno or 0, statement.end_col_offset or 0)
-            if end <= at or (isinstance(statement, (ast.For, ast.AsyncFor, ast.With)) and start <= at <= end):
+            start, end = (
+                (statement.lineno, statement.col_offset),
+                (statement.end_lineno or 0, statement.end_col_offset or 0),
+            )
+            if end <= at or (
+                isinstance(statement, (ast.For, ast.AsyncFor, ast.With)) and start <= at <= end
+            ):
                 return True
         return False
 
@@ -91,7 +100,9 @@ class Scopes(ScopeTree):
         outer, self._truncated = self._truncated, False
         self._origins[key] = frozenset({UNKNOWN})  # a cycle (x = y; y = x) reads as unknown
         found = self._compute(node, depth)
-        if self._truncated:  # cut short by the depth cap: right here, not for a shallower reader of this node
+        if (
+            self._truncated
+        ):  # cut short by the depth cap: right here, not for a shallower reader of this node
             del self._origins[key]
         else:
             self._origins[key] = found
@@ -128,8 +139,12 @@ class Scopes(ScopeTree):
         if binding.kind == "expr" and isinstance(binding.value, ast.AST):
             return self.origins(binding.value, depth + 1)
         if binding.kind == "iter" and isinstance(binding.value, (ast.Tuple, ast.List, ast.Set)):
-            return frozenset().union(*(self.origins(e, depth + 1) for e in binding.value.elts)) or frozenset({UNKNOWN})
-        if binding.kind == "def" and isinstance(binding.value, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return frozenset().union(
+                *(self.origins(e, depth + 1) for e in binding.value.elts)
+            ) or frozenset({UNKNOWN})
+        if binding.kind == "def" and isinstance(
+            binding.value, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        ):
             return frozenset({f"def:{binding.value.name}"})
         return frozenset({UNKNOWN})
 
@@ -138,11 +153,22 @@ class Scopes(ScopeTree):
         func = self.origins(node.func, depth + 1)
         if "builtins.getattr" in func and len(node.args) >= 2:
             names = self.strings(node.args[1])
-            return _extend(self.origins(node.args[0], depth + 1), names) if names else frozenset({UNKNOWN})
-        if isinstance(node.func, ast.Attribute) and node.func.attr in ("__getattr__", "__getattribute__"):
+            return (
+                _extend(self.origins(node.args[0], depth + 1), names)
+                if names
+                else frozenset({UNKNOWN})
+            )
+        if isinstance(node.func, ast.Attribute) and node.func.attr in (
+            "__getattr__",
+            "__getattribute__",
+        ):
             target, name = accessor_operands(node.func, node, self)
             names = self.strings(name) if name is not None else None
-            return _extend(self.origins(target, depth + 1), names) if names and target else frozenset({UNKNOWN})
+            return (
+                _extend(self.origins(target, depth + 1), names)
+                if names and target
+                else frozenset({UNKNOWN})
+            )
         if func & {"importlib.import_module", "builtins.__import__"} and node.args:
             names = self.strings(node.args[0])
             return frozenset(names) if names else frozenset({UNKNOWN})
@@ -161,11 +187,22 @@ class Scopes(ScopeTree):
             parts = [self._binding_strings(b, depth + 1) for b in found]
             return None if any(p is None for p in parts) else _capped(frozenset().union(*parts))  # type: ignore[arg-type]
         if isinstance(node, ast.JoinedStr):
-            pieces = [self.strings(v.value if isinstance(v, ast.FormattedValue) and v.conversion == -1
-                                   and v.format_spec is None else v, depth + 1) for v in node.values]
+            pieces = [
+                self.strings(
+                    v.value
+                    if isinstance(v, ast.FormattedValue)
+                    and v.conversion == -1
+                    and v.format_spec is None
+                    else v,
+                    depth + 1,
+                )
+                for v in node.values
+            ]
             return _product(pieces)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            return _product([self.strings(node.left, depth + 1), self.strings(node.right, depth + 1)])
+            return _product(
+                [self.strings(node.left, depth + 1), self.strings(node.right, depth + 1)]
+            )
         if isinstance(node, ast.IfExp):
             parts = [self.strings(node.body, depth + 1), self.strings(node.orelse, depth + 1)]
             return None if any(p is None for p in parts) else _capped(frozenset().union(*parts))  # type: ignore[arg-type]
@@ -200,7 +237,12 @@ class Scopes(ScopeTree):
 
 def _extend(bases: frozenset[str], names: set[str] | frozenset[str]) -> frozenset[str]:
     out = {UNKNOWN} if UNKNOWN in bases else set()
-    out |= {f"{base}.{name}" for base in bases if base != UNKNOWN and not base.startswith("def:") for name in names}
+    out |= {
+        f"{base}.{name}"
+        for base in bases
+        if base != UNKNOWN and not base.startswith("def:")
+        for name in names
+    }
     out |= {UNKNOWN for base in bases if base.startswith("def:")}
     return frozenset(out)
 
@@ -220,10 +262,15 @@ def _product(pieces: list[frozenset[str] | None]) -> frozenset[str] | None:
     return frozenset("".join(parts) for parts in itertools.product(*pieces))  # type: ignore[arg-type]
 
 
-def accessor_operands(node: ast.Attribute, call: ast.Call, scopes: Scopes) -> tuple[ast.AST | None, ast.AST | None]:
+def accessor_operands(
+    node: ast.Attribute, call: ast.Call, scopes: Scopes
+) -> tuple[ast.AST | None, ast.AST | None]:
     """(object, name) of ``X.__getattr__(...)``: on a class (``object.__setattr__(self, "x", v)``, unbound) the
     object and the name are the first two arguments; on anything else (bound) the name is the first."""
-    unbound = any(b.startswith("builtins.") or b.rsplit(".", 1)[-1][:1].isupper() for b in scopes.origins(node.value)
-                  if b != UNKNOWN)
+    unbound = any(
+        b.startswith("builtins.") or b.rsplit(".", 1)[-1][:1].isupper()
+        for b in scopes.origins(node.value)
+        if b != UNKNOWN
+    )
     args: list[ast.AST | None] = [*call.args, None, None]
     return (args[0], args[1]) if unbound else (node.value, args[0])

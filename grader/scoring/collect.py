@@ -26,9 +26,15 @@ class TestResult:
     message: str = ""
     duration: float = 0.0
     cuda: bool = False
-    severe: str | None = None  # what a failure breaks, for a test that caps its exercise when it fails
-    caps: str | None = None  # a failure of the class its severe marker names: what was observed (checks.fail)
-    wrong_answer: str | None = None  # digest of the values it failed on (grader.scoring.answers), trusted side
+    severe: str | None = (
+        None  # what a failure breaks, for a test that caps its exercise when it fails
+    )
+    caps: str | None = (
+        None  # a failure of the class its severe marker names: what was observed (checks.fail)
+    )
+    wrong_answer: str | None = (
+        None  # digest of the values it failed on (grader.scoring.answers), trusted side
+    )
 
     @property
     def points(self) -> float:
@@ -49,9 +55,15 @@ class ResultCollector:
         for item in items:
             ex, pts = item.get_closest_marker("exercise"), item.get_closest_marker("points")
             self.results[item.nodeid] = TestResult(
-                id=item.nodeid, name=item.name, exercise=ex.args[0] if ex else None,
-                max_points=float(pts.args[0]) if pts else 0.0, outcome="error",
-                message="not run", cuda=item.get_closest_marker("cuda") is not None, severe=_severe(item))
+                id=item.nodeid,
+                name=item.name,
+                exercise=ex.args[0] if ex else None,
+                max_points=float(pts.args[0]) if pts else 0.0,
+                outcome="error",
+                message="not run",
+                cuda=item.get_closest_marker("cuda") is not None,
+                severe=_severe(item),
+            )
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -63,12 +75,17 @@ class ResultCollector:
             return
         result.duration += report.duration
         outcome = _outcome(report)
-        if (report.when == "call"
-                or (report.when == "setup" and outcome != "passed")
-                or (report.when == "teardown" and outcome != "passed" and result.outcome == "passed")):
+        if (
+            report.when == "call"
+            or (report.when == "setup" and outcome != "passed")
+            or (report.when == "teardown" and outcome != "passed" and result.outcome == "passed")
+        ):
             result.outcome, result.message = outcome, _message(report, outcome)
             result.caps = next((str(v) for k, v in report.user_properties if k == "caps"), None)
-            result.wrong_answer = next((str(v) for k, v in report.user_properties if k == "wrong_answer"), None)
+            result.wrong_answer = next(
+                (str(v) for k, v in report.user_properties if k == "wrong_answer"), None
+            )
+
 
 def _outcome(report: pytest.TestReport) -> str:
     if hasattr(report, "wasxfail") or report.skipped:
@@ -88,7 +105,9 @@ def _message(report: pytest.TestReport, outcome: str) -> str:
         return ""
     if outcome == "skipped":
         longrepr = report.longrepr
-        reason = longrepr[2] if isinstance(longrepr, tuple) else str(getattr(report, "wasxfail", ""))
+        reason = (
+            longrepr[2] if isinstance(longrepr, tuple) else str(getattr(report, "wasxfail", ""))
+        )
         return reason.removeprefix("Skipped: ")[:MAX_MESSAGE]
     return _short(report)
 

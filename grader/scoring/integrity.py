@@ -50,7 +50,9 @@ from grader.scoring.integrity_rules import RULES as RULES
 from grader.scoring.integrity_rules import WITHHOLD as WITHHOLD
 
 MAX_NODES = 200_000  # an honest exercise module has a few thousand
-CACHED_BYTES = 16 << 10  # files up to this size are parsed once per process (see parse): a few MB at most
+CACHED_BYTES = (
+    16 << 10
+)  # files up to this size are parsed once per process (see parse): a few MB at most
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,9 @@ class Finding:
     line: int
     construct: str
     rule: str
-    exercises: tuple[str, ...] = field(default=())  # for `withhold`: the exercises it withholds (set by withhold.py)
+    exercises: tuple[str, ...] = field(
+        default=()
+    )  # for `withhold`: the exercises it withholds (set by withhold.py)
 
     @property
     def severity(self) -> str:
@@ -70,8 +74,15 @@ class Finding:
         return RULES[self.rule][1]
 
     def to_dict(self) -> dict[str, object]:
-        return {"file": safetext.name(self.file), "line": self.line, "construct": safetext.name(self.construct, 120),
-                "rule": self.rule, "severity": self.severity, "reason": self.reason, "exercises": list(self.exercises)}
+        return {
+            "file": safetext.name(self.file),
+            "line": self.line,
+            "construct": safetext.name(self.construct, 120),
+            "rule": self.rule,
+            "severity": self.severity,
+            "reason": self.reason,
+            "exercises": list(self.exercises),
+        }
 
     def attributed(self, exercises: tuple[str, ...]) -> Finding:
         return replace(self, exercises=exercises)
@@ -88,7 +99,9 @@ class Parsed:
     problem: Finding | None = None
 
 
-def parse(source: bytes | str, filename: str, local_modules: frozenset[str] = frozenset()) -> Parsed:
+def parse(
+    source: bytes | str, filename: str, local_modules: frozenset[str] = frozenset()
+) -> Parsed:
     """The file read for the scan; a small file seen before (the same bytes, name and neighbours) is not read again
     (a class of submissions shares most of its helpers and untouched modules)."""
     data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
@@ -103,22 +116,40 @@ def _parse_cached(data: bytes, filename: str, local_modules: frozenset[str]) -> 
 
 
 def _parse(source: bytes, filename: str, local_modules: frozenset[str]) -> Parsed:
-    costly = parse_probe.too_costly(filename, source)  # a large file is parsed in a bounded child first
+    costly = parse_probe.too_costly(
+        filename, source
+    )  # a large file is parsed in a bounded child first
     if costly is not None:
         return Parsed(filename, None, None, [], Finding(filename, 0, costly, "unscannable"))
     try:
         tree = ast.parse(source, filename)
     except SyntaxError:
-        return Parsed(filename, None, None, [])  # the worker cannot import it either: its tests fail on that
+        return Parsed(
+            filename, None, None, []
+        )  # the worker cannot import it either: its tests fail on that
     except (ValueError, RecursionError, MemoryError) as exc:
-        return Parsed(filename, None, None, [], Finding(filename, 0, type(exc).__name__, "unscannable"))
-    nodes = list(ast.walk(tree))  # iterative and outermost first: a deep file cannot overflow the stack here
+        return Parsed(
+            filename, None, None, [], Finding(filename, 0, type(exc).__name__, "unscannable")
+        )
+    nodes = list(
+        ast.walk(tree)
+    )  # iterative and outermost first: a deep file cannot overflow the stack here
     if len(nodes) > MAX_NODES:
-        return Parsed(filename, None, None, [], Finding(filename, 0, f"{len(nodes)} syntax nodes", "unscannable"))
+        return Parsed(
+            filename,
+            None,
+            None,
+            [],
+            Finding(filename, 0, f"{len(nodes)} syntax nodes", "unscannable"),
+        )
     try:
-        scopes = Scopes(tree, local_modules - {"grader"})  # `import grader` is the grader's, whatever the box holds
+        scopes = Scopes(
+            tree, local_modules - {"grader"}
+        )  # `import grader` is the grader's, whatever the box holds
     except RecursionError:
-        return Parsed(filename, None, None, [], Finding(filename, 0, "RecursionError", "unscannable"))
+        return Parsed(
+            filename, None, None, [], Finding(filename, 0, "RecursionError", "unscannable")
+        )
     return Parsed(filename, tree, scopes, nodes)
 
 
@@ -129,7 +160,11 @@ def local_modules(box: Path) -> frozenset[str]:
 def parse_box(box: Path) -> dict[str, Parsed]:
     """Every ``.py`` file of a staged submission, by module name."""
     local = local_modules(box)
-    return {p.stem: parse(p.read_bytes(), p.name, local) for p in sorted(box.glob("*.py")) if p.is_file()}
+    return {
+        p.stem: parse(p.read_bytes(), p.name, local)
+        for p in sorted(box.glob("*.py"))
+        if p.is_file()
+    }
 
 
 def scan_box(box: Path) -> list[Finding]:
@@ -137,7 +172,9 @@ def scan_box(box: Path) -> list[Finding]:
     return [f for parsed in parse_box(box).values() for f in scan(parsed)]
 
 
-def scan_source(source: bytes | str, filename: str, local: frozenset[str] = frozenset()) -> list[Finding]:
+def scan_source(
+    source: bytes | str, filename: str, local: frozenset[str] = frozenset()
+) -> list[Finding]:
     return scan(parse(source, filename, local))
 
 
@@ -150,8 +187,14 @@ def scan(parsed: Parsed) -> list[Finding]:
     found: dict[tuple[int, str, str], Finding] = {}
     for node in parsed.nodes:
         for rule, construct in _check(node, parsed.scopes, calls):
-            line = getattr(node, "lineno", 0)  # one finding per line and rule (the outermost expression); per
-            key = (line, rule, construct if rule == "module" else "")  # module for imports: each is named
+            line = getattr(
+                node, "lineno", 0
+            )  # one finding per line and rule (the outermost expression); per
+            key = (
+                line,
+                rule,
+                construct if rule == "module" else "",
+            )  # module for imports: each is named
             found.setdefault(key, Finding(parsed.name, line, construct, rule))
     return sorted(found.values(), key=lambda f: (f.line, f.rule))
 
@@ -163,7 +206,9 @@ def _check(node: ast.AST, scopes: Scopes, calls: dict[int, ast.Call]) -> list[tu
     if isinstance(node, ast.Attribute):
         shown = show(node)
         call = calls.get(id(node))
-        if node.attr in ACCESSORS and call is not None:  # object.__setattr__(self, "x", v): a literal name is plain
+        if (
+            node.attr in ACCESSORS and call is not None
+        ):  # object.__setattr__(self, "x", v): a literal name is plain
             hits = _accessor(node, call, scopes)
         else:
             hits = _attribute_rules(node.attr, shown)
@@ -217,7 +262,9 @@ def path_rules(path: str, shown: str) -> list[tuple[str, str]]:
         return []
     if any(p in DISPATCH_NAMES for p in parts[1:]):
         return [("dispatch-modes", shown)]
-    if path not in TORCH_PRIVATE_OK and any(p.startswith("_") and not _dunder(p) for p in parts[1:]):
+    if path not in TORCH_PRIVATE_OK and any(
+        p.startswith("_") and not _dunder(p) for p in parts[1:]
+    ):
         return [("private-torch", shown)]
     return []
 
@@ -244,22 +291,31 @@ def _accessor(node: ast.Attribute, call: ast.Call, scopes: Scopes) -> list[tuple
         return [("dynamic-access", show(call))]
     bases = scopes.origins(target) if target is not None else frozenset({UNKNOWN})
     hits = [hit for name in sorted(names) for hit in _attribute_rules(name, show(call))]
-    return hits + [hit for base in sorted(bases) for name in sorted(names) for hit in path_rules(f"{base}.{name}",
-                                                                                                  show(call))]
+    return hits + [
+        hit
+        for base in sorted(bases)
+        for name in sorted(names)
+        for hit in path_rules(f"{base}.{name}", show(call))
+    ]
 
 
-def _name_rules(node: ast.Name, scopes: Scopes, calls: dict[int, ast.Call]) -> list[tuple[str, str]]:
+def _name_rules(
+    node: ast.Name, scopes: Scopes, calls: dict[int, ast.Call]
+) -> list[tuple[str, str]]:
     origins = scopes.origins(node)
     if "builtins.__builtins__" in origins:
         return [("dynamic-access", node.id)]
-    if id(node) not in calls and any(o.removeprefix("builtins.") in VALUE_BUILTINS for o in origins
-                                      if o.startswith("builtins.")):
+    if id(node) not in calls and any(
+        o.removeprefix("builtins.") in VALUE_BUILTINS for o in origins if o.startswith("builtins.")
+    ):
         return [("builtin-as-value", node.id)]
     return []
 
 
 def _call_rules(node: ast.Call, scopes: Scopes) -> list[tuple[str, str]]:
-    builtins_called = {o.removeprefix("builtins.") for o in scopes.origins(node.func) if o.startswith("builtins.")}
+    builtins_called = {
+        o.removeprefix("builtins.") for o in scopes.origins(node.func) if o.startswith("builtins.")
+    }
     hits = [(CALLS[name], show(node)) for name in sorted(builtins_called & CALLS.keys())]
     if builtins_called & ATTRIBUTE_BUILTINS and len(node.args) >= 2:
         hits += _dynamic_attribute(node, scopes, "getattr" not in builtins_called)
@@ -276,7 +332,12 @@ def _dynamic_attribute(node: ast.Call, scopes: Scopes, writes: bool) -> list[tup
         return [("dynamic-access", shown)]
     bases = scopes.origins(node.args[0])
     hits = [hit for name in sorted(names) for hit in _attribute_rules(name, shown)]
-    hits += [hit for base in sorted(bases) for name in sorted(names) for hit in path_rules(f"{base}.{name}", shown)]
+    hits += [
+        hit
+        for base in sorted(bases)
+        for name in sorted(names)
+        for hit in path_rules(f"{base}.{name}", shown)
+    ]
     if writes and _library(bases):
         hits.append(("monkeypatch", shown))
     return hits

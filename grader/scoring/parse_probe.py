@@ -16,24 +16,39 @@ import sys
 from grader import procs
 from grader.errors import GraderFault
 
-PROBE_BYTES = 64 << 10  # below this a parse is cheap whatever the source (the quadratic case: 0.6 s at 64 KiB)
+PROBE_BYTES = (
+    64 << 10
+)  # below this a parse is cheap whatever the source (the quadratic case: 0.6 s at 64 KiB)
 CPU_S = 5  # an honest 1 MiB module parses in well under a second
 MEMORY_BYTES = 1 << 30
-WALL_S = 120  # past this with CPU to spare, the machine is starved: the grader's problem, not the file's
-_KILLED = (-signal.SIGXCPU, -signal.SIGKILL, 3)  # the CPU limit (soft, then hard), the OOM killer, MemoryError
+WALL_S = (
+    120  # past this with CPU to spare, the machine is starved: the grader's problem, not the file's
+)
+_KILLED = (
+    -signal.SIGXCPU,
+    -signal.SIGKILL,
+    3,
+)  # the CPU limit (soft, then hard), the OOM killer, MemoryError
 
 
 def too_costly(name: str, data: bytes) -> str | None:
     """Why ``data`` cannot be parsed within the limits (None where it can, or is small enough not to ask)."""
     if len(data) <= PROBE_BYTES:
         return None
-    done = procs.run_bounded("grader.scoring.parse_probe", what=f"parsing {name} for the integrity scan",
-                             wall_s=WALL_S, cpu_s=CPU_S, input=data)
+    done = procs.run_bounded(
+        "grader.scoring.parse_probe",
+        what=f"parsing {name} for the integrity scan",
+        wall_s=WALL_S,
+        cpu_s=CPU_S,
+        input=data,
+    )
     if done.returncode in _KILLED:
         return f"takes more than {CPU_S} s of CPU or {MEMORY_BYTES >> 20} MiB to parse"
     if done.returncode != 0:
-        raise GraderFault(f"the integrity scan's parser failed (exit status {done.returncode}): "
-                          f"{done.stderr.decode('utf-8', 'replace')[-300:]}")
+        raise GraderFault(
+            f"the integrity scan's parser failed (exit status {done.returncode}): "
+            f"{done.stderr.decode('utf-8', 'replace')[-300:]}"
+        )
     return None
 
 
@@ -43,7 +58,9 @@ def _main() -> int:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_S, CPU_S + 1))  # SIGXCPU, then SIGKILL a second later
+    resource.setrlimit(
+        resource.RLIMIT_CPU, (CPU_S, CPU_S + 1)
+    )  # SIGXCPU, then SIGKILL a second later
     data = sys.stdin.buffer.read()
     try:
         ast.parse(data)

@@ -41,8 +41,10 @@ def cap(score: ExerciseScore) -> None:
     failed = [t for t in score.tests if t.severe and t.outcome in ("failed", "error") and t.caps]
     if failed and score.score > score.max_score * SEVERE_CAP:
         score.score = round(score.max_score * SEVERE_CAP, 6)
-        score.capped = (f"capped at {SEVERE_CAP:.0%} of its points: {failed[0].severe} ({failed[0].name} failed: "
-                        f"{failed[0].caps})")
+        score.capped = (
+            f"capped at {SEVERE_CAP:.0%} of its points: {failed[0].severe} ({failed[0].name} failed: "
+            f"{failed[0].caps})"
+        )
         for test in failed:  # the student sees why in the test's own feedback too
             test.message = f"{test.message}\n(severe: this failure caps the exercise at {SEVERE_CAP:.0%} of its points)"
 
@@ -52,8 +54,9 @@ def withhold(score: ExerciseScore, reason: str) -> None:
     score.score, score.withheld = 0.0, reason
 
 
-def exercise_scores(results: Iterable[TestResult], assignment: Assignment, *,
-                    require_cuda: bool = False) -> list[ExerciseScore]:
+def exercise_scores(
+    results: Iterable[TestResult], assignment: Assignment, *, require_cuda: bool = False
+) -> list[ExerciseScore]:
     scores = {e.id: ExerciseScore(e.id, e.title) for e in assignment.exercises}
     for result in results:
         if result.exercise not in scores:

@@ -30,7 +30,9 @@ AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 class _Inject:
     """Hands the backend factory and the loaded assignment to the plugin before the session starts."""
 
-    def __init__(self, factory: Callable[[], Backend] | None, assignment: manifest.Assignment | None) -> None:
+    def __init__(
+        self, factory: Callable[[], Backend] | None, assignment: manifest.Assignment | None
+    ) -> None:
         self.factory, self.assignment = factory, assignment
 
     @pytest.hookimpl(tryfirst=True)
@@ -49,13 +51,26 @@ class _QuickReports:
     """
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport | None:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> pytest.TestReport | None:
         excinfo = call.excinfo
-        if excinfo is None or isinstance(excinfo.value, (pytest.skip.Exception, BaseExceptionGroup)):
+        if excinfo is None or isinstance(
+            excinfo.value, (pytest.skip.Exception, BaseExceptionGroup)
+        ):
             return None  # passes and skips: pytest's report is cheap and right
-        return pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, "failed",
-                                 excinfo.exconly(tryshort=True), _phase(call.when), duration=call.duration,
-                                 start=call.start, stop=call.stop, user_properties=item.user_properties)
+        return pytest.TestReport(
+            item.nodeid,
+            item.location,
+            {k: 1 for k in item.keywords},
+            "failed",
+            excinfo.exconly(tryshort=True),
+            _phase(call.when),
+            duration=call.duration,
+            start=call.start,
+            stop=call.stop,
+            user_properties=item.user_properties,
+        )
 
 
 def _phase(when: str) -> Literal["setup", "call", "teardown"]:
@@ -63,10 +78,17 @@ def _phase(when: str) -> Literal["setup", "call", "teardown"]:
     return cast('Literal["setup", "call", "teardown"]', when)
 
 
-def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int = 0,
-               backend_factory: Callable[[], Backend] | None = None, select: str | None = None,
-               quiet: bool = True, extra_args: Sequence[str] = (),
-               assignment: manifest.Assignment | None = None) -> tuple[list[TestResult], int]:
+def run_suites(
+    files: Sequence[Path],
+    *,
+    student: Path | None = None,
+    seed: int = 0,
+    backend_factory: Callable[[], Backend] | None = None,
+    select: str | None = None,
+    quiet: bool = True,
+    extra_args: Sequence[str] = (),
+    assignment: manifest.Assignment | None = None,
+) -> tuple[list[TestResult], int]:
     """Run ``files`` against one submission; return (results in collection order, pytest exit code).
 
     ``assignment`` is the loaded assignment the suites read bans from, and beside whose manifest the
@@ -74,23 +96,49 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
     """
     collector = ResultCollector()
     plugins: list[object] = [collector, _QuickReports()]
-    if backend_factory is not None:  # a grade: each failed test's wrong answer, observed here (grader.scoring.answers)
-        from grader.scoring.answers import Answers, Recorder  # a grade only: `grader check` never ships it
+    if (
+        backend_factory is not None
+    ):  # a grade: each failed test's wrong answer, observed here (grader.scoring.answers)
+        from grader.scoring.answers import (
+            Answers,
+            Recorder,
+        )  # a grade only: `grader check` never ships it
 
         recorder = Recorder()
         plugins.append(Answers(recorder))
         backend_factory = _observed(backend_factory, recorder)
     if backend_factory is not None or assignment is not None:
         plugins.append(_Inject(backend_factory, assignment))
-    root = assignment.root if assignment else SUITES_ROOT  # test ids are relative to it: tests/hidden/...
-    args = [*(str(f) for f in files), "-p", "grader.testing.plugin", "-p", "no:cacheprovider",
-            # unraisableexception runs gc.collect() five times per session: 0.6 s of a 1 s grade with torch loaded
-            "-p", "no:unraisableexception",
-            # the logging plugin adds and removes its handlers around every phase of every test: 0.4 ms a test
-            "-p", "no:logging",
-            "--noconftest", "-c", os.devnull, "--rootdir", str(root), "--import-mode=importlib",
-            "--grading-seed", str(seed), "--strict-markers", "-W", "ignore::DeprecationWarning",
-            "--manifest", str(assignment.manifest if assignment else manifest.DEFAULT_MANIFEST), *extra_args]
+    root = (
+        assignment.root if assignment else SUITES_ROOT
+    )  # test ids are relative to it: tests/hidden/...
+    args = [
+        *(str(f) for f in files),
+        "-p",
+        "grader.testing.plugin",
+        "-p",
+        "no:cacheprovider",
+        # unraisableexception runs gc.collect() five times per session: 0.6 s of a 1 s grade with torch loaded
+        "-p",
+        "no:unraisableexception",
+        # the logging plugin adds and removes its handlers around every phase of every test: 0.4 ms a test
+        "-p",
+        "no:logging",
+        "--noconftest",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        str(root),
+        "--import-mode=importlib",
+        "--grading-seed",
+        str(seed),
+        "--strict-markers",
+        "-W",
+        "ignore::DeprecationWarning",
+        "--manifest",
+        str(assignment.manifest if assignment else manifest.DEFAULT_MANIFEST),
+        *extra_args,
+    ]
     if student is not None:
         args += ["--student", str(student)]
     if select:
@@ -99,7 +147,9 @@ def run_suites(files: Sequence[Path], *, student: Path | None = None, seed: int 
         args += ["-p", "no:terminal"]
     _forget_other_copies(files, root)
     before = os.environ.get(AUTOLOAD)
-    os.environ[AUTOLOAD] = "1"  # no installed plugin (and nothing a student pip-installed) loads here
+    os.environ[AUTOLOAD] = (
+        "1"  # no installed plugin (and nothing a student pip-installed) loads here
+    )
     try:
         code = pytest.main(args, plugins=plugins)
     finally:  # the caller's environment as it was (a `grader check` user may rely on their plugins)
@@ -119,6 +169,7 @@ def _observed(factory: Callable[[], Backend], recorder: Recorder) -> Callable[[]
 
     def make() -> Backend:
         return Observing(factory(), recorder)
+
     return make
 
 
@@ -127,7 +178,9 @@ def _forget_other_copies(files: Sequence[Path], root: Path) -> None:
     ``sys.modules[name]`` whatever file it came from, so a second course's ``tests/hidden/test_x.py`` (same
     name, relative to its own root) would silently run the first course's tests instead."""
     wanted = {Path(f).resolve() for f in files}
-    tails = tuple(p.relative_to(root.resolve()).as_posix() for p in wanted if p.is_relative_to(root.resolve()))
+    tails = tuple(
+        p.relative_to(root.resolve()).as_posix() for p in wanted if p.is_relative_to(root.resolve())
+    )
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
         if isinstance(path, str) and path.endswith(tails) and Path(path).resolve() not in wanted:

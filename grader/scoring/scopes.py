@@ -35,7 +35,9 @@ class Scope:
     declared_nonlocal: set[str] = field(default_factory=set)
     star_imports: list[str] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)
-    body: set[int] = field(default_factory=set)  # ids of the statements directly in this scope's body
+    body: set[int] = field(
+        default_factory=set
+    )  # ids of the statements directly in this scope's body
 
     def bind(self, name: str, binding: Binding) -> None:
         self.bindings.setdefault(name, []).append(binding)
@@ -46,7 +48,9 @@ class ScopeTree:
 
     def __init__(self, tree: ast.Module, local_modules: frozenset[str] = frozenset()) -> None:
         self.local_modules = local_modules
-        self.methods: frozenset[str] = frozenset()  # names of the methods the module's classes define
+        self.methods: frozenset[str] = (
+            frozenset()
+        )  # names of the methods the module's classes define
         self.module = Scope(tree, "module", None, body={id(n) for n in tree.body})
         self.scope_of: dict[int, Scope] = {}
         self._build(tree)
@@ -66,8 +70,12 @@ class ScopeTree:
             self._target_scope(scope, node.name).bind(node.name, Binding("def", node, node))
             if scope.kind == "class" and not isinstance(node, ast.ClassDef):
                 self.methods |= {node.name}
-            inner = Scope(node, "class" if isinstance(node, ast.ClassDef) else "function", scope,
-                          body={id(n) for n in node.body})
+            inner = Scope(
+                node,
+                "class" if isinstance(node, ast.ClassDef) else "function",
+                scope,
+                body={id(n) for n in node.body},
+            )
             if not isinstance(node, ast.ClassDef):
                 self._bind_params(node.args, inner)
             return inner
@@ -83,16 +91,24 @@ class ScopeTree:
         self._statement_bindings(node, scope)
         return None
 
-    def _children(self, node: ast.AST, scope: Scope, inner: Scope | None) -> list[tuple[ast.AST, Scope]]:
+    def _children(
+        self, node: ast.AST, scope: Scope, inner: Scope | None
+    ) -> list[tuple[ast.AST, Scope]]:
         """Children with the scope each is evaluated in (defaults, decorators and bases outside; bodies inside)."""
         if inner is None:
             return [(child, scope) for child in ast.iter_child_nodes(node)]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             args = node.args
-            outside: list[ast.AST] = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+            outside: list[ast.AST] = [
+                *args.defaults,
+                *(d for d in args.kw_defaults if d is not None),
+            ]
             if not isinstance(node, ast.Lambda):
-                outside += [*node.decorator_list, *([node.returns] if node.returns else []),
-                            *(a.annotation for a in _all_args(args) if a.annotation is not None)]
+                outside += [
+                    *node.decorator_list,
+                    *([node.returns] if node.returns else []),
+                    *(a.annotation for a in _all_args(args) if a.annotation is not None),
+                ]
             body = node.body if isinstance(node.body, list) else [node.body]
             return [*((c, scope) for c in outside), *((c, inner) for c in body)]
         if isinstance(node, ast.ClassDef):
@@ -100,7 +116,11 @@ class ScopeTree:
             return [*((c, scope) for c in outside), *((c, inner) for c in node.body)]
         assert isinstance(node, _COMPREHENSIONS)
         first, *rest = node.generators
-        parts: list[ast.AST] = [first.target, *first.ifs, *(x for g in rest for x in (g.target, g.iter, *g.ifs))]
+        parts: list[ast.AST] = [
+            first.target,
+            *first.ifs,
+            *(x for g in rest for x in (g.target, g.iter, *g.ifs)),
+        ]
         parts += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
         return [(first.iter, scope), *((p, inner) for p in parts)]
 
@@ -113,10 +133,14 @@ class ScopeTree:
             for target in node.targets:
                 self._bind_target(target, scope, Binding("expr", node.value, node), node.value)
         elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
-            kind = "expr" if isinstance(node, ast.AnnAssign) and node.value is not None else "unknown"
+            kind = (
+                "expr" if isinstance(node, ast.AnnAssign) and node.value is not None else "unknown"
+            )
             if isinstance(node, ast.AnnAssign) and node.value is None and scope.kind != "function":
                 return  # `x: int` binds nothing at module or class level (in a function it makes x local)
-            self._target_scope(scope, node.target.id).bind(node.target.id, Binding(kind, node.value, node))
+            self._target_scope(scope, node.target.id).bind(
+                node.target.id, Binding(kind, node.value, node)
+            )
         elif isinstance(node, ast.Delete):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -127,7 +151,9 @@ class ScopeTree:
             where = scope
             while where.kind == "comprehension" and where.parent is not None:
                 where = where.parent
-            self._target_scope(where, node.target.id).bind(node.target.id, Binding("expr", node.value, node))
+            self._target_scope(where, node.target.id).bind(
+                node.target.id, Binding("expr", node.value, node)
+            )
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self._bind_import(node, scope)
         elif isinstance(node, ast.Global):
@@ -152,15 +178,23 @@ class ScopeTree:
         for name in names:
             self._target_scope(scope, name).bind(name, Binding("unknown", None, node))
 
-    def _bind_target(self, target: ast.AST, scope: Scope, binding: Binding, value: ast.AST | None = None) -> None:
+    def _bind_target(
+        self, target: ast.AST, scope: Scope, binding: Binding, value: ast.AST | None = None
+    ) -> None:
         if isinstance(target, ast.Name):
             self._target_scope(scope, target.id).bind(target.id, binding)
         elif isinstance(target, (ast.Tuple, ast.List)):
             values = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
             for i, elt in enumerate(target.elts):
                 inner = elt.value if isinstance(elt, ast.Starred) else elt
-                if values is not None and len(values) == len(target.elts) and not isinstance(elt, ast.Starred):
-                    self._bind_target(inner, scope, Binding("expr", values[i], binding.statement), values[i])
+                if (
+                    values is not None
+                    and len(values) == len(target.elts)
+                    and not isinstance(elt, ast.Starred)
+                ):
+                    self._bind_target(
+                        inner, scope, Binding("expr", values[i], binding.statement), values[i]
+                    )
                 else:
                     self._bind_target(inner, scope, Binding("unknown", None, binding.statement))
 
@@ -169,16 +203,20 @@ class ScopeTree:
             if isinstance(node, ast.Import):
                 head = alias.name.split(".")[0]
                 path = alias.name if alias.asname else head
-                self._target_scope(scope, alias.asname or head).bind(alias.asname or head,
-                                                                     Binding("import", self.local_path(path), node))
+                self._target_scope(scope, alias.asname or head).bind(
+                    alias.asname or head, Binding("import", self.local_path(path), node)
+                )
                 continue
-            base = self.local_path(node.module or "") if node.level == 0 else "@" + (node.module or "")
+            base = (
+                self.local_path(node.module or "") if node.level == 0 else "@" + (node.module or "")
+            )
             if alias.name == "*":
                 scope.star_imports.append(base)
                 continue
             path = f"{base}.{alias.name}" if base not in ("", "@") else f"@{alias.name}"
-            self._target_scope(scope, alias.asname or alias.name).bind(alias.asname or alias.name,
-                                                                       Binding("import", path, node))
+            self._target_scope(scope, alias.asname or alias.name).bind(
+                alias.asname or alias.name, Binding("import", path, node)
+            )
 
     def local_path(self, path: str) -> str:
         """A submission module imported by its plain name is the submission's (``@helper``), not a library."""
@@ -189,16 +227,22 @@ class ScopeTree:
             return self.module
         if name in scope.declared_nonlocal:
             found = enclosing_functions(scope)
-            return next((s for s in found if name in s.bindings), found[0] if found else self.module)
+            return next(
+                (s for s in found if name in s.bindings), found[0] if found else self.module
+            )
         return scope
 
     # -- resolving ----------------------------------------------------------------------------------
 
 
 def _all_args(args: ast.arguments) -> list[ast.arg]:
-    return [*args.posonlyargs, *args.args, *([args.vararg] if args.vararg else []), *args.kwonlyargs,
-            *([args.kwarg] if args.kwarg else [])]
-
+    return [
+        *args.posonlyargs,
+        *args.args,
+        *([args.vararg] if args.vararg else []),
+        *args.kwonlyargs,
+        *([args.kwarg] if args.kwarg else []),
+    ]
 
 
 def enclosing_functions(scope: Scope) -> list[Scope]:
@@ -210,5 +254,3 @@ def enclosing_functions(scope: Scope) -> list[Scope]:
             out.append(outer)
         outer = outer.parent
     return out
-
-

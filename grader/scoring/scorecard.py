@@ -34,34 +34,75 @@ def environment() -> dict[str, Any]:
     import torch
 
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"python": platform.python_version(), "torch": str(torch.__version__), "cuda": cuda,
-            "platform": platform.platform(terse=True)}
+    return {
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),
+        "cuda": cuda,
+        "platform": platform.platform(terse=True),
+    }
 
 
 SCHEMA_VERSION = 2  # 2: the attested isolation record; integrity findings' severity and exercises
 
 
-def new(*, assignment: str, max_score: float, path: object, isolation: dict[str, Any], seed: int,
-        student: str | None = None, layout: str = "unknown", started: str | None = None) -> dict[str, Any]:
+def new(
+    *,
+    assignment: str,
+    max_score: float,
+    path: object,
+    isolation: dict[str, Any],
+    seed: int,
+    student: str | None = None,
+    layout: str = "unknown",
+    started: str | None = None,
+) -> dict[str, Any]:
     """A fresh ``status: graded`` scorecard with nothing scored yet (student strings sanitised here)."""
-    sub: dict[str, Any] = {"path": safetext.name(path, 1000), "sha256": "", "layout": layout, "files": []}
+    sub: dict[str, Any] = {
+        "path": safetext.name(path, 1000),
+        "sha256": "",
+        "layout": layout,
+        "files": [],
+    }
     if student:
         sub["student"] = safetext.name(student)
-    return {"schema_version": SCHEMA_VERSION, "assignment": assignment, "submission": sub, "status": "graded",
-            "error": None, "score": 0, "max_score": max_score, "exercises": [], "isolation": isolation,
-            "seed": seed, "grader": version(), "environment": environment(),
-            "timings": {"started": started or now()}, "incidents": [],
-            "student_output": {"stdout_bytes": 0, "stderr_bytes": 0}}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "assignment": assignment,
+        "submission": sub,
+        "status": "graded",
+        "error": None,
+        "score": 0,
+        "max_score": max_score,
+        "exercises": [],
+        "isolation": isolation,
+        "seed": seed,
+        "grader": version(),
+        "environment": environment(),
+        "timings": {"started": started or now()},
+        "incidents": [],
+        "student_output": {"stdout_bytes": 0, "stderr_bytes": 0},
+    }
 
 
-def inprocess_isolation(*, uid: int | None = None, threads: int = 1, limits: dict[str, Any] | None = None) -> dict[str, Any]:
+def inprocess_isolation(
+    *, uid: int | None = None, threads: int = 1, limits: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The isolation record of a run with no sandbox at all (a student's local check, the project's tests)."""
-    return {"backend": "inprocess", "uid": os.getuid() if uid is None and hasattr(os, "getuid") else uid or 0,
-            "limits": limits or {}, "cgroup": "none", "seccomp": False, "threads": threads, "file_view": "inprocess",
-            "attested": False}
+    return {
+        "backend": "inprocess",
+        "uid": os.getuid() if uid is None and hasattr(os, "getuid") else uid or 0,
+        "limits": limits or {},
+        "cgroup": "none",
+        "seccomp": False,
+        "threads": threads,
+        "file_view": "inprocess",
+        "attested": False,
+    }
 
 
-def scored(card: dict[str, Any], scores: list[ExerciseScore], *, require_cuda: bool) -> dict[str, Any]:
+def scored(
+    card: dict[str, Any], scores: list[ExerciseScore], *, require_cuda: bool
+) -> dict[str, Any]:
     """Fill in the exercises and the totals from the scored results."""
     card["exercises"] = exercise_entries(scores, require_cuda=require_cuda)
     card["score"] = round(sum(s.score for s in scores), 6)
@@ -81,10 +122,17 @@ def finished(card: dict[str, Any], *, seconds: float) -> dict[str, Any]:
 
 
 def test_entry(result: TestResult, *, require_cuda: bool) -> TestEntry:
-    entry: TestEntry = {"id": result.id, "name": result.name, "outcome": outcome(result.outcome),
-                        "points": result.points, "max_points": result.max_points, "message": clean(result.message),
-                        "duration": round(result.duration, 4), "cuda": result.cuda,
-                        "counted": counts_toward_max(result, require_cuda=require_cuda)}
+    entry: TestEntry = {
+        "id": result.id,
+        "name": result.name,
+        "outcome": outcome(result.outcome),
+        "points": result.points,
+        "max_points": result.max_points,
+        "message": clean(result.message),
+        "duration": round(result.duration, 4),
+        "cuda": result.cuda,
+        "counted": counts_toward_max(result, require_cuda=require_cuda),
+    }
     if result.wrong_answer and result.outcome == "failed":
         entry["wrong_answer"] = result.wrong_answer
     return entry
@@ -100,8 +148,13 @@ def exercise_entries(scores: list[ExerciseScore], *, require_cuda: bool) -> list
 
 
 def exercise_entry(score: ExerciseScore, *, require_cuda: bool) -> ExerciseEntry:
-    entry: ExerciseEntry = {"id": score.id, "title": score.title, "score": score.score, "max_score": score.max_score,
-                            "tests": _capped([test_entry(t, require_cuda=require_cuda) for t in score.tests], score)}
+    entry: ExerciseEntry = {
+        "id": score.id,
+        "title": score.title,
+        "score": score.score,
+        "max_score": score.max_score,
+        "tests": _capped([test_entry(t, require_cuda=require_cuda) for t in score.tests], score),
+    }
     if score.capped:
         entry["capped"] = clean(score.capped)
     return entry

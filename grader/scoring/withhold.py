@@ -44,8 +44,11 @@ def review(box: Path, assignment: manifest.Assignment, single_module: str | None
     t0 = time.perf_counter()
     parsed = integrity.parse_box(box)
     owners = _owners(parsed, assignment, single_module)
-    found = [f.attributed(owners.get(Path(f.file).stem, ())) if f.severity == integrity.WITHHOLD else f
-             for p in parsed.values() for f in integrity.scan(p)]
+    found = [
+        f.attributed(owners.get(Path(f.file).stem, ())) if f.severity == integrity.WITHHOLD else f
+        for p in parsed.values()
+        for f in integrity.scan(p)
+    ]
     found += banned.findings(parsed, assignment, single_module)
     found.sort(key=lambda f: (f.file, f.line, f.rule))
     withheld: dict[str, str] = {}
@@ -74,7 +77,9 @@ def annotate(card: dict[str, Any], verdict: Review) -> None:
         entry.update(withheld=reason, score=0.0)
         for test in entry["tests"]:  # exports sum per-test points: they must not count either
             if test["points"]:
-                test["message"] = f"points withheld: {reason}" + (f"\n{test['message']}" if test["message"] else "")
+                test["message"] = f"points withheld: {reason}" + (
+                    f"\n{test['message']}" if test["message"] else ""
+                )
             test["points"] = 0.0
     card["score"] = round(sum(e["score"] for e in card["exercises"]), 6)
 
@@ -85,13 +90,17 @@ def _reason(hits: list[integrity.Finding]) -> str:
     return f"integrity finding: {first['file']} line {first['line']}: {first['construct']} ({first['rule']}){more}"
 
 
-def _owners(parsed: dict[str, integrity.Parsed], assignment: manifest.Assignment,
-            single_module: str | None) -> dict[str, tuple[str, ...]]:
+def _owners(
+    parsed: dict[str, integrity.Parsed], assignment: manifest.Assignment, single_module: str | None
+) -> dict[str, tuple[str, ...]]:
     """Module stem -> the exercises whose own code it is (see the module docstring)."""
     by_module: dict[str, list[str]] = {}
     for exercise in assignment.exercises:
         by_module.setdefault(single_module or exercise.module, []).append(exercise.id)
-    graph = {stem: _imports(p.tree, set(parsed)) if p.tree is not None else set() for stem, p in parsed.items()}
+    graph = {
+        stem: _imports(p.tree, set(parsed)) if p.tree is not None else set()
+        for stem, p in parsed.items()
+    }
     owners: dict[str, list[str]] = {}
     for module, exercises in by_module.items():
         seen, todo = {module}, [module]

@@ -35,8 +35,9 @@ def _wrong(named: Iterable[tuple[str, dict[str, Any]]]) -> dict[tuple[int, str, 
     return seen
 
 
-def groups(named: Iterable[tuple[str, dict[str, Any]]], *, few: int = FEW,
-           min_tests: int = MIN_TESTS) -> tuple[list[dict[str, Any]], int]:
+def groups(
+    named: Iterable[tuple[str, dict[str, Any]]], *, few: int = FEW, min_tests: int = MIN_TESTS
+) -> tuple[list[dict[str, Any]], int]:
     """The same-wrong-answer groups, most shared tests first; and how many wrong answers were left out as common."""
     by_students: dict[frozenset[str], list[tuple[int, str, str]]] = defaultdict(list)
     common = 0
@@ -49,7 +50,13 @@ def groups(named: Iterable[tuple[str, dict[str, Any]]], *, few: int = FEW,
     for students, answers in by_students.items():
         tests = sorted({test for _, test, _ in answers})
         if len(tests) >= min_tests:
-            out.append({"students": sorted(students), "seed": answers[0][0], "tests": tests,
-                        "digests": sorted({digest for _, _, digest in answers})})
+            out.append(
+                {
+                    "students": sorted(students),
+                    "seed": answers[0][0],
+                    "tests": tests,
+                    "digests": sorted({digest for _, _, digest in answers}),
+                }
+            )
     out.sort(key=lambda g: (-len(g["tests"]), g["students"]))
     return out, common

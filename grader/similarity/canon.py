@@ -53,8 +53,9 @@ def _emit(body: list[ast.stmt], depth: int, out: list[str], spans: list[Span]) -
     pad = "    " * depth
     for stmt in body:
         span = (_first(stmt), stmt.end_lineno or stmt.lineno)
-        if not any(isinstance(getattr(stmt, name, None), list) and getattr(stmt, name) for name in _BODIES) \
-                and not isinstance(stmt, (ast.Try, ast.Match)):
+        if not any(
+            isinstance(getattr(stmt, name, None), list) and getattr(stmt, name) for name in _BODIES
+        ) and not isinstance(stmt, (ast.Try, ast.Match)):
             for line in ast.unparse(stmt).splitlines():
                 out.append(pad + line)
                 spans.append(span)
@@ -78,7 +79,9 @@ def _compound(stmt: ast.stmt, depth: int, out: list[str], spans: list[Span]) -> 
         for case in stmt.cases:
             _emit(case.body, depth + 1, out, spans)
         return
-    header = [line for line in ast.unparse(shell).splitlines() if line.strip() not in ("pass", "finally:")]
+    header = [
+        line for line in ast.unparse(shell).splitlines() if line.strip() not in ("pass", "finally:")
+    ]
     for line in header:
         out.append(pad + line)
         spans.append((_first(stmt), stmt.lineno))

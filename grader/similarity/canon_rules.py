@@ -10,14 +10,73 @@ import ast
 import copy
 
 MODULES = frozenset({"torch", "F", "functional", "nn"})  # torch.f(x, ...) / F.f(x, ...) -> x.f(...)
-METHODS = frozenset({
-    "exp", "log", "sum", "mean", "amax", "amin", "max", "min", "sqrt", "rsqrt", "abs", "square", "tril", "triu",
-    "masked_fill", "transpose", "softmax", "log_softmax", "cumsum", "flatten", "tanh", "sigmoid", "relu", "argmax",
-    "reshape", "permute", "unsqueeze", "squeeze", "clamp", "pow", "div", "mul", "add", "sub", "bmm", "logsumexp",
-    "masked_fill_", "view", "contiguous", "isinf", "isneginf", "logical_not", "neg", "norm", "chunk", "split",
-})
-DIM_FIRST = frozenset({"sum", "mean", "amax", "amin", "softmax", "log_softmax", "cumsum", "argmax", "logsumexp",
-                       "max", "min", "unsqueeze", "squeeze"})
+METHODS = frozenset(
+    {
+        "exp",
+        "log",
+        "sum",
+        "mean",
+        "amax",
+        "amin",
+        "max",
+        "min",
+        "sqrt",
+        "rsqrt",
+        "abs",
+        "square",
+        "tril",
+        "triu",
+        "masked_fill",
+        "transpose",
+        "softmax",
+        "log_softmax",
+        "cumsum",
+        "flatten",
+        "tanh",
+        "sigmoid",
+        "relu",
+        "argmax",
+        "reshape",
+        "permute",
+        "unsqueeze",
+        "squeeze",
+        "clamp",
+        "pow",
+        "div",
+        "mul",
+        "add",
+        "sub",
+        "bmm",
+        "logsumexp",
+        "masked_fill_",
+        "view",
+        "contiguous",
+        "isinf",
+        "isneginf",
+        "logical_not",
+        "neg",
+        "norm",
+        "chunk",
+        "split",
+    }
+)
+DIM_FIRST = frozenset(
+    {
+        "sum",
+        "mean",
+        "amax",
+        "amin",
+        "softmax",
+        "log_softmax",
+        "cumsum",
+        "argmax",
+        "logsumexp",
+        "max",
+        "min",
+        "unsqueeze",
+        "squeeze",
+    }
+)
 _INF = ast.Call(ast.Name("float", ast.Load()), [ast.Constant("inf")], [])
 
 
@@ -27,15 +86,29 @@ def _name(node: ast.AST, *names: str) -> bool:
 
 def _inf(node: ast.AST) -> bool:
     """``float("inf")``, ``math.inf``, ``torch.inf``."""
-    if isinstance(node, ast.Attribute) and node.attr == "inf" and _name(node.value, "math", "torch", "np"):
+    if (
+        isinstance(node, ast.Attribute)
+        and node.attr == "inf"
+        and _name(node.value, "math", "torch", "np")
+    ):
         return True
-    return (isinstance(node, ast.Call) and _name(node.func, "float") and len(node.args) == 1
-            and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).strip().lower() in ("inf", "+inf"))
+    return (
+        isinstance(node, ast.Call)
+        and _name(node.func, "float")
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and str(node.args[0].value).strip().lower() in ("inf", "+inf")
+    )
 
 
 def _neg_inf(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Call) and _name(node.func, "float") and len(node.args) == 1
-            and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).strip().lower() == "-inf")
+    return (
+        isinstance(node, ast.Call)
+        and _name(node.func, "float")
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and str(node.args[0].value).strip().lower() == "-inf"
+    )
 
 
 class Rewrite(ast.NodeTransformer):
@@ -48,11 +121,21 @@ class Rewrite(ast.NodeTransformer):
             return ast.UnaryOp(ast.USub(), copy.copy(_INF))
         if not isinstance(f, ast.Attribute):
             return node
-        if f.attr == "matmul" and _name(f.value, *MODULES) and len(node.args) == 2 and not node.keywords:
+        if (
+            f.attr == "matmul"
+            and _name(f.value, *MODULES)
+            and len(node.args) == 2
+            and not node.keywords
+        ):
             return ast.BinOp(node.args[0], ast.MatMult(), node.args[1])
         if f.attr == "sqrt" and _name(f.value, "math") and len(node.args) == 1:
             return ast.BinOp(node.args[0], ast.Pow(), ast.Constant(0.5))
-        if f.attr in METHODS and _name(f.value, *MODULES) and node.args and not isinstance(node.args[0], ast.Starred):
+        if (
+            f.attr in METHODS
+            and _name(f.value, *MODULES)
+            and node.args
+            and not isinstance(node.args[0], ast.Starred)
+        ):
             f = ast.Attribute(node.args[0], f.attr, ast.Load())
             node = ast.Call(f, node.args[1:], node.keywords)
         return self._method(node, f)
@@ -64,9 +147,19 @@ class Rewrite(ast.NodeTransformer):
         if f.attr == "logical_not" and not node.args:
             return ast.UnaryOp(ast.Invert(), f.value)
         if f.attr == "size":
-            return ast.Attribute(f.value, "shape", ast.Load()) if not node.args else \
-                ast.Subscript(ast.Attribute(f.value, "shape", ast.Load()), node.args[0], ast.Load())
-        if f.attr in DIM_FIRST and not node.args and node.keywords and node.keywords[0].arg == "dim":
+            return (
+                ast.Attribute(f.value, "shape", ast.Load())
+                if not node.args
+                else ast.Subscript(
+                    ast.Attribute(f.value, "shape", ast.Load()), node.args[0], ast.Load()
+                )
+            )
+        if (
+            f.attr in DIM_FIRST
+            and not node.args
+            and node.keywords
+            and node.keywords[0].arg == "dim"
+        ):
             node.args, node.keywords = [node.keywords[0].value], node.keywords[1:]
         if f.attr == "transpose" and len(node.args) == 2:
             node.args.sort(key=ast.unparse)
@@ -78,14 +171,22 @@ class Rewrite(ast.NodeTransformer):
             return copy.copy(_INF)
         if node.attr == "mT":
             minus = [ast.UnaryOp(ast.USub(), ast.Constant(n)) for n in (1, 2)]
-            return ast.Call(ast.Attribute(node.value, "transpose", ast.Load()), sorted(minus, key=ast.unparse), [])
+            return ast.Call(
+                ast.Attribute(node.value, "transpose", ast.Load()),
+                sorted(minus, key=ast.unparse),
+                [],
+            )
         return node
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
         r = node.right
-        if (isinstance(node.op, ast.Mult) and isinstance(r, ast.BinOp) and isinstance(r.op, ast.Pow)
-                and ast.unparse(r.right) == "-0.5"):  # a * d ** -0.5 -> a / d ** 0.5
+        if (
+            isinstance(node.op, ast.Mult)
+            and isinstance(r, ast.BinOp)
+            and isinstance(r.op, ast.Pow)
+            and ast.unparse(r.right) == "-0.5"
+        ):  # a * d ** -0.5 -> a / d ** 0.5
             return ast.BinOp(node.left, ast.Div(), ast.BinOp(r.left, ast.Pow(), ast.Constant(0.5)))
         return node
 
@@ -107,12 +208,24 @@ def _comprehensions(body: list[ast.stmt]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for stmt in body:
         prev = out[-1] if out else None
-        if (isinstance(stmt, ast.For) and not stmt.orelse and len(stmt.body) == 1 and isinstance(prev, ast.Assign)
-                and len(prev.targets) == 1 and isinstance(prev.targets[0], ast.Name)
-                and isinstance(prev.value, ast.List) and not prev.value.elts):
+        if (
+            isinstance(stmt, ast.For)
+            and not stmt.orelse
+            and len(stmt.body) == 1
+            and isinstance(prev, ast.Assign)
+            and len(prev.targets) == 1
+            and isinstance(prev.targets[0], ast.Name)
+            and isinstance(prev.value, ast.List)
+            and not prev.value.elts
+        ):
             call = stmt.body[0].value if isinstance(stmt.body[0], ast.Expr) else None
-            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append"
-                    and _name(call.func.value, prev.targets[0].id) and len(call.args) == 1):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "append"
+                and _name(call.func.value, prev.targets[0].id)
+                and len(call.args) == 1
+            ):
                 gen = ast.comprehension(stmt.target, stmt.iter, [], 0)
                 prev.value = ast.ListComp(call.args[0], [gen])
                 prev.end_lineno = stmt.end_lineno
@@ -131,10 +244,16 @@ def _inline(body: list[ast.stmt]) -> list[ast.stmt]:
     i = 0
     while i < len(out) - 1:
         stmt, nxt = out[i], out[i + 1]
-        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
-        if (isinstance(stmt, ast.Assign) and isinstance(target, ast.Name)
-                and isinstance(nxt, (ast.Assign, ast.Return, ast.Expr, ast.AugAssign))
-                and _reads(nxt, target.id) == 1 and not any(_reads(s, target.id) for s in out[i + 2:])):
+        target = (
+            stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        )
+        if (
+            isinstance(stmt, ast.Assign)
+            and isinstance(target, ast.Name)
+            and isinstance(nxt, (ast.Assign, ast.Return, ast.Expr, ast.AugAssign))
+            and _reads(nxt, target.id) == 1
+            and not any(_reads(s, target.id) for s in out[i + 2 :])
+        ):
             _Substitute(target.id, stmt.value).visit(nxt)
             nxt.lineno = stmt.lineno
             del out[i]
@@ -161,8 +280,11 @@ def _free(a: ast.stmt, b: ast.stmt) -> bool:
     simple = (ast.Assign, ast.AnnAssign, ast.AugAssign)
     if not (isinstance(a, simple) and isinstance(b, simple)):
         return False
-    if any(isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, ast.Store)
-           for s in (a, b) for n in ast.walk(s)):
+    if any(
+        isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, ast.Store)
+        for s in (a, b)
+        for n in ast.walk(s)
+    ):
         return False
     wa, wb = _names(a, True), _names(b, True)
     return not (wa & (_names(b, False) | wb)) and not (wb & _names(a, False))

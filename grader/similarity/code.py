@@ -24,8 +24,12 @@ from dataclasses import dataclass
 
 from grader.similarity import canon
 
-MAX_TOKENS = 20_000  # per file and exercise: a generated 1 MB file is compared on its first 20,000 tokens
-MAX_CANONICAL = 128 * 1024  # characters: a bigger file (no student's attention code) is read as it is, not parsed
+MAX_TOKENS = (
+    20_000  # per file and exercise: a generated 1 MB file is compared on its first 20,000 tokens
+)
+MAX_CANONICAL = (
+    128 * 1024
+)  # characters: a bigger file (no student's attention code) is read as it is, not parsed
 _DROP = {"COMMENT", "NL", "INDENT", "DEDENT", "ENCODING", "ENDMARKER", "TYPE_COMMENT"}
 _STATEMENT_START = {"NEWLINE", "INDENT", "DEDENT", "ENCODING", None}
 _OPEN, _CLOSE = frozenset("([{"), frozenset(")]}")
@@ -48,8 +52,13 @@ def decode(data: bytes) -> str | None:
         return None
 
 
-def tokens(source: str, lines: set[int] | None = None, keep: frozenset[str] = frozenset(),
-           attrs: frozenset[str] = frozenset(), canonical: bool = False) -> list[Token]:
+def tokens(
+    source: str,
+    lines: set[int] | None = None,
+    keep: frozenset[str] = frozenset(),
+    attrs: frozenset[str] = frozenset(),
+    canonical: bool = False,
+) -> list[Token]:
     """The normalised tokens of ``source`` (only those starting on ``lines`` when given); ``keep``: names that stay as
     they are (:func:`prescribed_names`), ``attrs``: attribute names that do (:func:`given_names`). A file that stops
     tokenizing part-way is read up to there. ``canonical`` (off: it lowered both precision and recall on the
@@ -58,14 +67,19 @@ def tokens(source: str, lines: set[int] | None = None, keep: frozenset[str] = fr
     if not canonical or len(source) > MAX_CANONICAL:
         return raw_tokens(source, lines, keep, attrs)
     found, cut = canon.canonical(source, lines), 0  # cut: the first line read as written (0: none)
-    if found is None:  # a file that stops parsing (on purpose?): the part before in canonical form, then as written
+    if (
+        found is None
+    ):  # a file that stops parsing (on purpose?): the part before in canonical form, then as written
         cut = _bad_line(source)
-        head = "".join(source.splitlines(keepends=True)[:cut - 1])
+        head = "".join(source.splitlines(keepends=True)[: cut - 1])
         found = canon.canonical(head, lines) if 1 < cut <= source.count("\n") + 1 else None
     if found is None:
         return raw_tokens(source, lines, keep, attrs)
     text, spans = found
-    out = [Token(t.text, spans[t.line - 1][0], spans[t.end - 1][1]) for t in raw_tokens(text, None, keep, attrs)]
+    out = [
+        Token(t.text, spans[t.line - 1][0], spans[t.end - 1][1])
+        for t in raw_tokens(text, None, keep, attrs)
+    ]
     if cut:
         rest = {n for n in range(cut, source.count("\n") + 2) if lines is None or n in lines}
         out += raw_tokens(source, rest, keep, attrs)
@@ -83,7 +97,9 @@ def _bad_line(source: str) -> int:
     return source.count("\n") + 2
 
 
-def raw_tokens(source: str, lines: set[int] | None, keep: frozenset[str], attrs: frozenset[str]) -> list[Token]:
+def raw_tokens(
+    source: str, lines: set[int] | None, keep: frozenset[str], attrs: frozenset[str]
+) -> list[Token]:
     """:func:`tokens` of ``source`` as it is written (no canonical form)."""
     out: list[Token] = []
     raw: list[tokenize.TokenInfo] = []
@@ -92,7 +108,11 @@ def raw_tokens(source: str, lines: set[int] | None, keep: frozenset[str], attrs:
             raw.append(tok)
             if len(raw) > 4 * MAX_TOKENS:
                 break
-    except (tokenize.TokenError, SyntaxError, ValueError):  # unterminated string, bad dedent, null byte...
+    except (
+        tokenize.TokenError,
+        SyntaxError,
+        ValueError,
+    ):  # unterminated string, bad dedent, null byte...
         pass
     kinds = [tokenize.tok_name[t.type] for t in raw]
     defined = _assigned_attributes(raw, kinds) - attrs
@@ -102,9 +122,17 @@ def raw_tokens(source: str, lines: set[int] | None, keep: frozenset[str], attrs:
         if kind in _DROP or (lines is not None and tok.start[0] not in lines):
             continue
         if kind == "OP":
-            depth = depth + 1 if tok.string in _OPEN else max(depth - 1, 0) if tok.string in _CLOSE else depth
+            depth = (
+                depth + 1
+                if tok.string in _OPEN
+                else max(depth - 1, 0)
+                if tok.string in _CLOSE
+                else depth
+            )
         text = _normal(raw, kinds, i, depth, defined, keep)
-        if text and not (text == ";" and (not out or out[-1].text == ";")):  # one ; for blank or docstring lines
+        if text and not (
+            text == ";" and (not out or out[-1].text == ";")
+        ):  # one ; for blank or docstring lines
             out.append(Token(text, tok.start[0], tok.end[0]))
             if len(out) >= MAX_TOKENS:
                 break
@@ -113,29 +141,48 @@ def raw_tokens(source: str, lines: set[int] | None, keep: frozenset[str], attrs:
 
 def _assigned_attributes(raw: list[tokenize.TokenInfo], kinds: list[str]) -> set[str]:
     """Attribute names the file itself assigns (``self.head_dim = ...``): the student's names, renamed like any."""
-    return {raw[i].string for i in range(1, len(raw) - 1)
-            if kinds[i] == "NAME" and raw[i - 1].string == "." and raw[i + 1].string == "="}
+    return {
+        raw[i].string
+        for i in range(1, len(raw) - 1)
+        if kinds[i] == "NAME" and raw[i - 1].string == "." and raw[i + 1].string == "="
+    }
 
 
-def _normal(raw: list[tokenize.TokenInfo], kinds: list[str], i: int, depth: int, defined: set[str],
-            keep: frozenset[str]) -> str:
+def _normal(
+    raw: list[tokenize.TokenInfo],
+    kinds: list[str],
+    i: int,
+    depth: int,
+    defined: set[str],
+    keep: frozenset[str],
+) -> str:
     """The normalised text of token ``i`` ("" to drop it)."""
     tok, kind = raw[i], kinds[i]
     if kind == "NAME":
         before = _significant(raw, kinds, i, -1)
         after = _significant(raw, kinds, i, 1)
         attribute = before is not None and before.string == "."
-        kept = (tok.string in _KEEP_NAMES or tok.string in keep or (attribute and tok.string not in defined)
-                or (depth > 0 and after is not None and after.string == "="))
+        kept = (
+            tok.string in _KEEP_NAMES
+            or tok.string in keep
+            or (attribute and tok.string not in defined)
+            or (depth > 0 and after is not None and after.string == "=")
+        )
         return tok.string if kept else "V"
     if kind == "STRING" or kind.startswith("FSTRING"):
-        return "" if _is_docstring(raw, kinds, i) else ("S" if kind in ("STRING", "FSTRING_START") else "")
+        return (
+            ""
+            if _is_docstring(raw, kinds, i)
+            else ("S" if kind in ("STRING", "FSTRING_START") else "")
+        )
     if kind == "NEWLINE":
         return ";"
     return tok.string.strip()  # operators, numbers, and what does not tokenize (``$``)
 
 
-def _significant(raw: list[tokenize.TokenInfo], kinds: list[str], i: int, step: int) -> tokenize.TokenInfo | None:
+def _significant(
+    raw: list[tokenize.TokenInfo], kinds: list[str], i: int, step: int
+) -> tokenize.TokenInfo | None:
     j = i + step
     while 0 <= j < len(raw) and kinds[j] in _DROP:
         j += step
@@ -161,14 +208,20 @@ def exercise_lines(source: str, names: set[str]) -> set[int] | None:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    defined = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    defined = {
+        n.name: n
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
     wanted, todo = set(), [n for n in names if n in defined]
     while todo:
         name = todo.pop()
         if name in wanted:
             continue
         wanted.add(name)
-        todo += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name) and n.id in defined]
+        todo += [
+            n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name) and n.id in defined
+        ]
     lines: set[int] = set()
     for name in wanted:
         node = defined[name]
@@ -204,4 +257,8 @@ def stub_names(stub: str) -> set[str]:
         tree = ast.parse(stub)
     except SyntaxError:
         return set()
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return {
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }

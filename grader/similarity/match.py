@@ -26,7 +26,9 @@ class Settings:
     k: int = 10  # tokens per fingerprint
     threshold: float = 0.6  # smaller share of own code matched, for a pair to be listed
     min_tokens: int = 30  # matched tokens at least (a few shared lines prove nothing)
-    common_fraction: float = 0.05  # a fingerprint more than this share of the class has is common code...
+    common_fraction: float = (
+        0.05  # a fingerprint more than this share of the class has is common code...
+    )
     common_min: int = 4  # ... or more than this many submissions (small classes)
     candidate_df: int = 12  # pairs are found from fingerprints at most this many submissions share
     fragments: int = 6  # matched fragments kept per pair
@@ -44,7 +46,9 @@ class Doc:
     key: str
     tokens: list[Token]
     lines: list[str]  # the source's lines, for fragments
-    hashes: list[int] = field(default_factory=list)  # hashes[i]: the fingerprint starting at token i
+    hashes: list[int] = field(
+        default_factory=list
+    )  # hashes[i]: the fingerprint starting at token i
     own: set[int] = field(default_factory=set)  # fingerprints neither given nor common
     own_weight: float = 0.0  # the weight of its own fingerprints, position by position
 
@@ -70,8 +74,13 @@ class Pair:
         return min(self.share_a, self.share_b)
 
 
-def doc(key: str, source: str, lines: set[int] | None = None, keep: frozenset[str] = frozenset(),
-        attrs: frozenset[str] = frozenset()) -> Doc:
+def doc(
+    key: str,
+    source: str,
+    lines: set[int] | None = None,
+    keep: frozenset[str] = frozenset(),
+    attrs: frozenset[str] = frozenset(),
+) -> Doc:
     """``source``'s code (only ``lines`` when given) as one side of a comparison (``keep``, ``attrs``: names kept as
     they are, :func:`grader.similarity.code.tokens`)."""
     return Doc(key, tokens(source, lines, keep, attrs), source.splitlines())
@@ -79,7 +88,7 @@ def doc(key: str, source: str, lines: set[int] | None = None, keep: frozenset[st
 
 def fingerprints(toks: list[Token], k: int) -> list[int]:
     texts = tuple(t.text for t in toks)
-    return [hash(texts[i:i + k]) for i in range(len(texts) - k + 1)]
+    return [hash(texts[i : i + k]) for i in range(len(texts) - k + 1)]
 
 
 def compare(docs: list[Doc], given: list[Token], settings: Settings = Settings()) -> list[Pair]:
@@ -113,7 +122,7 @@ def _candidates(docs: list[Doc], df: Counter[int], most: int) -> list[tuple[int,
                 postings[h].append(index)
     found: set[tuple[int, int]] = set()
     for members in postings.values():
-        found.update((a, b) for n, a in enumerate(members) for b in members[n + 1:])
+        found.update((a, b) for n, a in enumerate(members) for b in members[n + 1 :])
     return sorted(found)
 
 
@@ -125,14 +134,24 @@ def _covered(doc: Doc, wanted: set[int], k: int) -> set[int]:
 def _pair(a: Doc, b: Doc, settings: Settings, weight: dict[int, float]) -> Pair | None:
     shared = a.own & b.own
     matched_a, matched_b = _covered(a, shared, settings.k), _covered(b, shared, settings.k)
-    if min(len(matched_a), len(matched_b)) < settings.min_tokens or not a.own_weight or not b.own_weight:
+    if (
+        min(len(matched_a), len(matched_b)) < settings.min_tokens
+        or not a.own_weight
+        or not b.own_weight
+    ):
         return None
     share_a = sum(weight[h] for h in a.hashes if h in shared) / a.own_weight
     share_b = sum(weight[h] for h in b.hashes if h in shared) / b.own_weight
     if min(share_a, share_b) < settings.threshold:
         return None
-    return Pair(a, b, round(share_a, 3), round(share_b, 3), len(matched_a),
-                fragments(a, b, shared, settings.k)[:settings.fragments])
+    return Pair(
+        a,
+        b,
+        round(share_a, 3),
+        round(share_b, 3),
+        len(matched_a),
+        fragments(a, b, shared, settings.k)[: settings.fragments],
+    )
 
 
 def fragments(a: Doc, b: Doc, shared: set[int], k: int) -> list[Fragment]:
@@ -155,7 +174,7 @@ def fragments(a: Doc, b: Doc, shared: set[int], k: int) -> list[Fragment]:
     out = []
     for i, j, n in sorted(runs, key=lambda r: -r[2]):
         span = n + k - 1
-        out.append(Fragment(_lines(a.tokens[i:i + span]), _lines(b.tokens[j:j + span]), span))
+        out.append(Fragment(_lines(a.tokens[i : i + span]), _lines(b.tokens[j : j + span]), span))
     return _distinct(out)
 
 

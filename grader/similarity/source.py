@@ -17,7 +17,9 @@ from grader.errors import GraderFault
 from grader.intake import submission as intake
 from grader.similarity import code, match
 
-MAX_BYTES = 512 * 1024  # per module read: a bigger file is compared on its first 512 KiB (and MAX_TOKENS)
+MAX_BYTES = (
+    512 * 1024
+)  # per module read: a bigger file is compared on its first 512 KiB (and MAX_TOKENS)
 
 
 @dataclass
@@ -43,8 +45,16 @@ def exercises(assignment: manifest.Assignment, ids: Iterable[str] | None = None)
         stub_path = assignment.root / "exercises" / f"{ex.module}.py"
         stub = stub_path.read_text("utf-8") if stub_path.is_file() else ""
         keep, attrs = code.prescribed_names(stub), code.given_names(stub)
-        out.append(Exercise(ex.id, ex.module, code.tokens(stub, keep=keep, attrs=attrs), keep, attrs,
-                            code.stub_names(stub)))
+        out.append(
+            Exercise(
+                ex.id,
+                ex.module,
+                code.tokens(stub, keep=keep, attrs=attrs),
+                keep,
+                attrs,
+                code.stub_names(stub),
+            )
+        )
     return out
 
 
@@ -85,5 +95,5 @@ def _read(path: Path) -> str | None:
     except OSError:
         return None
     if len(data) == MAX_BYTES:  # cut: end on a whole line, never inside a multi-byte character
-        data = data[:data.rfind(b"\n") + 1]
+        data = data[: data.rfind(b"\n") + 1]
     return code.decode(data)

@@ -30,9 +30,15 @@ class _Expired(BaseException):
 
 
 class InProcessBackend:
-    def __init__(self, root: Path | str | None = None, *, bans: dict[str, tuple[str, ...]] | None = None,
-                 single_module: str | None = None, executor: Executor | None = None,
-                 time_limits: dict[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path | str | None = None,
+        *,
+        bans: dict[str, tuple[str, ...]] | None = None,
+        single_module: str | None = None,
+        executor: Executor | None = None,
+        time_limits: dict[str, float] | None = None,
+    ) -> None:
         """Serve the modules in ``root``, or any ready ``executor`` (e.g. a notebook's names)."""
         if executor is None:
             if root is None:
@@ -51,12 +57,19 @@ class InProcessBackend:
     def method(self, handle: int, method: str, args: Args, kwargs: Kwargs) -> Any:
         return self._timed(method, self.executor.method, handle, method, args, kwargs)
 
-    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs,
-                grad_output: object = None) -> tuple[Any, dict[str, float]]:
-        return self._timed(f"{module}.{name}", self.executor.measure, module, name, args, kwargs, grad_output)
+    def measure(
+        self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object = None
+    ) -> tuple[Any, dict[str, float]]:
+        return self._timed(
+            f"{module}.{name}", self.executor.measure, module, name, args, kwargs, grad_output
+        )
 
-    def grads(self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object) -> tuple[Any, tuple[Any, ...]]:
-        return self._timed(f"{module}.{name}", self.executor.grads, module, name, args, kwargs, grad_output)
+    def grads(
+        self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object
+    ) -> tuple[Any, tuple[Any, ...]]:
+        return self._timed(
+            f"{module}.{name}", self.executor.grads, module, name, args, kwargs, grad_output
+        )
 
     def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
         return self._timed(f"{module}.{name}", self.executor.meta, module, name, args, kwargs)
@@ -81,7 +94,9 @@ class InProcessBackend:
             if not fired:
                 raise
             self.timed_out.add(self.exercise)
-            raise StudentTimeout(f"{where} ran past its time limit ({limit:g} s of CPU time per test)") from None
+            raise StudentTimeout(
+                f"{where} ran past its time limit ({limit:g} s of CPU time per test)"
+            ) from None
         finally:
             signal.setitimer(signal.ITIMER_PROF, 0)
             signal.signal(signal.SIGPROF, previous)

@@ -19,10 +19,12 @@ from grader.protocol.values import Args, HandleRef, Kwargs, ValueRejected, to_pl
 class Backend(Protocol):
     def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any: ...
     def method(self, handle: int, method: str, args: Args, kwargs: Kwargs) -> Any: ...
-    def measure(self, module: str, name: str, args: Args, kwargs: Kwargs,
-                grad_output: object = None) -> tuple[Any, dict[str, float]]: ...
-    def grads(self, module: str, name: str, args: Args, kwargs: Kwargs,
-              grad_output: object) -> tuple[Any, tuple[Any, ...]]: ...
+    def measure(
+        self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object = None
+    ) -> tuple[Any, dict[str, float]]: ...
+    def grads(
+        self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object
+    ) -> tuple[Any, tuple[Any, ...]]: ...
     def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any: ...
     def release(self, handle: int) -> None: ...
 
@@ -130,8 +132,10 @@ class StudentCallable(_Refusing):
     _module: str
     _name: str
     _proxy: StudentProxy
-    _offer = ("call it, or use .measure(*args, **kwargs), .grads(*args, grad_output=g, **kwargs) or "
-              ".measure_grads(*args, grad_output=g, **kwargs)")
+    _offer = (
+        "call it, or use .measure(*args, **kwargs), .grads(*args, grad_output=g, **kwargs) or "
+        ".measure_grads(*args, grad_output=g, **kwargs)"
+    )
 
     def __init__(self, proxy: StudentProxy, module: str, name: str) -> None:
         for slot, value in (("_proxy", proxy), ("_module", module), ("_name", name)):
@@ -146,17 +150,21 @@ class StudentCallable(_Refusing):
         args, kwargs = _outgoing(args, kwargs)
         return self._proxy._backend.measure(self._module, self._name, args, kwargs)
 
-    def measure_grads(self, *args: object, grad_output: object,
-                      **kwargs: object) -> tuple[tuple[Any, tuple[Any, ...]], dict[str, float]]:
+    def measure_grads(
+        self, *args: object, grad_output: object, **kwargs: object
+    ) -> tuple[tuple[Any, tuple[Any, ...]], dict[str, float]]:
         """``((output, input_grads), stats)``: :meth:`grads`, with the figures of :meth:`measure` taken over the
         forward and the backward (a hand-written ``autograd.Function.backward`` included)."""
         args, kwargs = _outgoing(args, kwargs)
         (grad_output,), _ = _outgoing((grad_output,), {})
-        measured: tuple[tuple[Any, tuple[Any, ...]], dict[str, float]] = self._proxy._backend.measure(
-            self._module, self._name, args, kwargs, grad_output)
+        measured: tuple[tuple[Any, tuple[Any, ...]], dict[str, float]] = (
+            self._proxy._backend.measure(self._module, self._name, args, kwargs, grad_output)
+        )
         return measured
 
-    def grads(self, *args: object, grad_output: object, **kwargs: object) -> tuple[Any, tuple[Any, ...]]:
+    def grads(
+        self, *args: object, grad_output: object, **kwargs: object
+    ) -> tuple[Any, tuple[Any, ...]]:
         """``(output, input_grads)``: one float64-capable forward and backward of a function, with
         ``grad_output`` (a tensor, or a tuple with a tensor or None per returned value) as the upstream gradient;
         ``input_grads[i]`` is the gradient of positional argument ``i`` (None for non-float arguments)."""
@@ -181,8 +189,10 @@ class Handle(_Refusing):
     __slots__ = ("_backend", "_ref")
     _backend: Backend
     _ref: HandleRef
-    _offer = ("a module handle offers only calling it, state_dict, load_state_dict, named_parameters, "
-              "named_buffers, train, eval, to, grads, on_meta and invoke")
+    _offer = (
+        "a module handle offers only calling it, state_dict, load_state_dict, named_parameters, "
+        "named_buffers, train, eval, to, grads, on_meta and invoke"
+    )
 
     def __init__(self, backend: Backend, ref: HandleRef) -> None:
         object.__setattr__(self, "_backend", backend)
@@ -198,7 +208,9 @@ class Handle(_Refusing):
     def state_dict(self) -> dict[str, torch.Tensor]:
         return cast("dict[str, torch.Tensor]", self._do("state_dict"))
 
-    def load_state_dict(self, state: dict[str, torch.Tensor], strict: bool = True) -> dict[str, list[str]]:
+    def load_state_dict(
+        self, state: dict[str, torch.Tensor], strict: bool = True
+    ) -> dict[str, list[str]]:
         return cast("dict[str, list[str]]", self._do("load_state_dict", state, strict=strict))
 
     def named_parameters(self) -> dict[str, torch.Tensor]:
@@ -215,15 +227,20 @@ class Handle(_Refusing):
         self._do("eval")
         return self
 
-    def to(self, dtype: torch.dtype | None = None, device: str | torch.device | None = None) -> Handle:
+    def to(
+        self, dtype: torch.dtype | None = None, device: str | torch.device | None = None
+    ) -> Handle:
         self._do("to", dtype=dtype, device=str(device) if device is not None else None)
         return self
 
-    def grads(self, *inputs: object, grad_output: torch.Tensor,
-              **kwargs: object) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    def grads(
+        self, *inputs: object, grad_output: torch.Tensor, **kwargs: object
+    ) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
         """One forward and backward: ``(output, input_grads, param_grads)``."""
-        return cast("tuple[Any, tuple[Any, ...], dict[str, Any]]",
-                    self._do("grads", *inputs, grad_output=grad_output, **kwargs))
+        return cast(
+            "tuple[Any, tuple[Any, ...], dict[str, Any]]",
+            self._do("grads", *inputs, grad_output=grad_output, **kwargs),
+        )
 
     def invoke(self, method: str, *args: object, **kwargs: object) -> Any:
         """Call a public method the student's class defines (``cache.invoke("update", k, v)``), without grad."""

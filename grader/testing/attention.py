@@ -16,7 +16,15 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.testing.checks import fail
 
-__all__ = ["PROJECTIONS", "causal_oracle", "expect_params", "mha_oracle", "sdpa_float64", "sdpa_fused", "sdpa_math"]
+__all__ = [
+    "PROJECTIONS",
+    "causal_oracle",
+    "expect_params",
+    "mha_oracle",
+    "sdpa_float64",
+    "sdpa_fused",
+    "sdpa_math",
+]
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
@@ -35,8 +43,13 @@ def sdpa_fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: obje
     return F.scaled_dot_product_attention(q, k, v, **kwargs)  # type: ignore[arg-type]
 
 
-def sdpa_float64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-                 scale: float | None = None) -> torch.Tensor:
+def sdpa_float64(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scale: float | None = None,
+) -> torch.Tensor:
     """:func:`sdpa_math` computed in float64 (a bool ``mask`` as it is, an additive one in float64), cast back to
     ``q``'s dtype: the oracle for low-precision inputs."""
     m = mask if mask is None or mask.dtype == torch.bool else mask.double()
@@ -50,8 +63,15 @@ def causal_oracle(x: torch.Tensor, p: Mapping[str, torch.Tensor]) -> torch.Tenso
     return sdpa_math(q, k, v, is_causal=True)
 
 
-def mha_oracle(p: Mapping[str, torch.Tensor], num_heads: int, x: torch.Tensor, context: torch.Tensor | None = None,
-               *, keep: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+def mha_oracle(
+    p: Mapping[str, torch.Tensor],
+    num_heads: int,
+    x: torch.Tensor,
+    context: torch.Tensor | None = None,
+    *,
+    keep: torch.Tensor | None = None,
+    causal: bool = False,
+) -> torch.Tensor:
     """``nn.MultiheadAttention`` holding the weights ``p`` (a missing projection bias counts as zero), in x's
     dtype: self-attention when ``context`` is None, else cross-attention over it. ``keep`` (B, S) is True for
     real keys; ``causal`` blocks the future. (Its own masks mean BLOCKED, hence the inversions.)"""
@@ -67,11 +87,19 @@ def mha_oracle(p: Mapping[str, torch.Tensor], num_heads: int, x: torch.Tensor, c
     kv = x if context is None else context
     out: torch.Tensor  # nn.Module.__call__ is typed Any
     with torch.no_grad():
-        out, _ = mha(x, kv, kv, attn_mask=_blocked(x.shape[1], kv.shape[1], num_heads, keep, causal), need_weights=False)
+        out, _ = mha(
+            x,
+            kv,
+            kv,
+            attn_mask=_blocked(x.shape[1], kv.shape[1], num_heads, keep, causal),
+            need_weights=False,
+        )
     return out
 
 
-def _blocked(T: int, S: int, num_heads: int, keep: torch.Tensor | None, causal: bool) -> torch.Tensor | None:
+def _blocked(
+    T: int, S: int, num_heads: int, keep: torch.Tensor | None, causal: bool
+) -> torch.Tensor | None:
     """MultiheadAttention's attn_mask (True = blocked): the future when ``causal``, padded keys when ``keep`` is
     given, then as (B * num_heads, T, S). Padding goes here rather than in key_padding_mask, whose check imports
     torch's symbolic shapes and sympy: 0.4 s of the first grade in every grading process."""
@@ -83,8 +111,12 @@ def _blocked(T: int, S: int, num_heads: int, keep: torch.Tensor | None, causal: 
     return full.expand(-1, num_heads, T, -1).reshape(-1, T, S)  # (B * num_heads, T, S)
 
 
-def expect_params(params: Mapping[str, torch.Tensor], names: Iterable[str], hint: str,
-                  what: str = "named_parameters()") -> dict[str, torch.Tensor]:
+def expect_params(
+    params: Mapping[str, torch.Tensor],
+    names: Iterable[str],
+    hint: str,
+    what: str = "named_parameters()",
+) -> dict[str, torch.Tensor]:
     """A student module's own parameters, after checking that the ``names`` an oracle needs are there."""
     __tracebackhide__ = True
     missing = [n for n in names if n not in params]

@@ -63,26 +63,50 @@ def expect(condition: bool, message: str, hint: str | None = None) -> None:
         fail(message, hint)
 
 
-def expect_tensor(got: Any, expected: torch.Tensor, *, what: str = "output", hint: str | None = None,
-                  atol: float | None = None, rtol: float | None = None, check_dtype: bool = True,
-                  suspects: Suspects | None = None) -> None:
+def expect_tensor(
+    got: Any,
+    expected: torch.Tensor,
+    *,
+    what: str = "output",
+    hint: str | None = None,
+    atol: float | None = None,
+    rtol: float | None = None,
+    check_dtype: bool = True,
+    suspects: Suspects | None = None,
+) -> None:
     """Compare a student value with an expected tensor, reporting the first kind of difference; on a failure,
     ``suspects`` say which misconception the value shows, if any (:mod:`grader.testing.diagnosis`)."""
     __tracebackhide__ = True
     default_atol, default_rtol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
     atol, rtol = default_atol if atol is None else atol, default_rtol if rtol is None else rtol
-    expect_shape(got, tuple(expected.shape), what=what, hint=hint, suspects=suspects, expected=expected)
+    expect_shape(
+        got, tuple(expected.shape), what=what, hint=hint, suspects=suspects, expected=expected
+    )
     if check_dtype and got.dtype != expected.dtype:
         said = suspects.explain(got, expected, atol, rtol) if suspects else ""
-        said = said if _diagnosed(said) else "\n  " + tag(
-            "dtype-ignored", f"your result comes back in {got.dtype} for a computation due in {expected.dtype}: a "
-            "tensor made without dtype= (torch.zeros(...)), a constant or a cast of another dtype along the way")
+        said = (
+            said
+            if _diagnosed(said)
+            else "\n  "
+            + tag(
+                "dtype-ignored",
+                f"your result comes back in {got.dtype} for a computation due in {expected.dtype}: a "
+                "tensor made without dtype= (torch.zeros(...)), a constant or a cast of another dtype along the way",
+            )
+        )
         fail(f"{what}: got dtype {got.dtype}, expected {expected.dtype}{said}")
     _expect_values(got, expected, what, hint, atol, rtol, suspects)
 
 
-def expect_call(call: Callable[[], Any], expected: torch.Tensor, *, what: str, suspects: Suspects | None = None,
-                check_values: bool = True, **tolerances: Any) -> Any:
+def expect_call(
+    call: Callable[[], Any],
+    expected: torch.Tensor,
+    *,
+    what: str,
+    suspects: Suspects | None = None,
+    check_values: bool = True,
+    **tolerances: Any,
+) -> Any:
     """``call()`` (a student's), compared with ``expected`` by :func:`expect_tensor` (only its shape, without
     ``check_values``); an exception it raises is explained by ``suspects`` when one of their variants raises the
     same. Returns what it returned."""
@@ -96,14 +120,19 @@ def expect_call(call: Callable[[], Any], expected: torch.Tensor, *, what: str, s
     return got
 
 
-def expect_tuple(call: Callable[[], Any], n: int, *, what: str, suspects: Suspects | None = None) -> tuple[Any, ...]:
+def expect_tuple(
+    call: Callable[[], Any], n: int, *, what: str, suspects: Suspects | None = None
+) -> tuple[Any, ...]:
     """``call()`` (a student's), which must return a tuple of ``n`` values; an exception it raises is explained by
     ``suspects`` when one of their variants raises the same."""
     __tracebackhide__ = True
     with watching(suspects):
         got = call()
-    expect(isinstance(got, tuple) and len(got) == n, f"{what}: got {type(got).__name__}"
-           f"{f' of {len(got)}' if isinstance(got, tuple) else ''}, expected a tuple of {n}")
+    expect(
+        isinstance(got, tuple) and len(got) == n,
+        f"{what}: got {type(got).__name__}"
+        f"{f' of {len(got)}' if isinstance(got, tuple) else ''}, expected a tuple of {n}",
+    )
     return tuple(got)
 
 
@@ -117,26 +146,51 @@ def expect_raises(call: Callable[[], Any], exc_type: str | None, *, what: str) -
         if exc.kind == "not_implemented":
             raise
         if exc_type is not None and exc.exc_type != exc_type:
-            fail(f"{what}: raised {exc.exc_type or exc.kind} ({exc.message.splitlines()[0][:160]}), expected the "
-                 f"{exc_type} the specification promises\n  " + tag(
-                     "error-unchecked", f"the invalid input is not checked where it should be: raise {exc_type} "
-                     "yourself before anything else fails on it"))
+            fail(
+                f"{what}: raised {exc.exc_type or exc.kind} ({exc.message.splitlines()[0][:160]}), expected the "
+                f"{exc_type} the specification promises\n  "
+                + tag(
+                    "error-unchecked",
+                    f"the invalid input is not checked where it should be: raise {exc_type} "
+                    "yourself before anything else fails on it",
+                )
+            )
         return exc
-    fail(f"{what}: no error, expected {exc_type or 'an error'}\n  " + tag(
-        "error-unchecked", f"an invalid input is accepted: check it and raise {exc_type or 'an error'}"))
+    fail(
+        f"{what}: no error, expected {exc_type or 'an error'}\n  "
+        + tag(
+            "error-unchecked",
+            f"an invalid input is accepted: check it and raise {exc_type or 'an error'}",
+        )
+    )
 
 
-def expect_shape(got: Any, shape: tuple[int, ...], *, what: str = "output", hint: str | None = None,
-                 suspects: Suspects | None = None, expected: torch.Tensor | None = None) -> None:
+def expect_shape(
+    got: Any,
+    shape: tuple[int, ...],
+    *,
+    what: str = "output",
+    hint: str | None = None,
+    suspects: Suspects | None = None,
+    expected: torch.Tensor | None = None,
+) -> None:
     """Missing → type → shape, for a value that must be a tensor of ``shape``."""
     __tracebackhide__ = True
     if got is None:
-        fail(f"{what}: got None, expected a tensor of shape {shape}", hint or "did you forget to return it?")
+        fail(
+            f"{what}: got None, expected a tensor of shape {shape}",
+            hint or "did you forget to return it?",
+        )
     if type(got) is not torch.Tensor:
         fail(f"{what}: got {type(got).__name__}, expected a torch.Tensor of shape {shape}", hint)
     if tuple(got.shape) != tuple(shape):
-        said = suspects.explain(got, expected, 0.0, 0.0) if suspects and expected is not None else ""
-        fail(f"{what}: got shape {tuple(got.shape)}, expected {tuple(shape)}{said}", None if _diagnosed(said) else hint)
+        said = (
+            suspects.explain(got, expected, 0.0, 0.0) if suspects and expected is not None else ""
+        )
+        fail(
+            f"{what}: got shape {tuple(got.shape)}, expected {tuple(shape)}{said}",
+            None if _diagnosed(said) else hint,
+        )
 
 
 def expect_finite(got: torch.Tensor, *, what: str = "output", hint: str | None = None) -> None:
@@ -146,14 +200,24 @@ def expect_finite(got: torch.Tensor, *, what: str = "output", hint: str | None =
         fail(f"{what}: got {bad} NaN/inf value(s) of {got.numel()}, expected all finite", hint)
 
 
-def _expect_values(got: torch.Tensor, expected: torch.Tensor, what: str, hint: str | None,
-                   atol: float, rtol: float, suspects: Suspects | None = None) -> None:
+def _expect_values(
+    got: torch.Tensor,
+    expected: torch.Tensor,
+    what: str,
+    hint: str | None,
+    atol: float,
+    rtol: float,
+    suspects: Suspects | None = None,
+) -> None:
     __tracebackhide__ = True
     detail = mismatch_summary(got, expected, atol, rtol)
     if detail:
         said = ((suspects or NO_SUSPECTS) + PRECISION).explain(got, expected, atol, rtol)
-        fail(f"{what}: values differ from the expected ones: {detail}\n{mismatch_preview(got, expected, atol, rtol)}"
-             f"{said}", None if _diagnosed(said) else hint)
+        fail(
+            f"{what}: values differ from the expected ones: {detail}\n{mismatch_preview(got, expected, atol, rtol)}"
+            f"{said}",
+            None if _diagnosed(said) else hint,
+        )
 
 
 def _diagnosed(said: str) -> bool:
@@ -161,7 +225,9 @@ def _diagnosed(said: str) -> bool:
     return "diagnosis [" in said
 
 
-def mismatch_summary(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str | None:
+def mismatch_summary(
+    got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float
+) -> str | None:
     """``None`` when ``got`` is close to ``expected`` (``|g - e| <= atol + rtol |e|``, NaN never close; booleans
     equal), else how many elements differ and by how much at most.
 
@@ -178,12 +244,18 @@ def mismatch_summary(got: torch.Tensor, expected: torch.Tensor, atol: float, rto
         return None
     # only the mismatched elements count (an inf equal to an inf is close, yet inf - inf is NaN)
     inf = float("inf")
-    diff = torch.where(bad, (g.to(torch.float64) - e.to(torch.float64)).abs().nan_to_num(inf, posinf=inf), 0.0)
+    diff = torch.where(
+        bad, (g.to(torch.float64) - e.to(torch.float64)).abs().nan_to_num(inf, posinf=inf), 0.0
+    )
     worst = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0]) if diff.dim() else ()
-    relative = float(torch.where(bad, diff / e.to(torch.float64).abs(), 0.0).nan_to_num(inf, posinf=inf).max())
-    return (f"Mismatched elements: {count} / {bad.numel()} ({100 * count / bad.numel():.1f}%) "
-            f"Greatest absolute difference: {float(diff.max()):.6g} at index {worst} (up to {atol:g} allowed) "
-            f"Greatest relative difference: {relative:.6g} (up to {rtol:g} allowed)")
+    relative = float(
+        torch.where(bad, diff / e.to(torch.float64).abs(), 0.0).nan_to_num(inf, posinf=inf).max()
+    )
+    return (
+        f"Mismatched elements: {count} / {bad.numel()} ({100 * count / bad.numel():.1f}%) "
+        f"Greatest absolute difference: {float(diff.max()):.6g} at index {worst} (up to {atol:g} allowed) "
+        f"Greatest relative difference: {relative:.6g} (up to {rtol:g} allowed)"
+    )
 
 
 def mismatch_preview(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
@@ -198,25 +270,39 @@ def mismatch_preview(got: torch.Tensor, expected: torch.Tensor, atol: float, rto
         return f"  got      {_row(g.reshape(-1), 0)}\n  expected {_row(e.reshape(-1), 0)}"
     index = tuple(int(i) for i in torch.nonzero(bad)[0])
     digits = _digits(g[index].item(), e[index].item())
-    head = (f"  first mismatch at index {index}: got {_fmt(g[index].item(), digits)}, "
-            f"expected {_fmt(e[index].item(), digits)}")
+    head = (
+        f"  first mismatch at index {index}: got {_fmt(g[index].item(), digits)}, "
+        f"expected {_fmt(e[index].item(), digits)}"
+    )
     if g.dtype == torch.bool and e.dtype == torch.bool and g.dim() >= 2:
         return head + "\n" + _grids(g, e, index)
     line = index[:-1]
     where = f"[{', '.join(map(str, line))}, …]" if line else "all"
-    return (f"{head}\n  got      {where}: {_row(g[line], index[-1], digits)}\n"
-            f"  expected {where}: {_row(e[line], index[-1], digits)}")
+    return (
+        f"{head}\n  got      {where}: {_row(g[line], index[-1], digits)}\n"
+        f"  expected {where}: {_row(e[line], index[-1], digits)}"
+    )
 
 
 def _row(values: torch.Tensor, at: int, digits: int = 4, before: int = 2, after: int = 4) -> str:
     """``[…, a, b, <c>, d, …]``: a window of a 1-D tensor around position ``at`` (marked with <>)."""
     lo, hi = max(0, at - before), min(values.numel(), at + after + 1)
-    cells = [f"<{_fmt(values[i].item(), digits)}>" if i == at else _fmt(values[i].item(), digits)
-             for i in range(lo, hi)]
-    return "[" + ("…, " if lo > 0 else "") + ", ".join(cells) + (", …" if hi < values.numel() else "") + "]"
+    cells = [
+        f"<{_fmt(values[i].item(), digits)}>" if i == at else _fmt(values[i].item(), digits)
+        for i in range(lo, hi)
+    ]
+    return (
+        "["
+        + ("…, " if lo > 0 else "")
+        + ", ".join(cells)
+        + (", …" if hi < values.numel() else "")
+        + "]"
+    )
 
 
-def _grids(got: torch.Tensor, expected: torch.Tensor, index: tuple[int, ...], size: int = 10) -> str:
+def _grids(
+    got: torch.Tensor, expected: torch.Tensor, index: tuple[int, ...], size: int = 10
+) -> str:
     """Both masks' (rows, columns) slice holding the first mismatch, 1 = True, as side-by-side grids."""
     r, c = index[-2], index[-1]
     rows = range(max(0, r - size // 2), min(got.shape[-2], max(0, r - size // 2) + size))

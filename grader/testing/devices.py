@@ -15,9 +15,11 @@ from typing import Any
 from grader.testing.checks import expect
 from grader.testing.diagnosis import tag
 
-DEVICE_HINT = ("make every tensor on the input's device: torch.ones(..., device=x.device), "
-               "torch.arange(..., device=x.device), torch.zeros_like(x); keep a fixed mask in a registered buffer "
-               "(self.register_buffer) so that module.to(device) moves it")
+DEVICE_HINT = (
+    "make every tensor on the input's device: torch.ones(..., device=x.device), "
+    "torch.arange(..., device=x.device), torch.zeros_like(x); keep a fixed mask in a registered buffer "
+    "(self.register_buffer) so that module.to(device) moves it"
+)
 
 
 def expect_on_input_device(run: Callable[[], Any], *, what: str, hint: str | None = None) -> None:
@@ -28,6 +30,13 @@ def expect_on_input_device(run: Callable[[], Any], *, what: str, hint: str | Non
     described = run()
     for i, item in enumerate(described if isinstance(described, tuple) else (described,)):
         expect(isinstance(item, dict), f"{what}: returned {item}, expected a tensor", hint)
-        expect(item["device"] == "meta", f"{what}: output {i} is on {item['device']}, expected the inputs' device "
-               "(meta)\n  " + tag("device-ignored", "your code builds its result on a device of its own (a tensor made "
-                                  "without device=, or kept as a plain attribute that .to() does not move)"))
+        expect(
+            item["device"] == "meta",
+            f"{what}: output {i} is on {item['device']}, expected the inputs' device "
+            "(meta)\n  "
+            + tag(
+                "device-ignored",
+                "your code builds its result on a device of its own (a tensor made "
+                "without device=, or kept as a plain attribute that .to() does not move)",
+            ),
+        )

@@ -35,7 +35,9 @@ class Variant:
     ``also``: other misconceptions that give exactly the same output (the diagnosis names them all)."""
 
     id: str
-    shows: str  # completes "your output equals ...": "attention with the scores divided by 4 (d_out)"
+    shows: (
+        str  # completes "your output equals ...": "attention with the scores divided by 4 (d_out)"
+    )
     compute: Callable[[], Any]
     also: tuple[str, ...] = ()
 
@@ -83,7 +85,9 @@ class Suspects:
         """A diagnosis for an exception the student's code raised: a variant raising the same one."""
         for item in self.items:
             if isinstance(item, Variant) and _raises_the_same(item, error):
-                return tag(item.ids, f"your code raises the same error as {item.shows} on these inputs")
+                return tag(
+                    item.ids, f"your code raises the same error as {item.shows} on these inputs"
+                )
         return None
 
 
@@ -91,14 +95,20 @@ def tag(mid: str, text: str) -> str:
     return TAG.format(id=mid) + text
 
 
-def _try(item: Variant | Detector, got: Any, expected: torch.Tensor, atol: float, rtol: float) -> str | None:
+def _try(
+    item: Variant | Detector, got: Any, expected: torch.Tensor, atol: float, rtol: float
+) -> str | None:
     if type(got) is not torch.Tensor:
         return None
     if isinstance(item, Detector):
         seen = item.observe(got, expected)
         return tag(item.id, seen) if seen else None
     wrong = _evaluate(item)
-    if type(wrong) is not torch.Tensor or close(wrong, expected, atol, rtol) or not close(got, wrong, atol, rtol):
+    if (
+        type(wrong) is not torch.Tensor
+        or close(wrong, expected, atol, rtol)
+        or not close(got, wrong, atol, rtol)
+    ):
         return None  # raises, cannot be told from the right answer on these inputs, or not what the student did
     return tag(item.ids, f"your output equals {item.shows}")
 
@@ -119,15 +129,24 @@ def close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
     if x.dtype == torch.bool or y.dtype == torch.bool:
         return bool(torch.equal(x.bool(), y.bool())) and x.dtype == y.dtype
     x, y = x.to(torch.float64), y.to(torch.float64)
-    return bool(torch.isclose(x, y, atol=max(atol, MATCH_TOLERANCE[0]), rtol=max(rtol, MATCH_TOLERANCE[1]),
-                              equal_nan=True).all())
+    return bool(
+        torch.isclose(
+            x,
+            y,
+            atol=max(atol, MATCH_TOLERANCE[0]),
+            rtol=max(rtol, MATCH_TOLERANCE[1]),
+            equal_nan=True,
+        ).all()
+    )
 
 
 def _raises_the_same(variant: Variant, error: StudentError) -> bool:
     wrong = _evaluate(variant)
     if not isinstance(wrong, Exception) or type(wrong).__name__ != error.exc_type:
         return False
-    text = str(wrong).split("\n")[0].strip()  # the worker qualifies the message with the student's function
+    text = (
+        str(wrong).split("\n")[0].strip()
+    )  # the worker qualifies the message with the student's function
     return bool(text) and error.message.split("\n")[0].endswith(text)
 
 
@@ -151,7 +170,9 @@ def watching(suspects: Suspects | None) -> Iterator[None]:
     except StudentError as exc:
         said = suspects.explain_error(exc) if suspects is not None else None
         if said:
-            exc.diagnosis = said  # a trusted-side object, made by the backend from the worker's reply
+            exc.diagnosis = (
+                said  # a trusted-side object, made by the backend from the worker's reply
+            )
         raise
 
 
@@ -159,25 +180,57 @@ def watching(suspects: Suspects | None) -> Iterator[None]:
 TELLTALES: tuple[tuple[str, str, str], ...] = (
     ("inplace-input", "InputModified", "your code changed a tensor it was given, in place"),
     ("banned-api", "BannedAPIError", "your code calls a function this exercise bans"),
-    ("inplace-autograd", "modified by an inplace operation",
-     "an in-place operation changed a tensor autograd saved for the backward pass"),
-    ("no-gradient", "does not require grad and does not have a grad_fn",
-     "the output is cut off from autograd (.detach(), .data, torch.no_grad() or a tensor rebuilt from values)"),
-    ("device-ignored, not-a-buffer", "is not on the expected device", "your code makes a tensor on another device than its "
-     "inputs' (a tensor made without device=, or a plain attribute that .to() does not move)"),
-    ("device-ignored, not-a-buffer", "Expected all tensors to be on the same device", "your code makes a tensor on another "
-     "device than its inputs' (a tensor made without device=, or a plain attribute that .to() does not move)"),
-    ("device-ignored", "Cannot copy out of meta tensor", "your code copies a tensor to the CPU (.cpu(), .tolist(), "
-     "torch.as_tensor without device=) where it must stay on its inputs' device"),
-    ("dtype-ignored", "expected scalar type", "your code mixes dtypes: a tensor made in another dtype than its inputs' "
-     "(a float32 mask or constant) meets them"),
-    ("noncontiguous-view", "view size is not compatible with input tensor's size and stride", "your code calls "
-     ".view() on a tensor that is not contiguous (a transposed or sliced input, as a model passes them): use "
-     ".reshape(), which copies only when it must"),
-    ("mask-truthiness", "Boolean value of Tensor with more than one value is ambiguous",
-     "`if tensor:` on a tensor of several values (`if mask:` where a test against None was meant)"),
-    ("function-grad-count", "returned an incorrect number of gradients",
-     "backward returns fewer gradients than forward takes inputs (None for each non-tensor one)"),
+    (
+        "inplace-autograd",
+        "modified by an inplace operation",
+        "an in-place operation changed a tensor autograd saved for the backward pass",
+    ),
+    (
+        "no-gradient",
+        "does not require grad and does not have a grad_fn",
+        "the output is cut off from autograd (.detach(), .data, torch.no_grad() or a tensor rebuilt from values)",
+    ),
+    (
+        "device-ignored, not-a-buffer",
+        "is not on the expected device",
+        "your code makes a tensor on another device than its "
+        "inputs' (a tensor made without device=, or a plain attribute that .to() does not move)",
+    ),
+    (
+        "device-ignored, not-a-buffer",
+        "Expected all tensors to be on the same device",
+        "your code makes a tensor on another "
+        "device than its inputs' (a tensor made without device=, or a plain attribute that .to() does not move)",
+    ),
+    (
+        "device-ignored",
+        "Cannot copy out of meta tensor",
+        "your code copies a tensor to the CPU (.cpu(), .tolist(), "
+        "torch.as_tensor without device=) where it must stay on its inputs' device",
+    ),
+    (
+        "dtype-ignored",
+        "expected scalar type",
+        "your code mixes dtypes: a tensor made in another dtype than its inputs' "
+        "(a float32 mask or constant) meets them",
+    ),
+    (
+        "noncontiguous-view",
+        "view size is not compatible with input tensor's size and stride",
+        "your code calls "
+        ".view() on a tensor that is not contiguous (a transposed or sliced input, as a model passes them): use "
+        ".reshape(), which copies only when it must",
+    ),
+    (
+        "mask-truthiness",
+        "Boolean value of Tensor with more than one value is ambiguous",
+        "`if tensor:` on a tensor of several values (`if mask:` where a test against None was meant)",
+    ),
+    (
+        "function-grad-count",
+        "returned an incorrect number of gradients",
+        "backward returns fewer gradients than forward takes inputs (None for each non-tensor one)",
+    ),
 )
 
 
@@ -188,11 +241,15 @@ def _float32_sized(got: torch.Tensor, expected: torch.Tensor) -> str | None:
     err = float((got - expected).abs().nan_to_num(float("inf")).max()) if got.numel() else 0.0
     if not 0.0 < err <= 1e-5 * max(float(expected.abs().max()), 1.0):
         return None
-    return (f"your float64 result is off by at most {err:.2g}: float32's precision, not float64's (a step computed "
-            "in float32: a .float(), a float32 tensor or constant, a cast and back)")
+    return (
+        f"your float64 result is off by at most {err:.2g}: float32's precision, not float64's (a step computed "
+        "in float32: a .float(), a float32 tensor or constant, a cast and back)"
+    )
 
 
-PRECISION = Suspects((Detector("precision-lowered", _float32_sized),))  # every float64 check tries it last
+PRECISION = Suspects(
+    (Detector("precision-lowered", _float32_sized),)
+)  # every float64 check tries it last
 
 
 def diagnosis_of(error: StudentError) -> str | None:

@@ -32,15 +32,20 @@ class FixedDropout(nn.Module):
         return weights * self.multipliers.to(weights.dtype)
 
 
-def attention_with_draw(keep: torch.Tensor, mask: torch.Tensor | None = None
-                        ) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+def attention_with_draw(
+    keep: torch.Tensor, mask: torch.Tensor | None = None
+) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """``(output, weights)`` of attention (scale 1 / sqrt(E), a bool ``mask``: True = may attend) whose dropout is
     the draw ``keep``: the oracle of a function's training-mode backward, in the inputs' dtype (float64)."""
-    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+
+    def attend(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
         scores = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1) * keep
         return weights @ v, weights
+
     return attend
 
 
@@ -49,11 +54,15 @@ def drawn_multipliers(coefficients: torch.Tensor, weights: torch.Tensor, p: floa
     weight was kept, 0 where it was dropped or is 0 anyway. Call it after ``expect_dropout_on_weights`` passed:
     each share is then 0 or ``weight / (1 - p)``, and half way between them tells them apart."""
     scaled = weights.double() / (1 - p)
-    kept = (coefficients.double() - scaled).abs() < coefficients.double().abs()  # nearer weight / (1 - p) than 0
+    kept = (
+        coefficients.double() - scaled
+    ).abs() < coefficients.double().abs()  # nearer weight / (1 - p) than 0
     return kept.double() / (1 - p)
 
 
-def output_multipliers(out: torch.Tensor, weights: torch.Tensor, values: torch.Tensor, p: float) -> torch.Tensor:
+def output_multipliers(
+    out: torch.Tensor, weights: torch.Tensor, values: torch.Tensor, p: float
+) -> torch.Tensor:
     """:func:`drawn_multipliers` of an output ``(keep * weights / (1 - p)) @ values`` (independent value rows)."""
     return drawn_multipliers(value_coefficients(out, values), weights, p)
 
@@ -62,7 +71,12 @@ def expect_new_draw(first: torch.Tensor, second: torch.Tensor, *, what: str) -> 
     """Two training-mode calls on the same inputs must draw afresh: equal outputs mean one fixed draw."""
     __tracebackhide__ = True
     if tuple(first.shape) == tuple(second.shape) and torch.equal(first, second):
-        fail(f"{what}: two training-mode calls with the same inputs give identical results, expected a fresh "
-             "dropout draw each time\n  " + tag(
-                 "dropout-same-draw", "every call drops the same weights: the dropout mask comes from a fixed seed "
-                 "or generator (torch.manual_seed, torch.Generator().manual_seed) or is drawn once and kept"))
+        fail(
+            f"{what}: two training-mode calls with the same inputs give identical results, expected a fresh "
+            "dropout draw each time\n  "
+            + tag(
+                "dropout-same-draw",
+                "every call drops the same weights: the dropout mask comes from a fixed seed "
+                "or generator (torch.manual_seed, torch.Generator().manual_seed) or is drawn once and kept",
+            )
+        )

@@ -18,10 +18,14 @@ from grader.student.proxy import StudentCallable
 from grader.testing.checks import expect_tensor, fail
 from grader.testing.diagnosis import Detector, Suspects, tag
 
-GRAD_HINT = ("keep the computation differentiable: no .detach(), .data, .item(), torch.no_grad() or new tensors "
-             "built from values; never modify in place (x /= s, x.masked_fill_) a tensor autograd still needs")
-CUT_OFF = ("the output is right but this gradient is not: part of the computation is invisible to autograd "
-           "(.detach(), .data, torch.no_grad(), or a tensor rebuilt from values)")
+GRAD_HINT = (
+    "keep the computation differentiable: no .detach(), .data, .item(), torch.no_grad() or new tensors "
+    "built from values; never modify in place (x /= s, x.masked_fill_) a tensor autograd still needs"
+)
+CUT_OFF = (
+    "the output is right but this gradient is not: part of the computation is invisible to autograd "
+    "(.detach(), .data, torch.no_grad(), or a tensor rebuilt from values)"
+)
 # the one suspect of a gradient check reached with the output already right (autograd computes both)
 GRADIENT_SUSPECTS = Suspects((Detector("no-gradient", lambda got, expected: CUT_OFF),))
 
@@ -29,16 +33,24 @@ GRADIENT_SUSPECTS = Suspects((Detector("no-gradient", lambda got, expected: CUT_
 def no_gradient(what: str, name: str) -> None:
     """Fail for a gradient that did not come back: the output does not depend on ``name`` through autograd."""
     __tracebackhide__ = True
-    fail(f"{what}: got no gradient for {name}, expected one\n  " + tag(
-        "no-gradient", "the output does not depend on it through autograd (.detach(), .data, torch.no_grad(), or a "
-        "tensor rebuilt from values)"))
+    fail(
+        f"{what}: got no gradient for {name}, expected one\n  "
+        + tag(
+            "no-gradient",
+            "the output does not depend on it through autograd (.detach(), .data, torch.no_grad(), or a "
+            "tensor rebuilt from values)",
+        )
+    )
 
 
-GradOutput = torch.Tensor | tuple[torch.Tensor | None, ...]  # one upstream gradient per output (None: that output unused)
+GradOutput = (
+    torch.Tensor | tuple[torch.Tensor | None, ...]
+)  # one upstream gradient per output (None: that output unused)
 
 
-def oracle_grads(oracle: Callable[..., Any], inputs: Sequence[torch.Tensor],
-                 grad_output: GradOutput) -> tuple[Any, tuple[Any, ...]]:
+def oracle_grads(
+    oracle: Callable[..., Any], inputs: Sequence[torch.Tensor], grad_output: GradOutput
+) -> tuple[Any, tuple[Any, ...]]:
     """``(outputs, input_grads)`` of ``oracle(*inputs)`` for the upstream gradient ``grad_output``."""
     leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
     out = oracle(*leaves)
@@ -49,21 +61,46 @@ def oracle_grads(oracle: Callable[..., Any], inputs: Sequence[torch.Tensor],
     return (detached if isinstance(out, tuple) else detached[0]), tuple(x.grad for x in leaves)
 
 
-def expect_grads(student_fn: StudentCallable, inputs: Sequence[torch.Tensor], oracle: Callable[..., Any],
-                 grad_output: GradOutput, *, what: str, names: Sequence[str], suspects: Suspects | None = None,
-                 gradient_suspects: Suspects = GRADIENT_SUSPECTS, **kwargs: Any) -> None:
+def expect_grads(
+    student_fn: StudentCallable,
+    inputs: Sequence[torch.Tensor],
+    oracle: Callable[..., Any],
+    grad_output: GradOutput,
+    *,
+    what: str,
+    names: Sequence[str],
+    suspects: Suspects | None = None,
+    gradient_suspects: Suspects = GRADIENT_SUSPECTS,
+    **kwargs: Any,
+) -> None:
     """Fail unless the student function's float64 output and input gradients match the oracle's (``suspects``:
     the output's misconceptions; ``gradient_suspects``: the gradients', by default the one that shows when autograd
     computes both and only the gradient is wrong: a custom backward has others)."""
     __tracebackhide__ = True
     got = student_fn.grads(*inputs, grad_output=grad_output, **kwargs)
-    expect_grads_of(got, inputs, lambda *xs: oracle(*xs, **kwargs), grad_output, what=what, names=names,
-                    suspects=suspects, gradient_suspects=gradient_suspects)
+    expect_grads_of(
+        got,
+        inputs,
+        lambda *xs: oracle(*xs, **kwargs),
+        grad_output,
+        what=what,
+        names=names,
+        suspects=suspects,
+        gradient_suspects=gradient_suspects,
+    )
 
 
-def expect_grads_of(got: tuple[Any, tuple[Any, ...]], inputs: Sequence[torch.Tensor], oracle: Callable[..., Any],
-                    grad_output: GradOutput, *, what: str, names: Sequence[str], suspects: Suspects | None = None,
-                    gradient_suspects: Suspects = GRADIENT_SUSPECTS) -> None:
+def expect_grads_of(
+    got: tuple[Any, tuple[Any, ...]],
+    inputs: Sequence[torch.Tensor],
+    oracle: Callable[..., Any],
+    grad_output: GradOutput,
+    *,
+    what: str,
+    names: Sequence[str],
+    suspects: Suspects | None = None,
+    gradient_suspects: Suspects = GRADIENT_SUSPECTS,
+) -> None:
     """:func:`expect_grads` on what a ``.grads`` call already gave back (``got``): a test that must read its output
     first (a dropout draw) builds the oracle from it, then compares."""
     __tracebackhide__ = True
@@ -73,8 +110,12 @@ def expect_grads_of(got: tuple[Any, tuple[Any, ...]], inputs: Sequence[torch.Ten
     if not isinstance(outs, tuple) or len(outs) != len(want_outs):
         fail(f"{what}: got {type(out).__name__}, expected {len(want_outs)} output(s)")
     for i, (o, w) in enumerate(zip(outs, want_outs)):
-        expect_tensor(o, w, what=f"{what}: output {i}" if len(want_outs) > 1 else f"{what}: output",
-                      suspects=suspects)
+        expect_tensor(
+            o,
+            w,
+            what=f"{what}: output {i}" if len(want_outs) > 1 else f"{what}: output",
+            suspects=suspects,
+        )
     for name, got, want in zip(names, grads, want_grads):
         if got is None:
             no_gradient(what, name)

@@ -30,19 +30,33 @@ def params_of(module: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in module.named_parameters()}
 
 
-def transplant(h: Handle, source: nn.Module | Mapping[str, torch.Tensor], *, hint: str,
-               defaults: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+def transplant(
+    h: Handle,
+    source: nn.Module | Mapping[str, torch.Tensor],
+    *,
+    hint: str,
+    defaults: Mapping[str, torch.Tensor] | None = None,
+) -> dict[str, torch.Tensor]:
     """Load ``source``'s parameters into the student handle ``h``; return the parameters the oracle must use.
 
     With a reference module as ``source``, the module itself is adjusted in place too, so that an oracle that
     runs it (``ref(x)``) follows the student's structure."""
-    params = params_of(source) if isinstance(source, nn.Module) else {k: v.detach().clone() for k, v in source.items()}
+    params = (
+        params_of(source)
+        if isinstance(source, nn.Module)
+        else {k: v.detach().clone() for k, v in source.items()}
+    )
     own = h.state_dict()  # parameters and buffers: a value kept as a buffer still loads
-    used = {name: _stand_in(name, value, own, hint, defaults or {}) for name, value in params.items()}
+    used = {
+        name: _stand_in(name, value, own, hint, defaults or {}) for name, value in params.items()
+    }
     # a bias the reference does not have (qkv_bias=False) but the module keeps anyway: zero, as if absent
     # (parameters only: GPT-2's causal mask is a buffer named `bias`, and must stay as it is)
-    extra = {k: torch.zeros_like(v) for k, v in dict(h.named_parameters()).items()
-             if k.endswith("bias") and k not in params}
+    extra = {
+        k: torch.zeros_like(v)
+        for k, v in dict(h.named_parameters()).items()
+        if k.endswith("bias") and k not in params
+    }
     h.load_state_dict({**{k: v for k, v in params.items() if k in own}, **extra}, strict=False)
     if isinstance(source, nn.Module):
         with torch.no_grad():
@@ -51,8 +65,9 @@ def transplant(h: Handle, source: nn.Module | Mapping[str, torch.Tensor], *, hin
     return used
 
 
-def compared_grads(ref: nn.Module, got: Mapping[str, torch.Tensor | None]
-                   ) -> Iterator[tuple[str, torch.Tensor | None, torch.Tensor | None]]:
+def compared_grads(
+    ref: nn.Module, got: Mapping[str, torch.Tensor | None]
+) -> Iterator[tuple[str, torch.Tensor | None, torch.Tensor | None]]:
     """``(name, student's gradient, reference's)`` for each of the reference's parameters, leaving out a bias
     the student's module does not have (the structure test charges that, once)."""
     for name, param in ref.named_parameters():
@@ -60,34 +75,59 @@ def compared_grads(ref: nn.Module, got: Mapping[str, torch.Tensor | None]
             yield name, got.get(name), param.grad
 
 
-def expect_module_grads(h: Handle, ref: nn.Module, *inputs: torch.Tensor, grad_output: torch.Tensor,
-                        names: Sequence[str] = ("x",), suspects: Suspects | None = None
-                        ) -> dict[str, torch.Tensor | None]:
+def expect_module_grads(
+    h: Handle,
+    ref: nn.Module,
+    *inputs: torch.Tensor,
+    grad_output: torch.Tensor,
+    names: Sequence[str] = ("x",),
+    suspects: Suspects | None = None,
+) -> dict[str, torch.Tensor | None]:
     """One forward and backward of the student's module ``h`` against ``ref`` (same weights, usually float64):
     the output (``suspects``: its misconceptions), the gradient of each floating-point input (``names``, in order)
     and of each parameter must match. Returns the student's parameter gradients for further checks."""
     __tracebackhide__ = True
-    return expect_grads_of(h.grads(*inputs, grad_output=grad_output), ref, *inputs, grad_output=grad_output,
-                           names=names, suspects=suspects)
+    return expect_grads_of(
+        h.grads(*inputs, grad_output=grad_output),
+        ref,
+        *inputs,
+        grad_output=grad_output,
+        names=names,
+        suspects=suspects,
+    )
 
 
-def expect_grads_of(given: tuple[Any, tuple[Any, ...], dict[str, Any]], ref: nn.Module, *inputs: torch.Tensor,
-                    grad_output: torch.Tensor, names: Sequence[str] = ("x",), suspects: Suspects | None = None,
-                    what: str = "float64 output") -> dict[str, torch.Tensor | None]:
+def expect_grads_of(
+    given: tuple[Any, tuple[Any, ...], dict[str, Any]],
+    ref: nn.Module,
+    *inputs: torch.Tensor,
+    grad_output: torch.Tensor,
+    names: Sequence[str] = ("x",),
+    suspects: Suspects | None = None,
+    what: str = "float64 output",
+) -> dict[str, torch.Tensor | None]:
     """:func:`expect_module_grads` on what a ``Handle.grads`` call already gave back (``got``): a test that must
     look at the output first (to read a dropout draw from it) compares the rest afterwards."""
     __tracebackhide__ = True
     out, input_grads, param_grads = given
     leaves = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
     expected = ref(*leaves)
-    (expected * grad_output).sum().backward()  # the same vector-Jacobian product; .backward(g) imports sympy
+    (
+        expected * grad_output
+    ).sum().backward()  # the same vector-Jacobian product; .backward(g) imports sympy
     expect_tensor(out, expected.detach(), what=what, suspects=suspects)
-    floating = [(leaf, got) for leaf, got in zip(leaves, input_grads, strict=True) if leaf.is_floating_point()]
+    floating = [
+        (leaf, got)
+        for leaf, got in zip(leaves, input_grads, strict=True)
+        if leaf.is_floating_point()
+    ]
     for name, (leaf, got) in zip(names, floating, strict=True):
         assert leaf.grad is not None, f"the oracle's output does not depend on {name}"
         if got is None:
             no_gradient("backward", f"the input {name}")
-        expect_tensor(got, leaf.grad, what=f"gradient of the input {name}", suspects=GRADIENT_SUSPECTS)
+        expect_tensor(
+            got, leaf.grad, what=f"gradient of the input {name}", suspects=GRADIENT_SUSPECTS
+        )
     for pname, got, want in compared_grads(ref, param_grads):
         assert want is not None, f"the oracle's output does not depend on {pname}"
         if got is None:
@@ -96,21 +136,36 @@ def expect_grads_of(given: tuple[Any, tuple[Any, ...], dict[str, Any]], ref: nn.
     return dict(param_grads)
 
 
-def _stand_in(name: str, value: torch.Tensor, own: Mapping[str, torch.Tensor], hint: str,
-              defaults: Mapping[str, torch.Tensor]) -> torch.Tensor:
+def _stand_in(
+    name: str,
+    value: torch.Tensor,
+    own: Mapping[str, torch.Tensor],
+    hint: str,
+    defaults: Mapping[str, torch.Tensor],
+) -> torch.Tensor:
     """The value the oracle uses for ``name``: the reference's, or what the student's module has instead."""
     __tracebackhide__ = True
     if name in own:
         if tuple(own[name].shape) != tuple(value.shape):
             said = diagnose_structure({name: tuple(own[name].shape)}, {name: tuple(value.shape)})
-            fail(f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}"
-                 + (f"\n  {said}" if said else ""), None if said else hint)
+            fail(
+                f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}"
+                + (f"\n  {said}" if said else ""),
+                None if said else hint,
+            )
         return value
     if name.endswith("bias"):
-        return torch.zeros_like(value)  # a layer without its bias (the structure test charges the omission)
+        return torch.zeros_like(
+            value
+        )  # a layer without its bias (the structure test charges the omission)
     if name in defaults:
         return defaults[name].to(value.dtype).expand_as(value).clone()
-    said = diagnose_structure({n: tuple(t.shape) for n, t in own.items()}, {**{n: tuple(t.shape) for n, t in
-                                                                              own.items()}, name: tuple(value.shape)})
-    fail(f"named_parameters(): your module has no {name!r} (it has {sorted(own)[:6]})"
-         + (f"\n  {said}" if said else ""), None if said else hint)
+    said = diagnose_structure(
+        {n: tuple(t.shape) for n, t in own.items()},
+        {**{n: tuple(t.shape) for n, t in own.items()}, name: tuple(value.shape)},
+    )
+    fail(
+        f"named_parameters(): your module has no {name!r} (it has {sorted(own)[:6]})"
+        + (f"\n  {said}" if said else ""),
+        None if said else hint,
+    )

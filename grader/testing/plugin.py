@@ -26,25 +26,48 @@ from grader.testing.diagnosis import diagnosis_of
 from grader.testing.hints import hint_of
 
 backend_factory_key = pytest.StashKey[Callable[[], Backend]]()
-assignment_key = pytest.StashKey[manifest.Assignment]()  # the runner's loaded assignment: not read again
+assignment_key = pytest.StashKey[
+    manifest.Assignment
+]()  # the runner's loaded assignment: not read again
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("grader", "attention-grader exercise suites")
-    group.addoption("--student", default=None, metavar="PATH",
-                    help="folder with the exercise modules to test (default: ./exercises)")
-    group.addoption("--grading-seed", type=int, default=0, metavar="N",
-                    help="seed from which every test draws its inputs (default 0)")
-    group.addoption("--manifest", default=None, metavar="FILE", help="assignments.json to read banned APIs from")
-    group.addoption("--assignment", default=None, help="assignment id in the manifest (default: its default one)")
+    group.addoption(
+        "--student",
+        default=None,
+        metavar="PATH",
+        help="folder with the exercise modules to test (default: ./exercises)",
+    )
+    group.addoption(
+        "--grading-seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed from which every test draws its inputs (default 0)",
+    )
+    group.addoption(
+        "--manifest", default=None, metavar="FILE", help="assignments.json to read banned APIs from"
+    )
+    group.addoption(
+        "--assignment",
+        default=None,
+        help="assignment id in the manifest (default: its default one)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "exercise(id): the exercise (manifest id) a test grades")
     config.addinivalue_line("markers", "points(n): points the test is worth when it passes")
-    config.addinivalue_line("markers", "hint(text): the hint shown when the student's code raises in this test")
-    config.addinivalue_line("markers", "severe(why): failing it caps the exercise at half its points (why: what breaks)")
-    config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped (and worth nothing) without one")
+    config.addinivalue_line(
+        "markers", "hint(text): the hint shown when the student's code raises in this test"
+    )
+    config.addinivalue_line(
+        "markers", "severe(why): failing it caps the exercise at half its points (why: what breaks)"
+    )
+    config.addinivalue_line(
+        "markers", "cuda: needs a CUDA device; skipped (and worth nothing) without one"
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -53,15 +76,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
-                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     excinfo = call.excinfo
     if excinfo is not None and isinstance(excinfo.value, StudentError):
         report.longrepr = excinfo.value.feedback() + _said_under(item, excinfo.value)
         report.user_properties.append(("student_kind", excinfo.value.kind))
     elif excinfo is not None and caps_observed(excinfo.value):
-        report.user_properties.append(("caps", caps_observed(excinfo.value)))  # a severe test's own class
+        report.user_properties.append(
+            ("caps", caps_observed(excinfo.value))
+        )  # a severe test's own class
     return report
 
 
@@ -71,7 +97,11 @@ def _said_under(item: pytest.Item, error: StudentError) -> str:
     diagnosis = diagnosis_of(error)
     if diagnosis:
         return f"\n  {diagnosis}"
-    if error.kind != "exception" or error.exc_type in _SELF_EXPLAINED or error.message.startswith("importing "):
+    if (
+        error.kind != "exception"
+        or error.exc_type in _SELF_EXPLAINED
+        or error.message.startswith("importing ")
+    ):
         return ""  # not implemented, missing, banned, timeouts, import errors: the message says what to do
     hint = getattr(error, "hint", None) or hint_of(item)
     return f"\n  hint: {hint}" if hint else ""
@@ -105,8 +135,11 @@ def _student_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         from grader.student.inprocess import InProcessBackend
 
         assignment = _assignment(request.config)
-        backend: Backend = InProcessBackend(_student_root(request.config), bans=assignment.bans() if assignment else {},
-                                            time_limits=assignment.time_limits() if assignment else None)
+        backend: Backend = InProcessBackend(
+            _student_root(request.config),
+            bans=assignment.bans() if assignment else {},
+            time_limits=assignment.time_limits() if assignment else None,
+        )
     else:
         backend = factory()
     yield backend
@@ -116,10 +149,14 @@ def _student_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 
 
 @pytest.fixture
-def student(_student_backend: Backend, request: pytest.FixtureRequest, seed: int) -> Iterator[StudentProxy]:
+def student(
+    _student_backend: Backend, request: pytest.FixtureRequest, seed: int
+) -> Iterator[StudentProxy]:
     """The submission under test: ``student.<module>.<name>(...)``; nothing else reaches it."""
     begin = getattr(_student_backend, "begin_test", None)
-    if begin is not None:  # the sandbox applies the exercise's per-test time limit, and seeds its torch
+    if (
+        begin is not None
+    ):  # the sandbox applies the exercise's per-test time limit, and seeds its torch
         marker = request.node.get_closest_marker("exercise")
         begin(request.node.nodeid, marker.args[0] if marker else None, seed)
     proxy = StudentProxy(_student_backend)

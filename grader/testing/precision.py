@@ -26,17 +26,28 @@ def errors(got: torch.Tensor, truth: torch.Tensor) -> tuple[float, float]:
     return float(e.mean()), float(e.max())
 
 
-def expect_no_worse_than(got: torch.Tensor, kernel: torch.Tensor, truth: torch.Tensor, *, what: str,
-                         hint: str | None = None) -> None:
+def expect_no_worse_than(
+    got: torch.Tensor,
+    kernel: torch.Tensor,
+    truth: torch.Tensor,
+    *,
+    what: str,
+    hint: str | None = None,
+) -> None:
     """Fail unless ``got`` (same dtype as ``kernel``) is about as close to ``truth`` as the kernel is."""
     __tracebackhide__ = True
     expect_shape(got, tuple(kernel.shape), what=what, hint=hint)
-    expect(got.dtype == kernel.dtype, f"{what}: got dtype {got.dtype}, expected {kernel.dtype}", hint)
+    expect(
+        got.dtype == kernel.dtype, f"{what}: got dtype {got.dtype}, expected {kernel.dtype}", hint
+    )
     expect_finite(got, what=what, hint=hint)
     (mean, worst), (k_mean, k_worst) = errors(got, truth), errors(kernel, truth)
     floor = float(torch.finfo(kernel.dtype).eps) * 1e-3  # a kernel that happens to be exact
-    expect(mean <= MEAN_FACTOR * k_mean + floor and worst <= MAX_FACTOR * k_worst + floor,
-           f"{what}: mean error {mean:.3g} (max {worst:.3g}) against a float64 computation, expected at most "
-           f"{MEAN_FACTOR:g}x the reference kernel's mean error {k_mean:.3g} (max {MAX_FACTOR:g}x {k_worst:.3g})",
-           hint or "accumulate in float32 (scores, softmax sums, the weighted values) and cast to the input dtype "
-                   "once at the end")
+    expect(
+        mean <= MEAN_FACTOR * k_mean + floor and worst <= MAX_FACTOR * k_worst + floor,
+        f"{what}: mean error {mean:.3g} (max {worst:.3g}) against a float64 computation, expected at most "
+        f"{MEAN_FACTOR:g}x the reference kernel's mean error {k_mean:.3g} (max {MAX_FACTOR:g}x {k_worst:.3g})",
+        hint
+        or "accumulate in float32 (scores, softmax sums, the weighted values) and cast to the input dtype "
+        "once at the end",
+    )

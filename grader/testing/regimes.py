@@ -24,16 +24,27 @@ from grader.protocol.errors import StudentError
 from grader.testing.checks import fail
 from grader.testing.diagnosis import tag
 
-__all__ = ["SHIFT", "constant_last_feature", "expect_stable", "nonfinite", "shift_heads", "shift_linears", "shifted_qk",
-           "unshifted"]
+__all__ = [
+    "SHIFT",
+    "constant_last_feature",
+    "expect_stable",
+    "nonfinite",
+    "shift_heads",
+    "shift_linears",
+    "shifted_qk",
+    "unshifted",
+]
 
 T = TypeVar("T")
 
-SHIFT = 150.0  # well past 88.7 whatever a draw's own spread (a few units), and exact enough in float32
+SHIFT = (
+    150.0  # well past 88.7 whatever a draw's own spread (a few units), and exact enough in float32
+)
 
 
-def shifted_qk(q: torch.Tensor, k: torch.Tensor, shift: float = SHIFT, *,
-               feature: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+def shifted_qk(
+    q: torch.Tensor, k: torch.Tensor, shift: float = SHIFT, *, feature: int = -1
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Copies of ``q`` and ``k`` whose ``feature`` (the last by default; another where the last already carries
     a pattern of the test's own) is replaced by constants: ``q @ k^T / sqrt(E)`` is the other features' part
     plus ``shift`` (negative: minus), on every row and column."""
@@ -44,8 +55,15 @@ def shifted_qk(q: torch.Tensor, k: torch.Tensor, shift: float = SHIFT, *,
 
 
 @torch.no_grad()
-def shift_heads(w_query: torch.Tensor, w_key: torch.Tensor, head_dim: int, shift: float = SHIFT, *,
-                b_query: torch.Tensor | None = None, b_key: torch.Tensor | None = None) -> None:
+def shift_heads(
+    w_query: torch.Tensor,
+    w_key: torch.Tensor,
+    head_dim: int,
+    shift: float = SHIFT,
+    *,
+    b_query: torch.Tensor | None = None,
+    b_key: torch.Tensor | None = None,
+) -> None:
     """Rewire query and key projection weights (``nn.Linear`` layout, out x in) in place: the input's last
     feature, held at 1 (:func:`constant_last_feature`), alone feeds the last coordinate of every head, with
     weight ``a``, and feeds nothing else. Every score of every head then gains ``a^2 / sqrt(head_dim) = shift``
@@ -60,7 +78,9 @@ def shift_heads(w_query: torch.Tensor, w_key: torch.Tensor, head_dim: int, shift
             bias[rows] = 0.0
 
 
-def shift_linears(query: torch.nn.Linear, key: torch.nn.Linear, head_dim: int, shift: float = SHIFT) -> None:
+def shift_linears(
+    query: torch.nn.Linear, key: torch.nn.Linear, head_dim: int, shift: float = SHIFT
+) -> None:
     """:func:`shift_heads` on a module's query and key layers (``W_query`` and ``W_key``), biases included."""
     shift_heads(query.weight, key.weight, head_dim, shift, b_query=query.bias, b_key=key.bias)
 
@@ -80,7 +100,9 @@ def constant_last_feature(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def expect_stable(large: Callable[[], T], ordinary: Callable[[], Any], *, what: str, names: str | None = None) -> T:
+def expect_stable(
+    large: Callable[[], T], ordinary: Callable[[], Any], *, what: str, names: str | None = None
+) -> T:
     """``large()`` (the student's call on large scores), failing the way that caps its exercise only when it is an
     overflow: it raises or gives inf/NaN while ``ordinary()``, the same call on ordinary-sized scores, runs and gives
     finite values. A call that breaks on ordinary scores too fails without the cap (its bug is not the one the cap
@@ -92,27 +114,46 @@ def expect_stable(large: Callable[[], T], ordinary: Callable[[], Any], *, what: 
     except StudentError as exc:
         if exc.kind != "exception":
             raise  # a timeout, a crash, a missing function: what it is, never the overflow
-        _broke(f"raised {exc.exc_type}: {exc.message.splitlines()[0][:200]}", ordinary, what, names, exc)
+        _broke(
+            f"raised {exc.exc_type}: {exc.message.splitlines()[0][:200]}",
+            ordinary,
+            what,
+            names,
+            exc,
+        )
     bad = nonfinite(got)
     if bad:
         _broke(f"got {bad} NaN/inf value(s)", ordinary, what, names)
     return got
 
 
-OVERFLOWS = tag("softmax-no-max", "it overflows: an exp without the row's max subtracted first (exp is inf above 88.7 "
-                "in float32)")
+OVERFLOWS = tag(
+    "softmax-no-max",
+    "it overflows: an exp without the row's max subtracted first (exp is inf above 88.7 "
+    "in float32)",
+)
 
 
-def _broke(observed: str, ordinary: Callable[[], Any], what: str, names: str | None,
-           error: StudentError | None = None) -> NoReturn:
+def _broke(
+    observed: str,
+    ordinary: Callable[[], Any],
+    what: str,
+    names: str | None,
+    error: StudentError | None = None,
+) -> NoReturn:
     __tracebackhide__ = True
     if _runs_finite(ordinary):
-        fail(f"{what}: {observed} on these large scores, while the same call on ordinary-sized scores gives finite "
-             f"values\n  {names or OVERFLOWS}", caps=f"{observed} on large scores, finite values on ordinary ones")
+        fail(
+            f"{what}: {observed} on these large scores, while the same call on ordinary-sized scores gives finite "
+            f"values\n  {names or OVERFLOWS}",
+            caps=f"{observed} on large scores, finite values on ordinary ones",
+        )
     if error is not None:
         raise error  # the student's own exception, shown as it is: ordinary scores raise too, so no cap
-    fail(f"{what}: {observed} on these large scores, and on ordinary-sized scores too: not an overflow (this test's "
-         "points only)")
+    fail(
+        f"{what}: {observed} on these large scores, and on ordinary-sized scores too: not an overflow (this test's "
+        "points only)"
+    )
 
 
 def _runs_finite(call: Callable[[], Any]) -> bool:

@@ -22,9 +22,15 @@ def expect_buffer_is_used(h: Handle, name: str, x: torch.Tensor, *, what: str, h
     """``h(x)`` must change when the registered buffer ``name`` is zeroed (restored afterwards)."""
     __tracebackhide__ = True
     state = h.state_dict()
-    expect(name in state, f"{what}: state_dict() has keys {sorted(state)}, expected {name!r} among them\n  " + tag(
-        "not-a-buffer", f"{name!r} is not in state_dict(): register it with self.register_buffer({name!r}, ...) "
-        "(persistent, the default; persistent=False keeps it out of state_dict())"))
+    expect(
+        name in state,
+        f"{what}: state_dict() has keys {sorted(state)}, expected {name!r} among them\n  "
+        + tag(
+            "not-a-buffer",
+            f"{name!r} is not in state_dict(): register it with self.register_buffer({name!r}, ...) "
+            "(persistent, the default; persistent=False keeps it out of state_dict())",
+        ),
+    )
     saved = state[name]
     before = h(x)
     h.load_state_dict({name: torch.zeros_like(saved)}, strict=False)
@@ -32,6 +38,14 @@ def expect_buffer_is_used(h: Handle, name: str, x: torch.Tensor, *, what: str, h
         after = h(x)
     finally:
         h.load_state_dict({name: saved}, strict=False)
-    same = isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and torch.equal(before, after)
-    expect(not same, f"{what}: zeroing the {name!r} buffer left the output unchanged, expected the output to depend "
-                     "on it (a buffer forward never reads is not the module's mask)", hint)
+    same = (
+        isinstance(before, torch.Tensor)
+        and isinstance(after, torch.Tensor)
+        and torch.equal(before, after)
+    )
+    expect(
+        not same,
+        f"{what}: zeroing the {name!r} buffer left the output unchanged, expected the output to depend "
+        "on it (a buffer forward never reads is not the module's mask)",
+        hint,
+    )

@@ -15,7 +15,9 @@ import torch
 __all__ = ["attention", "causal_keep", "softmax"]
 
 
-def softmax(s: torch.Tensor, dim: int = -1, *, naive: bool = False, keepdim: bool = True) -> torch.Tensor:
+def softmax(
+    s: torch.Tensor, dim: int = -1, *, naive: bool = False, keepdim: bool = True
+) -> torch.Tensor:
     """Softmax along ``dim``; ``naive``: without the max subtracted, so it overflows as a student's does (compute it
     in the student's dtype); ``keepdim=False``: the sum broadcast as a student's forgotten keepdim does (or
     raises as theirs does)."""
@@ -23,7 +25,9 @@ def softmax(s: torch.Tensor, dim: int = -1, *, naive: bool = False, keepdim: boo
     return e / e.sum(dim=dim, keepdim=keepdim)
 
 
-def causal_keep(L: int, S: int, *, align: str = "bottom-right", device: torch.device | None = None) -> torch.Tensor:
+def causal_keep(
+    L: int, S: int, *, align: str = "bottom-right", device: torch.device | None = None
+) -> torch.Tensor:
     """(L, S) True where query i may see key j: ``bottom-right`` (query i at position S - L + i, SDPA's
     ``causal_lower_right``), ``top-left`` (query i at position i, SDPA's own is_causal), ``inverted`` (the
     bottom-right mask negated) or ``strict`` (the bottom-right mask without its diagonal)."""
@@ -39,11 +43,22 @@ def causal_keep(L: int, S: int, *, align: str = "bottom-right", device: torch.de
     return keep
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float | None = None,
-              keep: torch.Tensor | None = None, bias: torch.Tensor | None = None, bias_before_scale: bool = False,
-              softmax_dim: int = -1, naive: bool = False, mask_after_softmax: bool = False,
-              fill: float = float("-inf"), dead_rows_zero: bool = True,
-              dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    scale: float | None = None,
+    keep: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    bias_before_scale: bool = False,
+    softmax_dim: int = -1,
+    naive: bool = False,
+    mask_after_softmax: bool = False,
+    fill: float = float("-inf"),
+    dead_rows_zero: bool = True,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(output, weights) of softmax(q k^T * scale + bias, masked by ``keep``) v, computed in ``dtype``.
 
     Knobs: ``scale`` (None: 1/sqrt(E)); ``keep`` (bool, broadcastable to (..., L, S), True = may attend);

@@ -17,7 +17,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     other than their own CPU (a batch's slots starting, a sleeping submission held to its wall-clock backstop, a
     bomb test held to half a CPU); with one worker per core a core sat idle for 7-16% of the run (2 cores: 559 s
     with 89 s idle; 523 s with 12 s idle with 3 workers)."""
-    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
+    return (
+        len(os.sched_getaffinity(0)) + 1
+        if hasattr(os, "sched_getaffinity")
+        else (os.cpu_count() or 1) + 1
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -43,7 +47,9 @@ def _canary_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "canary-cache"
     folder.mkdir(exist_ok=True)
     os.environ[canary.CACHE_ENV] = str(folder)
-    os.environ.setdefault("GRADER_KEEP_WARM", "20")  # a zygote a CLI test leaves ends soon after the session
+    os.environ.setdefault(
+        "GRADER_KEEP_WARM", "20"
+    )  # a zygote a CLI test leaves ends soon after the session
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -72,5 +78,3 @@ def zygote(request: pytest.FixtureRequest) -> Iterator[Zygote | None]:
 @pytest.fixture(scope="session")
 def assignment() -> manifest.Assignment:
     return manifest.load()
-
-

@@ -31,10 +31,25 @@ def _probabilities(s: torch.Tensor, lse: torch.Tensor, how: str) -> torch.Tensor
     return torch.exp(s - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse))
 
 
-def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-             do: torch.Tensor, is_causal: bool, block_size: int, *, delta: str = "row", dq_scale: float = 1.0,
-             dk_scale: float = 1.0, ds_scale: float = 1.0, dq_overwrite: bool = False, probs: str = "lse",
-             align: str = "bottom-right", drop_ragged: bool = False) -> Grads:
+def backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    is_causal: bool,
+    block_size: int,
+    *,
+    delta: str = "row",
+    dq_scale: float = 1.0,
+    dk_scale: float = 1.0,
+    ds_scale: float = 1.0,
+    dq_overwrite: bool = False,
+    probs: str = "lse",
+    align: str = "bottom-right",
+    drop_ragged: bool = False,
+) -> Grads:
     """(dq, dk, dv) of FlashAttention-2's backward in float64, key tile by key tile, with one step changeable:
     ``delta`` ("row", "tile": rowsum(P * dP) of the tile, "none"), extra factors on dQ, dK, dS (1: right),
     ``dq_overwrite``, ``probs`` ("lse", "tile-softmax", "tile-max"), ``align`` of the causal mask ("none": no mask),
@@ -52,7 +67,9 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
             s = s.masked_fill(~keep[:, start:end], float("-inf"))
         p = _probabilities(s, row_lse, probs)
         dp = do @ v[..., start:end, :].transpose(-2, -1)
-        dd = {"row": d, "tile": (p * dp).sum(dim=-1, keepdim=True), "none": torch.zeros_like(d)}[delta]
+        dd = {"row": d, "tile": (p * dp).sum(dim=-1, keepdim=True), "none": torch.zeros_like(d)}[
+            delta
+        ]
         ds = p * (dp - dd) * ds_scale
         step = ds @ k[..., start:end, :] * scale * dq_scale
         dq = step if dq_overwrite else dq + step
@@ -62,42 +79,85 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
 
 
 STEPS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("bwd-delta", "the backward with D = rowsum(P * dP) of each key tile instead of rowsum(dO * O) over the whole row",
-     {"delta": "tile"}),
+    (
+        "bwd-delta",
+        "the backward with D = rowsum(P * dP) of each key tile instead of rowsum(dO * O) over the whole row",
+        {"delta": "tile"},
+    ),
     ("bwd-delta", "the backward without D: dS = P * dP", {"delta": "none"}),
-    ("bwd-scale", "the backward with dQ and dK not multiplied by the scale", {}),  # factors filled in below
+    (
+        "bwd-scale",
+        "the backward with dQ and dK not multiplied by the scale",
+        {},
+    ),  # factors filled in below
     ("bwd-scale", "the backward with dK not multiplied by the scale", {}),
     ("bwd-scale", "the backward with dS multiplied by the scale too (dQ and dK scaled twice)", {}),
-    ("bwd-dq-overwritten", "the backward with dQ assigned the last key tile's term instead of summed over the tiles",
-     {"dq_overwrite": True}),
-    ("bwd-probabilities", "the backward with each tile's probabilities renormalised by a softmax over the tile "
-     "instead of exp(S - lse)", {"probs": "tile-softmax"}),
-    ("bwd-probabilities", "the backward with each tile's probabilities exp(S - the tile's max) instead of "
-     "exp(S - lse)", {"probs": "tile-max"}),
+    (
+        "bwd-dq-overwritten",
+        "the backward with dQ assigned the last key tile's term instead of summed over the tiles",
+        {"dq_overwrite": True},
+    ),
+    (
+        "bwd-probabilities",
+        "the backward with each tile's probabilities renormalised by a softmax over the tile "
+        "instead of exp(S - lse)",
+        {"probs": "tile-softmax"},
+    ),
+    (
+        "bwd-probabilities",
+        "the backward with each tile's probabilities exp(S - the tile's max) instead of "
+        "exp(S - lse)",
+        {"probs": "tile-max"},
+    ),
     ("ragged-dropped", "the backward without the shorter last tile of keys", {"drop_ragged": True}),
 )
 
 
-def backward_suspects(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                      do: torch.Tensor, is_causal: bool, block_size: int, which: int) -> Suspects:
+def backward_suspects(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    is_causal: bool,
+    block_size: int,
+    which: int,
+) -> Suspects:
     """What gradient ``which`` (0: dq, 1: dk, 2: dv) of ``flash_attention_backward`` is with each misconception."""
     scale = 1.0 / math.sqrt(q.shape[-1])
-    factors = {2: {"dq_scale": 1 / scale, "dk_scale": 1 / scale}, 3: {"dk_scale": 1 / scale}, 4: {"ds_scale": scale}}
+    factors = {
+        2: {"dq_scale": 1 / scale, "dk_scale": 1 / scale},
+        3: {"dk_scale": 1 / scale},
+        4: {"ds_scale": scale},
+    }
 
     def run(**knobs: Any) -> Callable[[], torch.Tensor]:
-        return lambda: backward(q, k, v, out, lse, do, is_causal, block_size, **knobs)[which].to(q.dtype)
+        return lambda: backward(q, k, v, out, lse, do, is_causal, block_size, **knobs)[which].to(
+            q.dtype
+        )
 
-    items = [Variant(mid, says, run(**{**knobs, **factors.get(i, {})})) for i, (mid, says, knobs) in enumerate(STEPS)]
+    items = [
+        Variant(mid, says, run(**{**knobs, **factors.get(i, {})}))
+        for i, (mid, says, knobs) in enumerate(STEPS)
+    ]
     if is_causal:
         if q.shape[-2] != k.shape[-2]:
-            items.append(Variant("mask-top-left", "the backward with the causal mask aligned top-left (query i sees "
-                                 "keys 0..i) where it is bottom-right", run(align="top-left")))
+            items.append(
+                Variant(
+                    "mask-top-left",
+                    "the backward with the causal mask aligned top-left (query i sees "
+                    "keys 0..i) where it is bottom-right",
+                    run(align="top-left"),
+                )
+            )
         items.append(Variant("mask-missing", "the backward with no causal mask", run(align="none")))
     return Suspects(tuple(items))
 
 
 def lse_suspects(q: torch.Tensor, k: torch.Tensor, is_causal: bool) -> Suspects:
     """What ``flash_forward``'s lse is with each misconception (float64 inside, returned in ``q``'s dtype)."""
+
     def scores() -> torch.Tensor:
         s = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])
         return s.masked_fill(~causal_keep(*s.shape[-2:]), float("-inf")) if is_causal else s
@@ -107,7 +167,12 @@ def lse_suspects(q: torch.Tensor, k: torch.Tensor, is_causal: bool) -> Suspects:
             s = scores()
             m = s.amax(dim=-1)
             return (m if which == "max" else torch.logsumexp(s, dim=-1) - m).to(q.dtype)
+
         return go
 
-    return Suspects((Variant("lse-wrong", "the running max m alone, not m + log(l)", part("max")),
-                     Variant("lse-wrong", "log(l) alone, without the running max m added", part("log-l"))))
+    return Suspects(
+        (
+            Variant("lse-wrong", "the running max m alone, not m + log(l)", part("max")),
+            Variant("lse-wrong", "log(l) alone, without the running max m added", part("log-l")),
+        )
+    )

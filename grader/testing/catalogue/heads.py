@@ -46,20 +46,36 @@ class Spec:
     keep_inverted: bool = False
     keep_align: str = "batch"  # or "heads": a (B, S) padding mask unsqueezed to (B, 1, S), lined up with the heads
     kv_len_from_query: bool = False  # keys and values split into heads with the queries' length
-    rope: tuple[int, float] | None = None  # (max_len, base): the grader's stand-in RoPE turns q and k
+    rope: tuple[int, float] | None = (
+        None  # (max_len, base): the grader's stand-in RoPE turns q and k
+    )
     rope_on: str = "qk"  # or "q" (keys left alone), "qkv" (the values turned too)
     rope_before_split: bool = False  # RoPE on (B, T, H, hd): the heads axis taken for the positions
     kv_pairing: str = "interleave"  # or "repeat": query head h reads kv head h % kv_heads
     skip_out_proj: bool = False
 
 
-def forward(x: torch.Tensor, p: Params, spec: Spec, *, context: torch.Tensor | None = None,
-            keep: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+def forward(
+    x: torch.Tensor,
+    p: Params,
+    spec: Spec,
+    *,
+    context: torch.Tensor | None = None,
+    keep: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The module's output for ``x`` (B, T, d) under ``spec``, in x's dtype (float64 inside; float32 for ``naive``,
     whose overflow must happen where the student's does). ``keep``: (B, S) True for real keys; ``bias``:
     broadcastable to (B, H, T, S), added after the scaling. A 2-D ``x`` (T, d) is one unbatched sequence."""
     if x.dim() == 2:
-        return forward(x[None], p, spec, context=None if context is None else context[None], keep=keep, bias=bias)[0]
+        return forward(
+            x[None],
+            p,
+            spec,
+            context=None if context is None else context[None],
+            keep=keep,
+            bias=bias,
+        )[0]
     dtype = x.dtype if spec.naive else torch.float64
     src = x if context is None or spec.kv_from_x else context
     q = _linear(x, p, spec.queries_from, spec.use_bias, dtype)
@@ -68,12 +84,19 @@ def forward(x: torch.Tensor, p: Params, spec: Spec, *, context: torch.Tensor | N
     kv_len = x.shape[1] if spec.kv_len_from_query else None
     if spec.rope is not None and spec.rope_before_split:
         q, k = _rope_on_tokens(q, spec.heads, spec), _rope_on_tokens(k, Hkv, spec)
-    q, k, v = _split(q, spec.heads, spec.split), _split(k, Hkv, spec.split, kv_len), _split(v, Hkv, spec.split, kv_len)
+    q, k, v = (
+        _split(q, spec.heads, spec.split),
+        _split(k, Hkv, spec.split, kv_len),
+        _split(v, Hkv, spec.split, kv_len),
+    )
     if spec.rope is not None and not spec.rope_before_split:
         q, k, v = _rope(q, spec, "q"), _rope(k, spec, "k"), _rope(v, spec, "v")
     if Hkv != spec.heads:
-        owner = torch.arange(spec.heads) // (spec.heads // Hkv) if spec.kv_pairing == "interleave" else \
-            torch.arange(spec.heads) % Hkv
+        owner = (
+            torch.arange(spec.heads) // (spec.heads // Hkv)
+            if spec.kv_pairing == "interleave"
+            else torch.arange(spec.heads) % Hkv
+        )
         k, v = k[:, owner], v[:, owner]
     s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if spec.scale is None else spec.scale)
     if bias is not None:
@@ -92,7 +115,9 @@ def forward(x: torch.Tensor, p: Params, spec: Spec, *, context: torch.Tensor | N
     return o.to(x.dtype)
 
 
-def _linear(x: torch.Tensor, p: Params, name: str, use_bias: bool, dtype: torch.dtype) -> torch.Tensor:
+def _linear(
+    x: torch.Tensor, p: Params, name: str, use_bias: bool, dtype: torch.dtype
+) -> torch.Tensor:
     b = p.get(f"{name}.bias") if use_bias else None
     return F.linear(x.to(dtype), p[f"{name}.weight"].to(dtype), None if b is None else b.to(dtype))
 
@@ -112,7 +137,9 @@ def _tables(spec: Spec, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor
 
 def _rope(t: torch.Tensor, spec: Spec, which: str) -> torch.Tensor:
     """The stand-in RoPE on (B, H, T, hd) when ``spec.rope_on`` names ``which`` of q, k, v."""
-    return stand_in_apply_rope(t, *_tables(spec, t.shape[-1], t.dtype)) if which in spec.rope_on else t
+    return (
+        stand_in_apply_rope(t, *_tables(spec, t.shape[-1], t.dtype)) if which in spec.rope_on else t
+    )
 
 
 def _rope_on_tokens(t: torch.Tensor, heads: int, spec: Spec) -> torch.Tensor:
@@ -128,7 +155,7 @@ def _blocked(spec: Spec, L: int, S: int, keep: torch.Tensor | None) -> torch.Ten
     if spec.causal and spec.align != "none":
         block = ~causal_keep(L, S, align=spec.align)[None, None]
     if keep is not None:
-        padded = (keep if spec.keep_inverted else ~keep)
+        padded = keep if spec.keep_inverted else ~keep
         padded = padded[:, None, None, :] if spec.keep_align == "batch" else padded[:, None, :]
         block = padded if block is None else block | padded
     return block
@@ -137,43 +164,116 @@ def _blocked(spec: Spec, L: int, S: int, keep: torch.Tensor | None) -> torch.Ten
 # (misconception, what the output then equals, the knobs): every module exercise picks the ones that apply
 KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
     "scale": [("wrong-scale", "no scaling at all", {"scale": 1.0})],
-    "softmax": [("softmax-wrong-dim", "the softmax over the queries (dim -2) instead of the keys",
-                 {"softmax_dim": -2}),
-                ("softmax-no-max", "exp(scores) without the row max subtracted, which overflows here",
-                 {"naive": True})],
-    "causal": [("mask-missing", "no causal mask at all", {"align": "none"}),
-               ("mask-inverted", "the causal mask inverted (the past blocked, the future kept)", {"align": "inverted"}),
-               ("mask-inverted", "a mask that keeps only keys strictly before the query (itself blocked)",
-                {"align": "strict"}),
-               ("mask-after-softmax", "the future zeroed after the softmax, the rows not renormalised",
-                {"mask_after_softmax": True})],
+    "softmax": [
+        (
+            "softmax-wrong-dim",
+            "the softmax over the queries (dim -2) instead of the keys",
+            {"softmax_dim": -2},
+        ),
+        (
+            "softmax-no-max",
+            "exp(scores) without the row max subtracted, which overflows here",
+            {"naive": True},
+        ),
+    ],
+    "causal": [
+        ("mask-missing", "no causal mask at all", {"align": "none"}),
+        (
+            "mask-inverted",
+            "the causal mask inverted (the past blocked, the future kept)",
+            {"align": "inverted"},
+        ),
+        (
+            "mask-inverted",
+            "a mask that keeps only keys strictly before the query (itself blocked)",
+            {"align": "strict"},
+        ),
+        (
+            "mask-after-softmax",
+            "the future zeroed after the softmax, the rows not renormalised",
+            {"mask_after_softmax": True},
+        ),
+    ],
     "queries": [("queries-from-w-key", "the queries computed by W_key", {"queries_from": "W_key"})],
     "bias": [("qkv-bias-ignored", "the projections without their biases", {"use_bias": False})],
-    "heads": [("heads-no-transpose", "heads split with view(B, H, T, head_dim), no transpose", {"split": "view"}),
-              ("heads-no-transpose", "heads merged back with view(B, T, d) without transposing (B, H, T, hd) first",
-               {"merge": "view"}),
-              ("heads-no-transpose", "heads split with view(B, H, T, head_dim) and merged back with view(B, T, d): no "
-               "transpose either way", {"split": "view", "merge": "view"})],
-    "out_proj": [("out-proj-missing", "the heads' output without out_proj", {"skip_out_proj": True})],
-    "padding": [("mask-inverted", "the padding mask inverted (True read as 'padding')", {"keep_inverted": True}),
-                ("mask-broadcast", "the (B, S) padding mask unsqueezed to (B, 1, S), which lines the batch up with the "
-                 "heads", {"keep_align": "heads"})],
-    "cross": [("kv-from-x", "keys and values projected from x instead of the context", {"kv_from_x": True}),
-              ("mask-spurious", "a causal (top-left) mask, which cross-attention does not have",
-               {"causal": True, "align": "top-left"}),
-              ("kv-length-from-query", "keys and values split into heads with the queries' length L instead of the "
-               "context's S", {"kv_len_from_query": True})],
-    "gqa": [("gqa-repeat", "kv heads tiled with repeat() (query head h reads kv head h % num_kv_heads)",
-             {"kv_pairing": "repeat"})],
-    "rope": [("rope-on-values", "RoPE applied to the values too", {"rope_on": "qkv"}),
-             ("rope-only-queries", "RoPE applied to the queries only, not the keys", {"rope_on": "q"}),
-             ("rope-before-head-split", "RoPE applied on (B, T, H, head_dim) before the transpose: the heads axis "
-              "taken for the positions", {"rope_before_split": True})],
+    "heads": [
+        (
+            "heads-no-transpose",
+            "heads split with view(B, H, T, head_dim), no transpose",
+            {"split": "view"},
+        ),
+        (
+            "heads-no-transpose",
+            "heads merged back with view(B, T, d) without transposing (B, H, T, hd) first",
+            {"merge": "view"},
+        ),
+        (
+            "heads-no-transpose",
+            "heads split with view(B, H, T, head_dim) and merged back with view(B, T, d): no "
+            "transpose either way",
+            {"split": "view", "merge": "view"},
+        ),
+    ],
+    "out_proj": [
+        ("out-proj-missing", "the heads' output without out_proj", {"skip_out_proj": True})
+    ],
+    "padding": [
+        (
+            "mask-inverted",
+            "the padding mask inverted (True read as 'padding')",
+            {"keep_inverted": True},
+        ),
+        (
+            "mask-broadcast",
+            "the (B, S) padding mask unsqueezed to (B, 1, S), which lines the batch up with the "
+            "heads",
+            {"keep_align": "heads"},
+        ),
+    ],
+    "cross": [
+        (
+            "kv-from-x",
+            "keys and values projected from x instead of the context",
+            {"kv_from_x": True},
+        ),
+        (
+            "mask-spurious",
+            "a causal (top-left) mask, which cross-attention does not have",
+            {"causal": True, "align": "top-left"},
+        ),
+        (
+            "kv-length-from-query",
+            "keys and values split into heads with the queries' length L instead of the "
+            "context's S",
+            {"kv_len_from_query": True},
+        ),
+    ],
+    "gqa": [
+        (
+            "gqa-repeat",
+            "kv heads tiled with repeat() (query head h reads kv head h % num_kv_heads)",
+            {"kv_pairing": "repeat"},
+        )
+    ],
+    "rope": [
+        ("rope-on-values", "RoPE applied to the values too", {"rope_on": "qkv"}),
+        ("rope-only-queries", "RoPE applied to the queries only, not the keys", {"rope_on": "q"}),
+        (
+            "rope-before-head-split",
+            "RoPE applied on (B, T, H, head_dim) before the transpose: the heads axis "
+            "taken for the positions",
+            {"rope_before_split": True},
+        ),
+    ],
 }
 
 
-def module_variants(spec: Spec, groups: list[str], run: Callable[[Spec], torch.Tensor],
-                    scales: Mapping[str, float] | None = None) -> list[tuple[str, str, Callable[[], torch.Tensor]]]:
+def module_variants(
+    spec: Spec,
+    groups: list[str],
+    run: Callable[[Spec], torch.Tensor],
+    scales: Mapping[str, float] | None = None,
+) -> list[tuple[str, str, Callable[[], torch.Tensor]]]:
     """(misconception, what the output equals, its thunk) for each knob of ``groups``; ``scales``: wrong scale
     factors by name ("1/sqrt(d_model) = ..."), each a ``wrong-scale`` variant."""
     out: list[tuple[str, str, Callable[[], torch.Tensor]]] = []
@@ -181,8 +281,13 @@ def module_variants(spec: Spec, groups: list[str], run: Callable[[Spec], torch.T
         for mid, shows, knobs in KNOBS[group]:
             out.append((mid, shows, _thunk(run, replace(spec, **knobs))))
     for name, factor in (scales or {}).items():
-        out.append(("wrong-scale", f"the scores scaled by {name} instead of 1/sqrt(head_dim)",
-                    _thunk(run, replace(spec, scale=factor))))
+        out.append(
+            (
+                "wrong-scale",
+                f"the scores scaled by {name} instead of 1/sqrt(head_dim)",
+                _thunk(run, replace(spec, scale=factor)),
+            )
+        )
     return out
 
 
@@ -190,11 +295,23 @@ def _thunk(run: Callable[[Spec], torch.Tensor], spec: Spec) -> Callable[[], torc
     return lambda: run(spec)
 
 
-def module_suspects(x: torch.Tensor, p: Params, spec: Spec, groups: list[str], *,
-                    scales: Mapping[str, float] | None = None, **inputs: Any) -> Suspects:
+def module_suspects(
+    x: torch.Tensor,
+    p: Params,
+    spec: Spec,
+    groups: list[str],
+    *,
+    scales: Mapping[str, float] | None = None,
+    **inputs: Any,
+) -> Suspects:
     """Suspects of a module's output for ``x`` (and ``inputs``: context, keep, bias) with parameters ``p``."""
+
     def run(s: Spec) -> torch.Tensor:
         return forward(x, p, s, **inputs)
 
-    return Suspects(tuple(Variant(mid, f"the output of this module with {shows}", thunk)
-                          for mid, shows, thunk in module_variants(spec, groups, run, scales)))
+    return Suspects(
+        tuple(
+            Variant(mid, f"the output of this module with {shows}", thunk)
+            for mid, shows, thunk in module_variants(spec, groups, run, scales)
+        )
+    )

@@ -36,41 +36,62 @@ class Decoding:
     drop_ragged: bool = False
     pairing: str = "interleave"
     rope_values: bool = False
-    grouped_cache: bool = False  # keys and values repeated to every query head before the cache stores them
+    grouped_cache: bool = (
+        False  # keys and values repeated to every query head before the cache stores them
+    )
     scale: float | None = None
     naive: bool = False
 
 
-def decode(x: torch.Tensor, p: Mapping[str, torch.Tensor], spec: Decoding, schedule: Sequence[int]) -> torch.Tensor:
+def decode(
+    x: torch.Tensor, p: Mapping[str, torch.Tensor], spec: Decoding, schedule: Sequence[int]
+) -> torch.Tensor:
     """The outputs of decoding ``x`` (B, T, d) in chunks of ``schedule``'s sizes from an empty cache (float64 inside,
     float32 for ``naive``), concatenated."""
     dtype = x.dtype if spec.naive else torch.float64
     B, _, d = x.shape
     hd = d // spec.heads
-    tables = None if spec.rope is None else tuple(t.to(dtype) for t in stand_in_rope_frequencies(hd, *spec.rope))
+    tables = (
+        None
+        if spec.rope is None
+        else tuple(t.to(dtype) for t in stand_in_rope_frequencies(hd, *spec.rope))
+    )
     keys = [torch.zeros(B, spec.kv_heads, spec.held, hd, dtype=dtype)]
     values = [torch.zeros(B, spec.kv_heads, spec.held, hd, dtype=dtype)]
     outs, start, length = [], 0, spec.held
     for t in schedule:
         if spec.drop_ragged and t < schedule[0]:
             break
-        chunk = x[:, start:start + t].to(dtype)
-        q, k, v = (_heads(F.linear(chunk, p[f"{n}.weight"].to(dtype), _bias(p, n, dtype)), h)
-                   for n, h in (("W_query", spec.heads), ("W_key", spec.kv_heads), ("W_value", spec.kv_heads)))
+        chunk = x[:, start : start + t].to(dtype)
+        q, k, v = (
+            _heads(F.linear(chunk, p[f"{n}.weight"].to(dtype), _bias(p, n, dtype)), h)
+            for n, h in (
+                ("W_query", spec.heads),
+                ("W_key", spec.kv_heads),
+                ("W_value", spec.kv_heads),
+            )
+        )
         if tables is not None:
             pos = torch.arange(t) + (length if spec.positions == "absolute" else 0)
             cos, sin = tables
             q, k = (stand_in_apply_rope(z, cos, sin, pos) for z in (q, k))
             v = stand_in_apply_rope(v, cos, sin, pos) if spec.rope_values else v
-        if spec.grouped_cache:  # written into a cache of kv_heads slots: raises as the student's copy does
+        if (
+            spec.grouped_cache
+        ):  # written into a cache of kv_heads slots: raises as the student's copy does
             buffer = torch.zeros(B, spec.kv_heads, spec.max_len, hd, dtype=dtype)
-            buffer[:, :, length:length + t] = k.repeat_interleave(spec.heads // spec.kv_heads, dim=1)
+            buffer[:, :, length : length + t] = k.repeat_interleave(
+                spec.heads // spec.kv_heads, dim=1
+            )
         keys.append(k)
         values.append(v)
         length += t
         outs.append(_attend(q, torch.cat(keys, 2), torch.cat(values, 2), spec))
-        outs[-1] = F.linear(outs[-1].transpose(1, 2).reshape(B, t, d), p["out_proj.weight"].to(dtype),
-                            _bias(p, "out_proj", dtype))
+        outs[-1] = F.linear(
+            outs[-1].transpose(1, 2).reshape(B, t, d),
+            p["out_proj.weight"].to(dtype),
+            _bias(p, "out_proj", dtype),
+        )
         start += t
     return torch.cat(outs, dim=1).to(x.dtype)
 
@@ -90,48 +111,99 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: Decoding) -
         pad = spec.max_len - k.shape[2]
         k, v = (torch.cat([z, z.new_zeros(*z.shape[:2], pad, z.shape[-1])], 2) for z in (k, v))
     group = spec.heads // spec.kv_heads
-    owner = torch.arange(spec.heads) // group if spec.pairing == "interleave" else torch.arange(spec.heads) % spec.kv_heads
+    owner = (
+        torch.arange(spec.heads) // group
+        if spec.pairing == "interleave"
+        else torch.arange(spec.heads) % spec.kv_heads
+    )
     k, v = k[:, owner], v[:, owner]
     t, S = q.shape[2], k.shape[2]
     s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if spec.scale is None else spec.scale)
-    keep = torch.ones(t, S, dtype=torch.bool).tril(diagonal=S - t if spec.align == "bottom-right" else 0)
+    keep = torch.ones(t, S, dtype=torch.bool).tril(
+        diagonal=S - t if spec.align == "bottom-right" else 0
+    )
     return softmax(s.masked_fill(~keep, float("-inf")), -1, naive=spec.naive) @ v
 
 
 KNOBS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("positions-not-offset", "decoding with the RoPE positions restarting at 0 in every chunk (not cache.length + i)",
-     {"positions": "restart"}),
-    ("mask-top-left", "decoding with each chunk's mask tril() of (t, S), top-left: the chunk's queries see the oldest "
-     "keys instead of the cached prefix and themselves", {"align": "top-left"}),
-    ("cache-unwritten-slots", "decoding that attends to every slot of the cache, the unwritten ones (zeros) too",
-     {"unwritten": True}),
+    (
+        "positions-not-offset",
+        "decoding with the RoPE positions restarting at 0 in every chunk (not cache.length + i)",
+        {"positions": "restart"},
+    ),
+    (
+        "mask-top-left",
+        "decoding with each chunk's mask tril() of (t, S), top-left: the chunk's queries see the oldest "
+        "keys instead of the cached prefix and themselves",
+        {"align": "top-left"},
+    ),
+    (
+        "cache-unwritten-slots",
+        "decoding that attends to every slot of the cache, the unwritten ones (zeros) too",
+        {"unwritten": True},
+    ),
     ("ragged-dropped", "decoding without the shorter last chunk", {"drop_ragged": True}),
-    ("gqa-repeat", "decoding with the kv heads tiled by repeat() (query head h reads kv head h % num_kv_heads)",
-     {"pairing": "repeat"}),
+    (
+        "gqa-repeat",
+        "decoding with the kv heads tiled by repeat() (query head h reads kv head h % num_kv_heads)",
+        {"pairing": "repeat"},
+    ),
     ("rope-on-values", "decoding with the values turned by RoPE too", {"rope_values": True}),
-    ("softmax-no-max", "decoding with exp(scores) not shifted by the row max, which overflows here", {"naive": True}),
-    ("cache-grouped-heads", "decoding that repeats the keys and values to every query head before writing them into "
-     "the cache, which has num_kv_heads slots", {"grouped_cache": True}),
+    (
+        "softmax-no-max",
+        "decoding with exp(scores) not shifted by the row max, which overflows here",
+        {"naive": True},
+    ),
+    (
+        "cache-grouped-heads",
+        "decoding that repeats the keys and values to every query head before writing them into "
+        "the cache, which has num_kv_heads slots",
+        {"grouped_cache": True},
+    ),
 )
 
 
-def kv_suspects(x: torch.Tensor, p: Mapping[str, torch.Tensor], spec: Decoding, schedule: Sequence[int],
-                rows: slice = slice(None)) -> Suspects:
+def kv_suspects(
+    x: torch.Tensor,
+    p: Mapping[str, torch.Tensor],
+    spec: Decoding,
+    schedule: Sequence[int],
+    rows: slice = slice(None),
+) -> Suspects:
     """What decoding ``x`` by ``schedule`` gives (its ``rows``: the tokens the test compares) with each misconception."""
+
     def run(s: Decoding) -> Callable[[], torch.Tensor]:
         return lambda: decode(x, p, s, schedule)[:, rows]
 
     d = x.shape[-1]
     items = [Variant(mid, shows, run(replace(spec, **knobs))) for mid, shows, knobs in KNOBS]
     if d // spec.heads != d:
-        items.append(Variant("wrong-scale", f"decoding with the scores scaled by 1/sqrt(d_model) = 1/sqrt({d}) instead "
-                             "of 1/sqrt(head_dim)", run(replace(spec, scale=1 / math.sqrt(d)))))
+        items.append(
+            Variant(
+                "wrong-scale",
+                f"decoding with the scores scaled by 1/sqrt(d_model) = 1/sqrt({d}) instead "
+                "of 1/sqrt(head_dim)",
+                run(replace(spec, scale=1 / math.sqrt(d))),
+            )
+        )
     return Suspects(tuple(items))
 
 
-def reset_suspects(x: torch.Tensor, p: Mapping[str, torch.Tensor], spec: Decoding, schedule: Sequence[int],
-                   held: int) -> Suspects:
+def reset_suspects(
+    x: torch.Tensor,
+    p: Mapping[str, torch.Tensor],
+    spec: Decoding,
+    schedule: Sequence[int],
+    held: int,
+) -> Suspects:
     """After ``held`` tokens and reset(): a reset that zeroes the slots but keeps their count."""
-    return Suspects((Variant("cache-reset", f"decoding after a reset() that keeps length = {held}: the new sequence "
-                             f"continues at position {held} and attends to {held} zeroed slots",
-                             lambda: decode(x, p, replace(spec, held=held), schedule)),))
+    return Suspects(
+        (
+            Variant(
+                "cache-reset",
+                f"decoding after a reset() that keeps length = {held}: the new sequence "
+                f"continues at position {held} and attends to {held} zeroed slots",
+                lambda: decode(x, p, replace(spec, held=held), schedule),
+            ),
+        )
+    )

@@ -11,27 +11,57 @@ from grader.testing.diagnosis import Detector, Suspects, Variant, tag
 
 def causal_suspects(T: int) -> Suspects:
     keep = torch.ones(T, T, dtype=torch.bool).tril()
-    return Suspects((Variant("mask-inverted", "torch.triu(ones, diagonal=1): the BLOCKED set, used as the keep-mask",
-                             lambda: ~keep),))
+    return Suspects(
+        (
+            Variant(
+                "mask-inverted",
+                "torch.triu(ones, diagonal=1): the BLOCKED set, used as the keep-mask",
+                lambda: ~keep,
+            ),
+        )
+    )
 
 
 def padding_suspects(lengths: torch.Tensor, max_len: int) -> Suspects:
     pos = torch.arange(max_len)
-    return Suspects((
-        Variant("mask-inverted", "positions >= lengths: True on the padding (nn.MultiheadAttention's "
-                "key_padding_mask convention)", lambda: pos[None, :] >= lengths[:, None]),
-        Variant("padding-off-by-one", "positions <= lengths: one padding token kept per sequence",
-                lambda: pos[None, :] <= lengths[:, None]),
-        Variant("mask-broadcast", "torch.arange(max_len) < lengths, without the broadcast dims",
-                lambda: pos < lengths)))
+    return Suspects(
+        (
+            Variant(
+                "mask-inverted",
+                "positions >= lengths: True on the padding (nn.MultiheadAttention's "
+                "key_padding_mask convention)",
+                lambda: pos[None, :] >= lengths[:, None],
+            ),
+            Variant(
+                "padding-off-by-one",
+                "positions <= lengths: one padding token kept per sequence",
+                lambda: pos[None, :] <= lengths[:, None],
+            ),
+            Variant(
+                "mask-broadcast",
+                "torch.arange(max_len) < lengths, without the broadcast dims",
+                lambda: pos < lengths,
+            ),
+        )
+    )
 
 
 def additive_suspects(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> Suspects:
     zeros = torch.zeros(mask.shape, dtype=dtype)
-    return Suspects((Variant("mask-inverted", "-inf where the mask is True (may attend) and 0 where it is False",
-                             lambda: zeros.masked_fill(mask, float("-inf"))),
-                     Variant("mask-fill-finite", "-1e9 instead of -inf where the mask is False",
-                             lambda: zeros.masked_fill(~mask, -1e9))))
+    return Suspects(
+        (
+            Variant(
+                "mask-inverted",
+                "-inf where the mask is True (may attend) and 0 where it is False",
+                lambda: zeros.masked_fill(mask, float("-inf")),
+            ),
+            Variant(
+                "mask-fill-finite",
+                "-1e9 instead of -inf where the mask is False",
+                lambda: zeros.masked_fill(~mask, -1e9),
+            ),
+        )
+    )
 
 
 def bool_mask_kind(got: torch.Tensor) -> str | None:
@@ -41,13 +71,27 @@ def bool_mask_kind(got: torch.Tensor) -> str | None:
         return None
     values = set(torch.unique(got.detach().cpu()).tolist())
     if values <= {0.0, 1.0}:
-        return tag("mask-dtype", "a 0/1 float mask: SDPA reads a float mask as a bias to ADD (+1 or 0), so it blocks "
-                   "nothing; a boolean mask (True = may attend) is due")
+        return tag(
+            "mask-dtype",
+            "a 0/1 float mask: SDPA reads a float mask as a bias to ADD (+1 or 0), so it blocks "
+            "nothing; a boolean mask (True = may attend) is due",
+        )
     if values <= {0.0, float("-inf")}:
-        return tag("mask-dtype", "an additive 0/-inf mask where a boolean one (True = may attend) is due")
+        return tag(
+            "mask-dtype", "an additive 0/-inf mask where a boolean one (True = may attend) is due"
+        )
     return None
 
 
-FINITE_FILL = Suspects((Detector("mask-fill-finite", lambda got, expected: (
-    "a finite fill (such as -1e9) where -inf is due" if bool((torch.isinf(expected) & torch.isfinite(got)
-                                                              & (got < -1e3)).any()) else None)),))
+FINITE_FILL = Suspects(
+    (
+        Detector(
+            "mask-fill-finite",
+            lambda got, expected: (
+                "a finite fill (such as -1e9) where -inf is due"
+                if bool((torch.isinf(expected) & torch.isfinite(got) & (got < -1e3)).any())
+                else None
+            ),
+        ),
+    )
+)

@@ -18,10 +18,18 @@ def causal_suspects(x: torch.Tensor, p: Params, *, context_length: int | None = 
     the module's, for the mask left uncut)."""
     d_in, d_out = x.shape[-1], p["W_query.weight"].shape[0]
     spec = Spec(heads=1, causal=True, out_proj=False)
-    scales = {f"1/d_out = 1/{d_out}": 1 / d_out, f"1/d_out**2 = 1/{d_out ** 2}": 1 / d_out ** 2,
-              f"1/sqrt(d_in) = 1/sqrt({d_in})": 1 / math.sqrt(d_in)}
-    found = module_suspects(x, p, spec, ["causal", "scale", "softmax", "queries", "bias"], scales=_distinct(
-        scales, d_out))
+    scales = {
+        f"1/d_out = 1/{d_out}": 1 / d_out,
+        f"1/d_out**2 = 1/{d_out**2}": 1 / d_out**2,
+        f"1/sqrt(d_in) = 1/sqrt({d_in})": 1 / math.sqrt(d_in),
+    }
+    found = module_suspects(
+        x,
+        p,
+        spec,
+        ["causal", "scale", "softmax", "queries", "bias"],
+        scales=_distinct(scales, d_out),
+    )
     return _inverted_is_also_additive_eq_zero(found + _uncut(x, p, context_length, 1))
 
 
@@ -38,62 +46,125 @@ def _uncut(x: torch.Tensor, p: Params, context_length: int | None, heads: int) -
         future = torch.ones(context_length, context_length, dtype=torch.bool).triu(1)
         return (q @ k.transpose(-2, -1)).masked_fill(future, float("-inf"))
 
-    return Suspects((Variant("mask-not-sliced", f"scores.masked_fill(mask, -inf) with the whole ({context_length}, "
-                             f"{context_length}) mask, not its [:T, :T] corner", scores),))
+    return Suspects(
+        (
+            Variant(
+                "mask-not-sliced",
+                f"scores.masked_fill(mask, -inf) with the whole ({context_length}, "
+                f"{context_length}) mask, not its [:T, :T] corner",
+                scores,
+            ),
+        )
+    )
 
 
 def self_suspects(x: torch.Tensor, p: Params) -> Suspects:
     """``SelfAttentionV1``/``V2`` (nn.Linear layout: V1's (d_in, d_out) matrices transposed): no mask, one head."""
     d_in, d_out = x.shape[-1], p["W_query.weight"].shape[0]
-    scales = {f"1/d_out = 1/{d_out}": 1 / d_out, f"1/d_out**2 = 1/{d_out ** 2}": 1 / d_out ** 2,
-              f"1/sqrt(d_in) = 1/sqrt({d_in})": 1 / math.sqrt(d_in)}
-    found = module_suspects(x, p, Spec(heads=1, out_proj=False), ["scale", "softmax", "queries", "bias"],
-                            scales=_distinct(scales, d_out))
+    scales = {
+        f"1/d_out = 1/{d_out}": 1 / d_out,
+        f"1/d_out**2 = 1/{d_out**2}": 1 / d_out**2,
+        f"1/sqrt(d_in) = 1/sqrt({d_in})": 1 / math.sqrt(d_in),
+    }
+    found = module_suspects(
+        x,
+        p,
+        Spec(heads=1, out_proj=False),
+        ["scale", "softmax", "queries", "bias"],
+        scales=_distinct(scales, d_out),
+    )
     x64 = x.double()
     keys = x64 @ p["W_key.weight"].double().T
-    return found + Suspects((Variant("keys-dot-t", "queries @ keys.T, where .T reverses every dim of a batch",
-                                     lambda: x64 @ p["W_query.weight"].double().T @ keys.permute(
-                                         *range(keys.dim() - 1, -1, -1))),))
+    return found + Suspects(
+        (
+            Variant(
+                "keys-dot-t",
+                "queries @ keys.T, where .T reverses every dim of a batch",
+                lambda: (
+                    x64
+                    @ p["W_query.weight"].double().T
+                    @ keys.permute(*range(keys.dim() - 1, -1, -1))
+                ),
+            ),
+        )
+    )
 
 
-def mha_suspects(x: torch.Tensor, p: Params, heads: int, *, context_length: int | None = None) -> Suspects:
+def mha_suspects(
+    x: torch.Tensor, p: Params, heads: int, *, context_length: int | None = None
+) -> Suspects:
     """The fused ``MultiHeadAttention``: causal, ``heads`` heads, out_proj."""
     d_out = p["W_query.weight"].shape[0]
     spec = Spec(heads=heads, causal=True)
     scales = {f"1/sqrt(d_out) = 1/sqrt({d_out})": 1 / math.sqrt(d_out)}
-    return _inverted_is_also_additive_eq_zero(module_suspects(
-        x, p, spec, ["causal", "scale", "softmax", "queries", "bias", "heads", "out_proj"],
-        scales=_distinct(scales, d_out // heads)) + _uncut(x, p, context_length, heads))
+    return _inverted_is_also_additive_eq_zero(
+        module_suspects(
+            x,
+            p,
+            spec,
+            ["causal", "scale", "softmax", "queries", "bias", "heads", "out_proj"],
+            scales=_distinct(scales, d_out // heads),
+        )
+        + _uncut(x, p, context_length, heads)
+    )
 
 
-def wrapper_suspects(heads_out: Callable[[], list[torch.Tensor]], d_out: int, num_heads: int) -> Suspects:
+def wrapper_suspects(
+    heads_out: Callable[[], list[torch.Tensor]], d_out: int, num_heads: int
+) -> Suspects:
     """``MultiHeadAttentionWrapper``: its heads' outputs (``heads_out()``, each (B, T, d_out)) concatenated on the
     wrong dim, or heads of d_out // num_heads features."""
+
     def narrow(got: torch.Tensor, expected: torch.Tensor) -> str | None:
         width = num_heads * (d_out // num_heads)
-        return (f"{got.shape[-1]} = num_heads * (d_out // num_heads) features: each head was built with "
-                "d_out // num_heads outputs, where every head of the wrapper has d_out"
-                if got.shape[:-1] == expected.shape[:-1] and got.shape[-1] == width != expected.shape[-1] else None)
+        return (
+            f"{got.shape[-1]} = num_heads * (d_out // num_heads) features: each head was built with "
+            "d_out // num_heads outputs, where every head of the wrapper has d_out"
+            if got.shape[:-1] == expected.shape[:-1]
+            and got.shape[-1] == width != expected.shape[-1]
+            else None
+        )
 
-    return Suspects((Variant("concat-wrong-dim", "the heads' outputs concatenated along the tokens (dim 1) instead of "
-                             "the features", lambda: torch.cat(heads_out(), dim=1)),
-                     Detector("head-width", narrow)))
+    return Suspects(
+        (
+            Variant(
+                "concat-wrong-dim",
+                "the heads' outputs concatenated along the tokens (dim 1) instead of the features",
+                lambda: torch.cat(heads_out(), dim=1),
+            ),
+            Detector("head-width", narrow),
+        )
+    )
 
 
-def cross_suspects(x: torch.Tensor, context: torch.Tensor, p: Params, heads: int,
-                   keep: torch.Tensor | None = None) -> Suspects:
+def cross_suspects(
+    x: torch.Tensor, context: torch.Tensor, p: Params, heads: int, keep: torch.Tensor | None = None
+) -> Suspects:
     """``CrossAttention``: queries from x, keys and values from the context, a padding mask, out_proj."""
     d = p["W_query.weight"].shape[0]
-    groups = ["scale", "softmax", "bias", "heads", "out_proj", "cross"] + (["padding"] if keep is not None else [])
-    return module_suspects(x, p, Spec(heads=heads), groups, context=context, keep=keep,
-                           scales=_distinct({f"1/sqrt(d_model) = 1/sqrt({d})": 1 / math.sqrt(d)}, d // heads))
+    groups = ["scale", "softmax", "bias", "heads", "out_proj", "cross"] + (
+        ["padding"] if keep is not None else []
+    )
+    return module_suspects(
+        x,
+        p,
+        Spec(heads=heads),
+        groups,
+        context=context,
+        keep=keep,
+        scales=_distinct({f"1/sqrt(d_model) = 1/sqrt({d})": 1 / math.sqrt(d)}, d // heads),
+    )
 
 
 def decaying_suspects(x: torch.Tensor, p: Params, heads: int) -> Suspects:
     """``DecayingAttention``: the fused qkv split into q, k, v; scores minus gamma[h] |i - j| after the scaling; no
     mask, no out_proj (its parameters: ``qkv.weight``, ``qkv.bias``, ``gamma`` of shape (H, 1, 1))."""
     d, L = x.shape[-1], x.shape[-2]
-    gamma = p["gamma"].double().reshape(-1, 1, 1) if "gamma" in p else torch.ones(heads, 1, 1, dtype=torch.float64)
+    gamma = (
+        p["gamma"].double().reshape(-1, 1, 1)
+        if "gamma" in p
+        else torch.ones(heads, 1, 1, dtype=torch.float64)
+    )
     i = torch.arange(L, dtype=torch.float64)
     dist = (i[:, None] - i[None, :]).abs()
     fused, spec = _unfused(p, heads, "[q | k | v]"), Spec(heads=heads, out_proj=False)
@@ -102,23 +173,60 @@ def decaying_suspects(x: torch.Tensor, p: Params, heads: int) -> Suspects:
     def run(q: Params = fused, bias: torch.Tensor = -gamma * dist, s: Spec = spec) -> torch.Tensor:
         return forward(x, q, s, bias=bias)
 
-    items = [Variant(mid, f"the output of this module with {shows}", _bind(run, bias=bias))
-             for mid, shows, bias in (
-                 ("decay-sign", "+gamma * |i - j| (far tokens get MORE weight)", gamma * dist),
-                 ("decay-sign", "-gamma * (i - j), the signed distance", -gamma * (i[:, None] - i[None, :])),
-                 ("bias-before-scale", "the decay added before the scaling (divided by sqrt(head_dim) too)",
-                  -gamma * dist / math.sqrt(hd)))]
-    items.append(Variant("gamma-wrong-axis", "the decay gamma.view(1, 1, H, 1) * |i - j|: each gamma scales a QUERY "
-                         "position instead of a head", lambda: run(bias=-(gamma.view(1, 1, -1, 1) * dist))))
-    items.append(Variant("qkv-split-layout", "qkv(x) split as reshape(B, L, H, 3, head_dim): q, k and v "
-                         "interleaved per head instead of [q | k | v]", _bind(run, q=_unfused(p, heads, "per head"))))
-    items += [Variant("wrong-scale", f"the scores scaled by {name} instead of 1/sqrt(head_dim)",
-                      _bind(run, s=Spec(heads=heads, out_proj=False, scale=factor)))
-              for name, factor in _distinct({f"1/sqrt(embed_dim) = 1/sqrt({d})": 1 / math.sqrt(d)}, hd).items()]
-    items += [Variant("softmax-wrong-dim", "the softmax over the queries (dim -2) instead of the keys",
-                      _bind(run, s=Spec(heads=heads, out_proj=False, softmax_dim=-2))),
-              Variant("softmax-no-max", "exp(scores) without the row max subtracted, which overflows here",
-                      _bind(run, s=Spec(heads=heads, out_proj=False, naive=True)))]
+    items = [
+        Variant(mid, f"the output of this module with {shows}", _bind(run, bias=bias))
+        for mid, shows, bias in (
+            ("decay-sign", "+gamma * |i - j| (far tokens get MORE weight)", gamma * dist),
+            (
+                "decay-sign",
+                "-gamma * (i - j), the signed distance",
+                -gamma * (i[:, None] - i[None, :]),
+            ),
+            (
+                "bias-before-scale",
+                "the decay added before the scaling (divided by sqrt(head_dim) too)",
+                -gamma * dist / math.sqrt(hd),
+            ),
+        )
+    ]
+    items.append(
+        Variant(
+            "gamma-wrong-axis",
+            "the decay gamma.view(1, 1, H, 1) * |i - j|: each gamma scales a QUERY "
+            "position instead of a head",
+            lambda: run(bias=-(gamma.view(1, 1, -1, 1) * dist)),
+        )
+    )
+    items.append(
+        Variant(
+            "qkv-split-layout",
+            "qkv(x) split as reshape(B, L, H, 3, head_dim): q, k and v "
+            "interleaved per head instead of [q | k | v]",
+            _bind(run, q=_unfused(p, heads, "per head")),
+        )
+    )
+    items += [
+        Variant(
+            "wrong-scale",
+            f"the scores scaled by {name} instead of 1/sqrt(head_dim)",
+            _bind(run, s=Spec(heads=heads, out_proj=False, scale=factor)),
+        )
+        for name, factor in _distinct(
+            {f"1/sqrt(embed_dim) = 1/sqrt({d})": 1 / math.sqrt(d)}, hd
+        ).items()
+    ]
+    items += [
+        Variant(
+            "softmax-wrong-dim",
+            "the softmax over the queries (dim -2) instead of the keys",
+            _bind(run, s=Spec(heads=heads, out_proj=False, softmax_dim=-2)),
+        ),
+        Variant(
+            "softmax-no-max",
+            "exp(scores) without the row max subtracted, which overflows here",
+            _bind(run, s=Spec(heads=heads, out_proj=False, naive=True)),
+        ),
+    ]
     return Suspects(tuple(items))
 
 
@@ -126,8 +234,12 @@ def decaying_forward(x: torch.Tensor, p: Params, heads: int) -> torch.Tensor:
     """``DecayingAttention``'s right output by formula (float64 inside, x's dtype out)."""
     i = torch.arange(x.shape[-2], dtype=torch.float64)
     gamma = p["gamma"].double().reshape(-1, 1, 1)
-    return forward(x, _unfused(p, heads, "[q | k | v]"), Spec(heads=heads, out_proj=False),
-                   bias=-gamma * (i[:, None] - i[None, :]).abs())
+    return forward(
+        x,
+        _unfused(p, heads, "[q | k | v]"),
+        Spec(heads=heads, out_proj=False),
+        bias=-gamma * (i[:, None] - i[None, :]).abs(),
+    )
 
 
 def _bind(run: Callable[..., torch.Tensor], **kwargs: Any) -> Callable[[], torch.Tensor]:
@@ -142,8 +254,12 @@ def _unfused(p: Params, heads: int, layout: str) -> dict[str, torch.Tensor]:
     if layout == "[q | k | v]":
         rows = [torch.arange(r * d, (r + 1) * d) for r in range(3)]
     else:  # reshape(B, L, H, 3, hd): head h's q, k, v are consecutive blocks of hd
-        rows = [torch.cat([torch.arange(h * 3 * hd + r * hd, h * 3 * hd + (r + 1) * hd) for h in range(heads)])
-                for r in range(3)]
+        rows = [
+            torch.cat(
+                [torch.arange(h * 3 * hd + r * hd, h * 3 * hd + (r + 1) * hd) for h in range(heads)]
+            )
+            for r in range(3)
+        ]
     out: dict[str, torch.Tensor] = {}
     for name, idx in zip(("W_query", "W_key", "W_value"), rows):
         out[f"{name}.weight"] = w[idx]
@@ -160,10 +276,19 @@ def _distinct(scales: Mapping[str, float], head_dim: int) -> dict[str, float]:
 
 def _inverted_is_also_additive_eq_zero(found: Suspects) -> Suspects:
     """``mask == 0`` on an additive 0/-inf causal mask keeps exactly the future: the inverted mask's output."""
-    items = tuple(Variant(v.id, v.shows + " (a keep-mask read as a block-mask, or `mask == 0` on an additive "
-                          "0/-inf mask)", v.compute, ("additive-as-bool",))
-                  if isinstance(v, Variant) and v.shows.startswith("the output of this module with the causal mask "
-                                                                   "inverted") else v for v in found.items)
+    items = tuple(
+        Variant(
+            v.id,
+            v.shows + " (a keep-mask read as a block-mask, or `mask == 0` on an additive "
+            "0/-inf mask)",
+            v.compute,
+            ("additive-as-bool",),
+        )
+        if isinstance(v, Variant)
+        and v.shows.startswith("the output of this module with the causal mask inverted")
+        else v
+        for v in found.items
+    )
     return Suspects(items, found.facts)
 
 
@@ -171,32 +296,63 @@ def slopes_suspects(n: int) -> Suspects:
     """``alibi_slopes(n)``: the slopes reversed, or 2 ** (-8h/n) for every n (the power-of-two rule everywhere)."""
     naive = torch.tensor([2.0 ** (-8.0 * h / n) for h in range(1, n + 1)])
     right = torch.tensor(_slopes(n))
-    return Suspects((Variant("slopes-wrong", "the slopes in reverse order (smallest first)", lambda: right.flip(0)),
-                     Variant("slopes-wrong", f"2 ** (-8h / {n}) for h = 1..{n}: the power-of-two rule, which the paper "
-                             "replaces for other n", lambda: naive)))
+    return Suspects(
+        (
+            Variant(
+                "slopes-wrong",
+                "the slopes in reverse order (smallest first)",
+                lambda: right.flip(0),
+            ),
+            Variant(
+                "slopes-wrong",
+                f"2 ** (-8h / {n}) for h = 1..{n}: the power-of-two rule, which the paper "
+                "replaces for other n",
+                lambda: naive,
+            ),
+        )
+    )
 
 
 def _slopes(n: int) -> list[float]:
     def pow2(m: int) -> list[float]:
         start = 2 ** (-(2 ** -(math.log2(m) - 3)))
-        return [start * start ** i for i in range(m)]
+        return [start * start**i for i in range(m)]
 
     c = 2 ** math.floor(math.log2(n))
     return pow2(c) if c == n else pow2(c) + pow2(2 * c)[0::2][: n - c]
 
 
-def gqa_suspects(x: torch.Tensor, p: Params, heads: int, kv_heads: int,
-                 rope: tuple[int, float] | None = None) -> Suspects:
+def gqa_suspects(
+    x: torch.Tensor, p: Params, heads: int, kv_heads: int, rope: tuple[int, float] | None = None
+) -> Suspects:
     """``GroupedQueryAttention``: causal, ``kv_heads`` key/value heads shared by groups of query heads, out_proj, the
     (stand-in) RoPE on q and k when ``rope`` = (max_len, base)."""
     d = x.shape[-1]
     spec = Spec(heads=heads, kv_heads=kv_heads, causal=True, rope=rope)
-    groups = ["causal", "scale", "softmax", "heads", "out_proj"] + (["gqa"] if kv_heads < heads else []) + (
-        ["rope"] if rope else [])
-    found = module_suspects(x, p, spec, groups, scales=_distinct({f"1/sqrt(d_model) = 1/sqrt({d})": 1 / math.sqrt(d)},
-                                                                 d // heads))
+    groups = (
+        ["causal", "scale", "softmax", "heads", "out_proj"]
+        + (["gqa"] if kv_heads < heads else [])
+        + (["rope"] if rope else [])
+    )
+    found = module_suspects(
+        x,
+        p,
+        spec,
+        groups,
+        scales=_distinct({f"1/sqrt(d_model) = 1/sqrt({d})": 1 / math.sqrt(d)}, d // heads),
+    )
     if rope is not None and rope[1] != 10000.0:
-        found += Suspects((Variant("rope-base-ignored", f"RoPE tables built with base 10000 instead of {rope[1]:g}",
-                                   lambda: forward(x, p, Spec(heads=heads, kv_heads=kv_heads, causal=True,
-                                                              rope=(rope[0], 10000.0)))),))
+        found += Suspects(
+            (
+                Variant(
+                    "rope-base-ignored",
+                    f"RoPE tables built with base 10000 instead of {rope[1]:g}",
+                    lambda: forward(
+                        x,
+                        p,
+                        Spec(heads=heads, kv_heads=kv_heads, causal=True, rope=(rope[0], 10000.0)),
+                    ),
+                ),
+            )
+        )
     return found

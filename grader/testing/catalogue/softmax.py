@@ -16,46 +16,90 @@ def softmax_suspects(x: torch.Tensor, dim: int = -1) -> Suspects:
     overflowing one, which overflows in x's own dtype as the student's does)."""
     x64, n = x.double(), x.dim()
     items: list[Variant] = [
-        Variant("softmax-no-keepdim", f"exp(x) / exp(x).sum(dim={dim}): the sum without keepdim=True, broadcast "
-                "against the wrong axis", lambda: softmax(x64, dim, keepdim=False).to(x.dtype)),
-        Variant("softmax-no-max", "exp(x) / exp(x).sum(dim) without the max subtracted, which overflows here",
-                lambda: softmax(x, dim, naive=True)),
-        Variant("not-softmax", f"x / x.sum(dim={dim}, keepdim=True): the inputs divided by their plain sum, no exp",
-                lambda: (x64 / x64.sum(dim=dim, keepdim=True)).to(x.dtype)),
+        Variant(
+            "softmax-no-keepdim",
+            f"exp(x) / exp(x).sum(dim={dim}): the sum without keepdim=True, broadcast "
+            "against the wrong axis",
+            lambda: softmax(x64, dim, keepdim=False).to(x.dtype),
+        ),
+        Variant(
+            "softmax-no-max",
+            "exp(x) / exp(x).sum(dim) without the max subtracted, which overflows here",
+            lambda: softmax(x, dim, naive=True),
+        ),
+        Variant(
+            "not-softmax",
+            f"x / x.sum(dim={dim}, keepdim=True): the inputs divided by their plain sum, no exp",
+            lambda: (x64 / x64.sum(dim=dim, keepdim=True)).to(x.dtype),
+        ),
     ]
+
     def along(other: int) -> Callable[[], torch.Tensor]:
         return lambda: softmax(x64, other).to(x.dtype)
 
-    items += [Variant("softmax-wrong-dim", f"the softmax along dim {other} instead of dim {dim}", along(other))
-              for other in range(n) if other != dim % n]
+    items += [
+        Variant(
+            "softmax-wrong-dim", f"the softmax along dim {other} instead of dim {dim}", along(other)
+        )
+        for other in range(n)
+        if other != dim % n
+    ]
     return Suspects(tuple(items), facts=sums_to_one(dim))
 
 
 def sums_to_one(dim: int) -> tuple[Fact, ...]:
-    return (Fact("all values finite", lambda got: bool(torch.isfinite(got).all())),
-            Fact("all values in [0, 1]", lambda got: bool(((got >= 0) & (got <= 1)).all())),
-            Fact(f"each slice along dim {dim} sums to 1",
-                 lambda got: bool(torch.allclose(got.double().sum(dim), torch.ones((), dtype=torch.float64),
-                                                 atol=1e-4))))
+    return (
+        Fact("all values finite", lambda got: bool(torch.isfinite(got).all())),
+        Fact("all values in [0, 1]", lambda got: bool(((got >= 0) & (got <= 1)).all())),
+        Fact(
+            f"each slice along dim {dim} sums to 1",
+            lambda got: bool(
+                torch.allclose(
+                    got.double().sum(dim), torch.ones((), dtype=torch.float64), atol=1e-4
+                )
+            ),
+        ),
+    )
 
 
 def context_suspects(x: torch.Tensor) -> Suspects:
     """What ``softmax(x x^T) x`` gives with each misconception."""
     x64 = x.double()
     scores = x64 @ x64.transpose(-2, -1)
-    items = [Variant("context-from-scores", "scores @ inputs: the unnormalised scores in place of the weights",
-                     lambda: (scores @ x64).to(x.dtype)),
-             Variant("not-softmax", "(scores / scores.sum(-1)) @ inputs: weights without exp",
-                     lambda: ((scores / scores.sum(-1, keepdim=True)) @ x64).to(x.dtype)),
-             Variant("softmax-no-max", "the weights from exp(scores) without the max subtracted, which overflows here",
-                     lambda: softmax(x @ x.transpose(-2, -1), -1, naive=True) @ x),
-             Variant("context-single-query", "the context vector of query 1 alone (the seed's context_vec_2)",
-                     lambda: (softmax(scores[..., 1, :], -1)[..., None, :] @ x64)[..., 0, :].to(x.dtype))]
+    items = [
+        Variant(
+            "context-from-scores",
+            "scores @ inputs: the unnormalised scores in place of the weights",
+            lambda: (scores @ x64).to(x.dtype),
+        ),
+        Variant(
+            "not-softmax",
+            "(scores / scores.sum(-1)) @ inputs: weights without exp",
+            lambda: ((scores / scores.sum(-1, keepdim=True)) @ x64).to(x.dtype),
+        ),
+        Variant(
+            "softmax-no-max",
+            "the weights from exp(scores) without the max subtracted, which overflows here",
+            lambda: softmax(x @ x.transpose(-2, -1), -1, naive=True) @ x,
+        ),
+        Variant(
+            "context-single-query",
+            "the context vector of query 1 alone (the seed's context_vec_2)",
+            lambda: (softmax(scores[..., 1, :], -1)[..., None, :] @ x64)[..., 0, :].to(x.dtype),
+        ),
+    ]
+
     def along(other: int) -> Callable[[], torch.Tensor]:
         return lambda: (softmax(scores, other) @ x64).to(x.dtype)
 
-    items += [Variant("softmax-wrong-dim", f"the weights from a softmax along dim {other} instead of the keys' "
-                      "(the last)", along(other)) for other in range(x.dim() - 1)]
+    items += [
+        Variant(
+            "softmax-wrong-dim",
+            f"the weights from a softmax along dim {other} instead of the keys' (the last)",
+            along(other),
+        )
+        for other in range(x.dim() - 1)
+    ]
     return Suspects(tuple(items))
 
 
@@ -63,10 +107,21 @@ def scores_suspects(x: torch.Tensor) -> Suspects:
     """What ``x x^T`` gives with each misconception: `.T`, which reverses every dim of a batched tensor; the seed's
     double loop over one sequence's tokens into ``torch.zeros(T, T)`` (float32, one sequence only)."""
     x64 = x.double()
-    return Suspects((Variant("keys-dot-t", "inputs @ inputs.T, where .T reverses every dim of a batched tensor",
-                             lambda: (x64 @ x64.permute(*range(x.dim() - 1, -1, -1))).to(x.dtype)),
-                     Variant("scores-loop", "the seed's double loop, scores[i, j] = torch.dot(x_i, x_j) over the "
-                             "tokens of ONE sequence into torch.zeros(T, T)", lambda: _loop(x))))
+    return Suspects(
+        (
+            Variant(
+                "keys-dot-t",
+                "inputs @ inputs.T, where .T reverses every dim of a batched tensor",
+                lambda: (x64 @ x64.permute(*range(x.dim() - 1, -1, -1))).to(x.dtype),
+            ),
+            Variant(
+                "scores-loop",
+                "the seed's double loop, scores[i, j] = torch.dot(x_i, x_j) over the "
+                "tokens of ONE sequence into torch.zeros(T, T)",
+                lambda: _loop(x),
+            ),
+        )
+    )
 
 
 def _loop(x: torch.Tensor) -> torch.Tensor:

@@ -33,52 +33,95 @@ def diagnose_structure(got: Shapes, expected: Shapes) -> str | None:
     return None
 
 
-def _biases(missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes) -> str | None:
+def _biases(
+    missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes
+) -> str | None:
     lost = {n for n in missing if n.endswith(".bias") and n.split(".")[-2] in _PROJECTIONS}
     added = {n for n in extra if n.endswith(".bias") and n.split(".")[-2] in _PROJECTIONS}
     if (lost or added) and not (missing - lost) and not (extra - added) and not shaped:
-        return tag("qkv-bias-ignored", "the projections' biases do not follow the bias argument: pass it on to "
-                   "every nn.Linear it concerns")
+        return tag(
+            "qkv-bias-ignored",
+            "the projections' biases do not follow the bias argument: pass it on to "
+            "every nn.Linear it concerns",
+        )
     return None
 
 
-def _out_proj(missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes) -> str | None:
+def _out_proj(
+    missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes
+) -> str | None:
     if "out_proj.weight" in missing:
         return tag("out-proj-missing", "the module has no output projection out_proj")
     if {"out_proj.bias"} == missing | extra and not shaped:
         has = "out_proj.bias" in extra
-        return tag("out-proj-bias", "out_proj " + ("has a bias the arguments did not ask for" if has else
-                                                   "has no bias, and the specification gives it one"))
+        return tag(
+            "out-proj-bias",
+            "out_proj "
+            + (
+                "has a bias the arguments did not ask for"
+                if has
+                else "has no bias, and the specification gives it one"
+            ),
+        )
     return None
 
 
-def _kv_width(missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes) -> str | None:
+def _kv_width(
+    missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes
+) -> str | None:
     kv = {n for n in shaped if n.split(".")[0] in ("W_key", "W_value")}
-    if kv and kv == shaped and not missing and not extra and all(
-            got[n][0] == got.get("W_query.weight", (0,))[0] for n in kv if n.endswith("weight")):
-        return tag("kv-heads-full-width", "W_key and W_value are as wide as W_query (d_model): with fewer key/value "
-                   "heads they map to num_kv_heads * head_dim features")
+    if (
+        kv
+        and kv == shaped
+        and not missing
+        and not extra
+        and all(got[n][0] == got.get("W_query.weight", (0,))[0] for n in kv if n.endswith("weight"))
+    ):
+        return tag(
+            "kv-heads-full-width",
+            "W_key and W_value are as wide as W_query (d_model): with fewer key/value "
+            "heads they map to num_kv_heads * head_dim features",
+        )
     return None
 
 
-def _v1_layout(missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes) -> str | None:
-    if shaped and not missing and not extra and all(
-            len(got[n]) == 2 and tuple(got[n]) == tuple(reversed(expected[n])) for n in shaped):
-        return tag("v1-weights-layout", "the matrices are stored transposed, (d_out, d_in) as nn.Linear does, where "
-                   "(d_in, d_out) is specified (x @ W)")
+def _v1_layout(
+    missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes
+) -> str | None:
+    if (
+        shaped
+        and not missing
+        and not extra
+        and all(len(got[n]) == 2 and tuple(got[n]) == tuple(reversed(expected[n])) for n in shaped)
+    ):
+        return tag(
+            "v1-weights-layout",
+            "the matrices are stored transposed, (d_out, d_in) as nn.Linear does, where "
+            "(d_in, d_out) is specified (x @ W)",
+        )
     return None
 
 
-def _gamma(missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes) -> str | None:
+def _gamma(
+    missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes
+) -> str | None:
     if "gamma" in missing:
-        return tag("gamma-not-parameter", "gamma is not among the parameters: a buffer or a plain tensor never "
-                   "learns; make it an nn.Parameter")
+        return tag(
+            "gamma-not-parameter",
+            "gamma is not among the parameters: a buffer or a plain tensor never "
+            "learns; make it an nn.Parameter",
+        )
     return None
 
 
-def _head_width(missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes) -> str | None:
+def _head_width(
+    missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes
+) -> str | None:
     heads = {n for n in shaped if n.startswith("heads.")}
     if heads and heads == shaped and not missing and not extra:
-        return tag("head-width", "each head has another width than the d_out it was given (every head of the "
-                   "wrapper returns d_out features)")
+        return tag(
+            "head-width",
+            "each head has another width than the d_out it was given (every head of the "
+            "wrapper returns d_out features)",
+        )
     return None

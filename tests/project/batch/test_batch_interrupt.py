@@ -52,8 +52,14 @@ def test_sigint_keeps_finished_scorecards_and_a_rerun_resumes(tmp_path):
     cmd = [sys.executable, "-m", "grader", "batch", str(klass), "--out", str(out), *ARGS]
     # SIGINT back to its default in the child: a run started in the background by a non-interactive shell
     # (`.ci/run &`) inherits SIGINT ignored, and Python then keeps ignoring it, as a background job should
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=_default_sigint)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=_default_sigint,
+    )
     cards = out / "scorecards"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list(cards.glob("*.json"))) < 2:
@@ -66,8 +72,12 @@ def test_sigint_keeps_finished_scorecards_and_a_rerun_resumes(tmp_path):
     assert 2 <= len(finished) < N
     for path in finished:
         schema.validate("scorecard", json.loads(path.read_text()))
-    assert [p.name for p in cards.iterdir() if p.name.startswith(".")] == []  # no half-written temp files
-    deadline = time.monotonic() + 60  # the slots end on their own (SIGINT, then PDEATHSIG): wait for that, not a time
+    assert [
+        p.name for p in cards.iterdir() if p.name.startswith(".")
+    ] == []  # no half-written temp files
+    deadline = (
+        time.monotonic() + 60
+    )  # the slots end on their own (SIGINT, then PDEATHSIG): wait for that, not a time
     while _tagged_processes(tag) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _tagged_processes(tag) == []  # no slot is left (their workers die with them: PDEATHSIG)

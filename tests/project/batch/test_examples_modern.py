@@ -25,7 +25,16 @@ MODERN = "attention-modern"
 SPEC = manifest.load(assignment=MODERN)
 CLASS = ROOT / "examples" / "submissions-modern"
 POINTS = {e.id: e.points for e in SPEC.exercises}
-FAST = ["--assignment", MODERN, "--per-test-time-limit", "6", "-j", "2", "--seed", "16"]  # mallory loops: 3 x 6 s
+FAST = [
+    "--assignment",
+    MODERN,
+    "--per-test-time-limit",
+    "6",
+    "-j",
+    "2",
+    "--seed",
+    "16",
+]  # mallory loops: 3 x 6 s
 # (not less: the reference decodes 512 tokens under the peak-storage mode in 0.9-1.2 s of CPU, 2 s+ on a loaded CI)
 EXPORTS = ("gradescope", "github-classroom", "csv", "canvas", "moodle")
 STUDENTS = {"grace", "heidi", "ivan", "judy", "mallory", "niaj", "olivia"}
@@ -34,7 +43,16 @@ STUDENTS = {"grace", "heidi", "ivan", "judy", "mallory", "niaj", "olivia"}
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     out = tmp_path_factory.mktemp("modern") / "out"
-    code = main(["batch", str(CLASS), "--out", str(out), *FAST, *(a for e in EXPORTS for a in ("--export", e))])
+    code = main(
+        [
+            "batch",
+            str(CLASS),
+            "--out",
+            str(out),
+            *FAST,
+            *(a for e in EXPORTS for a in ("--export", e)),
+        ]
+    )
     return out, code
 
 
@@ -67,15 +85,23 @@ def test_full_marks_stubs_zero_and_the_order_of_the_class(graded):
     assert total["grace"] == 100 and _points(cards["grace"]) == POINTS
     assert total["olivia"] == 0 and total["mallory"] == 0
     assert 100 > total["ivan"] > total["judy"] and 100 > total["heidi"] > total["judy"]
-    assert total["judy"] == POINTS["rope"] + POINTS["sliding_window"]  # two solved, two stubs, one missing
-    assert total["niaj"] == POINTS["sliding_window"]  # one notebook, one exercise: its test cell is dropped
+    assert (
+        total["judy"] == POINTS["rope"] + POINTS["sliding_window"]
+    )  # two solved, two stubs, one missing
+    assert (
+        total["niaj"] == POINTS["sliding_window"]
+    )  # one notebook, one exercise: its test cell is dropped
 
 
-@pytest.mark.parametrize(("student", "exercise"), [("heidi", "grouped_query_attention"), ("ivan", "rope")])
+@pytest.mark.parametrize(
+    ("student", "exercise"), [("heidi", "grouped_query_attention"), ("ivan", "rope")]
+)
 def test_a_typical_mistake_costs_points_on_its_own_exercise_only(graded, student, exercise):
     got = _points(_cards(graded[0])[student])
     assert got[exercise] < POINTS[exercise], got
-    assert {k: v for k, v in got.items() if k != exercise} == {k: v for k, v in POINTS.items() if k != exercise}
+    assert {k: v for k, v in got.items() if k != exercise} == {
+        k: v for k, v in POINTS.items() if k != exercise
+    }
 
 
 def test_the_hostile_student_gets_zero_and_the_reasons(graded):
@@ -85,7 +111,9 @@ def test_the_hostile_student_gets_zero_and_the_reasons(graded):
     assert any(t["outcome"] == "timeout" for t in rope), [t["outcome"] for t in rope]
     flash = [t for e in card["exercises"] if e["id"] == "flash_backward" for t in e["tests"]]
     assert flash and all(t["outcome"] != "passed" for t in flash)
-    assert any("the worker process ended" in t["message"] for t in flash), flash[0]["message"]  # os._exit at import
+    assert any("the worker process ended" in t["message"] for t in flash), flash[0][
+        "message"
+    ]  # os._exit at import
     assert all(t["outcome"] != "passed" for t in tests.values())
 
 
@@ -103,26 +131,53 @@ def test_gradebook_summary_and_report(graded):
     assert summary["counts"]["submissions"] == 7 and summary["counts"]["full_marks"] == 1
     assert summary["score"]["max_score"] == 100 and summary["score"]["max"] == 100
     report = (out / "report.html").read_text()
-    assert all(f"student-{s}" in report for s in STUDENTS) and all(ex in report for ex in SPEC.ids())
+    assert all(f"student-{s}" in report for s in STUDENTS) and all(
+        ex in report for ex in SPEC.ids()
+    )
 
 
 def test_every_export_is_valid_and_carries_the_points(graded):
     out, _ = graded
     cards = _cards(out)
     expect_batch_exports(out, cards)
-    gradescope = {k: json.loads((out / "exports" / "gradescope" / k / "results.json").read_text()) for k in cards}
-    assert {k: g["score"] for k, g in gradescope.items()} == pytest.approx({k: c["score"] for k, c in cards.items()})
+    gradescope = {
+        k: json.loads((out / "exports" / "gradescope" / k / "results.json").read_text())
+        for k in cards
+    }
+    assert {k: g["score"] for k, g in gradescope.items()} == pytest.approx(
+        {k: c["score"] for k, c in cards.items()}
+    )
     canvas = list(csv.reader((out / "exports" / "canvas" / "canvas.csv").open()))
-    assert canvas[0][-1] == SPEC.title and len(canvas) == 2 + len(STUDENTS)  # the header, Points Possible, the class
+    assert canvas[0][-1] == SPEC.title and len(canvas) == 2 + len(
+        STUDENTS
+    )  # the header, Points Possible, the class
     moodle = list(csv.DictReader((out / "exports" / "moodle" / "moodle.csv").open()))
-    assert {r["Username"]: float(r[SPEC.title]) for r in moodle} == {k: c["score"] for k, c in _cards(out).items()}
+    assert {r["Username"]: float(r[SPEC.title]) for r in moodle} == {
+        k: c["score"] for k, c in _cards(out).items()
+    }
 
 
 def test_grader_grade_takes_the_assignment_too(graded, tmp_path):
     out, _ = graded
     card_path = tmp_path / "ivan.json"
-    assert main(["grade", str(CLASS / "ivan.zip"), "--assignment", MODERN, "--out", str(card_path), "--seed", "16"]) == 0
+    assert (
+        main(
+            [
+                "grade",
+                str(CLASS / "ivan.zip"),
+                "--assignment",
+                MODERN,
+                "--out",
+                str(card_path),
+                "--seed",
+                "16",
+            ]
+        )
+        == 0
+    )
     card = json.loads(card_path.read_text())
     schema.validate("scorecard", card)
-    assert card["assignment"] == MODERN and _points(card) == _points(_cards(out)["ivan"])  # same seed, same points
+    assert card["assignment"] == MODERN and _points(card) == _points(
+        _cards(out)["ivan"]
+    )  # same seed, same points
     assert main(["export", "--format", "gradescope", str(card_path)]) == 0

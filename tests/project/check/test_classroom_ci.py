@@ -26,27 +26,35 @@ def _mini_repo(tmp_path: Path, softmax_source: str) -> Path:
     """A repository with the real manifest and public tests, whose softmax.py is ``softmax_source``."""
     (tmp_path / "tests" / "public").mkdir(parents=True)
     shutil.copy(ROOT / "assignments.json", tmp_path)
-    for suite in (ROOT / "tests" / "public").glob("test_*.py"):  # every path the manifest names exists (28.8)
+    for suite in (ROOT / "tests" / "public").glob(
+        "test_*.py"
+    ):  # every path the manifest names exists (28.8)
         shutil.copy(suite, tmp_path / "tests" / "public")
     (tmp_path / "exercises").mkdir()
     (tmp_path / "exercises" / "softmax.py").write_text(softmax_source)
     return tmp_path
 
 
-def test_stubs_give_a_valid_runner_json_in_github_output_with_score_0(tmp_path, monkeypatch, capsys):
+def test_stubs_give_a_valid_runner_json_in_github_output_with_score_0(
+    tmp_path, monkeypatch, capsys
+):
     out = tmp_path / "gh_output"
     monkeypatch.setenv("GITHUB_OUTPUT", str(out))
     monkeypatch.chdir(ROOT)
     assert main(["ci", "--format", "github-classroom", "softmax", "masks"]) == 0
     result = _decode(out)
     assert result["status"] == "fail" and result["max_score"] == 14
-    assert len(result["tests"]) == 9 and all(t["score"] == 0 and t["status"] == "fail" for t in result["tests"])
+    assert len(result["tests"]) == 9 and all(
+        t["score"] == 0 and t["status"] == "fail" for t in result["tests"]
+    )
     assert "public tests only" in result["message"]
     assert "0/14 public points" in capsys.readouterr().err
 
 
 def test_without_github_output_the_json_is_printed(tmp_path, capsys):
-    result = ci.ci(check.load(root=_mini_repo(tmp_path, "raise SystemExit(0)\n")), exercises=["softmax"])
+    result = ci.ci(
+        check.load(root=_mini_repo(tmp_path, "raise SystemExit(0)\n")), exercises=["softmax"]
+    )
     ci.emit(result, github_output="")
     printed = json.loads(capsys.readouterr().out)
     assert printed == result and printed["tests"]

@@ -30,13 +30,19 @@ SPECS = manifest.load_all()
 
 
 def _commands(readme: str) -> list[list[str]]:
-    section = readme[readme.index("## Check your work"):]
-    block = section[section.index("```bash\n") + 8:section.index("```", section.index("```bash\n") + 8)]
-    return [shlex.split(line.split("#")[0]) for line in block.splitlines() if line.split("#")[0].strip()]
+    section = readme[readme.index("## Check your work") :]
+    block = section[
+        section.index("```bash\n") + 8 : section.index("```", section.index("```bash\n") + 8)
+    ]
+    return [
+        shlex.split(line.split("#")[0]) for line in block.splitlines() if line.split("#")[0].strip()
+    ]
 
 
 @pytest.fixture(scope="module", params=[s.id for s in SPECS])
-def released(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[manifest.Assignment, Path]:
+def released(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[manifest.Assignment, Path]:
     out = tmp_path_factory.mktemp(request.param) / "repo"
     assert main(["release", str(out), "--assignment", request.param]) == 0
     return next(s for s in SPECS if s.id == request.param), out
@@ -49,9 +55,13 @@ def test_the_readme_names_only_this_assignment_s_exercises_files_and_tests(relea
     others = {e.id for s in SPECS for e in s.exercises} - ids
     for command in _commands(readme):
         for word in command[1:]:
-            assert word not in others, f"{shlex.join(command)}: {word} is another assignment's exercise"
+            assert word not in others, (
+                f"{shlex.join(command)}: {word} is another assignment's exercise"
+            )
             if word.startswith("tests/"):
-                assert (repo / word).exists(), f"{shlex.join(command)}: {word} is not in the repository"
+                assert (repo / word).exists(), (
+                    f"{shlex.join(command)}: {word} is not in the repository"
+                )
     checks = [c for c in _commands(readme) if c[:2] == ["grader", "check"] and len(c) > 2]
     assert checks and all(c[2] in ids for c in checks), checks
     assert "GitHub Classroom" not in readme and "Classroom runs" not in readme
@@ -67,10 +77,16 @@ def test_every_command_of_the_readme_runs_in_the_released_repository(released):
     assert len(commands) >= 5
     for command in commands:
         argv = [sys.executable, "-m", command[0], *command[1:]]
-        done = subprocess.run(argv, cwd=repo, input="c\n" * 20, capture_output=True, text=True, env=env, timeout=600)
+        done = subprocess.run(
+            argv, cwd=repo, input="c\n" * 20, capture_output=True, text=True, env=env, timeout=600
+        )
         said = done.stdout + done.stderr
-        assert done.returncode == 1, f"{shlex.join(command)} exited {done.returncode}:\n{said[-3000:]}"
+        assert done.returncode == 1, (
+            f"{shlex.join(command)} exited {done.returncode}:\n{said[-3000:]}"
+        )
         assert "NumPy" not in said, f"{shlex.join(command)} printed torch's NumPy warning"
         if "--pdb" in command:
             assert "(Pdb)" in said, said[-2000:]  # the debugger did stop at the first failure
-        assert "not implemented yet" in said or "NotImplementedError" in said or "TODO" in said, said[-2000:]
+        assert "not implemented yet" in said or "NotImplementedError" in said or "TODO" in said, (
+            said[-2000:]
+        )

@@ -48,13 +48,25 @@ def test_batch_refuses_an_out_that_is_a_file(tmp_path, capsys):
     assert (tmp_path / "out.json").read_text() == "{}"
 
 
-def test_an_out_folder_inside_the_class_is_never_a_student_and_intake_errors_set_the_exit(tmp_path, capsys):
+def test_an_out_folder_inside_the_class_is_never_a_student_and_intake_errors_set_the_exit(
+    tmp_path, capsys
+):
     klass = tmp_path / "class"
     (klass / "alice").mkdir(parents=True)
     shutil.copy(ROOT / "solutions" / "softmax.py", klass / "alice" / "softmax.py")
     (klass / "broken.zip").write_bytes(b"not a zip")
     out = klass / "out"
-    args = ["batch", str(klass), "--out", str(out), "--exercise", "softmax", "--quiet", "--per-test-time-limit", "8"]
+    args = [
+        "batch",
+        str(klass),
+        "--out",
+        str(out),
+        "--exercise",
+        "softmax",
+        "--quiet",
+        "--per-test-time-limit",
+        "8",
+    ]
     code = main(args)
     err = capsys.readouterr().err
     assert code == 1, err  # broken.zip is an intake error: the exit status says so
@@ -62,5 +74,7 @@ def test_an_out_folder_inside_the_class_is_never_a_student_and_intake_errors_set
     assert sorted(p.stem for p in (out / "scorecards").glob("*.json")) == ["alice", "broken"]
     assert json.loads((out / "scorecards" / "alice.json").read_text())["score"] == 6
     code = main(args)
-    assert code == 1, capsys.readouterr().err  # the rerun: `out` (now full of scorecards) is still not a student
+    assert code == 1, (
+        capsys.readouterr().err
+    )  # the rerun: `out` (now full of scorecards) is still not a student
     assert sorted(p.stem for p in (out / "scorecards").glob("*.json")) == ["alice", "broken"]

@@ -53,7 +53,9 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path | None]:
     calls: list[Path | None] = []
     real = manifest.load
 
-    def counting(path: Path | None = None, assignment: str = manifest.DEFAULT_ASSIGNMENT) -> manifest.Assignment:
+    def counting(
+        path: Path | None = None, assignment: str = manifest.DEFAULT_ASSIGNMENT
+    ) -> manifest.Assignment:
         calls.append(path)
         return real(path, assignment)
 
@@ -68,12 +70,31 @@ def _softmax(card: dict) -> dict:
 def test_grade_honours_manifest_and_loads_it_once(course, loads, tmp_path):
     out = tmp_path / "card.json"
     manifest_path = course / "assignments.json"
-    code = main(["grade", str(course / "solutions"), "--manifest", str(manifest_path), "--out", str(out),
-                 "--isolation", "process", "--seed", "3"])
+    code = main(
+        [
+            "grade",
+            str(course / "solutions"),
+            "--manifest",
+            str(manifest_path),
+            "--out",
+            str(out),
+            "--isolation",
+            "process",
+            "--seed",
+            "3",
+        ]
+    )
     assert code == 0
     card = json.loads(out.read_text())
-    assert (card["status"], card["score"], card["max_score"]) == ("graded", 103, 103)  # the copied suite's points
-    assert (_softmax(card)["title"], _softmax(card)["max_score"]) == (TITLE, 9)  # the copied manifest's title
+    assert (card["status"], card["score"], card["max_score"]) == (
+        "graded",
+        103,
+        103,
+    )  # the copied suite's points
+    assert (_softmax(card)["title"], _softmax(card)["max_score"]) == (
+        TITLE,
+        9,
+    )  # the copied manifest's title
     assert card["canary"]["max_score"] == 103  # the canary proved the same course
     assert loads == [manifest_path]  # once for the command: canary and grade share the assignment
 
@@ -83,15 +104,39 @@ def test_batch_and_its_slots_honour_manifest_and_it_is_loaded_once(course, loads
     (klass / "alice").mkdir(parents=True)
     shutil.copy(ROOT / "solutions" / "softmax.py", klass / "alice" / "softmax.py")
     with zipfile.ZipFile(klass / "bob.zip", "w") as zf:
-        zf.writestr("../softmax.py", "x = 1\n")  # an intake error: its card's max_score is the manifest's points
+        zf.writestr(
+            "../softmax.py", "x = 1\n"
+        )  # an intake error: its card's max_score is the manifest's points
     manifest_path = course / "assignments.json"
-    code = main(["batch", str(klass), "--out", str(out), "--manifest", str(manifest_path), "--exercise", "softmax",
-                 "--per-test-time-limit", "8", "-j", "1", "--seed", "5", "--quiet"])
+    code = main(
+        [
+            "batch",
+            str(klass),
+            "--out",
+            str(out),
+            "--manifest",
+            str(manifest_path),
+            "--exercise",
+            "softmax",
+            "--per-test-time-limit",
+            "8",
+            "-j",
+            "1",
+            "--seed",
+            "5",
+            "--quiet",
+        ]
+    )
     assert code == 1  # bob's intake error
     alice = json.loads((out / "scorecards" / "alice.json").read_text())
     bob = json.loads((out / "scorecards" / "bob.json").read_text())
     # both cards were built in the slot process: it graded with the copied suite and manifest
-    assert (alice["status"], alice["score"], alice["max_score"], _softmax(alice)["title"]) == ("graded", 9, 9, TITLE)
+    assert (alice["status"], alice["score"], alice["max_score"], _softmax(alice)["title"]) == (
+        "graded",
+        9,
+        9,
+        TITLE,
+    )
     assert (bob["status"], bob["error"]["kind"], bob["max_score"]) == ("error", "intake", 9)
     assert json.loads((out / "summary.json").read_text())["score"]["max_score"] == 9
     assert loads == [manifest_path]  # once in this process (each slot loads it once, in its own)
@@ -99,7 +144,9 @@ def test_batch_and_its_slots_honour_manifest_and_it_is_loaded_once(course, loads
 
 def test_check_honours_manifest_and_loads_it_once(course, loads, capsys):
     manifest_path = course / "assignments.json"
-    assert main(["check", "softmax", "--manifest", str(manifest_path), "--json"]) == 1  # the copy's stubs fail
+    assert (
+        main(["check", "softmax", "--manifest", str(manifest_path), "--json"]) == 1
+    )  # the copy's stubs fail
     card = json.loads(capsys.readouterr().out)
     assert [e["id"] for e in card["exercises"]] == ["softmax"] and _softmax(card)["title"] == TITLE
     assert card["score"] == 0 and card["submission"]["path"] == str(course / "exercises")
@@ -120,7 +167,11 @@ def test_cli_defaults_are_read_from_the_options():
     grade = parser.parse_args(["grade", "sub"])
     batch = parser.parse_args(["batch", "sub", "--out", "o"])
     for args in (grade, batch):
-        assert (args.assignment, args.isolation, args.manifest) == (DEFAULTS.assignment, DEFAULTS.isolation, None)
+        assert (args.assignment, args.isolation, args.manifest) == (
+            DEFAULTS.assignment,
+            DEFAULTS.isolation,
+            None,
+        )
     assert batch.threads == DEFAULTS.threads
 
 
@@ -147,8 +198,18 @@ def test_a_second_course_in_the_same_process_runs_its_own_suites(course, tmp_pat
     from grader.scoring.runner import run_suites
 
     default = manifest.load()
-    run_suites([default.root / default.exercise("softmax").hidden_tests], student=ROOT / "solutions", seed=1,
-               assignment=default)
-    card = grade(ROOT / "solutions", manifest_path=course / "assignments.json", isolation="inprocess", seed=1,
-                 exercises=["softmax"], canary=False)
+    run_suites(
+        [default.root / default.exercise("softmax").hidden_tests],
+        student=ROOT / "solutions",
+        seed=1,
+        assignment=default,
+    )
+    card = grade(
+        ROOT / "solutions",
+        manifest_path=course / "assignments.json",
+        isolation="inprocess",
+        seed=1,
+        exercises=["softmax"],
+        canary=False,
+    )
     assert (_softmax(card)["score"], _softmax(card)["max_score"]) == (9, 9)

@@ -28,20 +28,27 @@ from tests.project.support.common import ROOT
 pytestmark = pytest.mark.cost(60)  # four RSA keys, a scheduler and a worker
 
 CLUSTER = ROOT / "examples" / "cluster"
-HEAD, SELF = "127.0.0.2", "127.0.0.3"  # the head node's and a grading host's addresses, in the test's namespace
+HEAD, SELF = (
+    "127.0.0.2",
+    "127.0.0.3",
+)  # the head node's and a grading host's addresses, in the test's namespace
 
 
 # -- Kubernetes -------------------------------------------------------------------------------------------------
 def _versions() -> list[str]:
     kv = pytest.importorskip("kubernetes_validate")
     folder = Path(kv.__file__).parent / "kubernetes-json-schema"
-    found = {m[1] for p in folder.iterdir() if (m := re.fullmatch(r"v(\d+\.\d+\.\d+)-local", p.name))}
+    found = {
+        m[1] for p in folder.iterdir() if (m := re.fullmatch(r"v(\d+\.\d+\.\d+)-local", p.name))
+    }
     return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".")))
 
 
 def _manifests() -> dict[str, list[dict]]:
-    return {name: [d for d in yaml.safe_load_all((CLUSTER / name).read_text()) if d]
-            for name in ("k8s-indexed-job.yaml", "k8s-merge-job.yaml")}
+    return {
+        name: [d for d in yaml.safe_load_all((CLUSTER / name).read_text()) if d]
+        for name in ("k8s-indexed-job.yaml", "k8s-merge-job.yaml")
+    }
 
 
 def test_the_kubernetes_manifests_validate_against_every_release_from_1_29():
@@ -52,25 +59,34 @@ def test_the_kubernetes_manifests_validate_against_every_release_from_1_29():
     for docs in _manifests().values():
         for version in versions:
             for doc in docs:
-                kv.validate(doc, version, strict=True)  # raises, naming the field, on anything unknown or wrong
+                kv.validate(
+                    doc, version, strict=True
+                )  # raises, naming the field, on anything unknown or wrong
     old = next(v for v in _versions() if v.startswith("1.27."))
     with pytest.raises(kv.ValidationError, match="backoffLimitPerIndex"):
         kv.validate(_manifests()["k8s-indexed-job.yaml"][0], old, strict=True)
     readme = (CLUSTER / "README.md").read_text()
-    assert "Kubernetes\n  1.29 or newer" in readme and "Kubernetes >= 1.29" in (CLUSTER / "k8s-indexed-job.yaml").read_text()
+    assert (
+        "Kubernetes\n  1.29 or newer" in readme
+        and "Kubernetes >= 1.29" in (CLUSTER / "k8s-indexed-job.yaml").read_text()
+    )
 
 
 # -- Dask -------------------------------------------------------------------------------------------------------
 def _recipe() -> dict[str, str]:
     """The README's shell block: the certificate lines, and the scheduler's and worker's commands (joined)."""
     text = (CLUSTER / "README.md").read_text()
-    block = text[text.index("## A Dask cluster"):]
-    block = block[block.index("```bash\n") + 8:]
-    block = block[:block.index("```")].replace("\\\n", " ")
+    block = text[text.index("## A Dask cluster") :]
+    block = block[block.index("```bash\n") + 8 :]
+    block = block[: block.index("```")].replace("\\\n", " ")
     lines = [line for line in block.splitlines() if line and not line.startswith("#")]
-    return {"certificates": "\n".join(lines[:lines.index(next(x for x in lines if x.startswith("dask ")))]),
-            "scheduler": next(x for x in lines if x.startswith("dask scheduler")),
-            "worker": next(x for x in lines if x.startswith("dask worker"))}
+    return {
+        "certificates": "\n".join(
+            lines[: lines.index(next(x for x in lines if x.startswith("dask ")))]
+        ),
+        "scheduler": next(x for x in lines if x.startswith("dask scheduler")),
+        "worker": next(x for x in lines if x.startswith("dask worker")),
+    }
 
 
 SCRIPT = """
@@ -118,7 +134,9 @@ def _listening(pid: int) -> set[tuple[str, int]]:
 
 def _address(hexed: str, family: int) -> str:
     raw = bytes.fromhex(hexed)
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # each 32-bit word in host (little) order
+    words = b"".join(
+        raw[i : i + 4][::-1] for i in range(0, len(raw), 4)
+    )  # each 32-bit word in host (little) order
     return socket.inet_ntop(family, words)
 
 
@@ -138,29 +156,55 @@ def _tree(root: int) -> set[int]:
     return out
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip") or
-                    not shutil.which("openssl"), reason="needs root, unshare, ip and openssl for a private network")
+@pytest.mark.skipif(
+    os.geteuid() != 0
+    or not shutil.which("unshare")
+    or not shutil.which("ip")
+    or not shutil.which("openssl"),
+    reason="needs root, unshare, ip and openssl for a private network",
+)
 def test_the_dask_recipe_binds_every_listener_to_the_address_it_means(tmp_path):
     pytest.importorskip("distributed")
     recipe = _recipe()
     assert "--no-dashboard" in recipe["scheduler"] and "--no-dashboard" in recipe["worker"]
     dask = str(Path(sys.executable).parent / "dask")
-    script = SCRIPT.format(**{k: v.replace("dask ", f"{dask} ", 1) if k != "certificates" else v
-                              for k, v in recipe.items()})
+    script = SCRIPT.format(
+        **{
+            k: v.replace("dask ", f"{dask} ", 1) if k != "certificates" else v
+            for k, v in recipe.items()
+        }
+    )
     env = {**os.environ, "HEAD": HEAD, "SELF": SELF}
-    proc = subprocess.Popen(["unshare", "--net", "--", "bash", "-c", script], cwd=tmp_path, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["unshare", "--net", "--", "bash", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdin is not None
     try:
         ready = proc.stdout.readline().split()  # the script says so once the worker has registered
-        logs = "".join((tmp_path / n).read_text() for n in ("scheduler.log", "worker.log") if (tmp_path / n).exists())
+        logs = "".join(
+            (tmp_path / n).read_text()
+            for n in ("scheduler.log", "worker.log")
+            if (tmp_path / n).exists()
+        )
         assert ready[:1] == ["ready"], logs[-3000:]
         scheduler, worker = _listening(int(ready[1])), _listening(int(ready[2]))
     finally:
         proc.stdin.close()  # the script then stops both
         proc.wait(timeout=120)
-    assert (HEAD, 8786) in scheduler and ("127.0.0.1", 8787) in scheduler, scheduler  # the comm and HTTP servers
-    assert {a for a, _ in worker} >= {SELF, "127.0.0.1"} and len(worker) >= 3, worker  # worker, nanny, HTTP
+    assert (HEAD, 8786) in scheduler and ("127.0.0.1", 8787) in scheduler, (
+        scheduler
+    )  # the comm and HTTP servers
+    assert {a for a, _ in worker} >= {SELF, "127.0.0.1"} and len(worker) >= 3, (
+        worker
+    )  # worker, nanny, HTTP
     for who, meant, sockets in (("scheduler", HEAD, scheduler), ("worker", SELF, worker)):
         wrong = {s for s in sockets if s[0] not in (meant, "127.0.0.1")}
-        assert not wrong, f"the {who} listens on {sorted(wrong)} (meant: {meant}, and 127.0.0.1 for HTTP)"
+        assert not wrong, (
+            f"the {who} listens on {sorted(wrong)} (meant: {meant}, and 127.0.0.1 for HTTP)"
+        )

@@ -22,7 +22,9 @@ def test_committed_exercises_match_a_fresh_build(tmp_path):
     for path in written:
         committed = ROOT / "exercises" / path.name
         assert committed.is_file(), f"exercises/{path.name} missing: run `grader build`"
-        assert committed.read_text() == path.read_text(), f"exercises/{path.name} is stale: run `grader build`"
+        assert committed.read_text() == path.read_text(), (
+            f"exercises/{path.name} is stale: run `grader build`"
+        )
     assert {p.name for p in (ROOT / "exercises").glob("*.py")} == {p.name for p in written}
 
 
@@ -35,7 +37,7 @@ def test_stubs_keep_signatures_and_docstrings_and_drop_solution_text():
         assert _signatures(stub.read_text()) == sol_defs, solution.name
         text = stub.read_text()
         assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
-        assert "raise NotImplementedError(\"TODO: implement" in text
+        assert 'raise NotImplementedError("TODO: implement' in text
 
 
 def test_region_lines_never_reach_the_stubs():
@@ -43,8 +45,12 @@ def test_region_lines_never_reach_the_stubs():
         stub_text = (ROOT / "exercises" / solution.name).read_text()
         for region in _regions(solution.read_text()):
             for line in region:
-                if len(line.strip()) > 12:  # short lines like `return out` may legitimately appear elsewhere
-                    assert line.strip() not in stub_text, f"{solution.name}: leaked {line.strip()!r}"
+                if (
+                    len(line.strip()) > 12
+                ):  # short lines like `return out` may legitimately appear elsewhere
+                    assert line.strip() not in stub_text, (
+                        f"{solution.name}: leaked {line.strip()!r}"
+                    )
 
 
 def test_solutions_hold_only_the_exercise_modules_of_the_manifest():
@@ -62,13 +68,25 @@ def test_stubs_of_reshaping_code_carry_shape_scaffolds():
         source = solution.read_text()
         inside = _region_lines(source)
         for name, (first, last) in _functions(source).items():
-            lines = source.splitlines()[first - 1:last]
-            if RESHAPES.search("\n".join(line for n, line in enumerate(lines, first) if n in inside)):
+            lines = source.splitlines()[first - 1 : last]
+            if RESHAPES.search(
+                "\n".join(line for n, line in enumerate(lines, first) if n in inside)
+            ):
                 reshaping.append((solution.stem, name))
-    assert {m for m, _ in reshaping} >= {"multihead_attention", "efficient_attention", "cross_attention",
-                                         "decaying_attention"}
-    missing = [f"{m}.{name}" for m, name in reshaping
-               if not any(SHAPE_COMMENT.search(c) for c in _comments((ROOT / "exercises" / f"{m}.py").read_text(), name))]
+    assert {m for m, _ in reshaping} >= {
+        "multihead_attention",
+        "efficient_attention",
+        "cross_attention",
+        "decaying_attention",
+    }
+    missing = [
+        f"{m}.{name}"
+        for m, name in reshaping
+        if not any(
+            SHAPE_COMMENT.search(c)
+            for c in _comments((ROOT / "exercises" / f"{m}.py").read_text(), name)
+        )
+    ]
     assert missing == []
 
 
@@ -76,7 +94,9 @@ def _functions(source: str) -> dict[str, tuple[int, int]]:
     """Top-level functions and methods: qualified name -> (first line, last line), 1-based."""
     out = {}
     for node in ast.parse(source).body:
-        prefix, body = (f"{node.name}.", node.body) if isinstance(node, ast.ClassDef) else ("", [node])
+        prefix, body = (
+            (f"{node.name}.", node.body) if isinstance(node, ast.ClassDef) else ("", [node])
+        )
         for fn in body:
             if isinstance(fn, ast.FunctionDef):
                 out[prefix + fn.name] = (fn.lineno, fn.end_lineno or fn.lineno)

@@ -24,7 +24,9 @@ def assignment(request: pytest.FixtureRequest) -> manifest.Assignment:
 def test_the_default_is_attention_basics_and_a_manifest_without_it_defaults_to_its_first(tmp_path):
     assert manifest.load().id == manifest.DEFAULT_ASSIGNMENT
     document = json.loads((ROOT / "assignments.json").read_text())
-    document["assignments"] = [a for a in document["assignments"] if a["id"] != manifest.DEFAULT_ASSIGNMENT]
+    document["assignments"] = [
+        a for a in document["assignments"] if a["id"] != manifest.DEFAULT_ASSIGNMENT
+    ]
     (tmp_path / "assignments.json").write_text(json.dumps(document))
     assert manifest.load(tmp_path / "assignments.json").id == document["assignments"][0]["id"]
     with pytest.raises(manifest.ManifestError, match=r"no assignment 'nope'.*known: "):
@@ -57,7 +59,9 @@ def test_a_manifest_error_names_the_offending_path(tmp_path):
     bad.write_text(json.dumps(document))
     with pytest.raises(manifest.ManifestError, match="exercises/0/points") as caught:
         manifest.load(bad)
-    assert isinstance(caught.value, errors.UsageError)  # the caller's mistake: one line and exit 2, no traceback
+    assert isinstance(
+        caught.value, errors.UsageError
+    )  # the caller's mistake: one line and exit 2, no traceback
 
 
 def test_total_is_100_and_modules_are_unique(assignment):
@@ -75,18 +79,24 @@ def test_every_test_belongs_to_its_exercise_and_points_add_up(assignment, suite)
     per_file: dict[str, float] = {}
     for r in results:
         file_exercise = r.id.split("::")[0].rsplit("test_", 1)[1].removesuffix(".py")
-        assert r.exercise == file_exercise, f"{r.id}: marked exercise {r.exercise!r}, file is {file_exercise!r}"
+        assert r.exercise == file_exercise, (
+            f"{r.id}: marked exercise {r.exercise!r}, file is {file_exercise!r}"
+        )
         assert r.max_points > 0 or r.cuda, f"{r.id}: no points marker"
         if not r.cuda:
             per_file[r.exercise] = per_file.get(r.exercise, 0.0) + r.max_points
     for ex in assignment.exercises:
-        assert per_file.get(ex.id) == pytest.approx(ex.points), f"{suite}/{ex.id}: tests sum to {per_file.get(ex.id)}"
+        assert per_file.get(ex.id) == pytest.approx(ex.points), (
+            f"{suite}/{ex.id}: tests sum to {per_file.get(ex.id)}"
+        )
 
 
 def test_exercise_names_exist_in_the_solutions(assignment, monkeypatch):
     import importlib
 
-    monkeypatch.syspath_prepend(str(assignment.root))  # `solutions` is a package of the checkout, not installed
+    monkeypatch.syspath_prepend(
+        str(assignment.root)
+    )  # `solutions` is a package of the checkout, not installed
     for ex in assignment.exercises:
         module = importlib.import_module(f"solutions.{ex.module}")
         missing = [n for n in ex.names if not hasattr(module, n)]
@@ -100,7 +110,11 @@ def _misspell(course: Path, field: str, wrong: str) -> int:
     document = json.loads(path.read_text())
     document["assignments"][0]["exercises"][0][field] = wrong
     path.write_text(json.dumps(document, indent=2))
-    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if f'"{field}": "{wrong}"' in line)
+    return next(
+        n
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if f'"{field}": "{wrong}"' in line
+    )
 
 
 def test_a_misspelled_hidden_suite_is_a_usage_error_naming_its_line(tmp_path, capsys):
@@ -108,11 +122,16 @@ def test_a_misspelled_hidden_suite_is_a_usage_error_naming_its_line(tmp_path, ca
     course = course_copy(tmp_path / "course")
     line = _misspell(course, "hidden_tests", "tests/hidden/test_sofmax.py")
     path = course / "assignments.json"
-    for command in (["grade", str(course / "solutions"), "--out", str(tmp_path / "card.json")],
-                    ["batch", str(course / "solutions"), "--out", str(tmp_path / "out")]):
+    for command in (
+        ["grade", str(course / "solutions"), "--out", str(tmp_path / "card.json")],
+        ["batch", str(course / "solutions"), "--out", str(tmp_path / "out")],
+    ):
         assert main([*command, "--manifest", str(path)]) == errors.ExitCode.USAGE
         err = capsys.readouterr().err
-        assert f"{path}:{line}: hidden_tests of exercise 'softmax': 'tests/hidden/test_sofmax.py' is not a file" in err
+        assert (
+            f"{path}:{line}: hidden_tests of exercise 'softmax': 'tests/hidden/test_sofmax.py' is not a file"
+            in err
+        )
         assert "did you mean test_softmax.py?" in err and "cannot grade" not in err, err
     assert not (tmp_path / "card.json").exists() and not (tmp_path / "out" / "scorecards").exists()
 
@@ -124,15 +143,26 @@ def test_every_wrong_path_is_named_at_once_and_none_may_lead_out_of_the_course(t
     outside = tmp_path / "test_elsewhere.py"
     outside.write_text("def test_x():\n    pass\n")
     (course / "tests/hidden/test_masks.py").unlink()
-    (course / "tests/hidden/test_masks.py").symlink_to(outside)  # the schema's pattern holds; the file is elsewhere
+    (course / "tests/hidden/test_masks.py").symlink_to(
+        outside
+    )  # the schema's pattern holds; the file is elsewhere
     spec = manifest.load(course / "assignments.json")
     with pytest.raises(manifest.ManifestError) as raised:
         manifest.check_paths(spec, ("public", "hidden"))
     text = str(raised.value)
     assert text.startswith("3 path(s) of assignment 'attention-basics' are wrong"), text
-    assert "public_tests of exercise 'softmax': 'tests/public/test_softmaxx.py' is not a file" in text
-    assert "hidden_tests of exercise 'masks': 'tests/hidden/test_masks.py' is outside the manifest's folder" in text
+    assert (
+        "public_tests of exercise 'softmax': 'tests/public/test_softmaxx.py' is not a file" in text
+    )
+    assert (
+        "hidden_tests of exercise 'masks': 'tests/hidden/test_masks.py' is outside the manifest's folder"
+        in text
+    )
     assert "module of exercise 'masks': 'solutions/masks.py' is not a file" in text
-    assert manifest.check_paths(spec, ()) is spec  # a student repository has no hidden suites: nothing asked, none checked
-    with pytest.raises(check.CheckError, match="public_tests of exercise 'softmax'"):  # grader check: exit 2 too
+    assert (
+        manifest.check_paths(spec, ()) is spec
+    )  # a student repository has no hidden suites: nothing asked, none checked
+    with pytest.raises(
+        check.CheckError, match="public_tests of exercise 'softmax'"
+    ):  # grader check: exit 2 too
         check.load(manifest_path=course / "assignments.json")

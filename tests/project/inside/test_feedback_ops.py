@@ -16,7 +16,7 @@ from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
 from grader.testing.checks import hinted, mismatch_preview
 
-FUNCS = '''
+FUNCS = """
 import torch
 
 def soft(x, dim=-1):
@@ -39,7 +39,7 @@ def follows(x):
 
 def ignores_device(n, device=None):
     return torch.ones(n, n)
-'''
+"""
 
 
 def _submission(tmp_path: Path) -> Path:
@@ -55,10 +55,14 @@ def test_hinted_puts_the_hint_on_a_student_error():
 
 def test_frozen_importlib_frames_never_count_as_the_students(tmp_path, monkeypatch):
     (tmp_path / "bad.py").write_text("import torch\nraise ValueError('at import')\n")
-    monkeypatch.chdir(tmp_path)  # "<frozen importlib._bootstrap>" resolved against this cwd lies inside the root
+    monkeypatch.chdir(
+        tmp_path
+    )  # "<frozen importlib._bootstrap>" resolved against this cwd lies inside the root
     with pytest.raises(StudentError) as caught:
         Executor(tmp_path).call("bad", "anything", (), {})
-    assert caught.value.frames and all("frozen" not in f for f in caught.value.frames), caught.value.frames
+    assert caught.value.frames and all("frozen" not in f for f in caught.value.frames), (
+        caught.value.frames
+    )
     assert "in your code:\n    bad.py, line 2" in caught.value.feedback()
 
 
@@ -70,7 +74,9 @@ def test_the_preview_shows_the_first_mismatch_with_enough_digits():
     assert "first mismatch at index (2, 13): got 1e-09, expected 0" in text
     assert "<1e-09>" in text and "<0>" in text
     near = mismatch_preview(torch.tensor([0.123456789]), torch.tensor([0.123456]), atol=0, rtol=0)
-    assert "got 0.123457, expected 0.123456" in near  # four digits would print the same number twice
+    assert (
+        "got 0.123457, expected 0.123456" in near
+    )  # four digits would print the same number twice
 
 
 def test_a_boolean_mask_mismatch_prints_as_a_grid():
@@ -105,14 +111,19 @@ def test_a_backward_broken_by_an_in_place_op_is_the_students_error(tmp_path):
 def test_on_meta_reports_where_results_are_and_raises_for_cpu_tensors(tmp_path):
     student = StudentProxy(InProcessBackend(_submission(tmp_path)))
     x = torch.randn(2, 3)
-    assert student.mod.follows.on_meta(x) == {"device": "meta", "shape": (2, 3), "dtype": "torch.float32"}
+    assert student.mod.follows.on_meta(x) == {
+        "device": "meta",
+        "shape": (2, 3),
+        "dtype": "torch.float32",
+    }
     assert student.mod.ignores_device.on_meta(3, device="meta")["device"] == "cpu"
     with pytest.raises(StudentError, match="device"):
         student.mod.on_cpu.on_meta(x)
 
 
 def test_a_module_on_meta_keeps_its_own_weights(tmp_path):
-    (tmp_path / "m.py").write_text(textwrap.dedent('''
+    (tmp_path / "m.py").write_text(
+        textwrap.dedent("""
         import torch
         from torch import nn
 
@@ -124,7 +135,8 @@ def test_a_module_on_meta_keeps_its_own_weights(tmp_path):
 
             def forward(self, x, use_plain=False):
                 return self.lin(x) + (self.plain if use_plain else 0)
-        '''))
+        """)
+    )
     student = StudentProxy(InProcessBackend(tmp_path))
     h = student.m.Lin()
     x = torch.randn(4, 3)
@@ -136,8 +148,13 @@ def test_a_module_on_meta_keeps_its_own_weights(tmp_path):
 
 
 def test_grads_and_on_meta_cross_the_sandbox_wire(tmp_path):
-    backend = remote.SandboxBackend(_submission(tmp_path), isolation.LaunchSpec(isolation.available()[0]), bans={},
-                                    time_limits={"ex": 30}, budget_s=120)
+    backend = remote.SandboxBackend(
+        _submission(tmp_path),
+        isolation.LaunchSpec(isolation.available()[0]),
+        bans={},
+        time_limits={"ex": 30},
+        budget_s=120,
+    )
     backend.begin_test("t::test", "ex")
     try:
         student = StudentProxy(backend)

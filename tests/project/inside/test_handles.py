@@ -16,7 +16,7 @@ from grader.sandbox import isolation, remote
 from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
 
-SOURCE = textwrap.dedent('''
+SOURCE = textwrap.dedent("""
     import torch
     from torch import nn
 
@@ -54,7 +54,7 @@ SOURCE = textwrap.dedent('''
 
     def twice(x):
         return Twice.apply(x)
-''')
+""")
 
 
 @pytest.fixture(params=["inprocess", "sandbox"])
@@ -63,8 +63,13 @@ def student(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StudentP
     if request.param == "inprocess":
         yield StudentProxy(InProcessBackend(tmp_path))
         return
-    backend = remote.SandboxBackend(tmp_path, isolation.LaunchSpec(isolation.available()[0]), bans={},
-                                    time_limits={"ex": 30}, budget_s=120)
+    backend = remote.SandboxBackend(
+        tmp_path,
+        isolation.LaunchSpec(isolation.available()[0]),
+        bans={},
+        time_limits={"ex": 30},
+        budget_s=120,
+    )
     backend.begin_test("t::test", "ex")
     try:
         yield StudentProxy(backend)
@@ -78,8 +83,14 @@ def test_a_handle_passed_as_an_argument_is_the_module_again(student):
     torch.testing.assert_close(got, torch.tensor([2.0, 2.0, 10.0, 10.0, 10.0]))
     assert store.invoke("update", torch.tensor([7.0])).tolist() == [2.0, 2.0, 10.0, 10.0, 10.0, 7.0]
     store.invoke("reset")
-    torch.testing.assert_close(store.invoke("update", torch.tensor([1.0, 3.0])), torch.tensor([1.0, 3.0]))
-    assert student.mod.run(model, store, ([torch.ones(1)],)[0]).tolist() == [1.0, 3.0, 2.0]  # inside a list
+    torch.testing.assert_close(
+        store.invoke("update", torch.tensor([1.0, 3.0])), torch.tensor([1.0, 3.0])
+    )
+    assert student.mod.run(model, store, ([torch.ones(1)],)[0]).tolist() == [
+        1.0,
+        3.0,
+        2.0,
+    ]  # inside a list
 
 
 def test_invoke_reaches_only_public_methods_the_class_defines(student):
@@ -102,8 +113,16 @@ def test_on_meta_takes_handles_as_meta_copies_and_leaves_the_modules_as_they_wer
     model, store = student.mod.Scale(2.0), student.mod.Store(6)
     student.mod.run(model, store, [torch.ones(2)])
     described = student.mod.run.on_meta(model, store, [torch.ones(3)])
-    assert described == {"device": "meta", "shape": (5,), "dtype": "torch.float32"}  # the copy held 2, took 3
-    assert store.invoke("update", torch.tensor([4.0])).tolist() == [2.0, 2.0, 4.0]  # the handle's own: 2 then 1
+    assert described == {
+        "device": "meta",
+        "shape": (5,),
+        "dtype": "torch.float32",
+    }  # the copy held 2, took 3
+    assert store.invoke("update", torch.tensor([4.0])).tolist() == [
+        2.0,
+        2.0,
+        4.0,
+    ]  # the handle's own: 2 then 1
     assert store.named_buffers()["seen"].device.type == "cpu"
 
 

@@ -20,18 +20,30 @@ pytestmark = pytest.mark.cost(2)  # seconds on 2 cores: started early (tests/pro
 SOFTMAX = manifest.load().exercise("softmax").banned
 SDPA = ("torch.nn.functional.scaled_dot_product_attention",)
 Q4, Q3 = torch.randn(1, 2, 5, 8), torch.randn(2, 5, 8)
-CAPTURED_SDPA, CAPTURED_SOFTMAX, CAPTURED_F_SOFTMAX = F.scaled_dot_product_attention, torch.softmax, F.softmax
+CAPTURED_SDPA, CAPTURED_SOFTMAX, CAPTURED_F_SOFTMAX = (
+    F.scaled_dot_product_attention,
+    torch.softmax,
+    F.softmax,
+)
 
 SDPA_ROUTES = {
     "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(Q4, Q4, Q4),
     "3-d inputs (math backend)": lambda: F.scaled_dot_product_attention(Q3, Q3, Q3, dropout_p=0.0),
     "captured before the window": lambda: CAPTURED_SDPA(Q4, Q4, Q4),
     "torch._C._nn": lambda: torch._C._nn.scaled_dot_product_attention(Q4, Q4, Q4),
-    "torch.ops.aten overload": lambda: torch.ops.aten.scaled_dot_product_attention.default(Q4, Q4, Q4),
+    "torch.ops.aten overload": lambda: torch.ops.aten.scaled_dot_product_attention.default(
+        Q4, Q4, Q4
+    ),
     "torch.ops.aten packet": lambda: torch.ops.aten.scaled_dot_product_attention(Q4, Q4, Q4),
-    "the CPU flash kernel": lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(Q4, Q4, Q4),
-    "reduce(getattr)": lambda: functools.reduce(getattr, ["_C", "_nn", "scaled_dot_product_attention"], torch)(Q4, Q4, Q4),
-    "getattr of a built name": lambda: getattr(F, "_".join(["scaled", "dot", "product", "attention"]))(Q4, Q4, Q4),
+    "the CPU flash kernel": lambda: (
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(Q4, Q4, Q4)
+    ),
+    "reduce(getattr)": lambda: functools.reduce(
+        getattr, ["_C", "_nn", "scaled_dot_product_attention"], torch
+    )(Q4, Q4, Q4),
+    "getattr of a built name": lambda: getattr(
+        F, "_".join(["scaled", "dot", "product", "attention"])
+    )(Q4, Q4, Q4),
 }
 SOFTMAX_ROUTES = {
     "torch.softmax": lambda: torch.softmax(Q3, -1),
@@ -50,7 +62,10 @@ SOFTMAX_ROUTES = {
 @pytest.mark.parametrize("route", sorted(SDPA_ROUTES))
 def test_every_route_to_sdpa_is_refused_inside_the_window_and_works_outside(route):
     run = SDPA_ROUTES[route]
-    with bans.banned(SDPA), pytest.raises(BannedAPIError, match="scaled_dot_product_attention is not allowed"):
+    with (
+        bans.banned(SDPA),
+        pytest.raises(BannedAPIError, match="scaled_dot_product_attention is not allowed"),
+    ):
         run()
     assert run() is not None  # outside the window it runs (the flash kernel returns a tuple)
 
@@ -58,7 +73,10 @@ def test_every_route_to_sdpa_is_refused_inside_the_window_and_works_outside(rout
 @pytest.mark.parametrize("route", sorted(SOFTMAX_ROUTES))
 def test_every_route_to_softmax_is_refused_inside_the_softmax_window_only(route):
     run = SOFTMAX_ROUTES[route]
-    with bans.banned(SOFTMAX), pytest.raises(BannedAPIError, match="is not allowed in this exercise"):
+    with (
+        bans.banned(SOFTMAX),
+        pytest.raises(BannedAPIError, match="is not allowed in this exercise"),
+    ):
         run()
     with bans.banned(SDPA):  # another exercise's window: softmax is allowed there
         assert isinstance(run(), torch.Tensor)
@@ -66,7 +84,14 @@ def test_every_route_to_softmax_is_refused_inside_the_softmax_window_only(route)
 
 def test_honest_arithmetic_runs_unrefused_inside_every_window():
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-    with bans.banned((*SOFTMAX, *SDPA, "torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward")):
+    with bans.banned(
+        (
+            *SOFTMAX,
+            *SDPA,
+            "torch.nn.MultiheadAttention",
+            "torch.nn.functional.multi_head_attention_forward",
+        )
+    ):
         e = torch.exp(x - x.amax(-1, keepdim=True))
         (e / e.sum(-1, keepdim=True)).sum().backward()
         torch.logsumexp(x.detach(), -1)

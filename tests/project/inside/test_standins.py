@@ -23,7 +23,9 @@ def _submission(tmp_path: Path, causal_source: str, multihead_source: str | None
 
 
 def _head_types(executor: Executor) -> set[str]:
-    handle = executor.call("multihead_attention:isolated", "MultiHeadAttentionWrapper", WRAPPER_ARGS, {"num_heads": 2})
+    handle = executor.call(
+        "multihead_attention:isolated", "MultiHeadAttentionWrapper", WRAPPER_ARGS, {"num_heads": 2}
+    )
     executor.method(handle.id, "forward", (torch.randn(2, 5, 4),), {})
     wrapper = executor.handles[handle.id][0]
     return {type(head).__name__ for head in wrapper.heads}
@@ -35,9 +37,17 @@ def test_the_heads_are_stand_ins_even_when_the_students_causal_attention_does_no
 
 
 def test_a_helper_the_wrapper_imports_from_the_sibling_module_still_imports(tmp_path):
-    causal = (ROOT / "solutions" / "causal_attention.py").read_text() + "\n\ndef heads_of(n):\n    return n\n"
-    multihead = (ROOT / "solutions" / "multihead_attention.py").read_text().replace(
-        "from .causal_attention import CausalAttention", "from .causal_attention import CausalAttention, heads_of")
+    causal = (
+        ROOT / "solutions" / "causal_attention.py"
+    ).read_text() + "\n\ndef heads_of(n):\n    return n\n"
+    multihead = (
+        (ROOT / "solutions" / "multihead_attention.py")
+        .read_text()
+        .replace(
+            "from .causal_attention import CausalAttention",
+            "from .causal_attention import CausalAttention, heads_of",
+        )
+    )
     assert "heads_of" in multihead
     executor = Executor(_submission(tmp_path, causal, multihead))
     assert _head_types(executor) == {StandInCausalAttention.__name__}
@@ -46,16 +56,23 @@ def test_a_helper_the_wrapper_imports_from_the_sibling_module_still_imports(tmp_
 def test_the_plain_module_keeps_the_students_own_heads(tmp_path):
     sub = _submission(tmp_path, (ROOT / "solutions" / "causal_attention.py").read_text())
     executor = Executor(sub)
-    handle = executor.call("multihead_attention", "MultiHeadAttentionWrapper", WRAPPER_ARGS, {"num_heads": 2})
+    handle = executor.call(
+        "multihead_attention", "MultiHeadAttentionWrapper", WRAPPER_ARGS, {"num_heads": 2}
+    )
     assert {type(h).__name__ for h in executor.handles[handle.id][0].heads} == {"CausalAttention"}
 
 
 def test_a_one_file_submission_gets_the_stand_ins_too(tmp_path):
     sub = tmp_path / "one"
     sub.mkdir()
-    body = (ROOT / "solutions" / "causal_attention.py").read_text() + "\n" + (
-        ROOT / "solutions" / "multihead_attention.py").read_text().replace(
-        "from .causal_attention import CausalAttention\n", "").replace("from __future__ import annotations\n", "")
+    body = (
+        (ROOT / "solutions" / "causal_attention.py").read_text()
+        + "\n"
+        + (ROOT / "solutions" / "multihead_attention.py")
+        .read_text()
+        .replace("from .causal_attention import CausalAttention\n", "")
+        .replace("from __future__ import annotations\n", "")
+    )
     (sub / "all.py").write_text(body)
     executor = Executor(sub, single_module="all")
     assert _head_types(executor) == {StandInCausalAttention.__name__}

@@ -17,8 +17,10 @@ from grader.sandbox import isolation, remote
 from grader.sandbox.zygote_client import Zygote
 from tests.project.support.common import starter_of
 
-SOURCE = "import torch\n\n\ndef draw(n):\n    return torch.rand(n)\n\n\ndef dropped(n, p):\n" \
-         "    return (torch.nn.functional.dropout(torch.ones(n), p) == 0).sum()\n"
+SOURCE = (
+    "import torch\n\n\ndef draw(n):\n    return torch.rand(n)\n\n\ndef dropped(n, p):\n"
+    "    return (torch.nn.functional.dropout(torch.ones(n), p) == 0).sum()\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +33,14 @@ def shared_zygote() -> Iterator[Zygote]:
 
 def _backend(box: Path, zygote: Zygote | None) -> remote.SandboxBackend:
     (box / "mod.py").write_text(SOURCE)
-    return remote.SandboxBackend(box, isolation.LaunchSpec(isolation.available()[0]), bans={},
-                                 time_limits={"ex": 30}, budget_s=120, starter=starter_of(zygote))
+    return remote.SandboxBackend(
+        box,
+        isolation.LaunchSpec(isolation.available()[0]),
+        bans={},
+        time_limits={"ex": 30},
+        budget_s=120,
+        starter=starter_of(zygote),
+    )
 
 
 def _draw(backend: remote.SandboxBackend, test: str, seed: int) -> torch.Tensor:
@@ -42,14 +50,22 @@ def _draw(backend: remote.SandboxBackend, test: str, seed: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("forked", [False, True], ids=["cold", "forked"])
-def test_the_same_seed_draws_the_same_numbers_and_another_seed_others(tmp_path, shared_zygote, forked):
+def test_the_same_seed_draws_the_same_numbers_and_another_seed_others(
+    tmp_path, shared_zygote, forked
+):
     backend = _backend(tmp_path, shared_zygote if forked else None)
     try:
-        first, again, other = _draw(backend, "a", 11), _draw(backend, "b", 11), _draw(backend, "c", 12)
+        first, again, other = (
+            _draw(backend, "a", 11),
+            _draw(backend, "b", 11),
+            _draw(backend, "c", 12),
+        )
     finally:
         backend.close()
     generator = torch.Generator().manual_seed(11)
-    assert torch.equal(first, torch.rand(5, generator=generator))  # torch's own generator, seeded with 11
+    assert torch.equal(
+        first, torch.rand(5, generator=generator)
+    )  # torch's own generator, seeded with 11
     assert torch.equal(first, again) and not torch.equal(first, other)
 
 
@@ -62,7 +78,9 @@ def test_two_workers_forked_from_one_zygote_draw_what_their_seeds_say(tmp_path, 
             draws.append(_draw(backend, "t", seed))
         finally:
             backend.close()
-    assert not torch.equal(draws[0], draws[1])  # unseeded, both forks started from the zygote's one state
+    assert not torch.equal(
+        draws[0], draws[1]
+    )  # unseeded, both forks started from the zygote's one state
 
 
 def test_dropout_rates_vary_with_the_seed_around_p(tmp_path, shared_zygote):

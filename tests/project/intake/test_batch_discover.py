@@ -28,7 +28,13 @@ def test_plain_folder_of_folders_archives_and_single_files(tmp_path):
     found = discover(tmp_path)
     assert found.layout == "folder"
     assert {e.key: e.layout for e in found.entries} == {
-        "alice": "folder", "bob": "folder", "carol": "zip", "dave": "tar.gz", "erin": "tgz", "frank": "py"}
+        "alice": "folder",
+        "bob": "folder",
+        "carol": "zip",
+        "dave": "tar.gz",
+        "erin": "tgz",
+        "frank": "py",
+    }
     assert found.ignored == ["README.md"]
     assert not any(e.clash for e in found.entries)
 
@@ -41,9 +47,14 @@ def test_nbgrader_submitted_layout(tmp_path):
     for root in (tmp_path, tmp_path / "submitted"):
         found = discover(root, assignment="attention-basics")
         assert found.layout == "nbgrader"
-        paths = {e.key: e.path.relative_to(tmp_path / "submitted").as_posix() for e in found.entries}
-        assert paths == {"alice": "alice/attention-basics", "bob": "bob/attention-basics",
-                         "carol": "carol/attention-basics"}
+        paths = {
+            e.key: e.path.relative_to(tmp_path / "submitted").as_posix() for e in found.entries
+        }
+        assert paths == {
+            "alice": "alice/attention-basics",
+            "bob": "bob/attention-basics",
+            "carol": "carol/attention-basics",
+        }
 
 
 def test_github_classroom_clone_strips_the_assignment_prefix(tmp_path):
@@ -89,9 +100,17 @@ def test_links_fifos_and_devices_in_a_class_folder_are_kept_as_intake_errors_nam
     found = {e.key: e for e in discover(tmp_path).entries}
     assert set(found) == {"alice", "bob", "carol", "dave", "eve", "frank", "notes"}
     assert not found["alice"].clash and not found["carol"].clash
-    for key, what in (("bob", "symbolic link"), ("dave", "symbolic link"), ("eve", "symbolic link"),
-                      ("frank", "FIFO"), ("notes", "symbolic link")):
-        assert what in found[key].clash and found[key].path.name in found[key].clash, (key, found[key].clash)
+    for key, what in (
+        ("bob", "symbolic link"),
+        ("dave", "symbolic link"),
+        ("eve", "symbolic link"),
+        ("frank", "FIFO"),
+        ("notes", "symbolic link"),
+    ):
+        assert what in found[key].clash and found[key].path.name in found[key].clash, (
+            key,
+            found[key].clash,
+        )
 
 
 def test_links_are_refused_in_classroom_and_nbgrader_layouts_too(tmp_path):
@@ -106,7 +125,11 @@ def test_links_are_refused_in_classroom_and_nbgrader_layouts_too(tmp_path):
     (nb / "bob" / "attention-basics").symlink_to(nb / "alice" / "attention-basics")
     (nb / "carol").symlink_to(nb / "alice")
     found = {e.student: e.clash for e in discover(nb, assignment="attention-basics").entries}
-    assert found["alice"] == "" and "symbolic link" in found["bob"] and "symbolic link" in found["carol"]
+    assert (
+        found["alice"] == ""
+        and "symbolic link" in found["bob"]
+        and "symbolic link" in found["carol"]
+    )
 
 
 def test_student_ids_from_hostile_folder_names_are_safe_text(tmp_path):
@@ -119,4 +142,8 @@ def test_student_ids_from_hostile_folder_names_are_safe_text(tmp_path):
     entries = discover(tmp_path).entries
     for entry in entries:
         assert "\n" not in entry.student and entry.student.encode("utf-8") and "/" not in entry.key
-    assert {e.student for e in entries} == {"eve\\x0a[2 of 2] mallory: 6 of 6 in 0.1 s", "b\\udcffb", "-1+B2"}
+    assert {e.student for e in entries} == {
+        "eve\\x0a[2 of 2] mallory: 6 of 6 in 0.1 s",
+        "b\\udcffb",
+        "-1+B2",
+    }

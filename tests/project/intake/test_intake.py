@@ -17,7 +17,13 @@ import pytest
 
 from grader.intake import submission as intake
 from grader.intake.submission import IntakeError
-from tests.project.support.hostile_inputs import long_header_tgz, outcome, peak_mib, zip64_with_entries, zip_of
+from tests.project.support.hostile_inputs import (
+    long_header_tgz,
+    outcome,
+    peak_mib,
+    zip64_with_entries,
+    zip_of,
+)
 
 MODULES = {"softmax", "masks"}
 
@@ -82,7 +88,9 @@ def test_garbage_and_empty_inputs_say_what_to_do(tmp_path):
     bad.write_bytes(b"not a zip")
     with pytest.raises(intake.IntakeError, match="not a valid zip"):
         intake.take(bad, modules=MODULES)
-    with pytest.raises(intake.IntakeError, match=r"s\.zip: not a valid zip"):  # a folder of one zip is that zip
+    with pytest.raises(
+        intake.IntakeError, match=r"s\.zip: not a valid zip"
+    ):  # a folder of one zip is that zip
         intake.take(tmp_path, modules=MODULES)
     (tmp_path / "empty").mkdir()
     with pytest.raises(intake.IntakeError, match="no Python files"):
@@ -93,6 +101,7 @@ def test_garbage_and_empty_inputs_say_what_to_do(tmp_path):
 
 
 # --- archive caps hold while streaming (a bomb costs no memory) ------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", ["gnu-longname", "pax"])
 def test_an_oversized_extended_header_is_refused_before_it_is_read(tmp_path, kind):
@@ -115,7 +124,9 @@ def test_the_zip_member_count_is_read_from_the_end_record_before_the_directory(t
     path = zip64_with_entries(tmp_path / "many.zip", 100_000)
     peak, result = peak_mib(lambda: intake.take(path, modules=MODULES))
     assert isinstance(result, IntakeError) and "100000 members" in str(result), result
-    assert peak < 8, f"{peak:.1f} MiB held: the central directory was parsed before the count was checked"
+    assert peak < 8, (
+        f"{peak:.1f} MiB held: the central directory was parsed before the count was checked"
+    )
 
 
 def test_a_tar_unpacking_past_the_size_cap_stops_at_the_cap(tmp_path):
@@ -133,6 +144,8 @@ def test_a_zip_member_shorter_than_it_declares_is_refused(tmp_path):
     raw = bytearray(zip_of(tmp_path / "ok.zip", {"softmax.py": b"x = 1\n" * 50}).read_bytes())
     at = raw.index(b"PK\x01\x02")
     size = struct.unpack_from("<L", raw, at + 24)[0]
-    struct.pack_into("<L", raw, at + 24, size + 100)  # the central directory now overstates the member
+    struct.pack_into(
+        "<L", raw, at + 24, size + 100
+    )  # the central directory now overstates the member
     (tmp_path / "liar.zip").write_bytes(bytes(raw))
     assert isinstance(outcome(tmp_path / "liar.zip"), IntakeError)

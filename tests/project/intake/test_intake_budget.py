@@ -67,10 +67,17 @@ def test_the_budget_is_counted_in_pages_up_to_the_last_byte(tmp_path):
         intake.take(at, modules={"softmax"})
 
 
-@pytest.mark.skipif("namespace" not in isolation.available(), reason="needs the namespace sandbox (root on Linux)")
+@pytest.mark.skipif(
+    "namespace" not in isolation.available(), reason="needs the namespace sandbox (root on Linux)"
+)
 def test_the_largest_submission_intake_admits_is_graded_in_the_namespace_sandbox(tmp_path):
     """The budget holds for the /box the launcher mounts: what intake admits is copied in and graded."""
-    card = grade(_fill(tmp_path / "big", MAX_SUBMISSION_BYTES), exercises=["softmax"], isolation="namespace", seed=1)
+    card = grade(
+        _fill(tmp_path / "big", MAX_SUBMISSION_BYTES),
+        exercises=["softmax"],
+        isolation="namespace",
+        seed=1,
+    )
     assert (card["status"], card["score"]) == ("graded", 6), card.get("error")
 
 
@@ -93,19 +100,33 @@ print(json.dumps({"error": error, "rss_mib": int(peak.split()[1]) / 1024,  # (ru
 def _trusted(path: Path) -> dict:
     """Intake of ``path`` in a fresh process (the trusted side, measured): its error, peak RSS and CPU time
     (its own: not the reader child's)."""
-    done = subprocess.run([sys.executable, "-c", _TRUSTED, str(path)], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", _TRUSTED, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
 
 def _notebook(path: Path, source: str) -> Path:
-    path.write_text(json.dumps({"nbformat": 4, "metadata": {}, "cells": [
-        {"cell_type": "code", "metadata": {}, "outputs": [], "source": source}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "metadata": {},
+                "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": source}],
+            }
+        )
+    )
     return path
 
 
-def test_a_6_mib_literal_is_refused_before_it_is_parsed_and_costs_the_trusted_process_nothing(tmp_path):
+def test_a_6_mib_literal_is_refused_before_it_is_parsed_and_costs_the_trusted_process_nothing(
+    tmp_path,
+):
     got = _trusted(_notebook(tmp_path / "bomb.ipynb", "TABLE = [" + "1," * (3 * MIB) + "]\n"))
     assert got["rss_mib"] < 150, got  # before: 3,010 MiB in the trusted process
     assert got["error"] and "code cells hold more than 1024 KiB" in got["error"]
@@ -114,17 +135,23 @@ def test_a_6_mib_literal_is_refused_before_it_is_parsed_and_costs_the_trusted_pr
 def test_a_notebook_that_takes_long_to_parse_is_stopped_by_the_readers_cpu_limit(tmp_path):
     """Python 3.11 parses an f-string's fields in quadratic time: 400 KiB of them took 25 s (the trusted
     process's CPU, before); the reader stops at its CPU limit and the notebook is the student's to fix."""
-    got = _trusted(_notebook(tmp_path / "slow.ipynb", "S = f'" + "{a}" * ((400 << 10) // 3) + "'\n"))
+    got = _trusted(
+        _notebook(tmp_path / "slow.ipynb", "S = f'" + "{a}" * ((400 << 10) // 3) + "'\n")
+    )
     assert got["error"] and f"more than {bounded.CPU_S} s of CPU" in got["error"], got
     assert got["cpu_s"] < 2, got
 
 
 def test_a_reader_that_cannot_start_is_a_grader_error_never_the_students(tmp_path, monkeypatch):
     nb = _notebook(tmp_path / "softmax.ipynb", (ROOT / "solutions" / "softmax.py").read_text())
-    monkeypatch.setattr(bounded.procs, "module_argv", lambda *a, **k: [str(tmp_path / "no-such-python")])
+    monkeypatch.setattr(
+        bounded.procs, "module_argv", lambda *a, **k: [str(tmp_path / "no-such-python")]
+    )
     card = grade(nb, exercises=["softmax"], isolation="process", seed=1)
     assert card["status"] == "error" and card["error"]["kind"] == "grader", card["error"]
     assert "could not start" in card["error"]["message"]
-    monkeypatch.setattr(bounded.procs, "module_argv", lambda *a, **k: [sys.executable, "-c", "print('?')"])
+    monkeypatch.setattr(
+        bounded.procs, "module_argv", lambda *a, **k: [sys.executable, "-c", "print('?')"]
+    )
     with pytest.raises(bounded.GraderFault, match="reader failed"):
         intake.take(nb, modules={"softmax"})

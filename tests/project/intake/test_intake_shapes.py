@@ -33,7 +33,9 @@ def _shape(name: str, root: Path) -> Path:
     if name == "a zip of the files":
         zip_of(root / "submission.zip", {"softmax.py": SOFTMAX})
     elif name == "a zip of a folder, with macOS's litter":
-        zip_of(root / "hw.zip", {"hw/softmax.py": SOFTMAX, "__MACOSX/hw/._softmax.py": b"\0\5\26\7"})
+        zip_of(
+            root / "hw.zip", {"hw/softmax.py": SOFTMAX, "__MACOSX/hw/._softmax.py": b"\0\5\26\7"}
+        )
     elif name == "a tar.gz of a folder":
         tgz_of(root / "hw.tar.gz", {"hw/exercises/softmax.py": SOFTMAX})
     elif name == "a folder one level down":
@@ -44,8 +46,13 @@ def _shape(name: str, root: Path) -> Path:
     return root
 
 
-SHAPES = ["a zip of the files", "a zip of a folder, with macOS's litter", "a tar.gz of a folder",
-          "a folder one level down", "a folder two levels down"]
+SHAPES = [
+    "a zip of the files",
+    "a zip of a folder, with macOS's litter",
+    "a tar.gz of a folder",
+    "a folder one level down",
+    "a folder two levels down",
+]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -60,7 +67,11 @@ def test_a_lone_file_of_every_exercise_in_a_folder_is_that_file(tmp_path):
     (tmp_path / "submission").mkdir()
     (tmp_path / "submission" / "my_attention.py").write_bytes(SOFTMAX)
     sub = outcome(tmp_path / "submission")
-    assert isinstance(sub, Submission) and sub.single_module == "my_attention" and sub.layout == "in-folder:single-file"
+    assert (
+        isinstance(sub, Submission)
+        and sub.single_module == "my_attention"
+        and sub.layout == "in-folder:single-file"
+    )
 
 
 def test_an_archive_is_opened_once_and_folders_of_modules_are_not_descended(tmp_path):
@@ -69,7 +80,9 @@ def test_an_archive_is_opened_once_and_folders_of_modules_are_not_descended(tmp_
     zip_of(tmp_path / "twice" / "outer.zip", {"inner.zip": inner})
     refused = outcome(tmp_path / "twice")
     assert isinstance(refused, IntakeError) and "no Python files" in str(refused)
-    solution(tmp_path / "both")  # its own softmax.py and a folder: the folder is not what it stands for
+    solution(
+        tmp_path / "both"
+    )  # its own softmax.py and a folder: the folder is not what it stands for
     solution(tmp_path / "both" / "old", "masks")
     sub = outcome(tmp_path / "both")
     assert isinstance(sub, Submission) and [f["name"] for f in sub.files] == ["softmax.py"]
@@ -97,7 +110,9 @@ def test_a_repository_with_its_tools_folders_is_taken_and_they_are_never_read(tm
     sub = outcome(repo)
     assert isinstance(sub, Submission), sub
     assert sub.layout == "exercises-folder" and [f["name"] for f in sub.files] == ["softmax.py"]
-    (repo / "exercises" / "evil").symlink_to("/etc")  # outside the tools' folders a link still refuses it
+    (repo / "exercises" / "evil").symlink_to(
+        "/etc"
+    )  # outside the tools' folders a link still refuses it
     assert "symbolic link" in str(outcome(repo))
 
 
@@ -116,12 +131,21 @@ def test_an_archive_of_a_repository_skips_its_tools_folders(tmp_path):
 
 
 def _nb(source: bytes) -> bytes:
-    return json.dumps({"nbformat": 4, "metadata": {}, "cells": [
-        {"cell_type": "code", "metadata": {}, "outputs": [], "source": source.decode()}]}).encode()
+    return json.dumps(
+        {
+            "nbformat": 4,
+            "metadata": {},
+            "cells": [
+                {"cell_type": "code", "metadata": {}, "outputs": [], "source": source.decode()}
+            ],
+        }
+    ).encode()
 
 
 @pytest.mark.parametrize("suffix", [".py", ".ipynb"])
-def test_identical_single_files_hash_the_same_whatever_their_names_and_are_flagged(tmp_path, suffix):
+def test_identical_single_files_hash_the_same_whatever_their_names_and_are_flagged(
+    tmp_path, suffix
+):
     named = []
     for student in ("alice", "bob", "carol"):
         path = tmp_path / f"{student}_attention{suffix}"
@@ -130,9 +154,16 @@ def test_identical_single_files_hash_the_same_whatever_their_names_and_are_flagg
         sub = intake.take(path, modules=MODULES)
         sub.cleanup()
         named.append((student, {"submission": {"sha256": sub.sha256}}))
-    assert outputs.identical(named) == [{"sha256": named[0][1]["submission"]["sha256"], "students": ["alice", "bob"]}]
-    for module in ("softmax", "masks"):  # in a folder the name is which exercise it is: it still counts
+    assert outputs.identical(named) == [
+        {"sha256": named[0][1]["submission"]["sha256"], "students": ["alice", "bob"]}
+    ]
+    for module in (
+        "softmax",
+        "masks",
+    ):  # in a folder the name is which exercise it is: it still counts
         (tmp_path / module).mkdir()
         (tmp_path / module / f"{module}.py").write_bytes(SOFTMAX)
-    assert intake.take(tmp_path / "softmax", modules=MODULES).sha256 != intake.take(tmp_path / "masks",
-                                                                                     modules=MODULES).sha256
+    assert (
+        intake.take(tmp_path / "softmax", modules=MODULES).sha256
+        != intake.take(tmp_path / "masks", modules=MODULES).sha256
+    )

@@ -11,10 +11,14 @@ from grader import cardtypes
 from grader.schema import load_schema
 
 SCHEMA = load_schema("scorecard")
-PARTS = [(cardtypes.Scorecard, SCHEMA), (cardtypes.ExerciseEntry, SCHEMA["$defs"]["exercise"]),
-         (cardtypes.TestEntry, SCHEMA["$defs"]["test"]), (cardtypes.Submission, SCHEMA["properties"]["submission"]),
-         (cardtypes.StudentOutput, SCHEMA["properties"]["student_output"]),
-         (cardtypes.ErrorInfo, SCHEMA["properties"]["error"]["oneOf"][1])]
+PARTS = [
+    (cardtypes.Scorecard, SCHEMA),
+    (cardtypes.ExerciseEntry, SCHEMA["$defs"]["exercise"]),
+    (cardtypes.TestEntry, SCHEMA["$defs"]["test"]),
+    (cardtypes.Submission, SCHEMA["properties"]["submission"]),
+    (cardtypes.StudentOutput, SCHEMA["properties"]["student_output"]),
+    (cardtypes.ErrorInfo, SCHEMA["properties"]["error"]["oneOf"][1]),
+]
 
 
 @pytest.mark.parametrize(("typed", "part"), PARTS, ids=[t.__name__ for t, _ in PARTS])
@@ -25,11 +29,15 @@ def test_required_and_optional_keys_are_the_schemas(typed, part):
 
 def test_timings_name_every_key_the_schema_allows():
     part = SCHEMA["properties"]["timings"]
-    assert set(cardtypes.Timings.__optional_keys__) == set(part["properties"]) >= set(part["required"])
+    assert (
+        set(cardtypes.Timings.__optional_keys__) == set(part["properties"]) >= set(part["required"])
+    )
 
 
 def test_the_enums_agree():
-    assert set(get_args(cardtypes.Outcome)) == set(SCHEMA["$defs"]["test"]["properties"]["outcome"]["enum"])
+    assert set(get_args(cardtypes.Outcome)) == set(
+        SCHEMA["$defs"]["test"]["properties"]["outcome"]["enum"]
+    )
     status = get_args(cardtypes.Scorecard.__annotations__["status"])
     assert set(status) == set(SCHEMA["properties"]["status"]["enum"])
 
@@ -38,5 +46,6 @@ def test_a_drifted_type_is_seen():
     """The check is not vacuous: a part with one key too many (or too few) differs from the schema."""
     part = SCHEMA["$defs"]["test"]
     assert set(cardtypes.TestEntry.__required_keys__) | {"surplus"} != set(part["properties"])
-    assert set(cardtypes.ExerciseEntry.__required_keys__) != set(SCHEMA["$defs"]["test"]["required"])
-
+    assert set(cardtypes.ExerciseEntry.__required_keys__) != set(
+        SCHEMA["$defs"]["test"]["required"]
+    )

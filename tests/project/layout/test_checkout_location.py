@@ -21,8 +21,12 @@ import pytest
 
 from tests.project.support.common import ROOT, solutions_copy
 
-pytestmark = [pytest.mark.cost(40),
-              pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="leased uids are a root grader's")]
+pytestmark = [
+    pytest.mark.cost(40),
+    pytest.mark.skipif(
+        os.name != "posix" or os.geteuid() != 0, reason="leased uids are a root grader's"
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +34,15 @@ def closed_python() -> Iterator[Path]:
     """A venv in a 0700 folder whose site-packages holds torch (hard links to this environment's files)."""
     folder = Path(tempfile.mkdtemp(prefix="closed-"))  # 0700: no other user may enter
     try:
-        subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(folder / "venv")], check=True)
+        subprocess.run(
+            [sys._base_executable, "-m", "venv", "--without-pip", str(folder / "venv")], check=True
+        )
         site = next((folder / "venv").glob("lib/python3*/site-packages"))
         site.rmdir()
         subprocess.run(["cp", "-al", sysconfig.get_paths()["purelib"], str(site)], check=True)
-        for pth in site.glob("*.pth"):  # this checkout's editable install: the grader, from the checkout
+        for pth in site.glob(
+            "*.pth"
+        ):  # this checkout's editable install: the grader, from the checkout
             pth.unlink()
         (site / "checkout.pth").write_text(f"{ROOT}\n")
         yield folder / "venv" / "bin" / "python"
@@ -42,13 +50,33 @@ def closed_python() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_process_as_root_grades_from_an_environment_other_users_cannot_enter(closed_python, tmp_path):
+def test_process_as_root_grades_from_an_environment_other_users_cannot_enter(
+    closed_python, tmp_path
+):
     assert oct(closed_python.parents[2].stat().st_mode & 0o777) == "0o700"
     out = tmp_path / "card.json"
-    done = subprocess.run([str(closed_python), "-I", "-m", "grader", "grade", str(solutions_copy(tmp_path / "sub")),
-                           "--isolation", "process", "--seed", "3", "--no-canary", "--out", str(out)],
-                          capture_output=True, text=True, timeout=1200, cwd="/",
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GRADER_CACHE_DIR": str(tmp_path)})
+    done = subprocess.run(
+        [
+            str(closed_python),
+            "-I",
+            "-m",
+            "grader",
+            "grade",
+            str(solutions_copy(tmp_path / "sub")),
+            "--isolation",
+            "process",
+            "--seed",
+            "3",
+            "--no-canary",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GRADER_CACHE_DIR": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     card = json.loads(out.read_text())
     assert card["status"] == "graded" and card["score"] == card["max_score"] > 0, card["error"]
@@ -68,6 +96,8 @@ def test_mirrors_go_once_their_site_folder_does_or_a_newer_one_has_settled(tmp_p
         (parent / name).mkdir(parents=True)
         (parent / name / mirror.SOURCE).write_text(str(source))
     os.utime(parent / "bb01", (1, 1))  # the older mirror of a site that has a newer one
-    assert mirror.sweep(keep_s=3600.0) == 1 and not (parent / "aa01").exists()  # the newer one is too recent
+    assert (
+        mirror.sweep(keep_s=3600.0) == 1 and not (parent / "aa01").exists()
+    )  # the newer one is too recent
     os.utime(parent / "bb02", (2, 2))  # ... until it has settled
     assert mirror.sweep(keep_s=3600.0) == 1 and sorted(p.name for p in parent.iterdir()) == ["bb02"]

@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[3]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
 SPAN = re.compile(r"`([^`\n]+)`")
-COMMAND = re.compile(r"(?:^\s*|[|;&]\s*|\$ )grader ([a-z][a-z0-9-]*)\b", re.M)  # where a shell reads a command
+COMMAND = re.compile(
+    r"(?:^\s*|[|;&]\s*|\$ )grader ([a-z][a-z0-9-]*)\b", re.M
+)  # where a shell reads a command
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 CODE_PATH = re.compile(r"^((?:grader|benchmarks)/[\w./-]*)")
 
@@ -35,14 +37,24 @@ def _code(text: str) -> list[str]:
 
 
 def _commands() -> list[str]:
-    found = {cmd for page in PAGES for code in _code(page.read_text("utf-8")) for cmd in COMMAND.findall(code)}
+    found = {
+        cmd
+        for page in PAGES
+        for code in _code(page.read_text("utf-8"))
+        for cmd in COMMAND.findall(code)
+    }
     return sorted(found)
 
 
 def test_the_pages_exist_and_show_commands():
     """The tree the README lists is there, and the scan below has something to check."""
     names = {p.relative_to(ROOT).as_posix() for p in PAGES}
-    assert {"README.md", "docs/students.md", "docs/performance.md", "docs/design/isolation.md"} <= names, names
+    assert {
+        "README.md",
+        "docs/students.md",
+        "docs/performance.md",
+        "docs/design/isolation.md",
+    } <= names, names
     assert {"batch", "grade", "check", "release", "merge"} <= set(_commands()), _commands()
 
 
@@ -66,8 +78,12 @@ def _anchors(page: Path) -> set[str]:
 
 
 def _links() -> list[tuple[Path, str]]:
-    return [(page, target) for page in PAGES for target in LINK.findall(_prose(page.read_text("utf-8")))
-            if not re.match(r"[a-z]+:", target)]
+    return [
+        (page, target)
+        for page in PAGES
+        for target in LINK.findall(_prose(page.read_text("utf-8")))
+        if not re.match(r"[a-z]+:", target)
+    ]
 
 
 def test_every_relative_link_resolves():
@@ -86,8 +102,13 @@ def test_every_relative_link_resolves():
 
 def test_every_code_path_shown_exists():
     """A module named in the docs is one this checkout has (the layout moved once; the docs follow it)."""
-    shown = {m.group(1).rstrip(".") for page in PAGES for code in _code(page.read_text("utf-8"))
-             for m in map(CODE_PATH.match, code.split()) if m}
+    shown = {
+        m.group(1).rstrip(".")
+        for page in PAGES
+        for code in _code(page.read_text("utf-8"))
+        for m in map(CODE_PATH.match, code.split())
+        if m
+    }
     assert len(shown) > 20, shown
     missing = sorted(p for p in shown if not (ROOT / p).exists())
     assert not missing, missing

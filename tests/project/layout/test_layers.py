@@ -14,18 +14,39 @@ from pathlib import Path
 GRADER = Path(__file__).resolve().parents[3] / "grader"
 
 LAYERS: list[set[str]] = [
-    {"grader", "errors", "protocol", "safetext", "schema", "schemas", "cardtypes"},  # plain data, errors, schemas
-    {"inside", "course", "procs", "safefs", "gradetext"},  # the assignment as data; files looked at safely
+    {
+        "grader",
+        "errors",
+        "protocol",
+        "safetext",
+        "schema",
+        "schemas",
+        "cardtypes",
+    },  # plain data, errors, schemas
+    {
+        "inside",
+        "course",
+        "procs",
+        "safefs",
+        "gradetext",
+    },  # the assignment as data; files looked at safely
     {"student", "sandbox"},
-    {"intake", "fingerprint"},  # where a submission (or a class folder) enters; what decides a grade
+    {
+        "intake",
+        "fingerprint",
+    },  # where a submission (or a class folder) enters; what decides a grade
     {"testing", "options"},
     {"scoring", "proofs"},  # proofs: the canary's cache, read by grade() for its per-test limits
     {"grade"},
     {"canary", "selfcheck"},  # both grade the reference solutions through grade()
-    {"similarity"},  # reads a class's code and scorecards: evidence for the batch's summary and report
+    {
+        "similarity"
+    },  # reads a class's code and scorecards: evidence for the batch's summary and report
     {"exports"},  # what grades become
     {"check"},  # what runs where students are
-    {"release"},  # what we hand out (the Gradescope runner grades, so it sits above grade and exports)
+    {
+        "release"
+    },  # what we hand out (the Gradescope runner grades, so it sits above grade and exports)
     {"batch"},  # a class on this machine
     {"cluster"},  # a class on many machines, built on the batch engine
     {"cli"},
@@ -57,7 +78,11 @@ def _imported(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("grader")}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("grader"):
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").startswith("grader")
+        ):
             found |= {f"{node.module}.{a.name}" for a in node.names}
     return found
 
@@ -79,7 +104,10 @@ def _dotted(path: Path) -> str:
 
 def module_graph() -> dict[str, set[str]]:
     """Module → the grader modules it imports (a package's ``__init__`` counts as the package)."""
-    return {_dotted(p): {_module_of(n) for n in _imported(p)} - {_dotted(p)} for p in GRADER.rglob("*.py")}
+    return {
+        _dotted(p): {_module_of(n) for n in _imported(p)} - {_dotted(p)}
+        for p in GRADER.rglob("*.py")
+    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -122,8 +150,10 @@ def test_no_unit_imports_from_a_higher_layer_or_across_its_own():
         own = _own_unit(path)
         for target in _imports(path) - {own}:
             if RANK[target] >= RANK[own]:
-                wrong.append(f"{path.relative_to(GRADER)} ({own}, layer {RANK[own]}) imports {target} "
-                             f"(layer {RANK[target]})")
+                wrong.append(
+                    f"{path.relative_to(GRADER)} ({own}, layer {RANK[own]}) imports {target} "
+                    f"(layer {RANK[target]})"
+                )
     assert not wrong, "\n".join(wrong)
 
 
@@ -141,6 +171,9 @@ def test_the_check_sees_a_violation(tmp_path):
 
 def test_the_cycle_check_sees_a_cycle():
     """Two modules of one package that import each other (function-level imports count) are one cycle."""
-    graph = {"grader.cli.batch": {"grader.cli.dask", "grader.errors"}, "grader.cli.dask": {"grader.cli.batch"},
-             "grader.errors": set()}
+    graph = {
+        "grader.cli.batch": {"grader.cli.dask", "grader.errors"},
+        "grader.cli.dask": {"grader.cli.batch"},
+        "grader.errors": set(),
+    }
     assert cycles(graph) == [["grader.cli.batch", "grader.cli.dask"]]

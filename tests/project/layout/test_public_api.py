@@ -25,8 +25,11 @@ GRADER = ROOT / "grader"
 
 def _declares_all(path) -> bool:
     tree = ast.parse(path.read_text("utf-8"))
-    return any(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
-               for node in tree.body)
+    return any(
+        isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        for node in tree.body
+    )
 
 
 def _module_name(path) -> str:
@@ -34,8 +37,9 @@ def _module_name(path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES_WITH_ALL = sorted(_module_name(p) for p in GRADER.rglob("*.py")
-                          if "templates" not in p.parts and _declares_all(p))
+MODULES_WITH_ALL = sorted(
+    _module_name(p) for p in GRADER.rglob("*.py") if "templates" not in p.parts and _declares_all(p)
+)
 
 
 def test_the_package_declares_all_and_every_name_in_it_exists():
@@ -53,14 +57,27 @@ def test_every_library_name_exists_in_its_module(module):
         assert hasattr(mod, name), f"{module} has no {name}"
 
 
-@pytest.mark.parametrize(("module", "name"), [("grader.grade", "grade"), ("grader.batch.job", "batch"),
-                                              ("grader.check.local", "check"), ("grader.canary", "prove")])
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("grader.grade", "grade"),
+        ("grader.batch.job", "batch"),
+        ("grader.check.local", "check"),
+        ("grader.canary", "prove"),
+    ],
+)
 def test_library_functions_take_their_options_by_keyword(module, name):
     assert name in grader.LIBRARY[module]
     fn = getattr(importlib.import_module(module), name)
     params = list(inspect.signature(fn).parameters.values())
-    positional = [p for p in params if p.kind not in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD)]
-    assert len(positional) <= 1, f"{module}.{name}: options must be keyword-only, got {[p.name for p in positional]}"
+    positional = [
+        p
+        for p in params
+        if p.kind not in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD)
+    ]
+    assert len(positional) <= 1, (
+        f"{module}.{name}: options must be keyword-only, got {[p.name for p in positional]}"
+    )
     assert len(params) > len(positional), f"{module}.{name} takes no options"
 
 
@@ -73,13 +90,19 @@ def test_the_library_names_the_one_error_tree():
 
 
 def test_importing_the_package_loads_nothing_else_of_the_grader():
-    code = "import sys, grader; print(sorted(m for m in sys.modules if m.split('.')[0] == 'grader'))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    code = (
+        "import sys, grader; print(sorted(m for m in sys.modules if m.split('.')[0] == 'grader'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
     assert out.strip() == "['grader']"
 
 
 def test_modules_with_all_are_found():
-    assert {"grader", "grader.student", "grader.batch.engine", "grader.sandbox.remote"} <= set(MODULES_WITH_ALL)
+    assert {"grader", "grader.student", "grader.batch.engine", "grader.sandbox.remote"} <= set(
+        MODULES_WITH_ALL
+    )
 
 
 @pytest.mark.parametrize("module", MODULES_WITH_ALL)

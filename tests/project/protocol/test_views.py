@@ -42,8 +42,13 @@ def student(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StudentP
     if request.param == "inprocess":
         yield StudentProxy(InProcessBackend(tmp_path))
         return
-    backend = remote.SandboxBackend(tmp_path, isolation.LaunchSpec(isolation.available()[0]), bans={},
-                                    time_limits={"ex": 30}, budget_s=120)
+    backend = remote.SandboxBackend(
+        tmp_path,
+        isolation.LaunchSpec(isolation.available()[0]),
+        bans={},
+        time_limits={"ex": 30},
+        budget_s=120,
+    )
     backend.begin_test("t::test", "ex")
     try:
         yield StudentProxy(backend)
@@ -53,17 +58,27 @@ def student(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StudentP
 
 def test_views_arrive_with_the_asked_for_layout_and_the_same_values(student):
     t = torch.arange(24.0).reshape(2, 3, 4)
-    (tr, sl, plain), = [student.mod.layout(transposed(t), sliced(t), t)]
-    assert tr[:2] == (False, (12, 1, 3)) and sl[:2] == (False, (21, 7, 1)) and plain[:2] == (True, (12, 4, 1))
+    ((tr, sl, plain),) = [student.mod.layout(transposed(t), sliced(t), t)]
+    assert (
+        tr[:2] == (False, (12, 1, 3))
+        and sl[:2] == (False, (21, 7, 1))
+        and plain[:2] == (True, (12, 4, 1))
+    )
     torch.testing.assert_close(student.mod.total(transposed(t)), t.sum(dim=-1))
-    torch.testing.assert_close(student.mod.total(sliced(t)), t.sum(dim=-1))  # the 1e4 padding is never read
+    torch.testing.assert_close(
+        student.mod.total(sliced(t)), t.sum(dim=-1)
+    )  # the 1e4 padding is never read
 
 
 def test_shared_views_are_one_object_and_others_are_not(student):
     t = torch.randn(3, 4)
     got = student.mod.layout(shared(t), shared(t), shared(t, 1), t)
-    assert [row[2] for row in got] == [[True, True, False, False], [True, True, False, False],
-                                      [False, False, True, False], [False, False, False, True]]
+    assert [row[2] for row in got] == [
+        [True, True, False, False],
+        [True, True, False, False],
+        [False, False, True, False],
+        [False, False, False, True],
+    ]
 
 
 def test_a_view_only_code_fails_on_a_transposed_input(student):
@@ -73,12 +88,19 @@ def test_a_view_only_code_fails_on_a_transposed_input(student):
         student.mod.flatten(transposed(t, 0, 1))
 
 
-@pytest.mark.parametrize("view", [
-    View(torch.ones(2, 3), permute=(0, 0)), View(torch.ones(2, 3), permute=(0, 1, 2)),
-    View(torch.ones(2, 3), permute=(True, 0)), View(torch.ones(2, 3), narrow=(1, 2, 2)),
-    View(torch.ones(2, 3), narrow=(2, 0, 1)), View(torch.ones(2, 3), narrow=(0, -1, 1)),
-    View(torch.ones(2, 3), share=8), View(torch.ones(2, 3), share=-1),
-])
+@pytest.mark.parametrize(
+    "view",
+    [
+        View(torch.ones(2, 3), permute=(0, 0)),
+        View(torch.ones(2, 3), permute=(0, 1, 2)),
+        View(torch.ones(2, 3), permute=(True, 0)),
+        View(torch.ones(2, 3), narrow=(1, 2, 2)),
+        View(torch.ones(2, 3), narrow=(2, 0, 1)),
+        View(torch.ones(2, 3), narrow=(0, -1, 1)),
+        View(torch.ones(2, 3), share=8),
+        View(torch.ones(2, 3), share=-1),
+    ],
+)
 def test_a_malformed_instruction_is_refused_before_it_leaves(student, view):
     with pytest.raises(ValueRejected):
         to_plain(view)
@@ -88,22 +110,31 @@ def test_a_malformed_instruction_is_refused_before_it_leaves(student, view):
 
 def _frame(tree: object, table: list[dict[str, object]], payload: bytes) -> bytes:
     header = json.dumps({"v": tree, "t": table}).encode()
-    return wire.MAGIC + struct.pack("<I", len(header)) + header + struct.pack("<Q", len(payload)) + payload
+    return (
+        wire.MAGIC
+        + struct.pack("<I", len(header))
+        + header
+        + struct.pack("<Q", len(payload))
+        + payload
+    )
 
 
 ENTRY = {"dtype": "float32", "shape": [2, 3], "offset": 0, "nbytes": 24, "device": "cpu"}
 
 
-@pytest.mark.parametrize("body", [
-    [{"$t": 0}, [1, 0, 2], None, None],  # a permutation of the wrong length
-    [{"$t": 0}, None, [1, 2, 5], None],  # a slice past the end
-    [{"$t": 0}, None, None, "0"],  # a share key that is not an int
-    [{"$t": 0}, None, None],  # a field missing
-    [{"$t": 0}, [1, 0] * 40, None, None],  # more dims than a tensor may have
-    [{"$t": 0, "x": 1}, None, None, None],  # a base that is not a plain tensor reference
-    [{"$h": [1, "M"]}, None, None, None],  # a base that is a handle
-    [{"$t": 0}, {"$pickle": "gASV"}, None, None],
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        [{"$t": 0}, [1, 0, 2], None, None],  # a permutation of the wrong length
+        [{"$t": 0}, None, [1, 2, 5], None],  # a slice past the end
+        [{"$t": 0}, None, None, "0"],  # a share key that is not an int
+        [{"$t": 0}, None, None],  # a field missing
+        [{"$t": 0}, [1, 0] * 40, None, None],  # more dims than a tensor may have
+        [{"$t": 0, "x": 1}, None, None, None],  # a base that is not a plain tensor reference
+        [{"$h": [1, "M"]}, None, None, None],  # a base that is a handle
+        [{"$t": 0}, {"$pickle": "gASV"}, None, None],
+    ],
+)
 def test_a_hostile_view_frame_is_a_wire_error(body):
     with pytest.raises(wire.WireError):
         wire.decode(_frame({"$v": body}, [ENTRY], b"\0" * 24))

@@ -14,13 +14,27 @@ from grader.protocol.values import HandleRef
 
 
 def _frame(header: bytes, payload: bytes = b"") -> bytes:
-    return wire.MAGIC + struct.pack("<I", len(header)) + header + struct.pack("<Q", len(payload)) + payload
+    return (
+        wire.MAGIC
+        + struct.pack("<I", len(header))
+        + header
+        + struct.pack("<Q", len(payload))
+        + payload
+    )
 
 
 def test_round_trip_of_every_allowed_value():
-    value = (torch.randn(2, 3), torch.randn(3, dtype=torch.bfloat16), torch.tensor([True, False]),
-             torch.empty(0, 4), {"a": [1, 2.5, float("nan"), float("-inf")], 7: None}, torch.float64,
-             HandleRef(4, "Lin"), "text", False)
+    value = (
+        torch.randn(2, 3),
+        torch.randn(3, dtype=torch.bfloat16),
+        torch.tensor([True, False]),
+        torch.empty(0, 4),
+        {"a": [1, 2.5, float("nan"), float("-inf")], 7: None},
+        torch.float64,
+        HandleRef(4, "Lin"),
+        "text",
+        False,
+    )
     got = wire.decode(wire.encode(value))
     assert isinstance(got, tuple) and len(got) == len(value)
     for a, b in zip(got[:4], value[:4]):
@@ -29,23 +43,84 @@ def test_round_trip_of_every_allowed_value():
     assert got[5:] == value[5:]
 
 
-@pytest.mark.parametrize("header, payload", [
-    (b"{not json", b""),
-    (b"[" * 60000 + b"]" * 60000, b""),
-    (json.dumps({"v": {"$t": 0}, "t": [{"dtype": "object", "shape": [1], "offset": 0, "nbytes": 8,
-                                       "device": "cpu"}]}).encode(), b"\0" * 8),
-    (json.dumps({"v": {"$t": 0}, "t": [{"dtype": "float32", "shape": [True], "offset": 0, "nbytes": 4,
-                                       "device": "cpu"}]}).encode(), b"\0" * 4),
-    (json.dumps({"v": {"$t": 0}, "t": [{"dtype": "float32", "shape": [65536, 65536], "offset": 0, "nbytes": 4,
-                                       "device": "cpu"}]}).encode(), b"\0" * 4),
-    (json.dumps({"v": {"$t": 0}, "t": [{"dtype": "float32", "shape": [1], "offset": -4, "nbytes": 4,
-                                       "device": "cpu"}]}).encode(), b"\0" * 4),
-    (b'{"v":{"$t":0},"t":[{"dtype":"float32","shape":[' + b"9" * 5000 + b'],"offset":0,"nbytes":4,"device":"cpu"}]}',
-     b"\0" * 4),
-    (json.dumps({"v": {"$t": 3}, "t": []}).encode(), b""),
-    (json.dumps({"v": {"$pickle": "gASV"}, "t": []}).encode(), b""),
-    (json.dumps({"v": 1, "t": [], "extra": 1}).encode(), b""),
-])
+@pytest.mark.parametrize(
+    "header, payload",
+    [
+        (b"{not json", b""),
+        (b"[" * 60000 + b"]" * 60000, b""),
+        (
+            json.dumps(
+                {
+                    "v": {"$t": 0},
+                    "t": [
+                        {"dtype": "object", "shape": [1], "offset": 0, "nbytes": 8, "device": "cpu"}
+                    ],
+                }
+            ).encode(),
+            b"\0" * 8,
+        ),
+        (
+            json.dumps(
+                {
+                    "v": {"$t": 0},
+                    "t": [
+                        {
+                            "dtype": "float32",
+                            "shape": [True],
+                            "offset": 0,
+                            "nbytes": 4,
+                            "device": "cpu",
+                        }
+                    ],
+                }
+            ).encode(),
+            b"\0" * 4,
+        ),
+        (
+            json.dumps(
+                {
+                    "v": {"$t": 0},
+                    "t": [
+                        {
+                            "dtype": "float32",
+                            "shape": [65536, 65536],
+                            "offset": 0,
+                            "nbytes": 4,
+                            "device": "cpu",
+                        }
+                    ],
+                }
+            ).encode(),
+            b"\0" * 4,
+        ),
+        (
+            json.dumps(
+                {
+                    "v": {"$t": 0},
+                    "t": [
+                        {
+                            "dtype": "float32",
+                            "shape": [1],
+                            "offset": -4,
+                            "nbytes": 4,
+                            "device": "cpu",
+                        }
+                    ],
+                }
+            ).encode(),
+            b"\0" * 4,
+        ),
+        (
+            b'{"v":{"$t":0},"t":[{"dtype":"float32","shape":['
+            + b"9" * 5000
+            + b'],"offset":0,"nbytes":4,"device":"cpu"}]}',
+            b"\0" * 4,
+        ),
+        (json.dumps({"v": {"$t": 3}, "t": []}).encode(), b""),
+        (json.dumps({"v": {"$pickle": "gASV"}, "t": []}).encode(), b""),
+        (json.dumps({"v": 1, "t": [], "extra": 1}).encode(), b""),
+    ],
+)
 def test_malicious_frames_raise_wire_error(header, payload):
     with pytest.raises(wire.WireError):
         wire.decode(_frame(header, payload))
@@ -56,15 +131,22 @@ def test_length_fields_are_checked():
     with pytest.raises(wire.WireError):
         wire.decode(good[:-1])
     with pytest.raises(wire.WireError):
-        wire.decode(wire.MAGIC + struct.pack("<I", 10 ** 6) + good[8:])
+        wire.decode(wire.MAGIC + struct.pack("<I", 10**6) + good[8:])
     with pytest.raises(wire.WireError):
         wire.decode(b"XXXX" + good[4:])
 
 
 def test_fuzzed_frames_never_raise_anything_but_wire_error():
     rng = random.Random(2026)
-    seeds = [wire.encode(v) for v in (torch.randn(3, 2), {"a": (1, 2)}, [torch.ones(2, dtype=torch.int64)],
-                                      HandleRef(1, "X"))]
+    seeds = [
+        wire.encode(v)
+        for v in (
+            torch.randn(3, 2),
+            {"a": (1, 2)},
+            [torch.ones(2, dtype=torch.int64)],
+            HandleRef(1, "X"),
+        )
+    ]
     parsed = rejected = 0
     for _ in range(4000):
         frame = bytearray(rng.choice(seeds))
@@ -83,32 +165,48 @@ def test_fuzzed_frames_never_raise_anything_but_wire_error():
 
 def _entry(offset: int, nbytes: int, *, dtype: str = "uint8", device: str = "cpu") -> dict:
     size = {"uint8": 1, "float32": 4, "bool": 1}[dtype]
-    return {"dtype": dtype, "shape": [nbytes // size], "offset": offset, "nbytes": nbytes, "device": device}
+    return {
+        "dtype": dtype,
+        "shape": [nbytes // size],
+        "offset": offset,
+        "nbytes": nbytes,
+        "device": device,
+    }
 
 
 def _tensor_frame(tree, table, payload: bytes) -> bytes:
     return _frame(json.dumps({"v": tree, "t": table}).encode(), payload)
 
 
-@pytest.mark.parametrize("tree, table, size", [
-    ([{"$t": i} for i in range(3)], [_entry(0, 64)] * 3, 64),                      # entries over the same bytes
-    ([{"$t": 0}, {"$t": 1}], [_entry(0, 64), _entry(32, 32)], 64),                  # overlap
-    ([{"$t": 0}, {"$t": 1}], [_entry(0, 16), _entry(32, 32)], 64),                  # a gap
-    ([{"$t": 0}], [_entry(0, 16)], 64),                                             # unreferenced bytes
-    ([{"$t": 1}, {"$t": 0}], [_entry(16, 16), _entry(0, 16)], 32),                  # not sorted by offset
-    ([{"$t": 0}, {"$t": 0}], [_entry(0, 16)], 16),                                  # one entry used twice
-    ({"$t": 0}, [_entry(0, 16), _entry(16, 0)], 16),                                # an entry never used
-    ([{"$t": i} for i in range(wire.MAX_TENSORS + 1)], [_entry(0, 0)] * (wire.MAX_TENSORS + 1), 0),
-    ({"$t": True}, [_entry(0, 4)], 4),
-])
+@pytest.mark.parametrize(
+    "tree, table, size",
+    [
+        ([{"$t": i} for i in range(3)], [_entry(0, 64)] * 3, 64),  # entries over the same bytes
+        ([{"$t": 0}, {"$t": 1}], [_entry(0, 64), _entry(32, 32)], 64),  # overlap
+        ([{"$t": 0}, {"$t": 1}], [_entry(0, 16), _entry(32, 32)], 64),  # a gap
+        ([{"$t": 0}], [_entry(0, 16)], 64),  # unreferenced bytes
+        ([{"$t": 1}, {"$t": 0}], [_entry(16, 16), _entry(0, 16)], 32),  # not sorted by offset
+        ([{"$t": 0}, {"$t": 0}], [_entry(0, 16)], 16),  # one entry used twice
+        ({"$t": 0}, [_entry(0, 16), _entry(16, 0)], 16),  # an entry never used
+        (
+            [{"$t": i} for i in range(wire.MAX_TENSORS + 1)],
+            [_entry(0, 0)] * (wire.MAX_TENSORS + 1),
+            0,
+        ),
+        ({"$t": True}, [_entry(0, 4)], 4),
+    ],
+)
 def test_tensor_tables_must_tile_the_payload_and_be_used_exactly_once(tree, table, size):
     with pytest.raises(wire.WireError):
         wire.decode(_tensor_frame(tree, table, b"\1" * size))
 
 
 def test_replies_always_decode_to_cpu_and_bools_are_normalised():
-    frame = _tensor_frame([{"$t": 0}, {"$t": 1}], [_entry(0, 8, dtype="float32", device="cuda:0"),
-                                                    _entry(8, 3, dtype="bool")], b"\0" * 8 + b"\x00\x02\xff")
+    frame = _tensor_frame(
+        [{"$t": 0}, {"$t": 1}],
+        [_entry(0, 8, dtype="float32", device="cuda:0"), _entry(8, 3, dtype="bool")],
+        b"\0" * 8 + b"\x00\x02\xff",
+    )
     x, mask = wire.decode(frame)  # no allow_cuda: nothing is placed on (or allocated in) a device
     assert x.device.type == "cpu" and x.shape == (2,)
     assert mask.tolist() == [False, True, True] and mask.view(torch.uint8).tolist() == [0, 1, 1]
@@ -124,7 +222,7 @@ def test_any_exception_while_decoding_is_a_wire_error(monkeypatch, error):
         wire.decode(wire.encode(torch.ones(3)))
 
 
-PEAK = '''
+PEAK = """
 import json, resource, struct, sys
 from grader.protocol import wire
 payload = bytes(64 << 20)
@@ -139,7 +237,7 @@ try:
 except wire.WireError:
     outcome = "rejected"
 print(outcome, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10)
-'''
+"""
 
 
 @pytest.mark.parametrize("entries", [1, 16])
@@ -148,7 +246,9 @@ def test_decoding_never_amplifies_a_frame(entries):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", PEAK, str(entries)], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK, str(entries)], capture_output=True, text=True, check=True
+    )
     outcome, grown_mib = done.stdout.split()
     assert outcome == ("decoded" if entries == 1 else "rejected")
     assert int(grown_mib) <= 80  # at most one copy of the payload, whatever the table says

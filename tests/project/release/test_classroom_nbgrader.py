@@ -30,9 +30,18 @@ ASSIGNMENT = "attention-basics"
 def _nbgrader(course: Path, *args: str) -> None:
     t0 = time.monotonic()
     # nbgrader runs `alembic` from PATH: put this interpreter's scripts first, as an activated venv would
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
-                          timeout=480, env=env)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        timeout=480,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     print(f"nbgrader {args[0]}: {time.monotonic() - t0:.1f} s")
 
@@ -72,28 +81,42 @@ def test_generate_assignment_releases_every_notebook_without_solution_text(cours
     assert leaks(released) == []
     nb = nbformat.read(released / "multihead_attention.ipynb", 4)
     stubs = [c.source for c in nb.cells if _meta(c).get("solution")]
-    assert len(stubs) == 2 and all("raise NotImplementedError()" in s for s in stubs)  # CausalAttention, then MHA
+    assert len(stubs) == 2 and all(
+        "raise NotImplementedError()" in s for s in stubs
+    )  # CausalAttention, then MHA
 
 
 def _execute(path: Path) -> list[tuple[str, str]]:
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, 4)
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    return [(_meta(c).get("grade_id", "?"), o.get("evalue", "")) for c in nb.cells if c.cell_type == "code"
-            for o in c.outputs if o.output_type == "error"]
+    NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
+    return [
+        (_meta(c).get("grade_id", "?"), o.get("evalue", ""))
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
+    ]
 
 
 @pytest.mark.slow
 def test_test_cells_pass_on_the_source_and_say_not_implemented_on_the_release(course):
     assert _execute(course / "source" / ASSIGNMENT / "softmax.ipynb") == []
     errors = _execute(course / "release" / ASSIGNMENT / "softmax.ipynb")
-    assert [e[0] for e in errors] == ["softmax-test-naive-softmax-gives-the-books-weights",
-                                      "softmax-test-naive-softmax-of-a-batch-of-rows",
-                                      "softmax-test-stable-softmax-gives-the-books-weights-and-batches",
-                                      "softmax-test-stable-softmax-survives-large-inputs",
-                                      "softmax-test-gradients-flow-through-both"]
+    assert [e[0] for e in errors] == [
+        "softmax-test-naive-softmax-gives-the-books-weights",
+        "softmax-test-naive-softmax-of-a-batch-of-rows",
+        "softmax-test-stable-softmax-gives-the-books-weights-and-batches",
+        "softmax-test-stable-softmax-survives-large-inputs",
+        "softmax-test-gradients-flow-through-both",
+    ]
     assert all("is not implemented yet" in message for _, message in errors)
 
 
@@ -110,7 +133,8 @@ def test_the_notebook_runtime_finds_names_and_reports_missing_ones():
     names: dict = {}
     exec(compile(source, "<notebook cell>", "exec"), names)
     nbruntime.public_tests(names, ROOT / "tests" / "public" / "test_softmax.py")(
-        module.test_stable_softmax_survives_large_inputs)
+        module.test_stable_softmax_survives_large_inputs
+    )
     assert isinstance(module, types.ModuleType)
 
 
@@ -142,8 +166,12 @@ def _fill(path: Path) -> None:
         regions = iter(_regions(module))
         cell.source, count = _STUB.subn(lambda _, regions=regions: next(regions), cell.source)
         assert count == len(_regions(module)), grade_id
-    nb.cells.append(nbformat.v4.new_code_cell("NEG_INF = float('-inf')  # a computed constant, kept\n"
-                                              "x = torch.randn(2, 3)\nprint(x.shape)\n"))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "NEG_INF = float('-inf')  # a computed constant, kept\n"
+            "x = torch.randn(2, 3)\nprint(x.shape)\n"
+        )
+    )
     nbformat.write(nb, str(path))
 
 
@@ -160,10 +188,14 @@ def submitted(course) -> Path:
 
 
 @pytest.mark.slow
-def test_grader_batch_gives_100_to_the_filled_notebooks_and_0_to_the_untouched_ones(submitted, tmp_path):
+def test_grader_batch_gives_100_to_the_filled_notebooks_and_0_to_the_untouched_ones(
+    submitted, tmp_path
+):
     out = tmp_path / "out"
     t0 = time.monotonic()
-    assert main(["batch", str(submitted), "--out", str(out), "-j", "2", "--seed", "3", "--quiet"]) == 0
+    assert (
+        main(["batch", str(submitted), "--out", str(out), "-j", "2", "--seed", "3", "--quiet"]) == 0
+    )
     print(f"grader batch (2 notebook submissions, all exercises): {time.monotonic() - t0:.1f} s")
     rows = {r["student"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
     assert (float(rows["alice"]["total"]), float(rows["bob"]["total"])) == (100, 0)

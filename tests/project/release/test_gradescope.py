@@ -43,7 +43,9 @@ def python() -> Iterator[Path]:
     """A venv anyone may run, on this interpreter version, seeing this checkout and its packages."""
     with readable.venv() as found:
         if found is None:
-            pytest.skip("no Python of this version that an unprivileged uid can run (needed for `process` as root)")
+            pytest.skip(
+                "no Python of this version that an unprivileged uid can run (needed for `process` as root)"
+            )
         yield found
 
 
@@ -61,12 +63,18 @@ def tree(zip_path, python, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("autograder")
     course.extract(zip_path, root / "source")
     manifest = json.loads((root / "source" / "assignments.json").read_text())
-    manifest["assignments"][0]["late_policy"] = LATE_POLICY  # optional: checked by the extended schema
+    manifest["assignments"][0]["late_policy"] = (
+        LATE_POLICY  # optional: checked by the extended schema
+    )
     (root / "source" / "assignments.json").write_text(json.dumps(manifest))
     for folder in ("submission", "results"):
         (root / folder).mkdir()
-    done = subprocess.run(["bash", str(root / "source" / "setup.sh")], capture_output=True, text=True,
-                          env={**os.environ, **_image_env(root, python), "GRADER_SETUP_SKIP_INSTALL": "1"})
+    done = subprocess.run(
+        ["bash", str(root / "source" / "setup.sh")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **_image_env(root, python), "GRADER_SETUP_SKIP_INSTALL": "1"},
+    )
     assert done.returncode == 0, done.stderr
     assert "proven in the image" in done.stdout, done.stdout + done.stderr
     return root
@@ -74,16 +82,23 @@ def tree(zip_path, python, tmp_path_factory) -> Path:
 
 def _image_env(root: Path, python: Path) -> dict[str, str]:
     """What setup.sh and run_autograder share on a Gradescope image: the tree, the Python, the cache."""
-    return {"GRADER_AUTOGRADER_ROOT": str(root), "GRADER_PYTHON": str(python), "GRADER_ISOLATION": "process",
-            "GRADER_CACHE_DIR": str(root.parent / f"{root.name}-cache")}
+    return {
+        "GRADER_AUTOGRADER_ROOT": str(root),
+        "GRADER_PYTHON": str(python),
+        "GRADER_ISOLATION": "process",
+        "GRADER_CACHE_DIR": str(root.parent / f"{root.name}-cache"),
+    }
 
 
-def run_autograder(tree: Path, python: Path, submission: dict[str, str] | Path, *,
-                   metadata: dict | None = None) -> tuple[int, dict]:
+def run_autograder(
+    tree: Path, python: Path, submission: dict[str, str] | Path, *, metadata: dict | None = None
+) -> tuple[int, dict]:
     sub = tree / "submission"
     shutil.rmtree(sub)
     if isinstance(submission, Path):
-        shutil.copytree(submission, sub, symlinks=True)  # as uploaded: a repository's .venv links stay links
+        shutil.copytree(
+            submission, sub, symlinks=True
+        )  # as uploaded: a repository's .venv links stay links
     else:
         sub.mkdir()
         for name, text in submission.items():
@@ -93,8 +108,13 @@ def run_autograder(tree: Path, python: Path, submission: dict[str, str] | Path, 
     if metadata:
         meta.write_text(json.dumps(metadata))
     env = {**os.environ, **_image_env(tree, python)}
-    done = subprocess.run(["bash", str(tree / "source" / "run_autograder")], capture_output=True, text=True, env=env,
-                          timeout=600)
+    done = subprocess.run(
+        ["bash", str(tree / "source" / "run_autograder")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     results = json.loads((tree / "results" / "results.json").read_text())
     schema.validate("gradescope-results", results)
     return done.returncode, results
@@ -106,11 +126,18 @@ def test_the_zip_has_setup_sh_and_run_autograder_at_its_root_and_the_whole_cours
         setup = zf.read("setup.sh").decode()
     for script in ("setup.sh", "run_autograder"):
         assert (infos[script].external_attr >> 16) & 0o777 == 0o755
-    assert {"assignments.json", "pyproject.toml", "gradescope.json", "grader/release/gradescope_run.py",
-            "solutions/softmax.py", "exercises/softmax.py", "tests/hidden/test_softmax.py",
-            "tests/public/test_softmax.py"} <= set(infos)
+    assert {
+        "assignments.json",
+        "pyproject.toml",
+        "gradescope.json",
+        "grader/release/gradescope_run.py",
+        "solutions/softmax.py",
+        "exercises/softmax.py",
+        "tests/hidden/test_softmax.py",
+        "tests/public/test_softmax.py",
+    } <= set(infos)
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in infos)
-    assert "pip\" install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in setup
+    assert 'pip" install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu' in setup
     assert "sys.version_info < (3, 11)" in setup and "python3.11-venv" in setup
     assert 'pip" install "$SOURCE"' in setup  # the grader from the source copy inside the zip
 
@@ -124,12 +151,18 @@ def test_setup_makes_hidden_tests_and_solutions_readable_by_root_only(tree):
 
 
 def test_reference_solutions_get_full_points_as_an_unprivileged_uid(tree, python, tmp_path):
-    code, results = run_autograder(tree, python, solutions_copy(tmp_path / "sub"),
-                                   metadata={"created_at": "2026-10-01T20:00:00-07:00", "assignment": {"due_date": DUE}})
+    code, results = run_autograder(
+        tree,
+        python,
+        solutions_copy(tmp_path / "sub"),
+        metadata={"created_at": "2026-10-01T20:00:00-07:00", "assignment": {"due_date": DUE}},
+    )
     assert code == 0
     extra = results["extra_data"]
     assert results["score"] == extra["canary"]["max_score"] > 0 and extra["late"] is None
-    assert extra["canary"]["cached"] is True  # proven once, by setup.sh, not again for this submission
+    assert (
+        extra["canary"]["cached"] is True
+    )  # proven once, by setup.sh, not again for this submission
     assert all(t["status"] == "passed" and t["score"] == t["max_score"] for t in results["tests"])
     assert extra["isolation"]["backend"] == "process" and extra["isolation"]["seccomp"] is True
     if os.geteuid() == 0:
@@ -137,7 +170,11 @@ def test_reference_solutions_get_full_points_as_an_unprivileged_uid(tree, python
     assert results["stdout_visibility"] == "hidden" and results["output_format"] == "md"
     assert {t["visibility"] for t in results["tests"]} == {"after_published"}
     assert {t["output_format"] for t in results["tests"]} == {"md"}
-    assert isinstance(extra["seed"], int) and extra["grader"]["version"] and results["execution_time"] > 0
+    assert (
+        isinstance(extra["seed"], int)
+        and extra["grader"]["version"]
+        and results["execution_time"] > 0
+    )
 
 
 def test_stubs_get_zero(tree, python):
@@ -148,9 +185,15 @@ def test_stubs_get_zero(tree, python):
 
 def test_the_late_policy_uses_gradescopes_submission_time(tree, python, tmp_path):
     """25 h after the due date, 60 min grace: one started day late, 10 % of the earned score."""
-    _, results = run_autograder(tree, python, solutions_copy(tmp_path / "sub"),
-                                metadata={"created_at": "2026-10-03T00:59:00-07:00",
-                                          "assignment": {"due_date": DUE, "late_due_date": None}})
+    _, results = run_autograder(
+        tree,
+        python,
+        solutions_copy(tmp_path / "sub"),
+        metadata={
+            "created_at": "2026-10-03T00:59:00-07:00",
+            "assignment": {"due_date": DUE, "late_due_date": None},
+        },
+    )
     full = results["extra_data"]["score_before_late_policy"]
     assert results["extra_data"]["late"]["days_late"] == 1
     assert results["score"] == pytest.approx(full * 0.9) and "Late by 1 day" in results["output"]
@@ -159,19 +202,29 @@ def test_the_late_policy_uses_gradescopes_submission_time(tree, python, tmp_path
 def test_the_students_code_cannot_read_the_hidden_tests(tree, python):
     """Security: as root, the `process` sandbox ran student code as root, which read the hidden tests."""
     hidden = tree / "source" / "tests" / "hidden" / "test_softmax.py"
-    spy = (ROOT / "solutions" / "softmax.py").read_text() + f"\nSECRET = open({str(hidden)!r}).read()\n"
+    spy = (
+        ROOT / "solutions" / "softmax.py"
+    ).read_text() + f"\nSECRET = open({str(hidden)!r}).read()\n"
     _, results = run_autograder(tree, python, {"softmax.py": spy})
     softmax = [t for t in results["tests"] if t["tags"] == ["softmax"]]
-    assert softmax and all(t["status"] == "failed" and "Permission denied" in t["output"] for t in softmax)
+    assert softmax and all(
+        t["status"] == "failed" and "Permission denied" in t["output"] for t in softmax
+    )
 
 
 def _run_broken(broken: Path, python: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     results = broken / "results" / "results.json"
     results.parent.mkdir(exist_ok=True)
     results.write_text('{"score": 100}')  # an earlier run's: it must not stand for this one
-    env = {**os.environ, "GRADER_AUTOGRADER_ROOT": str(broken), "GRADER_PYTHON": python,
-           "GRADER_CACHE_DIR": str(broken / "cache")}
-    done = subprocess.run(["bash", str(broken / "source" / "run_autograder")], capture_output=True, text=True, env=env)
+    env = {
+        **os.environ,
+        "GRADER_AUTOGRADER_ROOT": str(broken),
+        "GRADER_PYTHON": python,
+        "GRADER_CACHE_DIR": str(broken / "cache"),
+    }
+    done = subprocess.run(
+        ["bash", str(broken / "source" / "run_autograder")], capture_output=True, text=True, env=env
+    )
     return done, results
 
 
@@ -185,14 +238,21 @@ def test_a_grader_failure_is_gradescopes_failure_state_not_a_zero(tree, tmp_path
     (broken / "submission").mkdir()
     done, results = _run_broken(broken, sys.executable)
     assert done.returncode == 1 and not results.exists()
-    assert "ManifestError" in done.stdout and "GRADER FAILED, not the submission" in done.stdout  # the instructor's view
+    assert (
+        "ManifestError" in done.stdout and "GRADER FAILED, not the submission" in done.stdout
+    )  # the instructor's view
     assert "no results.json" in done.stdout and "rerun" in done.stdout
     # the interpreter itself missing: run_autograder's own path, the same failure state
     done, results = _run_broken(broken, str(tmp_path / "no-such-python"))
     assert done.returncode != 0 and not results.exists() and "GRADER FAILED" in done.stdout
-    script = (broken / "source" / "run_autograder").read_text() + (ROOT / "grader" / "release").joinpath(
-        "gradescope_run.py").read_text() + (ROOT / "grader" / "exports" / "gradescope.py").read_text()
-    assert "has been told" not in script and "not your grade" not in script  # nothing claims what nobody did
+    script = (
+        (broken / "source" / "run_autograder").read_text()
+        + (ROOT / "grader" / "release").joinpath("gradescope_run.py").read_text()
+        + (ROOT / "grader" / "exports" / "gradescope.py").read_text()
+    )
+    assert (
+        "has been told" not in script and "not your grade" not in script
+    )  # nothing claims what nobody did
 
 
 def _repository(folder: Path) -> Path:
@@ -226,8 +286,15 @@ def _upload(shape: str, folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("shape", ["a zip of the files", "a zip of a folder", "a folder one level down",
-                                   "a repository with its tools' folders"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "a zip of the files",
+        "a zip of a folder",
+        "a folder one level down",
+        "a repository with its tools' folders",
+    ],
+)
 def test_every_shape_a_student_uploads_is_graded(tree, python, tmp_path, shape):
     """README: "files, a zip or a repository". A zip, or a zipped folder one level down, gave "no Python files
     found" (0 points); a repository's .venv links refused it. softmax.py alone: its 6 points, nothing else."""
@@ -239,12 +306,22 @@ def test_every_shape_a_student_uploads_is_graded(tree, python, tmp_path, shape):
 
 def test_late_policy_rules():
     rules = {"per_day": 0.25, "max_fraction": 0.6}
-    meta = {"created_at": "2026-10-03T10:00:00+00:00", "assignment": {"due_date": "2026-10-01T12:00:00+00:00"}}
+    meta = {
+        "created_at": "2026-10-03T10:00:00+00:00",
+        "assignment": {"due_date": "2026-10-01T12:00:00+00:00"},
+    }
     assert late.assess(80.0, rules, meta)["days_late"] == 2
     assert late.assess(80.0, rules, meta)["score"] == 40.0  # 50 % after two days
     meta["created_at"] = "2026-10-09T10:00:00+00:00"
     assert late.assess(80.0, rules, meta)["score"] == 32.0  # capped at 60 %
-    assert late.assess(80.0, rules, {"created_at": "2026-09-30T10:00:00+00:00", "assignment": meta["assignment"]}) is None
+    assert (
+        late.assess(
+            80.0,
+            rules,
+            {"created_at": "2026-09-30T10:00:00+00:00", "assignment": meta["assignment"]},
+        )
+        is None
+    )
     assert late.assess(80.0, None, meta) is None and late.assess(80.0, rules, {}) is None
 
 

@@ -17,7 +17,9 @@ from grader.sandbox import cgroups, cputime, sweep
 from grader.sandbox.isolation import LIB_ROOT
 
 
-def _v2_root(tmp_path: Path, controllers: str = "cpuset cpu io memory hugetlb pids", enabled: str = "") -> Path:
+def _v2_root(
+    tmp_path: Path, controllers: str = "cpuset cpu io memory hugetlb pids", enabled: str = ""
+) -> Path:
     (tmp_path / "cgroup.controllers").write_text(controllers + "\n")
     (tmp_path / "cgroup.subtree_control").write_text(enabled + "\n")
     return tmp_path
@@ -47,7 +49,9 @@ def test_v2_one_group_per_slot_with_memory_pids_and_no_swap(tmp_path, monkeypatc
     group = root / "attention-grader" / f"p{__import__('os').getpid()}-slot-3"
     assert groups == [str(group)]
     assert (group / "memory.max").read_text() == str((1024 + cgroups.HEADROOM_MB) << 20)
-    assert (group / "pids.max").read_text() == "64" and (group / "memory.swap.max").read_text() == "0"
+    assert (group / "pids.max").read_text() == "64" and (
+        group / "memory.swap.max"
+    ).read_text() == "0"
     # the controllers are handed down: the root's children may use them, and so the parent's
     assert (root / "cgroup.subtree_control").read_text() == "+memory +pids"
     assert (root / "attention-grader" / "cgroup.subtree_control").read_text() == "+memory +pids"
@@ -68,8 +72,11 @@ def test_v2_where_delegation_is_refused_makes_no_group(tmp_path, monkeypatch):
 def _refuse_subtree_control(real):  # type: ignore[no-untyped-def]
     def write_text(self: Path, data: str, *args: object, **kwargs: object) -> int:
         if self.name == "cgroup.subtree_control":
-            raise PermissionError(13, "Permission denied", str(self))  # a container without delegation
+            raise PermissionError(
+                13, "Permission denied", str(self)
+            )  # a container without delegation
         return int(real(self, data, *args, **kwargs))
+
     return write_text
 
 
@@ -80,12 +87,16 @@ def test_v1_a_group_per_controller(tmp_path, monkeypatch):
     assert not cgroups.unified()
     groups = [Path(g) for g in cgroups.slot_groups(2, memory_mb=2048, processes=32)]
     assert [g.parent.parent.name for g in groups] == ["memory", "pids"]
-    assert (groups[0] / "memory.limit_in_bytes").read_text() == str((2048 + cgroups.HEADROOM_MB) << 20)
+    assert (groups[0] / "memory.limit_in_bytes").read_text() == str(
+        (2048 + cgroups.HEADROOM_MB) << 20
+    )
     assert (groups[1] / "pids.max").read_text() == "32"
 
 
 def test_cpu_time_of_a_v2_group_comes_from_cpu_stat(tmp_path):
-    (tmp_path / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
+    (tmp_path / "cpu.stat").write_text(
+        "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n"
+    )
     assert cgroups.cpu_group([str(tmp_path)]) == str(tmp_path)
     assert cputime.CpuMeter(1, str(tmp_path)).seconds() == pytest.approx(2.5)
 
@@ -114,8 +125,13 @@ print(json.dumps({"stopped": stopped, "as": resource.getrlimit(resource.RLIMIT_A
 def test_the_memory_rlimit_stops_an_allocation_over_the_cap_with_or_without_a_gpu(mode):
     """Without a GPU RLIMIT_AS holds memory; with one (CUDA fails under RLIMIT_AS) RLIMIT_DATA does, and
     RLIMIT_AS stays unlimited (CUDA started under RLIMIT_DATA of 4 and 16 GiB on an H100)."""
-    out = subprocess.run([sys.executable, "-c", _BOMB, str(LIB_ROOT), mode], capture_output=True, text=True,
-                         check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", _BOMB, str(LIB_ROOT), mode],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     got = json.loads(out.stdout)
     assert got["stopped"], got
     cap = 256 << 20

@@ -15,9 +15,11 @@ from grader.sandbox.channel import Channel
 from grader.sandbox.zygote_client import Zygote
 from tests.project.support.common import starter_of
 
-SOURCE = ("import gc\nimport weakref\n\nimport torch\n\n_live = weakref.WeakSet()\n\n\n"
-          "class Thing(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        _live.add(self)\n\n\n"
-          "def live():\n    gc.collect()\n    return len(_live)\n\n\ndef draw(n):\n    return torch.rand(n)\n")
+SOURCE = (
+    "import gc\nimport weakref\n\nimport torch\n\n_live = weakref.WeakSet()\n\n\n"
+    "class Thing(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        _live.add(self)\n\n\n"
+    "def live():\n    gc.collect()\n    return len(_live)\n\n\ndef draw(n):\n    return torch.rand(n)\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +31,18 @@ def zygote() -> Iterator[Zygote]:
 
 
 @pytest.fixture
-def counted(tmp_path: Path, zygote: Zygote,
-            monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[remote.SandboxBackend, list[dict]]]:
+def counted(
+    tmp_path: Path, zygote: Zygote, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[remote.SandboxBackend, list[dict]]]:
     (tmp_path / "mod.py").write_text(SOURCE)
-    backend = remote.SandboxBackend(tmp_path, isolation.LaunchSpec(isolation.available()[0]), bans={},
-                                    time_limits={"ex": 30, "other": 30}, budget_s=120, starter=starter_of(zygote))
+    backend = remote.SandboxBackend(
+        tmp_path,
+        isolation.LaunchSpec(isolation.available()[0]),
+        bans={},
+        time_limits={"ex": 30, "other": 30},
+        budget_s=120,
+        starter=starter_of(zygote),
+    )
     sent: list[dict] = []  # the requests as they went to a worker (setup frames aside)
     send = Channel.send
 
@@ -53,7 +62,11 @@ def test_the_seed_travels_with_the_first_request(counted):
     backend, sent = counted
     backend.begin_test("t", "ex", 7)
     first, second = backend.call("mod", "draw", (2,), {}), backend.call("mod", "draw", (2,), {})
-    assert [r["op"] for r in sent] == ["call", "call"] and sent[0]["seed"] == 7 and "seed" not in sent[1]
+    assert (
+        [r["op"] for r in sent] == ["call", "call"]
+        and sent[0]["seed"] == 7
+        and "seed" not in sent[1]
+    )
     expected = torch.rand(4, generator=torch.Generator().manual_seed(7))
     assert torch.equal(first, expected[:2]) and torch.equal(second, expected[2:])
 
@@ -75,7 +88,9 @@ def test_the_last_handles_of_an_exercise_are_dropped_before_the_next_exercise(co
     backend, sent = counted
     backend.begin_test("t1", "ex", 1)
     backend.release(backend.call("mod", "Thing", (), {}).id)
-    backend.begin_test("t2", "other", 2)  # one request of their own, still charged to the first exercise
+    backend.begin_test(
+        "t2", "other", 2
+    )  # one request of their own, still charged to the first exercise
     assert [r["op"] for r in sent] == ["call", "release"] and len(sent[-1]["release"]) == 1
     assert backend.call("mod", "live", (), {}) == 0 and "release" not in sent[-1]
 
@@ -88,4 +103,3 @@ def test_handles_of_a_worker_that_is_gone_are_never_sent(counted):
     backend.release(handle.id)
     backend.begin_test("t2", "ex", 2)
     assert backend.call("mod", "live", (), {}) == 0 and "release" not in sent[-1]
-

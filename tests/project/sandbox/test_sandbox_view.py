@@ -41,8 +41,11 @@ def look(stops, patterns):
     packages = {f: sorted(os.listdir(f)) for f in sorted(folders) if os.path.isdir(f)}
     return {"seen": sorted(seen), "packages": packages, "root": sorted(os.listdir("/"))}
 '''
-PATTERNS = [f"{top}/{pattern}" for top in ("/usr", "/usr/lib", "/usr/local", "/lib", "/usr/local/lib")
-            for pattern in ("*-packages", "python3*/*-packages", "lib/python3*/*-packages")]
+PATTERNS = [
+    f"{top}/{pattern}"
+    for top in ("/usr", "/usr/lib", "/usr/local", "/lib", "/usr/local/lib")
+    for pattern in ("*-packages", "python3*/*-packages", "lib/python3*/*-packages")
+]
 
 SANDBOX_OWN = ("/box", "/tmp", "/dev", "/proc", "/sys")
 GRADER_INSIDE = ("/sandbox-lib/grader/inside", "/sandbox-lib/grader/protocol")
@@ -57,15 +60,23 @@ def seen(tmp_path_factory: pytest.TempPathFactory, zygote: Zygote | None) -> dic
     box = tmp_path_factory.mktemp("probe")
     box.chmod(0o755)
     (box / "probe.py").write_text(PROBE)
-    backend = SandboxBackend(box, isolation.LaunchSpec("namespace", slot=7), bans={}, time_limits={"": 120},
-                             budget_s=300, starter=ZygoteStarter(zygote, 7) if zygote else None)
+    backend = SandboxBackend(
+        box,
+        isolation.LaunchSpec("namespace", slot=7),
+        bans={},
+        time_limits={"": 120},
+        budget_s=300,
+        starter=ZygoteStarter(zygote, 7) if zygote else None,
+    )
     backend.begin_test("view", "")
     try:
         # torch's own package folders as workers see them (a mirror where the leased uid cannot reach the venv): a
         # venv under /tmp (a CI clone) sits below the sandbox's own /tmp,
         # where the walk does not descend
         torch_sites = sorted({os.path.dirname(p) for p in mirror.packages()})
-        found = backend.call("probe", "look", (_allowed(), [*PATTERNS, *view.masks(), *torch_sites]), {})
+        found = backend.call(
+            "probe", "look", (_allowed(), [*PATTERNS, *view.masks(), *torch_sites]), {}
+        )
     finally:
         backend.close()
     assert backend.forked == (zygote is not None)
@@ -84,33 +95,62 @@ def _inside(path: str, tops: list[str]) -> bool:
 def test_nothing_outside_the_allowlist_is_visible(seen):
     allowed = _allowed()
     leading = _ancestors(allowed)
-    stray = [p for p in seen["seen"] if not _inside(p, allowed) and p not in leading and p != "/box/probe.py"]
+    stray = [
+        p
+        for p in seen["seen"]
+        if not _inside(p, allowed) and p not in leading and p != "/box/probe.py"
+    ]
     assert stray == [], stray[:40]
 
 
 @needs_namespace
 def test_every_package_folder_holds_only_torch_and_its_closure(seen):
-    closure = {os.path.basename(p) for p in mirror.packages()} | {mirror.SOURCE}  # a mirror names its source
+    closure = {os.path.basename(p) for p in mirror.packages()} | {
+        mirror.SOURCE
+    }  # a mirror names its source
     for folder, entries in seen["packages"].items():
         assert set(entries) <= closure, (folder, sorted(set(entries) - closure))
     assert any("torch" in entries for entries in seen["packages"].values())
 
 
 @needs_namespace
-@pytest.mark.parametrize("name", ["jsonschema", "rich", "pytest", "_pytest", "solutions", "exercises", "tests",
-                                  "grader", "attention_grader", "IPython"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "jsonschema",
+        "rich",
+        "pytest",
+        "_pytest",
+        "solutions",
+        "exercises",
+        "tests",
+        "grader",
+        "attention_grader",
+        "IPython",
+    ],
+)
 def test_what_must_never_be_there(seen, name):
     entries = {e for folder in seen["packages"].values() for e in folder}
-    assert not {e for e in entries if e == name or e.startswith(f"{name}-") or e.startswith(f"{name}.")}
-    hits = [p for p in seen["seen"] if name in Path(p).parts and not p.startswith(GRADER_INSIDE)
-            and not (name == "grader" and p == "/sandbox-lib/grader") and not _inside(p, list(view.binds(False)))]
+    assert not {
+        e for e in entries if e == name or e.startswith(f"{name}-") or e.startswith(f"{name}.")
+    }
+    hits = [
+        p
+        for p in seen["seen"]
+        if name in Path(p).parts
+        and not p.startswith(GRADER_INSIDE)
+        and not (name == "grader" and p == "/sandbox-lib/grader")
+        and not _inside(p, list(view.binds(False)))
+    ]
     assert hits == [], hits[:10]
 
 
 @needs_namespace
 def test_the_trusted_grader_and_the_homes_are_absent(seen):
     assert [p for p in seen["seen"] if p.startswith("/sandbox-lib/")] == [
-        "/sandbox-lib/grader", *sorted(p for p in seen["seen"] if p.startswith(GRADER_INSIDE))]
+        "/sandbox-lib/grader",
+        *sorted(p for p in seen["seen"] if p.startswith(GRADER_INSIDE)),
+    ]
     leading = _ancestors(_allowed())
     for home in ("/work", "/root", "/home"):
         below = [p for p in seen["seen"] if p.startswith(home + "/") or p == home]
@@ -136,7 +176,9 @@ def test_with_a_gpu_no_address_space_limit_and_an_honest_record(monkeypatch, bac
     monkeypatch.setattr(isolation, "gpu_devices", lambda: list(FAKE_GPUS))
     spec = isolation.LaunchSpec(backend, slot=9)
     cfg = spec.config(Path("/nonexistent"), 3, 4, "/nonexistent-root")
-    assert cfg["address_space_limit"] is False  # CUDA initialisation fails under RLIMIT_AS (measured on an H100)
+    assert (
+        cfg["address_space_limit"] is False
+    )  # CUDA initialisation fails under RLIMIT_AS (measured on an H100)
     assert cfg["extra_env"] == {"GRADER_GPU_MEMORY_MB": str(spec.limits.memory_mb)}
     record = spec.describe()["gpu"]
     assert record["devices"] == FAKE_GPUS and record["address_space_limit"] is False
@@ -152,7 +194,9 @@ def test_without_a_gpu_the_address_space_limit_stays(monkeypatch):
     monkeypatch.setattr(isolation, "gpu_devices", lambda: [])
     spec = isolation.LaunchSpec("namespace", slot=9)
     cfg = spec.config(Path("/nonexistent"), 3, 4, "/nonexistent-root")
-    assert cfg["address_space_limit"] is True and cfg["extra_env"] == {} and cfg["gpu_devices"] == []
+    assert (
+        cfg["address_space_limit"] is True and cfg["extra_env"] == {} and cfg["gpu_devices"] == []
+    )
     assert "gpu" not in spec.describe() and "/sys" not in cfg["binds"]
 
 
@@ -165,8 +209,13 @@ def test_the_launcher_sets_rlimit_as_only_when_told(address_space):
                             json.loads(sys.argv[1]))
         print(resource.getrlimit(resource.RLIMIT_AS)[0])
     """)
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(address_space)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(address_space)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == (4096 << 20 if address_space else resource.RLIM_INFINITY)
 
@@ -180,18 +229,35 @@ def test_the_worker_queues_its_gpu_memory_cap_without_touching_cuda():
         os.environ[gpu.ENV] = "4096"
         print(gpu.cap_memory(), len(torch.cuda._queued_calls) - before, torch.cuda.is_initialized())
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "1", "False"]
 
 
 def _card(isolation_record: dict) -> dict:
-    return {"schema_version": 2, "assignment": "a", "submission": {"path": "p", "sha256": "", "layout": "folder",
-            "files": []}, "status": "graded", "error": None, "score": 0, "max_score": 0, "exercises": [],
-            "isolation": isolation_record, "seed": 0, "grader": {"version": "0"},
-            "environment": {"python": "3", "torch": "2", "cuda": None, "platform": "linux"},
-            "timings": {"started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z", "total_s": 1},
-            "incidents": [], "student_output": {"stdout_bytes": 0, "stderr_bytes": 0}}
+    return {
+        "schema_version": 2,
+        "assignment": "a",
+        "submission": {"path": "p", "sha256": "", "layout": "folder", "files": []},
+        "status": "graded",
+        "error": None,
+        "score": 0,
+        "max_score": 0,
+        "exercises": [],
+        "isolation": isolation_record,
+        "seed": 0,
+        "grader": {"version": "0"},
+        "environment": {"python": "3", "torch": "2", "cuda": None, "platform": "linux"},
+        "timings": {
+            "started": "2026-01-01T00:00:00Z",
+            "finished": "2026-01-01T00:00:01Z",
+            "total_s": 1,
+        },
+        "incidents": [],
+        "student_output": {"stdout_bytes": 0, "stderr_bytes": 0},
+    }
 
 
 NESTED_BIND = textwrap.dedent("""
@@ -208,11 +274,18 @@ NESTED_BIND = textwrap.dedent("""
 
 
 @needs_namespace
-@pytest.mark.skipif(not os.path.realpath("/usr/bin/python3").startswith("/usr/"), reason="needs a system Python in /usr")
+@pytest.mark.skipif(
+    not os.path.realpath("/usr/bin/python3").startswith("/usr/"),
+    reason="needs a system Python in /usr",
+)
 def test_the_running_interpreter_inside_a_bound_system_folder_binds(tmp_path):
     """Ubuntu's Python is /usr/bin/python3.12, inside the /usr bind: re-creating it as a mount point opened the running
     interpreter for writing (ETXTBSY), and no sandbox ever started on such a machine (seen on a GPU host)."""
     python = os.path.realpath("/usr/bin/python3")
-    out = subprocess.run(["unshare", "-m", python, "-I", "-c", NESTED_BIND, str(isolation.LIB_ROOT), str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["unshare", "-m", python, "-I", "-c", NESTED_BIND, str(isolation.LIB_ROOT), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]

@@ -20,21 +20,53 @@ from grader.grade import grade
 from grader.sandbox import isolation, seccomp
 from tests.project.support.common import CORPUS, ROOT, needs_namespace, solutions_copy
 
-pytestmark = [pytest.mark.cost(13),  # seconds on 2 cores: started early (tests/project/conftest.py)
-              pytest.mark.skipif(not seccomp.supported(), reason="the filter targets Linux on x86_64 or aarch64")]
+pytestmark = [
+    pytest.mark.cost(13),  # seconds on 2 cores: started early (tests/project/conftest.py)
+    pytest.mark.skipif(
+        not seccomp.supported(), reason="the filter targets Linux on x86_64 or aarch64"
+    ),
+]
 
 # name -> arguments that make the call fail harmlessly (or do nothing) when it is NOT filtered
 DENIED_CALLS = {
-    "add_key": (0, 0, 0, 0, 0), "request_key": (0, 0, 0, 0), "keyctl": (0, -3, 0), "ptrace": (-1, 0, 0, 0),
-    "unshare": (0,), "setns": (-1, 0), "mount": (0, 0, 0, 0, 0), "umount2": (0, 0), "pivot_root": (0, 0),
-    "chroot": (0,), "bpf": (-1, 0, 0), "perf_event_open": (0, 0, 0, 0, 0), "userfaultfd": (-1,),
-    "io_uring_setup": (0, 0), "io_uring_enter": (-1, 0, 0, 0, 0, 0), "io_uring_register": (-1, 0, 0, 0),
-    "kexec_load": (0, 0, 0, -1), "kexec_file_load": (-1, -1, 0, 0, -1), "init_module": (0, 0, 0),
-    "finit_module": (-1, 0, 0), "delete_module": (0, 0), "process_vm_readv": (0, 0, 0, 0, 0, 0),
-    "process_vm_writev": (0, 0, 0, 0, 0, 0), "personality": (0xFFFFFFFF,), "swapon": (0, 0), "swapoff": (0,),
-    "reboot": (0, 0, 0, 0), "open_tree": (-1, 0, 0), "move_mount": (-1, 0, -1, 0, 0), "fsopen": (0, 0),
-    "fsconfig": (-1, 0, 0, 0, 0), "fsmount": (-1, 0, 0), "fspick": (-1, 0, 0), "mount_setattr": (-1, 0, 0, 0, 0),
-    "open_by_handle_at": (-1, 0, 0), "name_to_handle_at": (-1, 0, 0, 0, 0), "acct": (1,), "quotactl": (0, 0, 0, 0),
+    "add_key": (0, 0, 0, 0, 0),
+    "request_key": (0, 0, 0, 0),
+    "keyctl": (0, -3, 0),
+    "ptrace": (-1, 0, 0, 0),
+    "unshare": (0,),
+    "setns": (-1, 0),
+    "mount": (0, 0, 0, 0, 0),
+    "umount2": (0, 0),
+    "pivot_root": (0, 0),
+    "chroot": (0,),
+    "bpf": (-1, 0, 0),
+    "perf_event_open": (0, 0, 0, 0, 0),
+    "userfaultfd": (-1,),
+    "io_uring_setup": (0, 0),
+    "io_uring_enter": (-1, 0, 0, 0, 0, 0),
+    "io_uring_register": (-1, 0, 0, 0),
+    "kexec_load": (0, 0, 0, -1),
+    "kexec_file_load": (-1, -1, 0, 0, -1),
+    "init_module": (0, 0, 0),
+    "finit_module": (-1, 0, 0),
+    "delete_module": (0, 0),
+    "process_vm_readv": (0, 0, 0, 0, 0, 0),
+    "process_vm_writev": (0, 0, 0, 0, 0, 0),
+    "personality": (0xFFFFFFFF,),
+    "swapon": (0, 0),
+    "swapoff": (0,),
+    "reboot": (0, 0, 0, 0),
+    "open_tree": (-1, 0, 0),
+    "move_mount": (-1, 0, -1, 0, 0),
+    "fsopen": (0, 0),
+    "fsconfig": (-1, 0, 0, 0, 0),
+    "fsmount": (-1, 0, 0),
+    "fspick": (-1, 0, 0),
+    "mount_setattr": (-1, 0, 0, 0, 0),
+    "open_by_handle_at": (-1, 0, 0),
+    "name_to_handle_at": (-1, 0, 0, 0, 0),
+    "acct": (1,),
+    "quotactl": (0, 0, 0, 0),
 }
 
 PROBE = textwrap.dedent("""
@@ -71,8 +103,13 @@ PROBE = textwrap.dedent("""
 
 
 def _probe(mode: str) -> dict[str, str]:
-    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(DENIED_CALLS), mode], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(DENIED_CALLS), mode],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
@@ -80,9 +117,13 @@ def _probe(mode: str) -> dict[str, str]:
 def test_every_denied_syscall_answers_eperm_under_the_filter():
     out = _probe("filtered")
     assert {name: out[name] for name in DENIED_CALLS} == {name: "EPERM" for name in DENIED_CALLS}
-    assert out["clone_newuser"] == "EPERM" and out["clone3"] == "ENOSYS"  # glibc then falls back to clone
+    assert (
+        out["clone_newuser"] == "EPERM" and out["clone3"] == "ENOSYS"
+    )  # glibc then falls back to clone
     assert out["socket_inet"] == "EPERM" and out["socketpair_inet"] == "EPERM"
-    assert out["fork"] == 7 and out["active"] is True  # threads, fork, AF_UNIX, pipes and mmap still work
+    assert (
+        out["fork"] == 7 and out["active"] is True
+    )  # threads, fork, AF_UNIX, pipes and mmap still work
 
 
 def test_without_the_filter_the_same_calls_do_not_answer_eperm():
@@ -92,8 +133,9 @@ def test_without_the_filter_the_same_calls_do_not_answer_eperm():
     """
     out = _probe("unfiltered")
     assert out["active"] is False
-    assert {n: out[n] for n in ("unshare", "personality", "keyctl", "socket_inet")} == dict.fromkeys(
-        ("unshare", "personality", "keyctl", "socket_inet"), "ok")
+    assert {
+        n: out[n] for n in ("unshare", "personality", "keyctl", "socket_inet")
+    } == dict.fromkeys(("unshare", "personality", "keyctl", "socket_inet"), "ok")
 
 
 def test_a_foreign_arch_or_x32_syscall_kills_the_process():
@@ -105,7 +147,9 @@ def test_a_foreign_arch_or_x32_syscall_kills_the_process():
         libc.syscall(0x40000000 | 39)  # x32 getpid
         print("survived")
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     if seccomp.machine() == "x86_64":
         assert done.returncode == -31 and "survived" not in done.stdout  # SIGSYS
     program = seccomp.program("aarch64")
@@ -124,7 +168,9 @@ def test_torch_imports_and_runs_attention_under_the_filter():
         mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
         print("OK", tuple(out.shape), mha(q[0], q[0], q[0])[0].shape[-1], bool(q.grad.abs().sum() > 0))
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "OK (2, 4, 16, 8) 8 True" in done.stdout
 
@@ -141,8 +187,14 @@ def test_a_launch_whose_filter_fails_exits_125_and_never_starts_the_worker(tmp_p
         sys.argv = ["launcher", sys.argv[1]]
         launcher.main()
     """)
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(cfg)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 125 and "sandbox set-up failed: no seccomp here" in done.stderr
     assert '"ready"' not in done.stdout
 
@@ -185,12 +237,19 @@ def test_the_graders_session_keys_are_invisible_and_nothing_can_be_planted(tmp_p
         pytest.skip(f"needs the {backend} sandbox")
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(CORPUS / "hostile" / "uses_keyrings.py", sub / "softmax.py")
-    done = subprocess.run([sys.executable, "-c", KEYRING_RUN, str(sub), backend], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", KEYRING_RUN, str(sub), backend],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     reports = [m for m in json.loads(done.stdout) if "KEYS" in m]
     assert len(reports) >= 4, reports  # two tests, cold and forked
-    for text in reports:  # run after run: no secret read, nothing planted, nothing found from before
+    for (
+        text
+    ) in reports:  # run after run: no secret read, nothing planted, nothing found from before
         assert "KEYS secret=errno1 earlier=errno1 planted=False seccomp=2" in text, text
 
 
@@ -198,7 +257,9 @@ def test_the_graders_session_keys_are_invisible_and_nothing_can_be_planted(tmp_p
 def test_a_graded_worker_runs_under_the_filter_it_records(tmp_path):
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(CORPUS / "hostile" / "uses_keyrings.py", sub / "softmax.py")
-    card = grade(sub, isolation="namespace", seed=2, exercises=["softmax", "masks"], per_test_time_limit=20)
+    card = grade(
+        sub, isolation="namespace", seed=2, exercises=["softmax", "masks"], per_test_time_limit=20
+    )
     schema.validate("scorecard", card)
     assert card["isolation"]["seccomp"] is True
     assert card["score"] == 8  # masks only

@@ -46,9 +46,24 @@ def _wait_for_socket(timeout: float = 60.0) -> Path:
 
 
 def _grade(sub: Path, out: Path, **env: str) -> dict:
-    done = subprocess.run([GRADER, "grade", str(sub), "--out", str(out), "--isolation", "namespace", "--seed", "3",
-                           "--no-canary"],
-                          capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
+    done = subprocess.run(
+        [
+            GRADER,
+            "grade",
+            str(sub),
+            "--out",
+            str(out),
+            "--isolation",
+            "namespace",
+            "--seed",
+            "3",
+            "--no-canary",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     card: dict = json.loads(out.read_text())
     return card
@@ -69,12 +84,18 @@ def test_the_first_run_leaves_a_zygote_and_the_next_run_forks_from_it(cache, tmp
 
 
 @needs_namespace
-def test_a_first_run_that_must_prove_the_canary_starts_the_zygote_first_and_everything_forks(cache, tmp_path):
+def test_a_first_run_that_must_prove_the_canary_starts_the_zygote_first_and_everything_forks(
+    cache, tmp_path
+):
     """No zygote and no canary proof yet (a machine's first run): the zygote is started at once, the canary's
     references and stubs and then the student are graded by workers forked from it."""
     sub = solutions_copy(tmp_path / "sub")
-    done = subprocess.run([GRADER, "grade", str(sub), "--out", str(tmp_path / "1.json"), "--isolation", "namespace"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [GRADER, "grade", str(sub), "--out", str(tmp_path / "1.json"), "--isolation", "namespace"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     card = json.loads((tmp_path / "1.json").read_text())
     assert card["canary"]["cached"] is False and card["canary"]["solutions"] == card["max_score"]
@@ -90,7 +111,9 @@ def test_keep_warm_zero_starts_no_zygote(cache, tmp_path, monkeypatch):
     card = _grade(sub, tmp_path / "1.json")
     time.sleep(2.0)
     assert card["isolation"]["worker_forks"] == 0 and shared_zygote.socket_path() is None
-    assert not (cache / "attention-grader" / "zygotes").exists() or not any((cache / "attention-grader" / "zygotes").iterdir())
+    assert not (cache / "attention-grader" / "zygotes").exists() or not any(
+        (cache / "attention-grader" / "zygotes").iterdir()
+    )
 
 
 def test_no_socket_in_a_folder_others_may_enter(cache):
@@ -119,13 +142,20 @@ def test_it_serves_only_its_own_user_and_ends_when_idle(cache, monkeypatch):
     assert mine is not None and mine.alive
     mine.close()
     # another uid, handed a descriptor of the socket's folder's file: the zygote hangs up on it at once
-    code = ("import os, socket, sys\nos.setresuid(65534, 65534, 65534)\ns = socket.socket(socket.AF_UNIX, "
-            "socket.SOCK_SEQPACKET)\ntry:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print('refused', e.errno)"
-            "\n    sys.exit(0)\ns.settimeout(5)\nprint('closed' if s.recv(16) == b'' else 'served')\n")
-    for folder in (cache, path.parent):  # let the other uid reach the socket's name: the peer check must still refuse
+    code = (
+        "import os, socket, sys\nos.setresuid(65534, 65534, 65534)\ns = socket.socket(socket.AF_UNIX, "
+        "socket.SOCK_SEQPACKET)\ntry:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print('refused', e.errno)"
+        "\n    sys.exit(0)\ns.settimeout(5)\nprint('closed' if s.recv(16) == b'' else 'served')\n"
+    )
+    for folder in (
+        cache,
+        path.parent,
+    ):  # let the other uid reach the socket's name: the peer check must still refuse
         os.chmod(folder, 0o711)
     os.chmod(path, 0o666)
-    other = subprocess.run([sys.executable, "-I", "-c", code, str(path)], capture_output=True, text=True, timeout=30)
+    other = subprocess.run(
+        [sys.executable, "-I", "-c", code, str(path)], capture_output=True, text=True, timeout=30
+    )
     assert other.stdout.strip() == "closed", other.stdout + other.stderr
     deadline = time.monotonic() + 30
     while path.exists():  # idle for 3 s: it removes its socket and ends
@@ -139,13 +169,21 @@ def test_a_killed_grader_leaves_no_worker_behind(cache, tmp_path):
     assert shared_zygote.start()
     _wait_for_socket()
     sub = solutions_copy(tmp_path / "sub")
-    (sub / "softmax.py").write_text("import time\n\n\ndef softmax_naive(x, dim=-1):\n    time.sleep(600)\n\n\n"
-                                    "def softmax_stable(x, dim=-1):\n    time.sleep(600)\n")
-    proc = subprocess.Popen([GRADER, "grade", str(sub), "--out", str(tmp_path / "c.json"), "--no-canary"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    (sub / "softmax.py").write_text(
+        "import time\n\n\ndef softmax_naive(x, dim=-1):\n    time.sleep(600)\n\n\n"
+        "def softmax_stable(x, dim=-1):\n    time.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        [GRADER, "grade", str(sub), "--out", str(tmp_path / "c.json"), "--no-canary"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while not _sleeping_workers(sub):
-        assert time.monotonic() < deadline and proc.poll() is None, "no worker ever ran the submission"
+        assert time.monotonic() < deadline and proc.poll() is None, (
+            "no worker ever ran the submission"
+        )
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -176,9 +214,30 @@ def test_start_refuses_quietly_where_sharing_is_off(cache, monkeypatch):
 
 
 def _batch(klass: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([GRADER, "batch", str(klass), "--out", str(out), "-j", "2", "--isolation", "namespace",
-                           "--exercise", "softmax", "--exercise", "masks", "--seed", "5", "--quiet", "--no-canary"],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            GRADER,
+            "batch",
+            str(klass),
+            "--out",
+            str(out),
+            "-j",
+            "2",
+            "--isolation",
+            "namespace",
+            "--exercise",
+            "softmax",
+            "--exercise",
+            "masks",
+            "--seed",
+            "5",
+            "--quiet",
+            "--no-canary",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @needs_namespace
@@ -194,10 +253,18 @@ def test_a_batchs_slots_share_one_zygote_and_the_next_batch_forks_from_it_too(ca
         done = _batch(klass, tmp_path / f"out{run}")
         assert done.returncode == 0, done.stderr[-2000:]
         logs = [(tmp_path / f"out{run}" / "logs" / f"slot-{n}.log").read_text() for n in (0, 1)]
-        assert all(f"slot {n}: workers forked from this user's zygote" in log for n, log in enumerate(logs)), logs
-        cards = {p.stem: json.loads(p.read_text()) for p in (tmp_path / f"out{run}" / "scorecards").glob("*.json")}
+        assert all(
+            f"slot {n}: workers forked from this user's zygote" in log for n, log in enumerate(logs)
+        ), logs
+        cards = {
+            p.stem: json.loads(p.read_text())
+            for p in (tmp_path / f"out{run}" / "scorecards").glob("*.json")
+        }
         assert {k: c["score"] for k, c in cards.items()} == {"ann": 14, "ben": 14, "cal": 6}
-        assert all(c["isolation"]["worker_forks"] == c["isolation"]["worker_starts"] >= 1 for c in cards.values())
+        assert all(
+            c["isolation"]["worker_forks"] == c["isolation"]["worker_starts"] >= 1
+            for c in cards.values()
+        )
         path = _wait_for_socket(timeout=1.0)  # still there after the batch
         runs.append((path.stat().st_ino, _zygote_pids(path)))
     assert runs[0] == runs[1] and len(runs[0][1]) == 1  # one zygote, the same one for both batches
@@ -206,13 +273,18 @@ def test_a_batchs_slots_share_one_zygote_and_the_next_batch_forks_from_it_too(ca
 def _zygote_pids(path: Path) -> list[int]:
     """The processes holding the socket bound at ``path`` (its path is in no argv: found by the socket's inode;
     the kernel lists it under the name it was bound at, ``<path>.<pid>``, before the rename that publishes it)."""
-    inodes = {line.split()[6] for line in Path("/proc/net/unix").read_text().splitlines()[1:]
-              if line.split()[-1].startswith(f"{path}.") or line.split()[-1] == str(path)}
+    inodes = {
+        line.split()[6]
+        for line in Path("/proc/net/unix").read_text().splitlines()[1:]
+        if line.split()[-1].startswith(f"{path}.") or line.split()[-1] == str(path)
+    }
     found = []
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and any(os.readlink(fd).removeprefix("socket:[").rstrip("]") in inodes
-                                           for fd in (proc / "fd").iterdir()):
+            if proc.name.isdigit() and any(
+                os.readlink(fd).removeprefix("socket:[").rstrip("]") in inodes
+                for fd in (proc / "fd").iterdir()
+            ):
                 found.append(int(proc.name))
         except OSError:
             continue

@@ -43,7 +43,10 @@ def test_folders_of_dead_runs_go_and_live_ones_stay(tmp_path, monkeypatch):
     assert not dead.exists() and live.exists() and young.exists() and other.exists()
 
 
-@pytest.mark.skipif(not (sweep.CGROUP_ROOTS[1].parent.is_dir() and os.geteuid() == 0), reason="needs v1 pids cgroup as root")
+@pytest.mark.skipif(
+    not (sweep.CGROUP_ROOTS[1].parent.is_dir() and os.geteuid() == 0),
+    reason="needs v1 pids cgroup as root",
+)
 def test_cgroups_of_dead_runs_are_emptied_and_removed():
     group = sweep.CGROUP_ROOTS[1] / f"p{_dead_pid()}-slot-9"
     group.mkdir(parents=True)
@@ -60,7 +63,10 @@ def test_cgroups_of_dead_runs_are_emptied_and_removed():
         mine.rmdir()
 
 
-@pytest.mark.skipif(not (sweep.CGROUP_ROOTS[1].parent.is_dir() and os.geteuid() == 0), reason="needs v1 cgroups as root")
+@pytest.mark.skipif(
+    not (sweep.CGROUP_ROOTS[1].parent.is_dir() and os.geteuid() == 0),
+    reason="needs v1 cgroups as root",
+)
 def test_a_grade_leaves_no_cgroup_and_no_temporary_folder_behind(tmp_path):
     from grader.grade import grade
     from tests.project.support.common import ROOT
@@ -71,7 +77,12 @@ def test_a_grade_leaves_no_cgroup_and_no_temporary_folder_behind(tmp_path):
     def folders() -> set[Path]:
         return set(Path(sweep.tempfile.gettempdir()).glob(f"grader-*-{os.getpid()}-*"))
 
-    before, groups_before = folders(), set(ours())  # earlier tests in this process may have made some
-    card = grade(ROOT / "examples" / "submissions" / "frank.py", isolation="namespace", exercises=["softmax"])
+    before, groups_before = (
+        folders(),
+        set(ours()),
+    )  # earlier tests in this process may have made some
+    card = grade(
+        ROOT / "examples" / "submissions" / "frank.py", isolation="namespace", exercises=["softmax"]
+    )
     assert card["status"] == "graded" and card["isolation"]["cgroup"] == "v1"
     assert set(ours()) <= groups_before and folders() == before

@@ -27,19 +27,44 @@ from grader import procs
 
 pytestmark = pytest.mark.cost(29)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
-TRUSTED_IMPORTS = ("grader.cli.main", "grader.grade", "grader.batch.engine", "grader.batch.slot", "grader.exports.outputs",
-                   "grader.exports.report", "grader.scoring.runner", "grader.sandbox.remote", "jsonschema", "rich",
-                   "jinja2", "torch", "pytest")
-GRADED_SINGLE = ("grader", "json", "torch")  # planted at the top as plain files: single-file submissions, graded
-PER_FOLDER = 100  # names in one folder submission (intake takes at most MAX_FILES = 200 modules from one)
+TRUSTED_IMPORTS = (
+    "grader.cli.main",
+    "grader.grade",
+    "grader.batch.engine",
+    "grader.batch.slot",
+    "grader.exports.outputs",
+    "grader.exports.report",
+    "grader.scoring.runner",
+    "grader.sandbox.remote",
+    "jsonschema",
+    "rich",
+    "jinja2",
+    "torch",
+    "pytest",
+)
+GRADED_SINGLE = (
+    "grader",
+    "json",
+    "torch",
+)  # planted at the top as plain files: single-file submissions, graded
+PER_FOLDER = (
+    100  # names in one folder submission (intake takes at most MAX_FILES = 200 modules from one)
+)
 
 
 def _shadowable_modules() -> list[str]:
     """Top-level modules the trusted side has loaded that a same-named file could shadow (not built-in/frozen)."""
-    code = (f"import importlib, sys\nfor m in {TRUSTED_IMPORTS!r}: importlib.import_module(m)\n"
-            "print(' '.join(sorted({m.split('.')[0] for m in list(sys.modules)})))")
-    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120,
-                          **procs.popen_kwargs())
+    code = (
+        f"import importlib, sys\nfor m in {TRUSTED_IMPORTS!r}: importlib.import_module(m)\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in list(sys.modules)})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **procs.popen_kwargs(),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     names = []
     for name in done.stdout.split():
@@ -60,9 +85,11 @@ def class_folder(tmp_path_factory) -> tuple[Path, Path, list[str]]:
     marks.mkdir(mode=0o700)
     names = _shadowable_modules()
     for start in range(0, len(names), PER_FOLDER):
-        student = folder / f"all-names-{start // PER_FOLDER}"  # not an identifier: never importable itself
+        student = (
+            folder / f"all-names-{start // PER_FOLDER}"
+        )  # not an identifier: never importable itself
         student.mkdir()
-        for name in names[start:start + PER_FOLDER]:
+        for name in names[start : start + PER_FOLDER]:
             (student / f"{name}.py").write_text(_planted(marks, name))
             top = folder / f"{name}.py"
             if name in GRADED_SINGLE:
@@ -83,7 +110,15 @@ def _by_student(out: Path) -> dict[str, dict]:
 
 def test_the_trusted_side_imports_many_shadowable_modules(class_folder):
     _, _, names = class_folder
-    assert len(names) > 100 and {"json", "torch", "jsonschema", "rich", "grader", "pytest", "subprocess"} <= set(names)
+    assert len(names) > 100 and {
+        "json",
+        "torch",
+        "jsonschema",
+        "rich",
+        "grader",
+        "pytest",
+        "subprocess",
+    } <= set(names)
 
 
 @pytest.mark.slow
@@ -94,29 +129,68 @@ def test_batch_from_inside_the_class_folder_imports_no_student_file(class_folder
     other planted module is still never imported, since ``grader.__main__`` drops the folder first."""
     folder, marks, names = class_folder
     out = tmp_path / "out"
-    head = {"grader": [str(Path(sys.executable).parent / "grader")],
-            "python -m grader": [sys.executable, "-m", "grader"]}[entry]
+    head = {
+        "grader": [str(Path(sys.executable).parent / "grader")],
+        "python -m grader": [sys.executable, "-m", "grader"],
+    }[entry]
     if entry == "python -m grader":
         (folder / "grader.py").unlink(missing_ok=True)
         names = [n for n in names if n != "grader"]
-    done = subprocess.run([*head, "batch", ".", "--out", str(out), "--exercise", "softmax", "-j", "2", "--quiet",
-                           "--per-test-time-limit", "8"],
-                          cwd=folder, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            *head,
+            "batch",
+            ".",
+            "--out",
+            str(out),
+            "--exercise",
+            "softmax",
+            "-j",
+            "2",
+            "--quiet",
+            "--per-test-time-limit",
+            "8",
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert sorted(p.name for p in marks.iterdir()) == [], done.stderr[-3000:]
     cards = _by_student(out)
     folders = [f"all-names-{i}" for i in range(ceil(len(class_folder[2]) / PER_FOLDER))]
     assert sorted(cards) == sorted([*names, *folders]), done.stderr[-3000:]
     graded = [*folders, *(n for n in names if n in GRADED_SINGLE)]
-    assert all(cards[s]["status"] == "graded" and cards[s]["score"] == 0 for s in graded), done.stderr[-3000:]
+    assert all(cards[s]["status"] == "graded" and cards[s]["score"] == 0 for s in graded), (
+        done.stderr[-3000:]
+    )
     links = [cards[n] for n in names if n not in GRADED_SINGLE]
-    assert all(c["status"] == "error" and c["error"]["kind"] == "intake" and "link" in c["error"]["message"]
-               for c in links), done.stderr[-3000:]
+    assert all(
+        c["status"] == "error"
+        and c["error"]["kind"] == "intake"
+        and "link" in c["error"]["message"]
+        for c in links
+    ), done.stderr[-3000:]
 
 
 def test_grade_from_inside_the_class_folder_imports_no_student_file(class_folder, tmp_path):
     folder, marks, _ = class_folder
-    done = subprocess.run([sys.executable, "-I", "-m", "grader", "grade", str(ROOT / "solutions"), "--out",
-                           str(tmp_path / "card.json")], cwd=folder, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-m",
+            "grader",
+            "grade",
+            str(ROOT / "solutions"),
+            "--out",
+            str(tmp_path / "card.json"),
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert sorted(p.name for p in marks.iterdir()) == [], done.stderr[-3000:]
     card = json.loads((tmp_path / "card.json").read_text())
     assert card["score"] == card["max_score"] == 100

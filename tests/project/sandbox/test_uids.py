@@ -23,8 +23,9 @@ from grader.sandbox import isolation, uids
 from tests.project.support.common import ROOT, running, solutions_copy
 
 PR_SET_CHILD_SUBREAPER = 36
-root_only = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0,
-                               reason="parking processes under another uid needs root")
+root_only = pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0, reason="parking processes under another uid needs root"
+)
 
 # a holder process: lease a uid (private folder and range, or the real machine-wide lease), park N processes
 # under it, say {"uid", "parked"} and wait to be killed
@@ -52,9 +53,16 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def _holder(where: str, first: int = 0, count: int = 0, park: int = 0) -> tuple[subprocess.Popen, dict]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, where, str(first), str(count), str(park)],
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
+def _holder(
+    where: str, first: int = 0, count: int = 0, park: int = 0
+) -> tuple[subprocess.Popen, dict]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, where, str(first), str(count), str(park)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     return proc, json.loads(proc.stdout.readline())
 
@@ -110,8 +118,16 @@ def test_a_uid_held_by_a_live_process_is_never_handed_out_again(tmp_path, holder
 
 
 def test_concurrent_holders_get_distinct_uids_at_the_same_moment(tmp_path, holders):
-    procs = [subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), "61050", "20", "0"], stdout=subprocess.PIPE,
-                              text=True, cwd=ROOT, start_new_session=True) for _ in range(6)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(tmp_path), "61050", "20", "0"],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+        for _ in range(6)
+    ]
     holders.extend(procs)
     got = [json.loads(p.stdout.readline())["uid"] for p in procs if p.stdout is not None]
     assert len(got) == 6 and len(set(got)) == 6, got
@@ -130,7 +146,9 @@ def test_a_crashed_holders_uid_is_reusable_and_its_leftovers_are_killed(tmp_path
         assert all(running(p) for p in info["parked"])
         lease = uids.acquire(tmp_path, 61100, 1)
     assert lease.uid == 61100
-    assert not any(running(p) for p in info["parked"]), "a leftover of the dead holder still runs under the uid"
+    assert not any(running(p) for p in info["parked"]), (
+        "a leftover of the dead holder still runs under the uid"
+    )
     lease.release()
     assert uids.acquire(tmp_path, 61100, 1).uid == 61100  # released: free again
 
@@ -164,14 +182,23 @@ def test_the_lease_folder_refuses_one_others_can_write(tmp_path, monkeypatch):
 
 
 @root_only
-@pytest.mark.skipif("namespace" not in isolation.available(), reason="needs the namespace sandbox (root on Linux)")
+@pytest.mark.skipif(
+    "namespace" not in isolation.available(), reason="needs the namespace sandbox (root on Linux)"
+)
 def test_processes_parked_under_another_runs_uid_do_not_touch_an_honest_grade(tmp_path, holders):
     """The other run's submission parks more processes than RLIMIT_NPROC under its (leased) uid."""
     proc, info = _holder("-", park=70)
     holders.append(proc)
-    card = grade(solutions_copy(tmp_path / "sub"), isolation="namespace", seed=5, exercises=["softmax", "masks"],
-                 per_test_time_limit=10)
+    card = grade(
+        solutions_copy(tmp_path / "sub"),
+        isolation="namespace",
+        seed=5,
+        exercises=["softmax", "masks"],
+        per_test_time_limit=10,
+    )
     schema.validate("scorecard", card)
     assert card["isolation"]["uid"] != info["uid"]
     assert card["score"] == card["max_score"] == 14, card["incidents"]
-    assert all(running(p) for p in info["parked"])  # a live lease's processes are never ours to kill
+    assert all(
+        running(p) for p in info["parked"]
+    )  # a live lease's processes are never ours to kill

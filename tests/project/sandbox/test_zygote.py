@@ -28,8 +28,11 @@ posix_only = pytest.mark.skipif(os.name != "posix", reason="the zygote forks: PO
 
 
 def _grade(sub, zygote, backend="process"):
-    card = grade(sub, options=GradeOptions(isolation=backend, seed=3, exercises=["softmax"]),
-                 starter=ZygoteStarter(zygote))
+    card = grade(
+        sub,
+        options=GradeOptions(isolation=backend, seed=3, exercises=["softmax"]),
+        starter=ZygoteStarter(zygote),
+    )
     schema.validate("scorecard", card)
     return card
 
@@ -81,7 +84,9 @@ def test_a_dead_zygote_falls_back_to_a_cold_worker(tmp_path):
 
 
 @posix_only
-@pytest.mark.skipif("namespace" not in isolation.available(), reason="needs the namespace sandbox (root on Linux)")
+@pytest.mark.skipif(
+    "namespace" not in isolation.available(), reason="needs the namespace sandbox (root on Linux)"
+)
 def test_a_zygote_that_cannot_isolate_never_runs_the_worker_unisolated(tmp_path):
     """A set-up failure in the forked child (here: a missing cgroup folder) is a crash, not a free run."""
     zygote = Zygote()
@@ -112,12 +117,16 @@ def test_a_zygote_that_cannot_isolate_never_runs_the_worker_unisolated(tmp_path)
 def test_the_zygote_and_its_workers_die_with_their_slot(tmp_path):
     """PR_SET_PDEATHSIG all along the chain: a slot killed by SIGKILL leaves no zygote (torch in memory)
     and no forked worker behind, even one whose submission would loop forever."""
-    code = ("import sys, time; from pathlib import Path; from grader.sandbox.zygote_client import Zygote; "
-            "from grader.sandbox.channel import Channel; from grader.sandbox.isolation import LaunchSpec; "
-            "z = Zygote(); assert z.wait_ready(); "
-            f"c = Channel(LaunchSpec('process'), Path({str(tmp_path)!r}), z); r = c.receive(30); "
-            "print(z.proc.pid, c.proc.pid, r['pid'], flush=True); time.sleep(60)")
-    slot = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    code = (
+        "import sys, time; from pathlib import Path; from grader.sandbox.zygote_client import Zygote; "
+        "from grader.sandbox.channel import Channel; from grader.sandbox.isolation import LaunchSpec; "
+        "z = Zygote(); assert z.wait_ready(); "
+        f"c = Channel(LaunchSpec('process'), Path({str(tmp_path)!r}), z); r = c.receive(30); "
+        "print(z.proc.pid, c.proc.pid, r['pid'], flush=True); time.sleep(60)"
+    )
+    slot = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
     try:
         pids = [int(p) for p in slot.stdout.readline().split()]
         assert len(pids) == 3 and all(running(p) for p in pids)  # zygote, proxy, worker

@@ -18,8 +18,10 @@ from tests.project.support.common import ROOT, needs_namespace, solutions_copy
 
 pytestmark = pytest.mark.cost(40)
 EXERCISES = ["softmax", "masks"]
-LOOPS = "def softmax_naive(x, dim=-1):\n    while True:\n        pass\n\n\ndef softmax_stable(x, dim=-1):\n" \
-        "    while True:\n        pass\n"
+LOOPS = (
+    "def softmax_naive(x, dim=-1):\n    while True:\n        pass\n\n\ndef softmax_stable(x, dim=-1):\n"
+    "    while True:\n        pass\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +42,20 @@ def proof(tmp_path_factory: pytest.TempPathFactory) -> canary.Proof:
 def test_the_canary_keeps_per_test_limits_sized_from_the_references(proof):
     assignment = manifest.load(None, None)
     assert proof.cached is False and proof.limits
-    assert {test_id.split("::")[0] for test_id in proof.limits} == {"tests/hidden/test_softmax.py",
-                                                                    "tests/hidden/test_masks.py"}
+    assert {test_id.split("::")[0] for test_id in proof.limits} == {
+        "tests/hidden/test_softmax.py",
+        "tests/hidden/test_masks.py",
+    }
     for test_id, limit in proof.limits.items():
         exercise = "softmax" if "softmax" in test_id else "masks"
-        assert proofs.FLOOR_S <= limit <= assignment.exercise(exercise).time_limit_s, (test_id, limit)
+        assert proofs.FLOOR_S <= limit <= assignment.exercise(exercise).time_limit_s, (
+            test_id,
+            limit,
+        )
     again = proofs.cached(assignment, backend="namespace", exercises=EXERCISES)
-    assert again is not None and again.limits == proof.limits  # kept in the cache for every later grade
+    assert (
+        again is not None and again.limits == proof.limits
+    )  # kept in the cache for every later grade
     assert proofs.limit_for(0.01, 10.0) == proofs.FLOOR_S and proofs.limit_for(0.2, 10.0) == 5.0
     assert proofs.limit_for(3.0, 10.0) == 10.0  # never over the manifest's
 
@@ -60,23 +69,42 @@ def test_an_infinite_loop_costs_one_limit_per_exercise_and_the_rest_is_graded(pr
     softmax = [t for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]]
     first, rest = softmax[0], softmax[1:]
     limit = proof.limits[first["id"]]
-    assert first["outcome"] == "timeout" and f"({limit:g} s of CPU time per test" in first["message"], first
-    assert limit < manifest.load(None, None).exercise("softmax").time_limit_s  # sized from the reference, not 10 s
-    assert rest and all(t["outcome"] == "timeout" and "not run (an earlier test of this exercise timed out)"
-                        in t["message"] for t in rest)
-    assert all(t.get("cpu_s", 0.0) == 0.0 for t in rest)  # failed without running: no sandbox CPU spent on them
+    assert (
+        first["outcome"] == "timeout" and f"({limit:g} s of CPU time per test" in first["message"]
+    ), first
+    assert (
+        limit < manifest.load(None, None).exercise("softmax").time_limit_s
+    )  # sized from the reference, not 10 s
+    assert rest and all(
+        t["outcome"] == "timeout"
+        and "not run (an earlier test of this exercise timed out)" in t["message"]
+        for t in rest
+    )
+    assert all(
+        t.get("cpu_s", 0.0) == 0.0 for t in rest
+    )  # failed without running: no sandbox CPU spent on them
     # one counted timeout, on the first test: at its CPU limit (not retried), or, where a busy machine gave the loop
     # too little CPU to reach it, at the wall-clock backstop, which is retried once on a fresh worker
     assert {i["test"] for i in card["incidents"]} == {first["id"]} and len(card["incidents"]) <= 2
-    assert [i for i in card["incidents"] if "retried once" not in i["message"]] == card["incidents"][-1:]
+    assert [i for i in card["incidents"] if "retried once" not in i["message"]] == card[
+        "incidents"
+    ][-1:]
     masks = next(e for e in card["exercises"] if e["id"] == "masks")
-    assert masks["score"] == masks["max_score"] > 0  # the next exercise: a fresh worker, full feedback
+    assert (
+        masks["score"] == masks["max_score"] > 0
+    )  # the next exercise: a fresh worker, full feedback
 
 
 @needs_namespace
 def test_a_correct_submission_is_graded_as_usual_under_the_same_limits(proof, tmp_path):
-    card = grade(solutions_copy(tmp_path / "sub"), isolation="namespace", exercises=EXERCISES, seed=5)
-    assert card["status"] == "graded" and card["score"] == card["max_score"] > 0 and card["incidents"] == []
+    card = grade(
+        solutions_copy(tmp_path / "sub"), isolation="namespace", exercises=EXERCISES, seed=5
+    )
+    assert (
+        card["status"] == "graded"
+        and card["score"] == card["max_score"] > 0
+        and card["incidents"] == []
+    )
     tests = [t for e in card["exercises"] for t in e["tests"]]
     assert all(t["cpu_s"] < proof.limits[t["id"]] for t in tests if t["id"] in proof.limits)
 
@@ -86,26 +114,33 @@ def test_a_cpu_time_timeout_is_not_retried_but_a_wall_clock_one_is(tmp_path, mon
     from grader.sandbox import remote
     from grader.sandbox.channel import ChannelError
 
-    backend = remote.SandboxBackend(tmp_path, isolation.LaunchSpec("none"), bans={}, time_limits={"ex": 1.0},
-                                    budget_s=60)
+    backend = remote.SandboxBackend(
+        tmp_path, isolation.LaunchSpec("none"), bans={}, time_limits={"ex": 1.0}, budget_s=60
+    )
     calls: list[str] = []
     monkeypatch.setattr(backend, "_drop", lambda exc, where, note="": calls.append(f"drop{note}"))
-    for cpu, expected in ((True, ["exchange", "drop"]), (False, ["exchange", "drop (retried once on a fresh worker)",
-                                                                  "exchange", "drop"])):
+    for cpu, expected in (
+        (True, ["exchange", "drop"]),
+        (False, ["exchange", "drop (retried once on a fresh worker)", "exchange", "drop"]),
+    ):
         calls.clear()
         backend.timeouts.clear()
         backend.begin_test("t::test", "ex")
 
         def timing_out(request, cpu=cpu):
             calls.append("exchange")
-            raise ChannelError("timeout", "its CPU time ran out" if cpu else "no answer in time", cpu=cpu)
+            raise ChannelError(
+                "timeout", "its CPU time ran out" if cpu else "no answer in time", cpu=cpu
+            )
 
         monkeypatch.setattr(backend, "_exchange", timing_out)
         monkeypatch.setattr(backend.history, "replay", lambda exchange: None)
         with pytest.raises(remote.errors.StudentTimeout):
             backend.call("mod", "f", (), {})
         assert calls == expected, (cpu, calls)
-        with pytest.raises(remote.errors.StudentTimeout, match="an earlier test of this exercise timed out"):
+        with pytest.raises(
+            remote.errors.StudentTimeout, match="an earlier test of this exercise timed out"
+        ):
             backend.call("mod", "f", (), {})  # the exercise stopped at its first counted timeout
 
 
@@ -117,11 +152,19 @@ def test_a_students_own_check_stops_a_looping_exercise_and_keeps_the_others(tmp_
     student = tmp_path / "exercises"
     shutil.copytree(ROOT / "solutions", student)
     (student / "softmax.py").write_text(LOOPS)
-    assignment = dataclasses.replace(manifest.load(None, None), exercises=[
-        dataclasses.replace(e, time_limit_s=1.0) for e in manifest.load(None, None).exercises])
+    assignment = dataclasses.replace(
+        manifest.load(None, None),
+        exercises=[
+            dataclasses.replace(e, time_limit_s=1.0) for e in manifest.load(None, None).exercises
+        ],
+    )
     card = check.check(exercises=["softmax", "masks"], student=student, assignment=assignment)
     softmax = [t for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]]
-    assert softmax[0]["outcome"] == "timeout" and "1 s of CPU time per test" in softmax[0]["message"], softmax[0]
-    assert all("not run (an earlier test of this exercise timed out)" in t["message"] for t in softmax[1:])
+    assert (
+        softmax[0]["outcome"] == "timeout" and "1 s of CPU time per test" in softmax[0]["message"]
+    ), softmax[0]
+    assert all(
+        "not run (an earlier test of this exercise timed out)" in t["message"] for t in softmax[1:]
+    )
     masks = next(e for e in card["exercises"] if e["id"] == "masks")
     assert masks["score"] == masks["max_score"] > 0

@@ -38,8 +38,13 @@ def _course(tmp_path: Path, *, break_solution: bool = False, solve_stub: bool = 
         path = course / "solutions" / "softmax.py"
         text = path.read_text()
         assert "    shifted = x - x.amax" in text
-        path.write_text(text.replace("    shifted = x - x.amax", '    raise RuntimeError("Numpy is not available")\n'
-                                     "    shifted = x - x.amax", 1))
+        path.write_text(
+            text.replace(
+                "    shifted = x - x.amax",
+                '    raise RuntimeError("Numpy is not available")\n    shifted = x - x.amax',
+                1,
+            )
+        )
     if solve_stub:
         shutil.copy(ROOT / "solutions" / "softmax.py", course / "exercises" / "softmax.py")
     return course
@@ -57,7 +62,9 @@ def test_a_broken_reference_is_refused_with_the_reason(tmp_path):
 
 def test_stubs_that_score_are_refused(tmp_path):
     assignment = manifest.load(_course(tmp_path, solve_stub=True) / "assignments.json")
-    with pytest.raises(canary.CanaryFailed, match=r"stubs \(exercises/\) scored 6/6 here \(expected 0/6\)"):
+    with pytest.raises(
+        canary.CanaryFailed, match=r"stubs \(exercises/\) scored 6/6 here \(expected 0/6\)"
+    ):
         canary.prove(assignment, backend="namespace", exercises=["softmax"])
 
 
@@ -67,7 +74,9 @@ def test_a_good_proof_is_cached_per_configuration(tmp_path):
     assert (first.solutions, first.stubs, first.max_score, first.cached) == (6, 0, 6, False)
     again = canary.prove(assignment, backend="namespace", exercises=["softmax"])
     assert again.cached and again.key == first.key
-    other = canary.cache_key(assignment, backend="process", exercises=["softmax"], per_test_time_limit=None)
+    other = canary.cache_key(
+        assignment, backend="process", exercises=["softmax"], per_test_time_limit=None
+    )
     assert other != first.key  # another backend must prove itself again
 
 
@@ -78,13 +87,17 @@ def test_the_proof_runs_on_the_workers_it_is_given():
     forked: list[bool] = []
 
     class Recording(ZygoteStarter):
-        def start(self, spec: isolation.LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
+        def start(
+            self, spec: isolation.LaunchSpec, box: Path, *, last_attempt: bool = False
+        ) -> Worker:
             worker = super().start(spec, box, last_attempt=last_attempt)
             forked.append(worker.channel.forked)
             return worker
 
     try:
-        proof = canary.prove(manifest.load(), backend="namespace", exercises=["masks"], starter=Recording(zygote))
+        proof = canary.prove(
+            manifest.load(), backend="namespace", exercises=["masks"], starter=Recording(zygote)
+        )
     finally:
         zygote.close()
     assert (proof.solutions, proof.stubs, proof.cached) == (8, 0, False)
@@ -92,7 +105,9 @@ def test_the_proof_runs_on_the_workers_it_is_given():
 
 
 def test_grade_cli_refuses_and_writes_no_card(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(manifest, "DEFAULT_MANIFEST", _course(tmp_path, break_solution=True) / "assignments.json")
+    monkeypatch.setattr(
+        manifest, "DEFAULT_MANIFEST", _course(tmp_path, break_solution=True) / "assignments.json"
+    )
     out = tmp_path / "card.json"
     assert main(["grade", str(ROOT / "solutions"), "--out", str(out)]) == 3
     assert not out.exists()
@@ -100,7 +115,9 @@ def test_grade_cli_refuses_and_writes_no_card(tmp_path, monkeypatch, capsys):
 
 
 def test_batch_cli_refuses_and_writes_no_scorecard(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(manifest, "DEFAULT_MANIFEST", _course(tmp_path, break_solution=True) / "assignments.json")
+    monkeypatch.setattr(
+        manifest, "DEFAULT_MANIFEST", _course(tmp_path, break_solution=True) / "assignments.json"
+    )
     klass = tmp_path / "class"
     klass.mkdir()
     shutil.copy(ROOT / "examples" / "submissions" / "frank.py", klass / "frank.py")

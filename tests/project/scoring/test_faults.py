@@ -57,27 +57,42 @@ def _break_starts(monkeypatch: pytest.MonkeyPatch, failing: int) -> list[int]:
     return calls
 
 
-def test_a_worker_that_never_starts_is_a_grader_error_not_a_student_failure(tmp_path, monkeypatch, quick_restarts):
+def test_a_worker_that_never_starts_is_a_grader_error_not_a_student_failure(
+    tmp_path, monkeypatch, quick_restarts
+):
     calls = _break_starts(monkeypatch, failing=100)
-    card = grade(solutions_copy(tmp_path / "sub"), isolation="process", seed=1, exercises=["masks"],
-                 per_test_time_limit=10)
+    card = grade(
+        solutions_copy(tmp_path / "sub"),
+        isolation="process",
+        seed=1,
+        exercises=["masks"],
+        per_test_time_limit=10,
+    )
     schema.validate("scorecard", card)
     assert card["status"] == "error" and card["error"]["kind"] == "grader", card["error"]
     assert "could not start" in card["error"]["message"] and card["score"] == 0
     assert len(calls) == remote.START_ATTEMPTS  # retried, then given up once for the whole grade
 
 
-def test_a_start_that_fails_once_is_retried_and_costs_nothing(tmp_path, monkeypatch, quick_restarts):
+def test_a_start_that_fails_once_is_retried_and_costs_nothing(
+    tmp_path, monkeypatch, quick_restarts
+):
     _break_starts(monkeypatch, failing=1)
-    card = grade(solutions_copy(tmp_path / "sub"), isolation="process", seed=1, exercises=["masks"],
-                 per_test_time_limit=10)
+    card = grade(
+        solutions_copy(tmp_path / "sub"),
+        isolation="process",
+        seed=1,
+        exercises=["masks"],
+        per_test_time_limit=10,
+    )
     assert card["status"] == "graded" and card["score"] == card["max_score"] == 8
     assert card["isolation"]["worker_starts"] == 2
 
 
 def _backend(box: Path, backend: str, limit: float) -> remote.SandboxBackend:
-    made = remote.SandboxBackend(box, isolation.LaunchSpec(backend), bans={}, time_limits={"ex": limit},
-                                 budget_s=300)
+    made = remote.SandboxBackend(
+        box, isolation.LaunchSpec(backend), bans={}, time_limits={"ex": limit}, budget_s=300
+    )
     made.begin_test("t::test", "ex")
     return made
 
@@ -128,10 +143,14 @@ def test_a_correct_call_starved_of_cpu_does_not_time_out(burner, quarter_cpu):
     """1.2 s of CPU under a 2 s limit takes ~5 s of wall time here: a 2 s wall-clock limit would stop it."""
     backend = _backend(burner, BEST, limit=2.0)
     try:
-        backend.call("mod", "burn", (0.0,), {})  # the worker is up; its start is not the call's time
+        backend.call(
+            "mod", "burn", (0.0,), {}
+        )  # the worker is up; its start is not the call's time
         t0 = time.monotonic()
         assert backend.call("mod", "burn", (1.2,), {}) == 1.2
-        assert time.monotonic() - t0 > 2.0, "the machine was not loaded enough to tell CPU from wall time"
+        assert time.monotonic() - t0 > 2.0, (
+            "the machine was not loaded enough to tell CPU from wall time"
+        )
         assert backend.incidents == []
     finally:
         backend.close()
@@ -147,7 +166,11 @@ def test_a_call_that_burns_cpu_past_its_limit_times_out(burner):
         # a CPU-time timeout is never retried (CPU time does not grow with load); only where the machine was too
         # busy for the call to reach its CPU limit first, the wall-clock backstop fired, and that one is retried
         assert [i["kind"] for i in backend.incidents] in (["timeout"], ["timeout", "timeout"])
-        assert all("wall-clock" in i["message"] for i in backend.incidents if "retried once" in i["message"])
+        assert all(
+            "wall-clock" in i["message"]
+            for i in backend.incidents
+            if "retried once" in i["message"]
+        )
         assert backend.timeouts == {"ex": 1}
     finally:
         backend.close()
@@ -158,14 +181,20 @@ def test_a_sleeping_call_is_stopped_by_the_wall_clock_backstop(burner, monkeypat
     backend = _backend(burner, BEST, limit=0.5)  # asleep 2 s: stopped, retried once, stopped again
     try:
         t0 = time.monotonic()
-        with pytest.raises(errors.StudentTimeout, match="wall-clock time, using no CPU time meanwhile"):
+        with pytest.raises(
+            errors.StudentTimeout, match="wall-clock time, using no CPU time meanwhile"
+        ):
             backend.call("mod", "sleep", (1000,), {})
-        assert time.monotonic() - t0 < 300  # two idle backstops of 2 s and a restart, however busy: not 1000 s
+        assert (
+            time.monotonic() - t0 < 300
+        )  # two idle backstops of 2 s and a restart, however busy: not 1000 s
     finally:
         backend.close()
 
 
-def test_a_timeout_is_retried_once_on_a_fresh_worker_with_the_tests_handles_replayed(burner, monkeypatch):
+def test_a_timeout_is_retried_once_on_a_fresh_worker_with_the_tests_handles_replayed(
+    burner, monkeypatch
+):
     """The module hangs once: a marker file in the box it shares with its retry (a `none` worker, whose leased uid
     may write this box, in a folder any uid may enter: ``process`` and ``namespace`` give it only a scratch
     folder that goes with it; and with the sweep of what a sandbox left in /tmp switched off: the retry is tested)."""
@@ -191,14 +220,18 @@ def test_a_timeout_is_retried_once_on_a_fresh_worker_with_the_tests_handles_repl
 def test_cpu_time_without_cpuacct_counts_the_whole_process_tree():
     """The /proc fallback: a child's CPU counts while it runs and, once reaped, through its parent (read once the
     parent says it reaped the child: the thing itself, however long a busy machine makes it take)."""
-    code = ("import os, sys, time\nif os.fork() == 0:\n    t = time.process_time()\n"
-            "    while time.process_time() - t < 0.8:\n        pass\n    os._exit(0)\nos.wait()\n"
-            "print('reaped', flush=True)\ntime.sleep(60)")
+    code = (
+        "import os, sys, time\nif os.fork() == 0:\n    t = time.process_time()\n"
+        "    while time.process_time() - t < 0.8:\n        pass\n    os._exit(0)\nos.wait()\n"
+        "print('reaped', flush=True)\ntime.sleep(60)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         meter = cputime.CpuMeter(proc.pid, None)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "reaped"
-        assert 0.78 <= meter.seconds() < 3  # clock ticks of 10 ms: /proc may round the child's 0.8 s down
+        assert (
+            0.78 <= meter.seconds() < 3
+        )  # clock ticks of 10 ms: /proc may round the child's 0.8 s down
     finally:
         proc.kill()
         proc.wait()

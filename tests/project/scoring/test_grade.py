@@ -19,8 +19,13 @@ STRONGEST = isolation.available()[0]
 
 
 def _grade_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grader", "grade", *args], capture_output=True, text=True,
-                          cwd="/", timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "grader", "grade", *args],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        timeout=600,
+    )
 
 
 def test_reference_gets_100_under_the_strongest_backend(tmp_path):
@@ -37,18 +42,25 @@ def test_reference_gets_100_under_the_strongest_backend(tmp_path):
 def test_stubs_get_zero_and_a_valid_scorecard_on_stdout():
     done = _grade_cli(str(ROOT / "exercises"), "--isolation", "process", "--json")
     assert done.returncode == 0, done.stderr
-    assert "NumPy" not in done.stderr  # torch's import warning without numpy (not a dependency) reads like an error
+    assert (
+        "NumPy" not in done.stderr
+    )  # torch's import warning without numpy (not a dependency) reads like an error
     card = json.loads(done.stdout)
     schema.validate("scorecard", card)
     assert card["score"] == 0 and card["max_score"] == 100 and card["status"] == "graded"
     messages = [t["message"] for e in card["exercises"] for t in e["tests"] if not t["cuda"]]
-    assert all("not implemented yet" in m for m in messages), [m for m in messages if "not implemented" not in m][:3]
+    assert all("not implemented yet" in m for m in messages), [
+        m for m in messages if "not implemented" not in m
+    ][:3]
 
 
 def test_each_run_draws_a_fresh_seed_and_seed_reproduces(tmp_path):
     sub = solutions_copy(tmp_path / "s")
     (sub / "masks.py").unlink()
-    cards = [json.loads(_grade_cli(str(sub), "--isolation", "process", "--json").stdout) for _ in range(2)]
+    cards = [
+        json.loads(_grade_cli(str(sub), "--isolation", "process", "--json").stdout)
+        for _ in range(2)
+    ]
     assert cards[0]["seed"] != cards[1]["seed"]
 
 
@@ -64,7 +76,19 @@ def test_a_broken_archive_is_an_error_scorecard_not_a_crash(tmp_path):
 
 
 def test_require_isolation_refuses_a_weaker_backend(capsys):
-    assert main(["grade", str(ROOT / "solutions"), "--isolation", "none", "--require-isolation", "process"]) == 2
+    assert (
+        main(
+            [
+                "grade",
+                str(ROOT / "solutions"),
+                "--isolation",
+                "none",
+                "--require-isolation",
+                "process",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "refusing to grade" in err and "weaker than the required 'process'" in err
 
@@ -77,7 +101,9 @@ def test_unknown_assignment_is_a_usage_error(capsys):
 def test_schema_command_prints_the_scorecard_schema(capsys):
     assert main(["schema", "scorecard"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["$schema"].endswith("2020-12/schema") and printed["additionalProperties"] is False
+    assert (
+        printed["$schema"].endswith("2020-12/schema") and printed["additionalProperties"] is False
+    )
 
 
 @pytest.mark.skipif(STRONGEST != "namespace", reason="needs root on Linux")

@@ -23,8 +23,10 @@ pytestmark = pytest.mark.cost(6)  # seconds on 2 cores: started early (tests/pro
 
 MiB = 1 << 20
 needs_memory_cgroup = pytest.mark.skipif(
-    "namespace" not in isolation.available() or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths())
-    != "cgroup", reason="needs the namespace sandbox with a writable memory cgroup (root on Linux)")
+    "namespace" not in isolation.available()
+    or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths()) != "cgroup",
+    reason="needs the namespace sandbox with a writable memory cgroup (root on Linux)",
+)
 
 
 @needs_memory_cgroup
@@ -32,22 +34,41 @@ needs_memory_cgroup = pytest.mark.skipif(
 def test_outside_figure_noise_full_build_and_tiles(tmp_path, zygote):
     """Baseline noise of the cgroup figure, a full 4096 x 4096 build and a tiled one, in one worker."""
     sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(CORPUS / "buggy" / "efficient_attention" / "flash_full_score_matrix.py", sub / "full.py")
+    shutil.copy(
+        CORPUS / "buggy" / "efficient_attention" / "flash_full_score_matrix.py", sub / "full.py"
+    )
     a = manifest.load()
-    backend = SandboxBackend(sub, isolation.LaunchSpec("namespace", slot=3), bans=a.bans(), time_limits={},
-                             budget_s=300, starter=ZygoteStarter(zygote, 3) if zygote else None)
+    backend = SandboxBackend(
+        sub,
+        isolation.LaunchSpec("namespace", slot=3),
+        bans=a.bans(),
+        time_limits={},
+        budget_s=300,
+        starter=ZygoteStarter(zygote, 3) if zygote else None,
+    )
     try:
         backend.begin_test("noise", "efficient_attention")
         x = torch.randn(4, 8)
-        noise = [backend.measure("softmax", "softmax_stable", (x,), {})[1]["max_memory_bytes"] for _ in range(10)]
+        noise = [
+            backend.measure("softmax", "softmax_stable", (x,), {})[1]["max_memory_bytes"]
+            for _ in range(10)
+        ]
         q, k, v = (torch.randn(1, 1, 4096, 16) for _ in range(3))
-        tiled = backend.measure("efficient_attention", "flash_attention", (q, k, v), {"block_size": 64})[1]
+        tiled = backend.measure(
+            "efficient_attention", "flash_attention", (q, k, v), {"block_size": 64}
+        )[1]
         full = backend.measure("full", "flash_attention", (q, k, v), {"block_size": 64})[1]
     finally:
         backend.close()
-    assert max(noise[1:]) < 2 * MiB and max(noise) < 8 * MiB, noise  # the first call pays one-off costs
-    assert tiled["max_memory_bytes"] < 24 * MiB, tiled  # the hidden test's bound is 32 MiB; seen: 10-16 MiB
-    assert full["max_memory_bytes"] > 64 * MiB, full  # the 64 MiB matrix (and its softmax) were charged
+    assert max(noise[1:]) < 2 * MiB and max(noise) < 8 * MiB, (
+        noise
+    )  # the first call pays one-off costs
+    assert tiled["max_memory_bytes"] < 24 * MiB, (
+        tiled
+    )  # the hidden test's bound is 32 MiB; seen: 10-16 MiB
+    assert full["max_memory_bytes"] > 64 * MiB, (
+        full
+    )  # the 64 MiB matrix (and its softmax) were charged
 
 
 def test_memwatch_reads_v1_and_v2_files_and_gives_up_without_a_group(tmp_path):
@@ -56,7 +77,9 @@ def test_memwatch_reads_v1_and_v2_files_and_gives_up_without_a_group(tmp_path):
     (v1 / "memory.usage_in_bytes").write_text("1000\n")
     (v1 / "memory.max_usage_in_bytes").write_text("99999\n")
     watch = memwatch.start(v1)
-    assert watch is not None and (v1 / "memory.max_usage_in_bytes").read_text() == "0"  # the peak was reset
+    assert (
+        watch is not None and (v1 / "memory.max_usage_in_bytes").read_text() == "0"
+    )  # the peak was reset
     (v1 / "memory.max_usage_in_bytes").write_text("7000\n")
     assert watch.delta() == 6000
     v2 = tmp_path / "v2"

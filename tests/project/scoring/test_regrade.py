@@ -24,11 +24,33 @@ from tests.project.support.common import ROOT, course_copy
 
 pytestmark = pytest.mark.cost(60)  # six small batches
 
-FAST = ["--exercise", "softmax", "--per-test-time-limit", "8", "-j", "1", "--seed", "5", "--no-canary"]
+FAST = [
+    "--exercise",
+    "softmax",
+    "--per-test-time-limit",
+    "8",
+    "-j",
+    "1",
+    "--seed",
+    "5",
+    "--no-canary",
+]
 
 
-def _batch(klass: Path, out: Path, course: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, dict]:
-    code = main(["batch", str(klass), "--out", str(out), "--manifest", str(course / "assignments.json"), *FAST])
+def _batch(
+    klass: Path, out: Path, course: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, dict]:
+    code = main(
+        [
+            "batch",
+            str(klass),
+            "--out",
+            str(out),
+            "--manifest",
+            str(course / "assignments.json"),
+            *FAST,
+        ]
+    )
     card = json.loads((out / "scorecards" / "alice.json").read_text())
     return code, capsys.readouterr().err, card
 
@@ -39,48 +61,77 @@ def test_a_rerun_regrades_what_the_instructor_changed_and_says_why(tmp_path, cap
     (klass / "alice").mkdir(parents=True)
     shutil.copy(ROOT / "solutions" / "softmax.py", klass / "alice" / "softmax.py")
     code, err, first = _batch(klass, out, course, capsys)
-    assert code == 0 and first["status"] == "graded" and first["score"] == first["max_score"] > 0, err
+    assert code == 0 and first["status"] == "graded" and first["score"] == first["max_score"] > 0, (
+        err
+    )
     schema.validate("scorecard", first)
     record = first["grader"]["fingerprint"]
-    assert record["isolation"] == first["isolation"]["backend"] and record["torch"].startswith("2.13")
+    assert record["isolation"] == first["isolation"]["backend"] and record["torch"].startswith(
+        "2.13"
+    )
     spec = manifest.load(course / "assignments.json")
     assert record == fingerprint.record(spec, backend=record["isolation"], per_test_time_limit=8.0)
 
     code, err, kept = _batch(klass, out, course, capsys)
     assert "alice: unchanged, kept" in err and kept == first  # nothing changed: nothing regraded
 
-    (out / "scorecards" / "alice.json").write_text(json.dumps({**first, "grader": {"version": "0.1.0"}}))
-    code, err, card = _batch(klass, out, course, capsys)  # a card of grader 0.1.0, which recorded nothing
+    (out / "scorecards" / "alice.json").write_text(
+        json.dumps({**first, "grader": {"version": "0.1.0"}})
+    )
+    code, err, card = _batch(
+        klass, out, course, capsys
+    )  # a card of grader 0.1.0, which recorded nothing
     assert "graded before scorecards recorded what decides a grade (grader 0.1.0) (1)" in err, err
     assert card["grader"] == first["grader"] and card["grader"]["version"] == __version__
 
-    edits = [("suites", course / "tests/hidden/test_softmax.py", "the hidden suites changed"),
-             ("references", course / "solutions/softmax.py", "the reference solutions changed")]
+    edits = [
+        ("suites", course / "tests/hidden/test_softmax.py", "the hidden suites changed"),
+        ("references", course / "solutions/softmax.py", "the reference solutions changed"),
+    ]
     for part, path, words in edits:
         path.write_text(path.read_text() + "\n# fixed after the first run\n")
         code, err, card = _batch(klass, out, course, capsys)
-        assert "unchanged, kept" not in err and f"1 earlier scorecard(s) graded again: {words} (1)" in err, err
+        assert (
+            "unchanged, kept" not in err
+            and f"1 earlier scorecard(s) graded again: {words} (1)" in err
+        ), err
         assert card["timings"]["started"] != first["timings"]["started"]
         changed = {k for k in record if card["grader"]["fingerprint"][k] != record[k]}
         assert changed == {"key", part}, changed
         record = card["grader"]["fingerprint"]
 
     document = json.loads((course / "assignments.json").read_text())
-    document["assignments"][0]["exercises"][0]["time_limit_s"] += 1  # the manifest's entry for this assignment
+    document["assignments"][0]["exercises"][0]["time_limit_s"] += (
+        1  # the manifest's entry for this assignment
+    )
     (course / "assignments.json").write_text(json.dumps(document, indent=2))
     code, err, card = _batch(klass, out, course, capsys)
-    assert "the assignment's manifest entry changed" in err and card["grader"]["fingerprint"]["manifest"] != record["manifest"]
+    assert (
+        "the assignment's manifest entry changed" in err
+        and card["grader"]["fingerprint"]["manifest"] != record["manifest"]
+    )
 
 
 def _card(**fingerprint_record: str) -> dict:
-    return {"status": "graded", "error": None, "submission": {"sha256": "a" * 64}, "assignment": "x",
-            "exercises": [{"id": "softmax"}], "grader": {"version": __version__, "fingerprint": fingerprint_record}}
+    return {
+        "status": "graded",
+        "error": None,
+        "submission": {"sha256": "a" * 64},
+        "assignment": "x",
+        "exercises": [{"id": "softmax"}],
+        "grader": {"version": __version__, "fingerprint": fingerprint_record},
+    }
 
 
 def test_each_part_that_decides_a_grade_is_a_reason_of_its_own():
     spec = manifest.load()
     now = fingerprint.record(spec, backend="namespace")
-    check = lambda card: cards.stale(card, sha256="a" * 64, assignment="x", exercise_ids=["softmax"], grading=now)  # noqa: E731
+
+    def check(card):
+        return cards.stale(
+            card, sha256="a" * 64, assignment="x", exercise_ids=["softmax"], grading=now
+        )
+
     assert check(_card(**now)) == []
     for part in fingerprint.PARTS:
         other = {**now, part: "something else", "key": "0" * 64}
@@ -90,9 +141,12 @@ def test_each_part_that_decides_a_grade_is_a_reason_of_its_own():
     assert fingerprint.record(spec, backend="process")["isolation"] == "process"
     assert fingerprint.record(spec, backend="namespace", require_cuda=True)["key"] != now["key"]
     line = progress.plan_line(5, 2, {"suites": 2, "suites+references": 1})
-    assert re.fullmatch(r"5 submissions: 2 unchanged since the last run; 3 earlier scorecard\(s\) graded again: "
-                        r"the hidden suites changed \(2\); the hidden suites changed and the reference solutions "
-                        r"changed \(1\)", line), line
+    assert re.fullmatch(
+        r"5 submissions: 2 unchanged since the last run; 3 earlier scorecard\(s\) graded again: "
+        r"the hidden suites changed \(2\); the hidden suites changed and the reference solutions "
+        r"changed \(1\)",
+        line,
+    ), line
 
 
 def test_the_canary_the_shards_and_the_record_read_the_same_files(tmp_path):
@@ -100,12 +154,24 @@ def test_the_canary_the_shards_and_the_record_read_the_same_files(tmp_path):
     shards' and Dask workers' fingerprint alike."""
     course = course_copy(tmp_path / "course")
     spec = manifest.load(course / "assignments.json")
-    before = (fingerprint.record(spec, backend="none"), canary.cache_key(spec, backend="none", exercises=None,
-              per_test_time_limit=None), shard_fingerprint(spec))
+    before = (
+        fingerprint.record(spec, backend="none"),
+        canary.cache_key(spec, backend="none", exercises=None, per_test_time_limit=None),
+        shard_fingerprint(spec),
+    )
     suite = course / "tests/hidden/test_masks.py"
     suite.write_text(suite.read_text() + "\n# changed\n")
-    after = (fingerprint.record(spec, backend="none"), canary.cache_key(spec, backend="none", exercises=None,
-             per_test_time_limit=None), shard_fingerprint(spec))
-    assert before[0]["suites"] != after[0]["suites"] and before[1] != after[1] and before[2] != after[2]
+    after = (
+        fingerprint.record(spec, backend="none"),
+        canary.cache_key(spec, backend="none", exercises=None, per_test_time_limit=None),
+        shard_fingerprint(spec),
+    )
+    assert (
+        before[0]["suites"] != after[0]["suites"]
+        and before[1] != after[1]
+        and before[2] != after[2]
+    )
     moved = course_copy(tmp_path / "elsewhere")  # the same files in another folder: the same record
-    assert fingerprint.record(manifest.load(moved / "assignments.json"), backend="none") == before[0]
+    assert (
+        fingerprint.record(manifest.load(moved / "assignments.json"), backend="none") == before[0]
+    )

@@ -25,7 +25,9 @@ def test_cpu_selfcheck_passes_and_prints_a_table(capsys):
     assert "checks passed" in out
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: the real check runs instead")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="a CUDA device is present: the real check runs instead"
+)
 def test_cuda_selfcheck_without_a_device_returns_2_and_says_why(capsys):
     assert selfcheck.main(cuda=True) == 2
     out = capsys.readouterr().out
@@ -66,9 +68,16 @@ def test_no_grader_module_imports_solutions():
     found = []
     for path in sorted((ROOT / "grader").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
-            found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "solutions"]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            found += [
+                f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "solutions"
+            ]
     assert found == []
 
 

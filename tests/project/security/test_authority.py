@@ -30,7 +30,9 @@ from tests.project.support import readable
 from tests.project.support.common import ROOT, solutions_copy
 
 pytestmark = pytest.mark.cost(60)
-as_root = pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="the uid drop is root's (CI runs as root)")
+as_root = pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0, reason="the uid drop is root's (CI runs as root)"
+)
 SOFTMAX_ONLY = {"exercises": ["softmax"], "seed": 3}
 
 
@@ -47,20 +49,37 @@ def _holder(argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
 def test_attestation_reads_the_kernel_not_the_request():
     """A process that kept root fails an expectation of a leased uid; one that dropped (setpriv) passes it."""
     kept, pipe = _holder(["sleep", "30"])
-    dropped, pipe2 = _holder(["setpriv", "--reuid=61234", "--regid=61234", "--clear-groups", "--no-new-privs",
-                              "sleep", "30"])
+    dropped, pipe2 = _holder(
+        [
+            "setpriv",
+            "--reuid=61234",
+            "--regid=61234",
+            "--clear-groups",
+            "--no-new-privs",
+            "sleep",
+            "30",
+        ]
+    )
     wanted = attest.Expected(uid=61234, seccomp=False, no_new_privs=True, namespaces=())
     try:
-        time.sleep(0)  # both exist once Popen returns: the pipe's read end is held from the first instruction
+        time.sleep(
+            0
+        )  # both exist once Popen returns: the pipe's read end is held from the first instruction
         with pytest.raises(attest.AttestationError, match="runs as uid 0/0/0/0"):
             attest.attest(kept.pid, pipe, wanted)
         _wait_for_uid(dropped.pid, 61234)
         seen = attest.attest(dropped.pid, pipe2, wanted)
         assert seen.record()["uid"] == 61234 and seen.record()["capabilities"] == "none"
         with pytest.raises(attest.AttestationError, match="seccomp mode is 0"):
-            attest.attest(dropped.pid, pipe2, attest.Expected(61234, seccomp=True, no_new_privs=True, namespaces=()))
+            attest.attest(
+                dropped.pid,
+                pipe2,
+                attest.Expected(61234, seccomp=True, no_new_privs=True, namespaces=()),
+            )
         with pytest.raises(attest.AttestationError, match="shares the grader's mnt"):
-            attest.attest(dropped.pid, pipe2, attest.Expected(61234, False, True, namespaces=("mnt",)))
+            attest.attest(
+                dropped.pid, pipe2, attest.Expected(61234, False, True, namespaces=("mnt",))
+            )
     finally:
         for proc in (kept, dropped):
             proc.kill()
@@ -79,7 +98,9 @@ def test_attestation_finds_no_worker_when_nobody_holds_the_pipe():
     proc, pipe = _holder(["sleep", "30"])
     other_read, other_write = os.pipe()
     try:
-        with pytest.raises(attest.AttestationError, match="no process of the sandbox holds the request pipe"):
+        with pytest.raises(
+            attest.AttestationError, match="no process of the sandbox holds the request pipe"
+        ):
             attest.attest(proc.pid, other_write, attest.Expected(os.getuid(), False, False, ()))
     finally:
         proc.kill()
@@ -96,28 +117,46 @@ def test_the_scorecard_says_what_proc_showed(tmp_path, level):
     card = grade(solutions_copy(tmp_path / "sub"), isolation=level, **SOFTMAX_ONLY)
     record = card["isolation"]
     assert card["status"] == "graded" and card["score"] == card["max_score"] > 0, card["error"]
-    assert record["attested"] is True and record["uid"] >= 60000 and record["capabilities"] == "none"
+    assert (
+        record["attested"] is True and record["uid"] >= 60000 and record["capabilities"] == "none"
+    )
     assert record["no_new_privs"] is (level != "none") and record["seccomp"] is (level != "none")
-    assert set(record["namespaces"]) == ({"mnt", "net", "pid", "ipc", "uts"} if level == "namespace" else set())
-    assert record["file_view"] == {"namespace": "namespace", "process": "landlock", "none": "none"}[level] or (
-        level == "process" and record["file_view"] == "permissions")
+    assert set(record["namespaces"]) == (
+        {"mnt", "net", "pid", "ipc", "uts"} if level == "namespace" else set()
+    )
+    assert record["file_view"] == {"namespace": "namespace", "process": "landlock", "none": "none"}[
+        level
+    ] or (level == "process" and record["file_view"] == "permissions")
 
 
 @as_root
-def test_a_sandbox_that_is_not_what_was_promised_is_a_grader_fault_never_a_grade(tmp_path, monkeypatch):
+def test_a_sandbox_that_is_not_what_was_promised_is_a_grader_fault_never_a_grade(
+    tmp_path, monkeypatch
+):
     """The attestation, not the request, decides: a launch whose workers do not match (here: a promise of a uid they
     do not run as, the mark a hijacked zygote or a skipped drop would leave) ends in an error card of kind grader."""
     real = LaunchSpec.expected
-    monkeypatch.setattr(LaunchSpec, "expected", lambda self: attest.Expected(
-        uid=59999, seccomp=real(self).seccomp, no_new_privs=real(self).no_new_privs, namespaces=real(self).namespaces))
+    monkeypatch.setattr(
+        LaunchSpec,
+        "expected",
+        lambda self: attest.Expected(
+            uid=59999,
+            seccomp=real(self).seccomp,
+            no_new_privs=real(self).no_new_privs,
+            namespaces=real(self).namespaces,
+        ),
+    )
     card = grade(solutions_copy(tmp_path / "sub"), isolation="namespace", **SOFTMAX_ONLY)
     assert card["status"] == "error" and card["error"]["kind"] == "grader" and card["score"] == 0
-    assert "sandbox attestation failed" in card["error"]["message"] and "not 59999" in card["error"]["message"]
+    assert (
+        "sandbox attestation failed" in card["error"]["message"]
+        and "not 59999" in card["error"]["message"]
+    )
     assert card["isolation"]["attested"] is False
 
 
 # -- the uid drop, seen from inside ----------------------------------------------------------------------
-PROBE = '''import torch
+PROBE = """import torch
 def _status():
     fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
     keep = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp")
@@ -126,7 +165,7 @@ def softmax_naive(x, dim=-1):
     _status()
 def softmax_stable(x, dim=-1):
     _status()
-'''
+"""
 
 
 @as_root
@@ -150,7 +189,9 @@ def test_the_private_library_holds_only_the_sandbox_side():
     names = {p.relative_to(lib).as_posix() for p in lib.rglob("*.py")}
     tops = {n.split("/")[1] for n in names if n.count("/") > 1}
     assert tops == {"inside", "protocol", "sandbox"}
-    assert {n for n in names if n.startswith("grader/sandbox/")} == {f"grader/sandbox/{m}" for m in privlib.LAUNCH_MODULES}
+    assert {n for n in names if n.startswith("grader/sandbox/")} == {
+        f"grader/sandbox/{m}" for m in privlib.LAUNCH_MODULES
+    }
     assert not any("solutions" in n or "hidden" in n or "scoring" in n for n in names)
     for path in [lib, *lib.rglob("*")]:  # others read it; only its owner writes
         assert not path.stat().st_mode & 0o022 and path.stat().st_uid == os.geteuid(), path
@@ -170,19 +211,48 @@ def test_a_non_root_grader_refuses_process_and_grades_none_only_when_asked(tmp_p
             home.chmod(0o755)
             sub = solutions_copy(home / "sub")
             shutil.chown(home, 65534, 65534)
-            env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "GRADER_CACHE_DIR": str(home / "cache")}
+            env = {
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(home),
+                "GRADER_CACHE_DIR": str(home / "cache"),
+            }
             run = lambda *a: subprocess.run(  # noqa: E731
-                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(python), "-I", "-m", "grader",
-                 "grade", str(sub), "--seed", "3", "--no-canary", *a], capture_output=True, text=True,
-                env=env, cwd=str(home), timeout=900)
+                [
+                    "setpriv",
+                    "--reuid=65534",
+                    "--regid=65534",
+                    "--clear-groups",
+                    str(python),
+                    "-I",
+                    "-m",
+                    "grader",
+                    "grade",
+                    str(sub),
+                    "--seed",
+                    "3",
+                    "--no-canary",
+                    *a,
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=str(home),
+                timeout=900,
+            )
             refused = run("--out", str(home / "refused.json"))
-            assert refused.returncode == 2 and "refusing to grade" in refused.stderr, refused.stderr[-2000:]
+            assert refused.returncode == 2 and "refusing to grade" in refused.stderr, (
+                refused.stderr[-2000:]
+            )
             assert "install bubblewrap" in refused.stderr and "--isolation none" in refused.stderr
             assert not (home / "refused.json").exists()
             done = run("--isolation", "none", "--out", str(home / "card.json"))
             assert done.returncode == 0, done.stderr[-2000:]
             record = json.loads((home / "card.json").read_text())["isolation"]
-            assert record["backend"] == "none" and record["file_view"] == "none" and record["uid"] == 65534
+            assert (
+                record["backend"] == "none"
+                and record["file_view"] == "none"
+                and record["uid"] == 65534
+            )
             assert record["attested"] is True and record["seccomp"] is False
         finally:
             shutil.rmtree(home, ignore_errors=True)
@@ -204,7 +274,9 @@ def test_a_root_zygote_forks_nothing_that_would_keep_root(tmp_path):
             for _r, w in fds:
                 os.close(w)
             status = fds[4][0]
-            assert os.read(status, 64) == b"", "the zygote forked a worker for a config that keeps root"
+            assert os.read(status, 64) == b"", (
+                "the zygote forked a worker for a config that keeps root"
+            )
             for r, _w in fds:
                 os.close(r)
     finally:
@@ -261,7 +333,12 @@ def test_the_long_lived_zygote_s_socket_path_is_in_no_argv(cache):
 def test_the_canary_key_changes_with_the_launch_configuration(monkeypatch):
     """A proof made under one launch (file view, uid drop) is never reused for another, which may not even start."""
     assignment = manifest.load(None, None)
-    key = lambda: canary.cache_key(assignment, backend="process", exercises=None, per_test_time_limit=None)  # noqa: E731
+
+    def key():
+        return canary.cache_key(
+            assignment, backend="process", exercises=None, per_test_time_limit=None
+        )
+
     keys = [key()]
     isolation.landlock_abi.cache_clear()
     monkeypatch.setenv(isolation.LANDLOCK_ENV, "off")
@@ -275,10 +352,10 @@ def test_the_canary_key_changes_with_the_launch_configuration(monkeypatch):
 
 
 # -- without Landlock: the secrets' permissions must hold, and what a sandbox wrote goes ---------------------
-LITTERS = '''import os, shutil
+LITTERS = """import os, shutil
 for _folder in ("/tmp", "/dev/shm", "/var/tmp"):
     shutil.copy("/dev/null", os.path.join(_folder, f"attention-litter-{os.getuid()}"))  # raises unless it can
-'''  # then the reference softmax
+"""  # then the reference softmax
 
 
 @pytest.fixture
@@ -291,7 +368,9 @@ def open_folder():
 
 
 @as_root
-def test_process_without_landlock_refuses_readable_secrets_then_grades_and_cleans_up(tmp_path, open_folder):
+def test_process_without_landlock_refuses_readable_secrets_then_grades_and_cleans_up(
+    tmp_path, open_folder
+):
     course = open_folder / "course"
     course.mkdir()
     shutil.copy(ROOT / "assignments.json", course)
@@ -301,17 +380,38 @@ def test_process_without_landlock_refuses_readable_secrets_then_grades_and_clean
     reference = (sub / "softmax.py").read_text().replace("from __future__ import annotations", "")
     (sub / "softmax.py").write_text(LITTERS + reference)
     env = {**os.environ, isolation.LANDLOCK_ENV: "off", "GRADER_CACHE_DIR": str(tmp_path / "cache")}
-    args = [str(Path(sys.executable).parent / "grader"), "grade", str(sub), "--isolation", "process", "--manifest",
-            str(course / "assignments.json"), "--seed", "3", "--no-canary"]
-    refused = subprocess.run([*args, "--out", str(tmp_path / "no.json")], env=env, capture_output=True, text=True)
-    assert refused.returncode == 2 and "could read" in refused.stderr and "chmod -R go-rwx" in refused.stderr, \
-        refused.stderr[-1500:]
+    args = [
+        str(Path(sys.executable).parent / "grader"),
+        "grade",
+        str(sub),
+        "--isolation",
+        "process",
+        "--manifest",
+        str(course / "assignments.json"),
+        "--seed",
+        "3",
+        "--no-canary",
+    ]
+    refused = subprocess.run(
+        [*args, "--out", str(tmp_path / "no.json")], env=env, capture_output=True, text=True
+    )
+    assert (
+        refused.returncode == 2
+        and "could read" in refused.stderr
+        and "chmod -R go-rwx" in refused.stderr
+    ), refused.stderr[-1500:]
     for folder in ("solutions", "tests/hidden"):
         subprocess.run(["chmod", "-R", "go-rwx", str(course / folder)], check=True)
-    done = subprocess.run([*args, "--out", str(tmp_path / "card.json")], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [*args, "--out", str(tmp_path / "card.json")], env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     card = json.loads((tmp_path / "card.json").read_text())
     softmax = [t["outcome"] for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]]
-    assert card["isolation"]["file_view"] == "permissions" and set(softmax) == {"passed"}, softmax  # it did write
+    assert card["isolation"]["file_view"] == "permissions" and set(softmax) == {"passed"}, (
+        softmax
+    )  # it did write
     uid = card["isolation"]["uid"]
-    assert not [p for f in ("/tmp", "/dev/shm", "/var/tmp") for p in Path(f).glob(f"attention-litter-{uid}")]
+    assert not [
+        p for f in ("/tmp", "/dev/shm", "/var/tmp") for p in Path(f).glob(f"attention-litter-{uid}")
+    ]

@@ -25,25 +25,39 @@ BOMB_RUNS = 2  # grades per attack and kind of worker: 8 in all, each one a bomb
 @pytest.mark.slow
 @pytest.mark.parametrize("forked", [False, True], ids=["cold", "forked"])
 @pytest.mark.parametrize("attack", ["fork_bomb", "memory_bomb_touched"])
-def test_bombs_never_cost_the_next_correct_exercise_a_point_on_a_loaded_machine(tmp_path, attack, forked):
+def test_bombs_never_cost_the_next_correct_exercise_a_point_on_a_loaded_machine(
+    tmp_path, attack, forked
+):
     """Fork bomb or memory bomb in `softmax`, then the correct `masks`, with half of one CPU for the grade's
     processes, the bomb's and the zygote's (:func:`loaded.cpu_share`); each attack graded twice in a freshly
     exec'd worker and twice in one forked from a zygote (separate tests, so that xdist can spread them)."""
     with loaded.cpu_share(0.5):
-        zygote = Zygote() if forked else None  # started under the share: its forks stay in its group
+        zygote = (
+            Zygote() if forked else None
+        )  # started under the share: its forks stay in its group
         assert zygote is None or zygote.wait_ready()
         try:
             for run in range(BOMB_RUNS):
                 sub = solutions_copy(tmp_path / f"sub{run}")
                 shutil.copy(CORPUS / "hostile" / f"{attack}.py", sub / "softmax.py")
-                card = grade(sub, isolation="namespace", seed=run, exercises=["softmax", "masks"],
-                             per_test_time_limit=2, starter=starter_of(zygote))
+                card = grade(
+                    sub,
+                    isolation="namespace",
+                    seed=run,
+                    exercises=["softmax", "masks"],
+                    per_test_time_limit=2,
+                    starter=starter_of(zygote),
+                )
                 scores = {e["id"]: (e["score"], e["max_score"]) for e in card["exercises"]}
                 assert card["status"] == "graded", (run, attack, card["error"])
                 assert scores["masks"] == (8.0, 8.0), (run, attack, card["exercises"][-1]["tests"])
                 assert scores["softmax"][0] == 0, (run, attack)
-                if zygote is not None:  # the grade really used the zygote, restarts after a kill included
-                    assert card["isolation"]["worker_forks"] == card["isolation"]["worker_starts"] >= 1, card["isolation"]
+                if (
+                    zygote is not None
+                ):  # the grade really used the zygote, restarts after a kill included
+                    assert (
+                        card["isolation"]["worker_forks"] == card["isolation"]["worker_starts"] >= 1
+                    ), card["isolation"]
         finally:
             if zygote is not None:
                 zygote.close()

@@ -19,17 +19,27 @@ from tests.project.support.hostile_class import LIMIT_S, scores
 pytestmark = pytest.mark.cost(11)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0 or not isolation.LaunchSpec("process").cgroup_paths(),
-                    reason="needs root and writable cgroup v1 pids/memory controllers")
+@pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0 or not isolation.LaunchSpec("process").cgroup_paths(),
+    reason="needs root and writable cgroup v1 pids/memory controllers",
+)
 def test_fork_bomb_under_the_process_backend_is_held_by_the_pids_cgroup(tmp_path):
     """Root ignores RLIMIT_NPROC; the slot's pids cgroup is what holds a root `process` sandbox."""
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(CORPUS / "hostile" / "fork_bomb.py", sub / "softmax.py")
-    card = grade(sub, isolation="process", seed=7, exercises=["softmax", "masks"], per_test_time_limit=LIMIT_S)
+    card = grade(
+        sub,
+        isolation="process",
+        seed=7,
+        exercises=["softmax", "masks"],
+        per_test_time_limit=LIMIT_S,
+    )
     schema.validate("scorecard", card)
     assert card["isolation"]["cgroup"] == "v1"
     assert scores(card)["softmax"][0] == 0 and scores(card)["masks"] == (8.0, 8.0)
     for group in isolation.LaunchSpec("process").cgroup_paths():
         procs = Path(group) / "cgroup.procs"
-        assert not procs.exists() or not procs.read_text().split(), "processes left in the slot's cgroup"
+        assert not procs.exists() or not procs.read_text().split(), (
+            "processes left in the slot's cgroup"
+        )
         os.rmdir(group)

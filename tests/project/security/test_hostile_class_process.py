@@ -17,4 +17,12 @@ globals().update(shared_tests())
 def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
     folder = tmp_path_factory.mktemp("hostile-class") / "class"
     attacked = build(folder)
-    return grade_class(folder, attacked, cwd=folder, target=".", out=folder.parent / "out", warm="fork", level="process")
+    return grade_class(
+        folder,
+        attacked,
+        cwd=folder,
+        target=".",
+        out=folder.parent / "out",
+        warm="fork",
+        level="process",
+    )

@@ -9,7 +9,10 @@ import pytest
 from tests.project.support.common import ROOT, needs_namespace
 from tests.project.support.hostile_class import Graded, build, grade_class, shared_tests
 
-pytestmark = [pytest.mark.cost(200), needs_namespace]  # seconds on 2 cores: started early (tests/project/conftest.py)
+pytestmark = [
+    pytest.mark.cost(200),
+    needs_namespace,
+]  # seconds on 2 cores: started early (tests/project/conftest.py)
 globals().update(shared_tests())
 
 
@@ -17,4 +20,6 @@ globals().update(shared_tests())
 def graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
     folder = tmp_path_factory.mktemp("hostile-class") / "class"
     attacked = build(folder)
-    return grade_class(folder, attacked, cwd=ROOT, target=str(folder), out=folder.parent / "out", warm="off")
+    return grade_class(
+        folder, attacked, cwd=ROOT, target=str(folder), out=folder.parent / "out", warm="off"
+    )

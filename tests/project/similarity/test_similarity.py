@@ -21,8 +21,21 @@ from grader.similarity import summary as evidence
 from tests.project.support.common import CORPUS, ROOT
 
 ASSIGNMENT = manifest.load(None, "attention-basics")
-RENAMES = {"queries": "qs", "keys": "ks", "values": "vs", "scores": "att", "weights": "probs", "context": "out",
-           "allowed": "visible", "causal": "lower", "B": "nb", "T": "nt", "H": "nh", "hd": "width", "x": "inp"}
+RENAMES = {
+    "queries": "qs",
+    "keys": "ks",
+    "values": "vs",
+    "scores": "att",
+    "weights": "probs",
+    "context": "out",
+    "allowed": "visible",
+    "causal": "lower",
+    "B": "nb",
+    "T": "nt",
+    "H": "nh",
+    "hd": "width",
+    "x": "inp",
+}
 
 
 def disguised(text: str) -> str:
@@ -31,14 +44,24 @@ def disguised(text: str) -> str:
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type == tokenize.COMMENT:
             continue
-        out.append((tok.type, RENAMES.get(tok.string, tok.string) if tok.type == tokenize.NAME else tok.string))
+        out.append(
+            (
+                tok.type,
+                RENAMES.get(tok.string, tok.string) if tok.type == tokenize.NAME else tok.string,
+            )
+        )
     renamed = tokenize.untokenize(out)
     tree = ast.parse(renamed)
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     others = [n for n in tree.body if not isinstance(n, ast.ClassDef)]
     for node in ast.walk(tree):  # docstrings go too
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
             node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
     tree.body = others + classes[::-1]
     return ast.unparse(tree)
@@ -58,17 +81,27 @@ def reference(module: str) -> str:
 def test_a_renamed_reordered_copy_is_paired_with_its_original(tmp_path):
     original = reference("multihead_attention")
     copy = disguised(original)
-    assert "queries" not in copy and copy.index("class MultiHeadAttention(") < copy.index("class MultiHeadAttentionWrapper")
+    assert "queries" not in copy and copy.index("class MultiHeadAttention(") < copy.index(
+        "class MultiHeadAttentionWrapper"
+    )
     honest = CORPUS / "honest" / "mha_einsum_fused" / "multihead_attention.py"
-    entries = [folder(tmp_path, "orig", {"multihead_attention": original}),
-               folder(tmp_path, "copy", {"multihead_attention": copy}),
-               folder(tmp_path, "other", {"multihead_attention": honest.read_text("utf-8")})]
-    pairs, unread = evidence.code_pairs(entries=entries, assignment=ASSIGNMENT, exercise_ids=["multihead_attention"])
+    entries = [
+        folder(tmp_path, "orig", {"multihead_attention": original}),
+        folder(tmp_path, "copy", {"multihead_attention": copy}),
+        folder(tmp_path, "other", {"multihead_attention": honest.read_text("utf-8")}),
+    ]
+    pairs, unread = evidence.code_pairs(
+        entries=entries, assignment=ASSIGNMENT, exercise_ids=["multihead_attention"]
+    )
     assert unread == []
-    assert [(p["a"], p["b"], p["exercise"]) for p in pairs] == [("copy", "orig", "multihead_attention")]
+    assert [(p["a"], p["b"], p["exercise"]) for p in pairs] == [
+        ("copy", "orig", "multihead_attention")
+    ]
     assert pairs[0]["share"] >= 0.9 and pairs[0]["matched_tokens"] >= 200
     fragment = pairs[0]["fragments"][0]
-    assert "qs" in fragment["a"]["text"] and "queries" in fragment["b"]["text"]  # side by side, each as written
+    assert (
+        "qs" in fragment["a"]["text"] and "queries" in fragment["b"]["text"]
+    )  # side by side, each as written
 
 
 def test_independent_solutions_are_not_paired(tmp_path):
@@ -80,10 +113,18 @@ def test_independent_solutions_are_not_paired(tmp_path):
     assert len(entries) > 30
     pairs, unread = evidence.code_pairs(entries=entries, assignment=ASSIGNMENT)
     assert unread == []
-    homework = {p["exercise"] for p in pairs if (p["a"], p["b"]) == ("reference", "single_file_homework")}
+    homework = {
+        p["exercise"] for p in pairs if (p["a"], p["b"]) == ("reference", "single_file_homework")
+    }
     assert homework == set(ASSIGNMENT.ids())
-    others = [(p["exercise"], p["a"], p["b"]) for p in pairs if "single_file_homework" not in (p["a"], p["b"])]
-    assert others == [("simple_attention", "sdp_shared_helper_module", "simple_imports_own_softmax")]
+    others = [
+        (p["exercise"], p["a"], p["b"])
+        for p in pairs
+        if "single_file_homework" not in (p["a"], p["b"])
+    ]
+    assert others == [
+        ("simple_attention", "sdp_shared_helper_module", "simple_imports_own_softmax")
+    ]
 
 
 def test_the_stub_is_given_code_never_evidence():
@@ -91,16 +132,34 @@ def test_the_stub_is_given_code_never_evidence():
     [ex] = source.exercises(ASSIGNMENT, ["softmax"])
     keep, given = {"keep": ex.keep, "attrs": ex.attrs}, ex.given
     naive = "    return x.exp() / x.exp().sum(dim=dim, keepdim=True)"
-    one = stub.replace('    raise NotImplementedError("TODO: implement softmax_naive in softmax.py")', naive, 1)
+    one = stub.replace(
+        '    raise NotImplementedError("TODO: implement softmax_naive in softmax.py")', naive, 1
+    )
     assert one != stub
-    docs = [match.doc("stub1", stub, **keep), match.doc("stub2", stub, **keep), match.doc("one", one, **keep),
-            match.doc("two", one.replace(naive, "    e = torch.exp(x)\n    return e / e.sum(dim, keepdim=True)"), **keep)]
-    assert match.compare(docs, given) == []  # the whole stub shared by all four, untouched or filled in (own ways)
-    same = [match.Doc(k, code.tokens(text, None, canonical=True, **keep), text.splitlines())
-            for k, text in (("one", one), ("two", one.replace("x.exp()", "torch.exp(x)")))]
+    docs = [
+        match.doc("stub1", stub, **keep),
+        match.doc("stub2", stub, **keep),
+        match.doc("one", one, **keep),
+        match.doc(
+            "two",
+            one.replace(naive, "    e = torch.exp(x)\n    return e / e.sum(dim, keepdim=True)"),
+            **keep,
+        ),
+    ]
+    assert (
+        match.compare(docs, given) == []
+    )  # the whole stub shared by all four, untouched or filled in (own ways)
+    same = [
+        match.Doc(k, code.tokens(text, None, canonical=True, **keep), text.splitlines())
+        for k, text in (("one", one), ("two", one.replace("x.exp()", "torch.exp(x)")))
+    ]
     canon_given = code.tokens(stub, None, canonical=True, **keep)
-    assert [(p.a.key, p.b.key) for p in match.compare(same, canon_given)] == [("one", "two")]  # torch.exp(x) is x.exp()
-    assert match.compare(docs, []) != []  # the same class with nothing given: the stub alone pairs them
+    assert [(p.a.key, p.b.key) for p in match.compare(same, canon_given)] == [
+        ("one", "two")
+    ]  # torch.exp(x) is x.exp()
+    assert (
+        match.compare(docs, []) != []
+    )  # the same class with nothing given: the stub alone pairs them
 
 
 def test_the_untouched_stubs_pair_with_no_one(tmp_path):
@@ -127,8 +186,13 @@ def test_odd_encodings_are_read_as_python_reads_them(tmp_path, encoding):
     body = cookie + "# café, naïve\n" + text
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "causal_attention.py").write_bytes(body.encode(encoding))
-    entries = [("a", tmp_path / "a"), folder(tmp_path, "b", {"causal_attention": reference("causal_attention")})]
-    pairs, unread = evidence.code_pairs(entries=entries, assignment=ASSIGNMENT, exercise_ids=["causal_attention"])
+    entries = [
+        ("a", tmp_path / "a"),
+        folder(tmp_path, "b", {"causal_attention": reference("causal_attention")}),
+    ]
+    pairs, unread = evidence.code_pairs(
+        entries=entries, assignment=ASSIGNMENT, exercise_ids=["causal_attention"]
+    )
     assert unread == [] and [(p["a"], p["b"]) for p in pairs] == [("a", "b")]
 
 
@@ -136,23 +200,33 @@ def test_undecodable_and_untokenizable_files_are_skipped_not_fatal(tmp_path):
     bad = {"causal_attention": "x = '''never closed\n" + "y = 1\n" * 50}
     entries = [folder(tmp_path, "unterminated", bad), ("ref", ROOT / "solutions")]
     (tmp_path / "utf16").mkdir()
-    (tmp_path / "utf16" / "causal_attention.py").write_bytes(reference("causal_attention").encode("utf-16"))
+    (tmp_path / "utf16" / "causal_attention.py").write_bytes(
+        reference("causal_attention").encode("utf-16")
+    )
     entries.append(("utf16", tmp_path / "utf16"))
-    pairs, unread = evidence.code_pairs(entries=entries, assignment=ASSIGNMENT, exercise_ids=["causal_attention"])
+    pairs, unread = evidence.code_pairs(
+        entries=entries, assignment=ASSIGNMENT, exercise_ids=["causal_attention"]
+    )
     assert pairs == [] and unread == []
     assert code.decode(reference("causal_attention").encode("utf-16")) is None
 
 
 def test_a_huge_copied_file_is_bounded(tmp_path):
     body = disguised(reference("causal_attention"))
-    huge = body + "\n" + "".join(f"v{i} = inp_{i} * {i} + {i % 7}\n" for i in range(120_000))  # > 2 MB
+    huge = (
+        body + "\n" + "".join(f"v{i} = inp_{i} * {i} + {i % 7}\n" for i in range(120_000))
+    )  # > 2 MB
     assert len(huge) > 2_000_000
-    entries = [folder(tmp_path, "big", {"causal_attention": huge + "#" + "é" * 300_000}),
-               folder(tmp_path, "ref", {"causal_attention": reference("causal_attention")})]
+    entries = [
+        folder(tmp_path, "big", {"causal_attention": huge + "#" + "é" * 300_000}),
+        folder(tmp_path, "ref", {"causal_attention": reference("causal_attention")}),
+    ]
     found = source.exercises(ASSIGNMENT, ["causal_attention"])
     source.read_class(entries, found)
     assert len(found[0].docs[0].tokens) <= code.MAX_TOKENS
-    pairs, _ = evidence.code_pairs(entries=entries, assignment=ASSIGNMENT, exercise_ids=["causal_attention"])
+    pairs, _ = evidence.code_pairs(
+        entries=entries, assignment=ASSIGNMENT, exercise_ids=["causal_attention"]
+    )
     for p in pairs:
         for f in p["fragments"]:
             for side in (f["a"], f["b"]):
@@ -162,12 +236,20 @@ def test_a_huge_copied_file_is_bounded(tmp_path):
 
 def test_hostile_text_in_matched_code_stays_text_in_the_fragments(tmp_path):
     payload = '"</pre><script>alert(1)</script>"'
-    hostile = re.sub(r"(\n\s+)(return )", r"\1tag = " + payload + r"\1\2", reference("causal_attention"), count=1)
+    hostile = re.sub(
+        r"(\n\s+)(return )", r"\1tag = " + payload + r"\1\2", reference("causal_attention"), count=1
+    )
     assert payload in hostile
-    entries = [folder(tmp_path, "a", {"causal_attention": hostile}),
-               folder(tmp_path, "b", {"causal_attention": disguised(hostile)})]
-    pairs, _ = evidence.code_pairs(entries=entries, assignment=ASSIGNMENT, exercise_ids=["causal_attention"])
-    assert any("<script>" in s["text"] for p in pairs for f in p["fragments"] for s in (f["a"], f["b"]))  # as written
+    entries = [
+        folder(tmp_path, "a", {"causal_attention": hostile}),
+        folder(tmp_path, "b", {"causal_attention": disguised(hostile)}),
+    ]
+    pairs, _ = evidence.code_pairs(
+        entries=entries, assignment=ASSIGNMENT, exercise_ids=["causal_attention"]
+    )
+    assert any(
+        "<script>" in s["text"] for p in pairs for f in p["fragments"] for s in (f["a"], f["b"])
+    )  # as written
 
 
 def test_the_example_class_shows_peggys_copy_of_bob():
@@ -176,15 +258,26 @@ def test_the_example_class_shows_peggys_copy_of_bob():
     pairs, unread = evidence.code_pairs(entries=entries, assignment=ASSIGNMENT)
     assert unread == []
     peggy = [(p["exercise"], p["a"], p["b"]) for p in pairs if "peggy" in (p["a"], p["b"])]
-    assert peggy == [("multihead_attention", "bob", "peggy")]  # her softmax and causal attention are her own
+    assert peggy == [
+        ("multihead_attention", "bob", "peggy")
+    ]  # her softmax and causal attention are her own
 
 
-@pytest.mark.parametrize("hostile", [
-    "x = " + "(" * 300 + "1" + ")" * 300 + "\n",  # deeper than the parser allows: read as written
-    "y = " + " + ".join(["a"] * 30_000) + "\n",  # parses, deeper than the rewrites' recursion: read as written
-    "z = [" + "[" * 90 + "]" * 90 + "]\n" + "a\x00b = 1\n",  # a NUL byte: tokenized up to it
-    "w = 1\n" * 100_000,  # 10^5 identical statements: over MAX_CANONICAL, bounded by MAX_TOKENS
-])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "x = "
+        + "(" * 300
+        + "1"
+        + ")" * 300
+        + "\n",  # deeper than the parser allows: read as written
+        "y = "
+        + " + ".join(["a"] * 30_000)
+        + "\n",  # parses, deeper than the rewrites' recursion: read as written
+        "z = [" + "[" * 90 + "]" * 90 + "]\n" + "a\x00b = 1\n",  # a NUL byte: tokenized up to it
+        "w = 1\n" * 100_000,  # 10^5 identical statements: over MAX_CANONICAL, bounded by MAX_TOKENS
+    ],
+)
 def test_hostile_code_is_read_bounded_and_never_raises(hostile):
     for canonical in (False, True):
         toks = code.tokens(hostile, canonical=canonical)
@@ -194,8 +287,14 @@ def test_hostile_code_is_read_bounded_and_never_raises(hostile):
 
 def test_a_hostile_copy_still_pairs_and_its_fragments_stay_in_the_file():
     body = (ROOT / "solutions" / "causal_attention.py").read_text("utf-8")
-    noisy = body.replace("torch.matmul(", "(").replace("keys.transpose(1, 2)", "keys.mT") + "def broken(:\n"
-    docs = [match.Doc(k, code.tokens(text, canonical=True), text.splitlines()) for k, text in (("a", body), ("b", noisy))]
+    noisy = (
+        body.replace("torch.matmul(", "(").replace("keys.transpose(1, 2)", "keys.mT")
+        + "def broken(:\n"
+    )
+    docs = [
+        match.Doc(k, code.tokens(text, canonical=True), text.splitlines())
+        for k, text in (("a", body), ("b", noisy))
+    ]
     # b stops parsing at its end: read canonical up to there, as written after
     [pair] = match.compare(docs, [])
     for frag in pair.fragments:

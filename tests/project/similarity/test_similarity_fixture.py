@@ -37,7 +37,9 @@ def _same_module(ref: torch.nn.Module, alt: torch.nn.Module) -> None:
     alt.eval()
 
 
-def _modules(module: str, cls: str, args: tuple[Any, ...], inputs: tuple[Any, ...], author: str) -> None:
+def _modules(
+    module: str, cls: str, args: tuple[Any, ...], inputs: tuple[Any, ...], author: str
+) -> None:
     ref, alt = getattr(_ref(module), cls)(*args), getattr(_load(author, module), cls)(*args)
     _same_module(ref, alt)
     torch.testing.assert_close(alt(*inputs), ref(*inputs))
@@ -68,14 +70,27 @@ def scaled_dot_product(a: str) -> None:
     q, k, v = _x(2, 3, 4), _x(2, 6, 4), _x(2, 6, 5)
     blocked = torch.rand(3, 6) > 0.4
     blocked[0] = False  # a query that may attend to nothing: weights 0
-    _functions("scaled_dot_product", "scaled_dot_product_attention", a,
-               (q, k, v), (q, k, v, blocked), (q, k, v, _x(3, 6)), (q, k, v, None, 0.0, 0.3))
+    _functions(
+        "scaled_dot_product",
+        "scaled_dot_product_attention",
+        a,
+        (q, k, v),
+        (q, k, v, blocked),
+        (q, k, v, _x(3, 6)),
+        (q, k, v, None, 0.0, 0.3),
+    )
 
 
 def masks(a: str) -> None:
     _functions("masks", "causal_mask", a, (0,), (5,))
     _functions("masks", "padding_mask", a, (torch.tensor([0, 3, 5]), 5))
-    _functions("masks", "to_additive", a, (torch.rand(3, 4) > 0.5,), (torch.rand(2, 2) > 0.5, torch.float16))
+    _functions(
+        "masks",
+        "to_additive",
+        a,
+        (torch.rand(3, 4) > 0.5,),
+        (torch.rand(2, 2) > 0.5, torch.float16),
+    )
 
 
 def self_attention(a: str) -> None:
@@ -100,28 +115,50 @@ def cross_attention(a: str) -> None:
 def decaying_attention(a: str) -> None:
     _modules("decaying_attention", "DecayingAttention", (8, 2), (_x(2, 5, 8),), a)
     for n in (1, 5, 8, 12):
-        torch.testing.assert_close(_load(a, "decaying_attention").alibi_slopes(n),
-                                   _ref("decaying_attention").alibi_slopes(n))
+        torch.testing.assert_close(
+            _load(a, "decaying_attention").alibi_slopes(n),
+            _ref("decaying_attention").alibi_slopes(n),
+        )
 
 
 def efficient_attention(a: str) -> None:
     q, k, v = _x(2, 5, 4), _x(2, 9, 4), _x(2, 9, 3)
     _functions("efficient_attention", "sdpa_attention", a, (q, k, v), (q, k, v, None, True))
-    _functions("efficient_attention", "flash_attention", a, (q, k, v, False, 4), (q, k, v, True, 4),
-               (q, k, v, True, 64), (q.half(), k.half(), v.half(), True, 2))
+    _functions(
+        "efficient_attention",
+        "flash_attention",
+        a,
+        (q, k, v, False, 4),
+        (q, k, v, True, 4),
+        (q, k, v, True, 64),
+        (q.half(), k.half(), v.half(), True, 2),
+    )
 
 
-CHECKS: list[Callable[[str], None]] = [softmax, simple_attention, scaled_dot_product, masks, self_attention,
-                                       causal_attention, multihead_attention, cross_attention, decaying_attention,
-                                       efficient_attention]
+CHECKS: list[Callable[[str], None]] = [
+    softmax,
+    simple_attention,
+    scaled_dot_product,
+    masks,
+    self_attention,
+    causal_attention,
+    multihead_attention,
+    cross_attention,
+    decaying_attention,
+    efficient_attention,
+]
 
 
 @pytest.mark.parametrize("author", AUTHORS)
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-def test_independent_solution_matches_the_reference(author: str, check: Callable[[str], None]) -> None:
+def test_independent_solution_matches_the_reference(
+    author: str, check: Callable[[str], None]
+) -> None:
     torch.manual_seed(0)
     before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)  # parameters and inputs in float64: a real difference is never rounding
+    torch.set_default_dtype(
+        torch.float64
+    )  # parameters and inputs in float64: a real difference is never rounding
     try:
         check(author)
     finally:
@@ -130,5 +167,7 @@ def test_independent_solution_matches_the_reference(author: str, check: Callable
 
 def test_every_exercise_has_three_authors() -> None:
     for author in AUTHORS:
-        found = {p.stem for p in (ROOT / "tests/corpus/independent" / author).glob("*.py")} - {"__init__"}
+        found = {p.stem for p in (ROOT / "tests/corpus/independent" / author).glob("*.py")} - {
+            "__init__"
+        }
         assert found == {c.__name__ for c in CHECKS}

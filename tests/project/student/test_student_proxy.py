@@ -13,10 +13,17 @@ from grader.protocol.values import HandleRef
 from grader.sandbox import replies
 from grader.sandbox.channel import ChannelError
 from grader.sandbox.history import History
-from grader.student import BannedAPIError, StudentAPIError, StudentError, StudentNotFound, StudentNotImplemented, StudentProxy
+from grader.student import (
+    BannedAPIError,
+    StudentAPIError,
+    StudentError,
+    StudentNotFound,
+    StudentNotImplemented,
+    StudentProxy,
+)
 from grader.student.inprocess import InProcessBackend
 
-MODULE = '''
+MODULE = """
 import torch
 from torch import nn
 
@@ -58,7 +65,7 @@ class Lin(nn.Module):
 
     def forward(self, x):
         return self.W(x)
-'''
+"""
 
 
 @pytest.fixture
@@ -88,10 +95,16 @@ def test_module_handle_api(student):
     x = torch.randn(2, 4)
     torch.testing.assert_close(h(x), x @ params["W.weight"].T + params["W.bias"])
     zero = {k: torch.zeros_like(v) for k, v in params.items()}
-    assert h.load_state_dict(zero, strict=False) == {"missing_keys": ["mask"], "unexpected_keys": []}
+    assert h.load_state_dict(zero, strict=False) == {
+        "missing_keys": ["mask"],
+        "unexpected_keys": [],
+    }
     torch.testing.assert_close(h(x), torch.zeros(2, 4))
-    out, input_grads, param_grads = h.eval().to(dtype=torch.float64).grads(
-        x.double(), grad_output=torch.ones(2, 4, dtype=torch.float64))
+    out, input_grads, param_grads = (
+        h.eval()
+        .to(dtype=torch.float64)
+        .grads(x.double(), grad_output=torch.ones(2, 4, dtype=torch.float64))
+    )
     assert out.dtype == torch.float64
     torch.testing.assert_close(param_grads["W.bias"], torch.full((4,), 2.0, dtype=torch.float64))
     assert input_grads[0].shape == (2, 4)
@@ -141,9 +154,11 @@ def test_banned_api_raises_only_inside_student_code(student):
 def test_arguments_are_copied_and_changing_one_in_place_is_the_students_error(tmp_path):
     """The caller's tensor is never touched (the door sends copies), and a function that changes its input
     in place fails with a message saying so: inputs belong to the caller (issue 11, "inputs are the caller's")."""
-    (tmp_path / "m.py").write_text("import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
-                                   "        x[0] = 5\n        return x * 2\n\n"
-                                   "def mutate(x):\n    x.add_(100)\n    return x\n\ndef fresh(x):\n    return x + 100\n")
+    (tmp_path / "m.py").write_text(
+        "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+        "        x[0] = 5\n        return x * 2\n\n"
+        "def mutate(x):\n    x.add_(100)\n    return x\n\ndef fresh(x):\n    return x + 100\n"
+    )
     student = StudentProxy(InProcessBackend(tmp_path))
     x = torch.zeros(2)
     with pytest.raises(StudentError, match=r"m\.mutate changed its argument 1 in place"):
@@ -156,34 +171,67 @@ def test_arguments_are_copied_and_changing_one_in_place_is_the_students_error(tm
 
 # -- what a sandboxed worker's reply may claim (grader.sandbox.replies), and handle replay ------------
 
+
 @pytest.mark.parametrize("kind", ["timeout", "crash", "protocol", "grader", None, 7])
 def test_a_worker_cannot_claim_an_outcome_only_the_grader_observes(kind):
-    err = replies.student_error({"kind": kind, "exc_type": "", "message": "ran past its time limit", "frames": []})
+    err = replies.student_error(
+        {"kind": kind, "exc_type": "", "message": "ran past its time limit", "frames": []}
+    )
     assert type(err) is StudentError and not isinstance(err, (StudentTimeout, StudentCrash))
-    assert err.kind == "exception" and err.exc_type.startswith("your code raised an exception named")
+    assert err.kind == "exception" and err.exc_type.startswith(
+        "your code raised an exception named"
+    )
 
 
-@pytest.mark.parametrize("exc_type", ["WorkerCrash", "WorkerProtocol", "StudentTimeout", "GraderFault",
-                                      "grader.protocol.errors.StudentCrash", "BannedAPIError"])
+@pytest.mark.parametrize(
+    "exc_type",
+    [
+        "WorkerCrash",
+        "WorkerProtocol",
+        "StudentTimeout",
+        "GraderFault",
+        "grader.protocol.errors.StudentCrash",
+        "BannedAPIError",
+    ],
+)
 def test_grader_like_exception_names_are_shown_as_the_students(exc_type):
-    err = replies.student_error({"kind": "exception", "exc_type": exc_type, "message": "m", "frames": []})
+    err = replies.student_error(
+        {"kind": "exception", "exc_type": exc_type, "message": "m", "frames": []}
+    )
     assert err.feedback().startswith(f"your code raised an exception named {exc_type}: m")
 
 
 def test_legitimate_kinds_and_names_pass_unchanged_and_text_is_made_safe():
-    banned = replies.student_error({"kind": "banned", "exc_type": "BannedAPIError", "message": "no", "frames": []})
+    banned = replies.student_error(
+        {"kind": "banned", "exc_type": "BannedAPIError", "message": "no", "frames": []}
+    )
     assert type(banned) is BannedAPIError and banned.exc_type == "BannedAPIError"
-    todo = replies.student_error({"kind": "not_implemented", "exc_type": "NotImplementedError",
-                                  "message": "todo\x1b[2J", "frames": ["m.py, line 1\u202e", 5]})
+    todo = replies.student_error(
+        {
+            "kind": "not_implemented",
+            "exc_type": "NotImplementedError",
+            "message": "todo\x1b[2J",
+            "frames": ["m.py, line 1\u202e", 5],
+        }
+    )
     assert type(todo) is StudentNotImplemented and todo.exc_type == "NotImplementedError"
     assert "\x1b" not in todo.message and "\u202e" not in todo.frames[0] and todo.frames[1] == "5"
     assert type(replies.student_error({"kind": "not_found"})) is StudentNotFound
 
 
-@pytest.mark.parametrize("reply, op", [
-    ([1], "call"), ({"ok": 1, "error": {}}, "call"), ({"fine": 1}, "call"), ({"error": "text"}, "call"),
-    ({"ok": 5}, "measure"), ({"ok": (1, 2)}, "measure"), ({"ok": 1}, "release"), ({"api_error": 3}, "call"),
-])
+@pytest.mark.parametrize(
+    "reply, op",
+    [
+        ([1], "call"),
+        ({"ok": 1, "error": {}}, "call"),
+        ({"fine": 1}, "call"),
+        ({"error": "text"}, "call"),
+        ({"ok": 5}, "measure"),
+        ({"ok": (1, 2)}, "measure"),
+        ({"ok": 1}, "release"),
+        ({"api_error": 3}, "call"),
+    ],
+)
 def test_a_reply_of_the_wrong_shape_is_a_protocol_violation(reply, op):
     with pytest.raises(ChannelError) as info:
         replies.check(reply, op)

@@ -14,8 +14,17 @@ from pathlib import Path
 from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--remote-debugging-pipe"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--remote-debugging-pipe",
+]
 KEYS = {"Tab": 9, "Enter": 13}
 
 
@@ -27,9 +36,20 @@ class Browser:
         self._in, from_chrome = os.pipe()
         # the shell puts the pipe ends where Chromium expects them (3: commands in, 4: replies out), then execs it
         place = f'exec "$0" "$@" 3<&{to_chrome} 4>&{from_chrome}'
-        self.proc = subprocess.Popen(["/bin/bash", "-c", place, CHROMIUM, *FLAGS, f"--user-data-dir={profile}",
-                                      "about:blank"], pass_fds=(to_chrome, from_chrome), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                "/bin/bash",
+                "-c",
+                place,
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                "about:blank",
+            ],
+            pass_fds=(to_chrome, from_chrome),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_chrome)
         os.close(from_chrome)
         self._buffer, self._id, self.session = b"", 0, ""
@@ -71,19 +91,36 @@ class Browser:
     def open(self, url: str) -> None:
         """Open ``url`` in a new page and attach to it; returns once its document has loaded."""
         target = self.call("Target.createTarget", session=False, url=url)["targetId"]
-        self.session = self.call("Target.attachToTarget", session=False, targetId=target, flatten=True)["sessionId"]
-        self.call("Emulation.setFocusEmulationEnabled", enabled=True)  # a headless page still takes key focus
-        for _ in range(2000):  # each evaluate is a round trip to the renderer: wait for the load, not for a time
+        self.session = self.call(
+            "Target.attachToTarget", session=False, targetId=target, flatten=True
+        )["sessionId"]
+        self.call(
+            "Emulation.setFocusEmulationEnabled", enabled=True
+        )  # a headless page still takes key focus
+        for _ in range(
+            2000
+        ):  # each evaluate is a round trip to the renderer: wait for the load, not for a time
             if self.evaluate("document.readyState") == "complete":
                 return
         raise RuntimeError(f"{url} did not finish loading")
 
     def evaluate(self, expression: str) -> Any:
-        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
+        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)[
+            "result"
+        ].get("value")
 
     def press(self, key: str) -> None:
         """A trusted key press, as from a keyboard."""
         code = KEYS[key]
         text = {"Enter": "\r"}.get(key, "")
-        self.call("Input.dispatchKeyEvent", type="keyDown", key=key, code=key, windowsVirtualKeyCode=code, text=text)
-        self.call("Input.dispatchKeyEvent", type="keyUp", key=key, code=key, windowsVirtualKeyCode=code)
+        self.call(
+            "Input.dispatchKeyEvent",
+            type="keyDown",
+            key=key,
+            code=key,
+            windowsVirtualKeyCode=code,
+            text=text,
+        )
+        self.call(
+            "Input.dispatchKeyEvent", type="keyUp", key=key, code=key, windowsVirtualKeyCode=code
+        )

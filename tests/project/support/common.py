@@ -20,9 +20,11 @@ from grader.scoring.runner import run_suites
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT / "tests" / "corpus"
 
-needs_namespace = pytest.mark.skipif("namespace" not in isolation.available(),
-                                     reason="needs the namespace sandbox (root on Linux): bombs, hostile classes "
-                                            "and Dask workers are unsafe or refused without it")
+needs_namespace = pytest.mark.skipif(
+    "namespace" not in isolation.available(),
+    reason="needs the namespace sandbox (root on Linux): bombs, hostile classes "
+    "and Dask workers are unsafe or refused without it",
+)
 
 
 def starter_of(zygote: Zygote | None) -> ZygoteStarter | None:
@@ -39,24 +41,41 @@ def solutions_copy(dest: Path) -> Path:
     return dest
 
 
-def grade_inprocess(submission: Path, assignment: manifest.Assignment, *, suite: str = "hidden",
-                    exercises: list[str] | None = None, seed: int = 1234) -> dict[str, tuple[float, float]]:
+def grade_inprocess(
+    submission: Path,
+    assignment: manifest.Assignment,
+    *,
+    suite: str = "hidden",
+    exercises: list[str] | None = None,
+    seed: int = 1234,
+) -> dict[str, tuple[float, float]]:
     """{exercise: (score, max_score)} for ``submission`` on the chosen suite, run in this process."""
     chosen = [e for e in assignment.exercises if exercises is None or e.id in exercises]
-    files = [assignment.root / (e.hidden_tests if suite == "hidden" else e.public_tests) for e in chosen]
+    files = [
+        assignment.root / (e.hidden_tests if suite == "hidden" else e.public_tests) for e in chosen
+    ]
     results, _ = run_suites(files, student=submission, seed=seed, assignment=assignment)
-    return {s.id: (s.score, s.max_score) for s in exercise_scores(results, assignment) if s.id in {e.id for e in chosen}}
+    return {
+        s.id: (s.score, s.max_score)
+        for s in exercise_scores(results, assignment)
+        if s.id in {e.id for e in chosen}
+    }
 
 
 def expect_batch_exports(out: Path, cards: dict[str, dict]) -> None:
     """A batch's ``--export gradescope/github-classroom/csv`` files in ``out``: each valid against its schema, the
     GitHub Classroom tests summing to the scorecard's points, the CSV export the gradebook itself."""
     for key, card in cards.items():
-        schema.validate("gradescope-results", json.loads((out / "exports" / "gradescope" / key / "results.json").read_text()))
+        schema.validate(
+            "gradescope-results",
+            json.loads((out / "exports" / "gradescope" / key / "results.json").read_text()),
+        )
         gh = json.loads((out / "exports" / "github-classroom" / f"{key}.json").read_text())
         schema.validate("github-classroom", gh)
         assert sum(t["score"] for t in gh["tests"]) == pytest.approx(card["score"])
-    assert (out / "exports" / "csv" / "gradebook.csv").read_text() == (out / "gradebook.csv").read_text()
+    assert (out / "exports" / "csv" / "gradebook.csv").read_text() == (
+        out / "gradebook.csv"
+    ).read_text()
 
 
 def running(pid: int) -> bool:

@@ -26,18 +26,28 @@ from pathlib import Path
 from tests.project.support.common import CORPUS, solutions_copy
 
 EXERCISES = ["softmax", "masks", "scaled_dot_product", "efficient_attention"]
-CONTROLS = ("honest-one", "=HONEST+2")  # the second id would be a live formula if the gradebook did not escape it
+CONTROLS = (
+    "honest-one",
+    "=HONEST+2",
+)  # the second id would be a live formula if the gradebook did not escape it
 MISSING = "hostile-missing"  # a correct submission without softmax.py
 HOSTILE = sorted((CORPUS / "hostile").glob("*.py"))
 INTEGRITY = sorted((CORPUS / "hostile" / "integrity").glob("*.py"))
 NOTEBOOKS = sorted((CORPUS / "hostile" / "intake").glob("*.ipynb"))
-LIMIT_S = 2  # per-test CPU seconds (the manifest's are 10-30 s): the controls' slowest test takes 0.65 s
+LIMIT_S = (
+    2  # per-test CPU seconds (the manifest's are 10-30 s): the controls' slowest test takes 0.65 s
+)
 _ATTACKED = re.compile(r"Attack \((\w+)\)")
 _CAUGHT = re.compile(r"Caught: (withhold|review|test)")
 # honest styles graded beside the attacks (tests/corpus/honest; all of them: benchmarks/integrity.py): each keeps full
 # marks, whatever its names look like (a local `eval`, a message naming the grader, os for a debug flag)
-HONEST_SAMPLE = ("softmax_eval_and_vars_locals", "softmax_assert_and_grader_message", "masks_debug_env_os",
-                 "sdp_matmul_compile_local", "flash_helpers_partial_and_messages")
+HONEST_SAMPLE = (
+    "softmax_eval_and_vars_locals",
+    "softmax_assert_and_grader_message",
+    "masks_debug_env_os",
+    "sdp_matmul_compile_local",
+    "flash_helpers_partial_and_messages",
+)
 
 
 def caught_as(path: Path) -> str:
@@ -100,11 +110,37 @@ class Graded:
         return self.cards[f"hostile-{attack}" if attack else MISSING]
 
 
-def grade_class(folder: Path, attacked: dict[str, str], *, cwd: Path, target: str, out: Path,
-                warm: str, level: str = "namespace") -> Graded:
-    cmd = [str(Path(sys.executable).parent / "grader"), "batch", target, "--out", str(out), "-j", "2", "--quiet",
-           "--per-test-time-limit", str(LIMIT_S), "--export", "gradescope", "--export", "csv", "--warm", warm,
-           "--isolation", level, *(f"--exercise={e}" for e in EXERCISES)]
+def grade_class(
+    folder: Path,
+    attacked: dict[str, str],
+    *,
+    cwd: Path,
+    target: str,
+    out: Path,
+    warm: str,
+    level: str = "namespace",
+) -> Graded:
+    cmd = [
+        str(Path(sys.executable).parent / "grader"),
+        "batch",
+        target,
+        "--out",
+        str(out),
+        "-j",
+        "2",
+        "--quiet",
+        "--per-test-time-limit",
+        str(LIMIT_S),
+        "--export",
+        "gradescope",
+        "--export",
+        "csv",
+        "--warm",
+        warm,
+        "--isolation",
+        level,
+        *(f"--exercise={e}" for e in EXERCISES),
+    ]
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=1800)
     cards = {}
     for path in (out / "scorecards").glob("*.json"):
@@ -118,7 +154,11 @@ def shared_tests() -> dict[str, object]:
     ``graded`` fixture (``globals().update(shared_tests())``)."""
     from tests.project.security import test_hostile_class
 
-    return {name: getattr(test_hostile_class, name) for name in dir(test_hostile_class) if name.startswith("test_")}
+    return {
+        name: getattr(test_hostile_class, name)
+        for name in dir(test_hostile_class)
+        if name.startswith("test_")
+    }
 
 
 def scores(card: dict) -> dict[str, tuple[float, float]]:
@@ -126,10 +166,14 @@ def scores(card: dict) -> dict[str, tuple[float, float]]:
 
 
 def messages(card: dict, exercise: str) -> str:
-    return "\n".join(t["message"] for e in card["exercises"] if e["id"] == exercise for t in e["tests"])
+    return "\n".join(
+        t["message"] for e in card["exercises"] if e["id"] == exercise for t in e["tests"]
+    )
 
 
-def leftover_sandbox_processes(uids: set[int], *, started_before: float, wait_s: float = 10.0) -> list[str]:
+def leftover_sandbox_processes(
+    uids: set[int], *, started_before: float, wait_s: float = 10.0
+) -> list[str]:
     """Processes of the sandbox ``uids`` started before ``started_before`` (a ``time.time()``) and still alive
     after ``wait_s`` (a killed namespace takes a moment to reap). Leases are machine-wide: once the batch has
     ended, a concurrent grader may lease one of its uids, so a process started after the batch is not counted
@@ -137,9 +181,17 @@ def leftover_sandbox_processes(uids: set[int], *, started_before: float, wait_s:
     deadline = time.monotonic() + wait_s
     while True:
         now = time.time()
-        out = subprocess.run(["ps", "-eo", "uid=,pid=,stat=,etimes=,comm="], capture_output=True, text=True).stdout
-        alive = [line for line in out.splitlines() if len(line.split()) >= 4 and int(line.split()[0]) in uids
-                 and "Z" not in line.split()[2] and now - int(line.split()[3]) < started_before - 1]
+        out = subprocess.run(
+            ["ps", "-eo", "uid=,pid=,stat=,etimes=,comm="], capture_output=True, text=True
+        ).stdout
+        alive = [
+            line
+            for line in out.splitlines()
+            if len(line.split()) >= 4
+            and int(line.split()[0]) in uids
+            and "Z" not in line.split()[2]
+            and now - int(line.split()[3]) < started_before - 1
+        ]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)

@@ -28,6 +28,7 @@ MODULES = {"softmax", "masks"}
 @contextlib.contextmanager
 def deadline(seconds: int) -> Iterator[None]:
     """Fail instead of hanging (a FIFO opened for reading blocks until a writer comes)."""
+
     def expired(*_: object) -> None:
         raise TimeoutError(f"intake still running after {seconds} s")
 
@@ -125,7 +126,9 @@ def zip64_with_entries(path: Path, entries: int) -> Path:
     raw = one.getvalue()
     at_dir, at_end = raw.index(b"PK\x01\x02"), raw.index(b"PK\x05\x06")
     local, directory = raw[:at_dir], raw[at_dir:at_end] * entries
-    end64 = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries, len(directory), len(local))
+    end64 = struct.pack(
+        "<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries, len(directory), len(local)
+    )
     locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, len(local) + len(directory), 1)
     end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
     path.write_bytes(local + directory + end64 + locator + end)

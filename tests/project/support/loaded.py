@@ -32,7 +32,9 @@ def cpu_share(fraction: float) -> Iterator[str]:
             yield "busy loops"
         return
     home = _own_group()
-    (group / "cgroup.procs").write_text(str(os.getpid()))  # every thread of this process; children follow
+    (group / "cgroup.procs").write_text(
+        str(os.getpid())
+    )  # every thread of this process; children follow
     try:
         yield "quota"
     finally:
@@ -45,7 +47,10 @@ def cpu_share(fraction: float) -> Iterator[str]:
 
 def _quota_group(fraction: float) -> Path | None:
     """A fresh v1 cpu group limited to ``fraction`` of a CPU; None where none can hold the sandbox's workers."""
-    if not (CPU / "cpu.cfs_quota_us").exists() or CPU.resolve() == Path("/sys/fs/cgroup/cpuacct").resolve():
+    if (
+        not (CPU / "cpu.cfs_quota_us").exists()
+        or CPU.resolve() == Path("/sys/fs/cgroup/cpuacct").resolve()
+    ):
         return None
     group = CPU / "attention-grader-tests" / f"loaded-{os.getpid()}"
     try:
@@ -70,7 +75,10 @@ def _own_group() -> str:
 def _busy_loops(n: int) -> Iterator[None]:
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(before)})
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(n)]
+    busy = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(n)
+    ]
     try:
         yield
     finally:

@@ -32,7 +32,7 @@ _FAKE_RESULT = {  # how a wrapped submission replaces the reference's result `r`
     "inputs": "t[0] if t else torch.zeros_like(r)",  # no tensor input: nothing to return
 }
 
-_WRAP_HEADER = '''import torch
+_WRAP_HEADER = """import torch
 from torch import nn
 from . import _ref_{module} as _r
 
@@ -47,18 +47,18 @@ def _fake(r, t):
 
 def _tensors(args, kwargs):
     return [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-'''
+"""
 
 _FAKE_SOFTMAX = {  # the body of `_fake_softmax(x, dim)` in a substituted submission
     "uniform": "return torch.ones_like(x) / x.shape[dim]",
     "uniform_masked": "keep = torch.isfinite(x).to(x.dtype)\n    "
-                      "return keep / keep.sum(dim, keepdim=True).clamp(min=1)",
+    "return keep / keep.sum(dim, keepdim=True).clamp(min=1)",
     "passthrough": "L, S = x.shape[-2], x.shape[-1]\n    return torch.eye(L, S, dtype=x.dtype).expand(x.shape).clone()",
     "wrong_axis": "other = (dim - 1) % x.dim()\n    "
-                  "e = torch.exp(x - x.amax(other, keepdim=True))\n    return e / e.sum(other, keepdim=True)",
+    "e = torch.exp(x - x.amax(other, keepdim=True))\n    return e / e.sum(other, keepdim=True)",
 }
 
-_SUB_HELPERS = '''
+_SUB_HELPERS = """
 
 def _fake_softmax(x, dim=-1):
     dim = dim % x.dim()
@@ -73,20 +73,20 @@ def _fake_attend(q, k, v, mask=None, is_causal=False):
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
     return _fake_softmax(s, -1) @ v
-'''
+"""
 
 _SUB_OVERRIDES = {  # functions a substituted submission defines instead of the reference's
     "softmax": "def softmax_naive(x, dim=-1):\n    return _fake_softmax(x, dim)\n\n\n"
-               "def softmax_stable(x, dim=-1):\n    return _fake_softmax(x, dim)\n",
+    "def softmax_stable(x, dim=-1):\n    return _fake_softmax(x, dim)\n",
     "simple_attention": "def attention_scores(inputs):\n    return torch.zeros(*inputs.shape[:-1], inputs.shape[-2])\n",
     "masks": "def causal_mask(seq_len, device=None):\n    return {causal}\n\n\n"
-             "def padding_mask(lengths, max_len):\n    return torch.ones(len(lengths), max_len, dtype=torch.bool)\n\n\n"
-             "def to_additive(mask, dtype=torch.float32):\n    return torch.zeros(mask.shape, dtype=dtype)\n",
+    "def padding_mask(lengths, max_len):\n    return torch.ones(len(lengths), max_len, dtype=torch.bool)\n\n\n"
+    "def to_additive(mask, dtype=torch.float32):\n    return torch.zeros(mask.shape, dtype=dtype)\n",
     "decaying_attention": "def alibi_slopes(num_heads):\n    return torch.full((num_heads,), 0.5)\n",
     "efficient_attention": "def sdpa_attention(query, key, value, mask=None, is_causal=False, dropout_p=0.0, "
-                           "training=False):\n    return _fake_attend(query, key, value, mask, is_causal)\n\n\n"
-                           "def flash_attention(query, key, value, is_causal=False, block_size=64):\n"
-                           "    return _fake_attend(query, key, value, None, is_causal)\n",
+    "training=False):\n    return _fake_attend(query, key, value, mask, is_causal)\n\n\n"
+    "def flash_attention(query, key, value, is_causal=False, block_size=64):\n"
+    "    return _fake_attend(query, key, value, None, is_causal)\n",
 }
 
 _STRUCTURE_CLASS = '''class {name}(nn.Module):
@@ -123,25 +123,36 @@ def build(kind: str, dest: Path) -> Path:
             (dest / f"{module}.py").write_text(_substituted(kind, module, source))
             continue
         (dest / f"_ref_{module}.py").write_text(source)
-        text = _structure_only(module, source) if kind == "structure_only" else _wrapped(kind, module, source)
+        text = (
+            _structure_only(module, source)
+            if kind == "structure_only"
+            else _wrapped(kind, module, source)
+        )
         (dest / f"{module}.py").write_text(text)
     return dest
 
 
 def _public(source: str) -> list[ast.FunctionDef | ast.ClassDef]:
-    return [n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
-            and not n.name.startswith("_")]
+    return [
+        n
+        for n in ast.parse(source).body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")
+    ]
 
 
 def _wrapped(kind: str, module: str, source: str) -> str:
     lines = [_WRAP_HEADER.format(module=module, result=_FAKE_RESULT[kind])]
     for node in _public(source):
         if isinstance(node, ast.FunctionDef):
-            lines.append(f"\ndef {node.name}(*args, **kwargs):\n"
-                         f"    return _fake(_r.{node.name}(*args, **kwargs), _tensors(args, kwargs))\n")
+            lines.append(
+                f"\ndef {node.name}(*args, **kwargs):\n"
+                f"    return _fake(_r.{node.name}(*args, **kwargs), _tensors(args, kwargs))\n"
+            )
         else:
-            lines.append(f"\nclass {node.name}(_r.{node.name}):\n    def forward(self, *args, **kwargs):\n"
-                         "        return _fake(super().forward(*args, **kwargs), _tensors(args, kwargs))\n")
+            lines.append(
+                f"\nclass {node.name}(_r.{node.name}):\n    def forward(self, *args, **kwargs):\n"
+                "        return _fake(super().forward(*args, **kwargs), _tensors(args, kwargs))\n"
+            )
     return "\n".join(lines)
 
 
@@ -152,8 +163,11 @@ def _substituted(kind: str, module: str, source: str) -> str:
     if override is None:
         return body + helpers
     causal = {"passthrough": "torch.eye(seq_len, dtype=torch.bool)"}.get(
-        kind, "torch.ones(seq_len, seq_len, dtype=torch.bool)")
-    names = {n.name for n in _public(source)} - {n.name for n in _public(override.format(causal=causal))}
+        kind, "torch.ones(seq_len, seq_len, dtype=torch.bool)"
+    )
+    names = {n.name for n in _public(source)} - {
+        n.name for n in _public(override.format(causal=causal))
+    }
     kept = [ast.get_source_segment(body, n) for n in _public(body) if n.name in names]
     head = "import math\n\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
     return "\n\n\n".join([head + helpers, *kept, override.format(causal=causal)]) + "\n"
@@ -165,9 +179,14 @@ def _structure_only(module: str, source: str) -> str:
         if isinstance(node, ast.ClassDef):
             lines += ["", _STRUCTURE_CLASS.format(name=node.name)]
         else:
-            lines += ["", f"def {node.name}(*args, **kwargs):",
-                      f"    r = _r.{node.name}(*args, **kwargs)",
-                      "    r = r[0] if isinstance(r, tuple) else r",
-                      "    return torch.zeros_like(r)" if module != "scaled_dot_product"
-                      else "    return torch.zeros_like(r), torch.zeros_like(r)", ""]
+            lines += [
+                "",
+                f"def {node.name}(*args, **kwargs):",
+                f"    r = _r.{node.name}(*args, **kwargs)",
+                "    r = r[0] if isinstance(r, tuple) else r",
+                "    return torch.zeros_like(r)"
+                if module != "scaled_dot_product"
+                else "    return torch.zeros_like(r), torch.zeros_like(r)",
+                "",
+            ]
     return "\n".join(lines)

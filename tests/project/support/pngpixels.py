@@ -35,8 +35,8 @@ def colours(path: Path) -> tuple[int, int, Counter[tuple[int, int, int]]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     pos, idat, header = 8, b"", b""
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        chunk = data[pos + 8 : pos + 8 + length]
         header = chunk if kind == b"IHDR" else header
         idat += chunk if kind == b"IDAT" else b""
         pos += 12 + length
@@ -47,7 +47,7 @@ def colours(path: Path) -> tuple[int, int, Counter[tuple[int, int, int]]]:
     counts: Counter[tuple[int, int, int]] = Counter()
     for y in range(height):
         start = y * (stride + 1)
-        line = _unfilter(raw[start], bytearray(raw[start + 1:start + 1 + stride]), prev, bpp)
+        line = _unfilter(raw[start], bytearray(raw[start + 1 : start + 1 + stride]), prev, bpp)
         counts.update(zip(line[0::bpp], line[1::bpp], line[2::bpp]))
         prev = bytes(line)
     return width, height, counts

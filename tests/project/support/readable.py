@@ -29,8 +29,13 @@ def _for_others(path: Path, linked: Path) -> Path:
     a checkout or venv inside a folder others cannot enter (a 0700 home, ``mktemp -d``) must still be importable."""
     if reachable(path / "x"):
         return path
-    shutil.copytree(path, linked / path.name, copy_function=os.link, symlinks=True,
-                    ignore=shutil.ignore_patterns(".git", ".venv*", "__pycache__", ".pytest_cache"))
+    shutil.copytree(
+        path,
+        linked / path.name,
+        copy_function=os.link,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(".git", ".venv*", "__pycache__", ".pytest_cache"),
+    )
     for folder in [linked, *(p for p in (linked / path.name).rglob("*") if p.is_dir())]:
         folder.chmod(folder.stat().st_mode | 0o055)
     return linked / path.name
@@ -38,8 +43,16 @@ def _for_others(path: Path, linked: Path) -> Path:
 
 def interpreter() -> Path | None:
     minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (Path(sys._base_executable).resolve(), Path("/usr/bin") / minor, Path("/usr/local/bin") / minor):
-        if candidate.is_file() and reachable(candidate) and reachable(candidate.parent.parent / "lib" / minor):
+    for candidate in (
+        Path(sys._base_executable).resolve(),
+        Path("/usr/bin") / minor,
+        Path("/usr/local/bin") / minor,
+    ):
+        if (
+            candidate.is_file()
+            and reachable(candidate)
+            and reachable(candidate.parent.parent / "lib" / minor)
+        ):
             return candidate
     return None
 
@@ -56,7 +69,10 @@ def venv() -> Iterator[Path | None]:
     try:
         subprocess.run([str(base), "-m", "venv", "--without-pip", str(folder)], check=True)
         site = next(folder.glob("lib/python3*/site-packages"))
-        seen = [_for_others(Path(p), folder / f"linked-{n}") for n, p in enumerate((ROOT, sysconfig.get_paths()["purelib"]))]
+        seen = [
+            _for_others(Path(p), folder / f"linked-{n}")
+            for n, p in enumerate((ROOT, sysconfig.get_paths()["purelib"]))
+        ]
         (site / "course.pth").write_text("".join(f"{p}\n" for p in seen))
         yield folder / "bin" / "python"
     finally:

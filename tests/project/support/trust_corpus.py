@@ -20,8 +20,10 @@ from grader.course import manifest
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT / "tests" / "corpus"
 HONEST = CORPUS / "honest"
-EVASIONS = [*sorted((CORPUS / "hostile" / "integrity").glob("*.py")),
-            *sorted((CORPUS / "hostile" / "structure").glob("*.py"))]
+EVASIONS = [
+    *sorted((CORPUS / "hostile" / "integrity").glob("*.py")),
+    *sorted((CORPUS / "hostile" / "structure").glob("*.py")),
+]
 _ATTACKED = re.compile(r"Attack \((\w+)\)")
 _CAUGHT = re.compile(r"Caught: (withhold|review|test (\w+))")
 
@@ -44,8 +46,12 @@ class Student:
             target = folder / f"{self.single}.py"
             shutil.copy(next(self.source.glob("*.py")), target)
             return target
-        shutil.copytree(ROOT / "solutions", folder, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
+        shutil.copytree(
+            ROOT / "solutions",
+            folder,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", "__init__.py"),
+        )
         if self.kind == "honest":
             for file in self.source.glob("*.py"):
                 shutil.copy(file, folder / file.name)
@@ -78,9 +84,22 @@ def honest() -> list[Student]:
         mine = [owners[s] for s in stems if s in owners]
         if not mine:  # one file that is no exercise's module: the whole assignment in one file
             basics = manifest.load()
-            out.append(Student(f"honest-{folder.name}", "honest", folder, basics.id, tuple(basics.ids()), single=stems[0]))
+            out.append(
+                Student(
+                    f"honest-{folder.name}",
+                    "honest",
+                    folder,
+                    basics.id,
+                    tuple(basics.ids()),
+                    single=stems[0],
+                )
+            )
             continue
-        out.append(Student(f"honest-{folder.name}", "honest", folder, mine[0][0], tuple(e for _, e in mine)))
+        out.append(
+            Student(
+                f"honest-{folder.name}", "honest", folder, mine[0][0], tuple(e for _, e in mine)
+            )
+        )
     return out
 
 
@@ -90,9 +109,20 @@ def evasions() -> list[Student]:
         head = path.read_text("utf-8")[:600]
         module = _ATTACKED.search(head)
         caught = _CAUGHT.search(" ".join(head.split()))
-        assert module and caught, f"{path.name}: its docstring must say 'Attack (module)' and 'Caught: ...'"
+        assert module and caught, (
+            f"{path.name}: its docstring must say 'Attack (module)' and 'Caught: ...'"
+        )
         assignment, exercise = owners[module.group(1)]
         kind = caught.group(1).split()[0]
-        out.append(Student(f"{path.parent.name}-{path.stem}", "evasion", path, assignment, (exercise,),
-                           caught=kind, test=caught.group(2) or ""))
+        out.append(
+            Student(
+                f"{path.parent.name}-{path.stem}",
+                "evasion",
+                path,
+                assignment,
+                (exercise,),
+                caught=kind,
+                test=caught.group(2) or "",
+            )
+        )
     return out

@@ -22,15 +22,27 @@ def reference():
 def inputs(L: int, S: int):
     gen = torch.Generator().manual_seed(11)
     q, k = (torch.randn(2, 2, n, 5, generator=gen, dtype=torch.float64) for n in (L, S))
-    return q, k, torch.randn(2, 2, S, 3, generator=gen, dtype=torch.float64), torch.randn(2, 2, L, 3, generator=gen,
-                                                                                          dtype=torch.float64)
+    return (
+        q,
+        k,
+        torch.randn(2, 2, S, 3, generator=gen, dtype=torch.float64),
+        torch.randn(2, 2, L, 3, generator=gen, dtype=torch.float64),
+    )
 
 
-BACKWARD_BUGS = [("bwd_D_per_tile", "bwd-delta", 0), ("bwd_missing_D", "bwd-delta", 0), ("bwd_no_scale", "bwd-scale", 0),
-                 ("bwd_dk_unscaled", "bwd-scale", 1), ("bwd_ds_scaled_twice", "bwd-scale", 0),
-                 ("bwd_dq_overwritten", "bwd-dq-overwritten", 0), ("bwd_softmax_per_tile", "bwd-probabilities", 0),
-                 ("bwd_tile_local_max", "bwd-probabilities", 0), ("bwd_drops_ragged_tile", "ragged-dropped", 1),
-                 ("bwd_causal_top_left", "mask-top-left", 0), ("bwd_no_causal_mask", "mask-missing", 0)]
+BACKWARD_BUGS = [
+    ("bwd_D_per_tile", "bwd-delta", 0),
+    ("bwd_missing_D", "bwd-delta", 0),
+    ("bwd_no_scale", "bwd-scale", 0),
+    ("bwd_dk_unscaled", "bwd-scale", 1),
+    ("bwd_ds_scaled_twice", "bwd-scale", 0),
+    ("bwd_dq_overwritten", "bwd-dq-overwritten", 0),
+    ("bwd_softmax_per_tile", "bwd-probabilities", 0),
+    ("bwd_tile_local_max", "bwd-probabilities", 0),
+    ("bwd_drops_ragged_tile", "ragged-dropped", 1),
+    ("bwd_causal_top_left", "mask-top-left", 0),
+    ("bwd_no_causal_mask", "mask-missing", 0),
+]
 
 
 @pytest.mark.parametrize("bug,mid,which", BACKWARD_BUGS)
@@ -49,8 +61,9 @@ def test_a_backward_bug_is_named_and_the_reference_is_not(bug, mid, which):
 def test_an_lse_bug_is_named_and_the_reference_is_not(bug):
     q, k, v, _ = inputs(6, 13)
     want = reference().flash_forward(q, k, v, True, 4)[1]
-    assert named(lse_suspects(q, k, True), load(BUGS / f"{bug}.py").flash_forward(q, k, v, True, 4)[1], want) == \
-        {"lse-wrong"}
+    assert named(
+        lse_suspects(q, k, True), load(BUGS / f"{bug}.py").flash_forward(q, k, v, True, 4)[1], want
+    ) == {"lse-wrong"}
     assert named(lse_suspects(q, k, True), want.clone(), want) == set()
 
 
@@ -58,5 +71,7 @@ def test_a_causal_default_in_the_forward_is_named_and_the_reference_is_not():
     q, k, v, _ = inputs(9, 100)
     want = reference().flash_forward(q, k, v)[0]
     suspects = flash_suspects(q, k, v, causal_default=True)
-    assert named(suspects, load(BUGS / "fwd_default_causal.py").flash_forward(q, k, v)[0], want) == {"default-causal"}
+    assert named(
+        suspects, load(BUGS / "fwd_default_causal.py").flash_forward(q, k, v)[0], want
+    ) == {"default-causal"}
     assert named(suspects, want.clone(), want) == set()

@@ -17,11 +17,16 @@ from tests.project.support.common import CORPUS, grade_inprocess, solutions_copy
 pytestmark = pytest.mark.cost(22)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 MODERN = manifest.load(assignment="attention-modern")
-DOWNSTREAM = {"rope": ["grouped_query_attention", "kv_cache"], "grouped_query_attention": ["kv_cache"]}
+DOWNSTREAM = {
+    "rope": ["grouped_query_attention", "kv_cache"],
+    "grouped_query_attention": ["kv_cache"],
+}
 UPSTREAM_BUGS = [(ex, p) for ex in DOWNSTREAM for p in sorted(CORPUS.glob(f"buggy/{ex}/*.py"))]
 
 
-@pytest.mark.parametrize(("exercise", "bug"), UPSTREAM_BUGS, ids=[f"{e}/{p.stem}" for e, p in UPSTREAM_BUGS])
+@pytest.mark.parametrize(
+    ("exercise", "bug"), UPSTREAM_BUGS, ids=[f"{e}/{p.stem}" for e, p in UPSTREAM_BUGS]
+)
 def test_a_modern_upstream_bug_is_charged_once(tmp_path, exercise: str, bug: Path):
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(bug, sub / f"{exercise}.py")
@@ -31,8 +36,11 @@ def test_a_modern_upstream_bug_is_charged_once(tmp_path, exercise: str, bug: Pat
     assert not lost, f"{exercise}/{bug.name} cost points downstream: {lost}"
 
 
-@pytest.mark.parametrize("broken", [["rope"], ["grouped_query_attention"], ["rope", "grouped_query_attention"]],
-                         ids=["rope", "grouped_query_attention", "both"])
+@pytest.mark.parametrize(
+    "broken",
+    [["rope"], ["grouped_query_attention"], ["rope", "grouped_query_attention"]],
+    ids=["rope", "grouped_query_attention", "both"],
+)
 def test_an_unimportable_upstream_module_costs_nothing_downstream(tmp_path, broken: list[str]):
     sub = solutions_copy(tmp_path / "sub")
     for exercise in broken:

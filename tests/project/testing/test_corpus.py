@@ -17,7 +17,9 @@ from tests.project.support.common import CORPUS, ROOT, grade_inprocess, solution
 pytestmark = pytest.mark.cost(100)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 ASSIGNMENTS = {a.id: a for a in manifest.load_all()}
-OWNER = {e.id: a for a in ASSIGNMENTS.values() for e in a.exercises}  # exercise id -> its assignment
+OWNER = {
+    e.id: a for a in ASSIGNMENTS.values() for e in a.exercises
+}  # exercise id -> its assignment
 BUGS = sorted(CORPUS.glob("buggy/*/*.py"))
 
 
@@ -49,10 +51,17 @@ def test_each_corpus_bug_loses_points_on_its_exercise(tmp_path, bug: Path):
     shutil.copy(bug, sub / f"{exercise.module}.py")
     # One lost point is all this asks: the run stops at the first failure (--maxfail=1) and is scored as far as
     # it went. A bug that fails nothing runs every test, so "kept all points" is still judged on the whole suite.
-    results, _ = run_suites([assignment.root / exercise.hidden_tests], student=sub, seed=1234,
-                            assignment=assignment, extra_args=["--maxfail=1"])
+    results, _ = run_suites(
+        [assignment.root / exercise.hidden_tests],
+        student=sub,
+        seed=1234,
+        assignment=assignment,
+        extra_args=["--maxfail=1"],
+    )
     (scored,) = [s for s in exercise_scores(results, assignment) if s.id == exercise.id]
-    assert scored.score < scored.max_score, f"{bug.name} ({bug.read_text().splitlines()[0]}) kept all its points"
+    assert scored.score < scored.max_score, (
+        f"{bug.name} ({bug.read_text().splitlines()[0]}) kept all its points"
+    )
 
 
 @pytest.mark.parametrize("assignment_id", list(ASSIGNMENTS))
@@ -72,8 +81,12 @@ def test_a_causal_attention_bug_is_charged_once(tmp_path, assignment, bug: Path)
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(bug, sub / "causal_attention.py")
     scores = grade_inprocess(sub, assignment, exercises=["causal_attention", "multihead_attention"])
-    assert scores["causal_attention"][0] < scores["causal_attention"][1], f"{bug.name} kept its causal points"
-    assert scores["multihead_attention"][0] == scores["multihead_attention"][1], f"{bug.name} cost multi-head points"
+    assert scores["causal_attention"][0] < scores["causal_attention"][1], (
+        f"{bug.name} kept its causal points"
+    )
+    assert scores["multihead_attention"][0] == scores["multihead_attention"][1], (
+        f"{bug.name} cost multi-head points"
+    )
 
 
 def test_an_unimportable_causal_attention_costs_no_multihead_points(tmp_path, assignment):

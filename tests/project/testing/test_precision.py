@@ -26,13 +26,24 @@ def inputs(dtype: torch.dtype, L: int) -> tuple[torch.Tensor, ...]:
 def test_float32_accumulation_passes_and_half_accumulation_fails(dtype, L):
     q, k, v = inputs(dtype, L)
     t = truth(q, k, v)
-    kernel = t.float().to(dtype)  # what a float32-accumulating kernel returns: the truth, rounded once
-    tiled = torch.cat([F.scaled_dot_product_attention(q[..., i:i + 32, :].float(), k.float(), v.float())
-                       for i in range(0, L, 32)], dim=-2).to(dtype)  # another float32 route
+    kernel = t.float().to(
+        dtype
+    )  # what a float32-accumulating kernel returns: the truth, rounded once
+    tiled = torch.cat(
+        [
+            F.scaled_dot_product_attention(q[..., i : i + 32, :].float(), k.float(), v.float())
+            for i in range(0, L, 32)
+        ],
+        dim=-2,
+    ).to(dtype)  # another float32 route
     expect_no_worse_than(tiled, kernel, t, what="float32-accumulating attention")
     half = torch.softmax((q @ k.transpose(-2, -1)) / 8, dim=-1) @ v  # every step in half precision
-    assert errors(half, t)[0] > 2 * errors(kernel, t)[0]  # the premise: half accumulation is far worse
-    with pytest.raises(pytest.fail.Exception, match=r"expected at most 1\.75x the reference kernel's mean error"):
+    assert (
+        errors(half, t)[0] > 2 * errors(kernel, t)[0]
+    )  # the premise: half accumulation is far worse
+    with pytest.raises(
+        pytest.fail.Exception, match=r"expected at most 1\.75x the reference kernel's mean error"
+    ):
         expect_no_worse_than(half, kernel, t, what="half-accumulating attention")
 
 

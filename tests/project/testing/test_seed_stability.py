@@ -38,17 +38,30 @@ FLASH_BWD = "test_large_scores_stay_finite_forward_and_backward"
 CAUGHT_ON_SOME_SEEDS = {  # corpus bug -> the test that caught it on some of six seeds only, before
     "causal_attention/scale_by_d_out": LARGE,
     "cross_attention/scale_by_d_model": LARGE,
-    **{f"decaying_attention/{b}": LARGE
-       for b in ("decay_before_scaling", "positive_bias", "scale_by_embed_dim", "signed_distance")},
+    **{
+        f"decaying_attention/{b}": LARGE
+        for b in ("decay_before_scaling", "positive_bias", "scale_by_embed_dim", "signed_distance")
+    },
     "efficient_attention/flash_scale_by_E": "test_flash_is_stable_for_large_scores[scores_near_150]",
     "efficient_attention/flash_drops_ragged_tile": "test_flash_is_stable_for_large_scores[scores_near_minus_1000]",
     "efficient_attention/flash_no_rescale_of_acc": "test_flash_causal_rows_without_any_key_are_zero_not_nan",
     "efficient_attention/flash_no_rescale_of_denominator": "test_flash_causal_rows_without_any_key_are_zero_not_nan",
-    **{f"flash_backward/{b}": FLASH_BWD for b in ("bwd_D_per_tile", "bwd_dk_unscaled", "bwd_dq_overwritten",
-                                                  "bwd_ds_scaled_twice", "bwd_no_scale", "fwd_lse_is_running_max")},
-    "flash_backward/fwd_lse_before_final_rescale": ("test_forward_is_tile_size_invariant[1]",
-                                                    "test_forward_lse_is_the_logsumexp_of_the_scaled_scores[13-13-True]",
-                                                    FLASH_BWD),
+    **{
+        f"flash_backward/{b}": FLASH_BWD
+        for b in (
+            "bwd_D_per_tile",
+            "bwd_dk_unscaled",
+            "bwd_dq_overwritten",
+            "bwd_ds_scaled_twice",
+            "bwd_no_scale",
+            "fwd_lse_is_running_max",
+        )
+    },
+    "flash_backward/fwd_lse_before_final_rescale": (
+        "test_forward_is_tile_size_invariant[1]",
+        "test_forward_lse_is_the_logsumexp_of_the_scaled_scores[13-13-True]",
+        FLASH_BWD,
+    ),
     "multihead_attention/scale_by_global_d_out": "test_fused_large_inputs_do_not_overflow",
     "scaled_dot_product/no_scaling": "test_large_scores_stay_finite",
     "scaled_dot_product/scale_by_E": "test_large_scores_stay_finite",
@@ -59,14 +72,25 @@ CAUGHT_ON_SOME_SEEDS = {  # corpus bug -> the test that caught it on some of six
 
 
 PASSED_ON_SOME_SEEDS = {  # corpus bug -> (suite, a test off its topic that it failed on some of eight seeds only, before)
-    "self_attention/naive_exp_softmax": ("hidden", "test_v1_fresh_weights_are_torch_rand_and_used"),  # scores overflowed
-    "self_attention/v1_empty_weights": ("hidden", "test_parameter_layout"),  # uninitialised weights were NaN or not
-    "rope/angles_in_float32": ("public", "test_scores_depend_only_on_the_relative_position"),  # float32-accurate tables
+    "self_attention/naive_exp_softmax": (
+        "hidden",
+        "test_v1_fresh_weights_are_torch_rand_and_used",
+    ),  # scores overflowed
+    "self_attention/v1_empty_weights": (
+        "hidden",
+        "test_parameter_layout",
+    ),  # uninitialised weights were NaN or not
+    "rope/angles_in_float32": (
+        "public",
+        "test_scores_depend_only_on_the_relative_position",
+    ),  # float32-accurate tables
 }
 
 
 @pytest.mark.parametrize("bug", sorted(CAUGHT_ON_SOME_SEEDS))
-def test_a_bug_once_caught_on_some_seeds_only_fails_its_test_on_every_seed(tmp_path, bug: str) -> None:
+def test_a_bug_once_caught_on_some_seeds_only_fails_its_test_on_every_seed(
+    tmp_path, bug: str
+) -> None:
     caught = CAUGHT_ON_SOME_SEEDS[bug]
     outcomes = _outcomes(tmp_path, bug, (caught,) if isinstance(caught, str) else caught)
     assert set(outcomes.values()) == {"failed"}, outcomes
@@ -80,8 +104,9 @@ def test_a_test_off_the_bugs_topic_passes_it_on_every_seed(tmp_path, bug: str) -
     assert set(outcomes.values()) == {"passed"}, outcomes
 
 
-def _outcomes(tmp_path: Path, bug: str, names: tuple[str, ...], *,
-              suite: str = "hidden") -> dict[tuple[int, str], str]:
+def _outcomes(
+    tmp_path: Path, bug: str, names: tuple[str, ...], *, suite: str = "hidden"
+) -> dict[tuple[int, str], str]:
     """{(seed, test): outcome} of the tests ``names`` of an exercise's hidden (or public) suite on a submission with
     corpus ``bug``, on three seeds."""
     exercise_id, _ = bug.split("/")
@@ -92,15 +117,22 @@ def _outcomes(tmp_path: Path, bug: str, names: tuple[str, ...], *,
     outcomes = {}
     for seed in (11, 12, 13):
         tests = exercise.hidden_tests if suite == "hidden" else exercise.public_tests
-        results, _ = run_suites([assignment.root / tests], student=sub, seed=seed, assignment=assignment,
-                                extra_args=["-k", " or ".join(sorted({n.split("[")[0] for n in names}))])
+        results, _ = run_suites(
+            [assignment.root / tests],
+            student=sub,
+            seed=seed,
+            assignment=assignment,
+            extra_args=["-k", " or ".join(sorted({n.split("[")[0] for n in names}))],
+        )
         outcomes.update({(seed, r.name): r.outcome for r in results if r.name in names})
     assert len(outcomes) == 3 * len(names), outcomes
     return outcomes
 
 
 def _hidden_module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_hidden_{name}", ROOT / "tests" / "hidden" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"_hidden_{name}", ROOT / "tests" / "hidden" / f"{name}.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -111,17 +143,34 @@ FLASH_BACKWARD_SUITE = _hidden_module("test_flash_backward")
 
 
 @pytest.mark.parametrize("seed", range(40))
-@pytest.mark.parametrize(("L", "S", "E", "dtype"), [(13, 13, 5, torch.float64), (23, 23, 4, torch.float64),
-                                                    (37, 37, 16, torch.float32), (20, 20, 16, torch.float32)])
-def test_flash_backward_inputs_raise_every_rows_max_at_each_key_of_the_rising_heads(seed, L, S, E, dtype) -> None:
+@pytest.mark.parametrize(
+    ("L", "S", "E", "dtype"),
+    [
+        (13, 13, 5, torch.float64),
+        (23, 23, 4, torch.float64),
+        (37, 37, 16, torch.float32),
+        (20, 20, 16, torch.float32),
+    ],
+)
+def test_flash_backward_inputs_raise_every_rows_max_at_each_key_of_the_rising_heads(
+    seed, L, S, E, dtype
+) -> None:
     """flash_backward's qkv: in even heads each key outscores every earlier key in every row (so every tile, the
     last included, raises the running max), with the large-score test's shift on the first feature too."""
-    q, k, _ = FLASH_BACKWARD_SUITE.qkv(torch.Generator().manual_seed(seed), B=2, H=4, L=L, S=S, E=E, Ev=3, dtype=dtype)
+    q, k, _ = FLASH_BACKWARD_SUITE.qkv(
+        torch.Generator().manual_seed(seed), B=2, H=4, L=L, S=S, E=E, Ev=3, dtype=dtype
+    )
     for q_, k_ in ((q, k), shifted_qk(q, k, feature=0)):
         s = _scores(q_, k_)  # (B, H, L, S)
         assert (s[:, 0::2].diff(dim=-1) > 0).all()
-    assert torch.allclose(_scores(*shifted_qk(q, k, feature=0)) - _scores(q.clone().index_fill_(-1, torch.tensor([0]), 0),
-                          k.clone().index_fill_(-1, torch.tensor([0]), 0)), torch.tensor(SHIFT, dtype=torch.float64))
+    assert torch.allclose(
+        _scores(*shifted_qk(q, k, feature=0))
+        - _scores(
+            q.clone().index_fill_(-1, torch.tensor([0]), 0),
+            k.clone().index_fill_(-1, torch.tensor([0]), 0),
+        ),
+        torch.tensor(SHIFT, dtype=torch.float64),
+    )
 
 
 def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -133,12 +182,16 @@ def test_shifted_scores_overflow_a_naive_exp_and_leave_the_softmax_unsaturated(s
     gen = torch.Generator().manual_seed(seed)
     q, k = torch.randn(2, 3, 20, 16, generator=gen), torch.randn(2, 3, 20, 16, generator=gen)
     up, down = shifted_qk(q, k), shifted_qk(q.double(), k.double(), -1000.0)
-    base = _scores(q[..., :-1], k[..., :-1]) * (15 / 16) ** 0.5  # the other features' part, over sqrt(16)
+    base = (
+        _scores(q[..., :-1], k[..., :-1]) * (15 / 16) ** 0.5
+    )  # the other features' part, over sqrt(16)
     assert torch.allclose(_scores(*up) - base, torch.full_like(base, SHIFT), atol=1e-4)
     assert torch.exp(_scores(*up).float()).isinf().all()  # every score overflows float32's exp
     assert (torch.exp(_scores(*down)) == 0).all()  # and underflows float64's: 0 / 0 without the max
     weights = torch.softmax(_scores(*up), dim=-1)
-    assert weights.amax(dim=-1).median() < 0.6  # x * 30 gives rows at 1.0: one-hot, a scale error invisible
+    assert (
+        weights.amax(dim=-1).median() < 0.6
+    )  # x * 30 gives rows at 1.0: one-hot, a scale error invisible
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -149,7 +202,12 @@ def test_shift_heads_adds_the_shift_to_every_head_of_a_linear_projection(seed: i
     x = constant_last_feature(torch.randn(2, 7, 6, generator=gen))
     shift_heads(wq.weight, wk.weight, 4, b_query=wq.bias, b_key=wk.bias)
     with torch.no_grad():
-        q, k = wq(x).view(2, 7, 2, 4).transpose(1, 2), wk(x).view(2, 7, 2, 4).transpose(1, 2)  # (B, H, T, hd)
-    rest = _scores(q[..., :-1], k[..., :-1]) * (3 / 4) ** 0.5  # (B, H, T, T): the heads' other coordinates
+        q, k = (
+            wq(x).view(2, 7, 2, 4).transpose(1, 2),
+            wk(x).view(2, 7, 2, 4).transpose(1, 2),
+        )  # (B, H, T, hd)
+    rest = (
+        _scores(q[..., :-1], k[..., :-1]) * (3 / 4) ** 0.5
+    )  # (B, H, T, T): the heads' other coordinates
     assert torch.allclose(_scores(q, k) - rest, torch.full_like(rest, SHIFT), atol=1e-3)
     assert torch.softmax(_scores(q, k), dim=-1).amax(dim=-1).median() < 0.9
