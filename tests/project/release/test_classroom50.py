@@ -109,14 +109,18 @@ def grade_repo(
     return done.returncode, (json.loads(result.read_text()) if result.is_file() else None)
 
 
+UNIT = classroom50.scale(
+    [ROOT / e.public_tests for e in manifest.load(ROOT / "assignments.json").exercises]
+)
+
+
 def test_the_autograder_gives_full_points_to_the_solutions(released, tmp_path):
     code, result = grade_repo(released, tmp_path / "repo", ROOT / "solutions")
     assert code == 0
     schema.validate("classroom50-result", result)
     assert result["schema"] == "classroom50/result/v1" and result["classroom"] == "cs-principles"
-    assert (
-        result["score"] == result["max-score"] == 200
-    )  # 100 points in half-point units (1.5 and 2.5 exist)
+    # 100 points in the smallest unit that makes every public test's points whole (0.25 exists: quarter points)
+    assert result["score"] == result["max-score"] == 100 * UNIT == 400
     assert (
         all(t["passed"] for t in result["tests"])
         and sum(t["points"] for t in result["tests"]) == 100
@@ -130,7 +134,7 @@ def test_the_autograder_gives_zero_to_the_stubs_and_still_exits_0(released, tmp_
     schema.validate("classroom50-result", result)
     assert (
         result["score"] == 0
-        and result["max-score"] == 200
+        and result["max-score"] == 100 * UNIT
         and not any(t["passed"] for t in result["tests"])
     )
 

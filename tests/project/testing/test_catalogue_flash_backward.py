@@ -9,8 +9,8 @@ import torch
 from grader.testing.catalogue.flash import flash_suspects
 from grader.testing.catalogue.flash_backward import backward_suspects, lse_suspects
 from tests.project.support.common import CORPUS, ROOT
-from tests.project.test_catalogue_window import named
 from tests.project.testing.test_catalogue_rope import load  # a corpus module loaded by path
+from tests.project.testing.test_catalogue_window import named
 
 BUGS = CORPUS / "buggy" / "flash_backward"
 
