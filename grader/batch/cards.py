@@ -1,13 +1,16 @@
-"""Scorecards the batch engine makes itself (clash, dead slot, watchdog) and the resume check."""
+"""Scorecards the batch engine makes itself (clash, dead slot, watchdog), the resume check, and the class's
+scorecards read back from disk one at a time (:class:`Shelf`)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
 from grader import fingerprint
 from grader.course import manifest
+from grader.errors import GraderFault
 from grader.sandbox import isolation as iso
 from grader.scoring import scorecard
 
@@ -38,6 +41,11 @@ def error_card(
     )
     card["submission"]["sha256"] = sha256
     return scorecard.finished(scorecard.with_error(card, kind, message), seconds=seconds)
+
+
+def card_path(out: Path, key: str) -> Path:
+    """Where a batch writes the scorecard of ``key``: the one place the name is decided."""
+    return out / "scorecards" / f"{key}.json"
 
 
 def load(path: Path) -> dict[str, Any] | None:
@@ -84,3 +92,35 @@ REASONS = {
     "exercises": "another set of exercises is graded",
     "force": "--force was given",
 }
+
+
+class Shelf(Collection[tuple[str, dict[str, Any]]]):
+    """The scorecards of ``keys`` in the batch folder ``out``, in order, each read from disk when it is reached and let go
+    after: what the exports walk instead of a list of whole cards (each about 160 KB of Python objects).
+
+    Not validated again: the engine validated each one as it wrote it (or, for an unchanged submission, when it
+    read it back to plan the run). One that is gone or unreadable now is a grader fault: a rerun regrades it."""
+
+    def __init__(self, out: Path, keys: list[str]) -> None:
+        self.out, self.keys = out, keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __contains__(self, item: object) -> bool:
+        return any(item == pair for pair in self)  # a (key, card) pair, as in a list of them
+
+    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        for key in self.keys:
+            yield key, self._read(key)
+
+    def _read(self, key: str) -> dict[str, Any]:
+        path = card_path(self.out, key)
+        try:
+            card: dict[str, Any] = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise GraderFault(
+                f"{path}: the scorecard written in this run cannot be read back ({exc}); "
+                "run the same command again: it regrades what is missing"
+            ) from None
+        return card

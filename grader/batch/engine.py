@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from grader import canary, fingerprint, schema
 from grader.batch import cards
+from grader.batch.cards import card_path
 from grader.batch.pool import Pool
 from grader.batch.results import BatchFault, BatchInterrupted, Options, Result, Run
 from grader.course import manifest
@@ -160,10 +161,6 @@ class LocalGrading:
         }
 
 
-def card_path(out: Path, key: str) -> Path:
-    return out / "scorecards" / f"{key}.json"
-
-
 def run(
     entries: list[Entry],
     *,
@@ -214,15 +211,13 @@ def run(
     if on_plan:
         on_plan(len(entries), len(kept), stale)
     for result in done.values():
-        if on_result:
-            on_result(result)
+        _deliver(result, on_result)
     try:
         for result in where.grade(todo):
             done[result.entry.key] = _write(
                 out, result, assignment, where.backend, options.exercises, proof
             )
-            if on_result:
-                on_result(done[result.entry.key])
+            _deliver(done[result.entry.key], on_result)
     except KeyboardInterrupt:
         where.stop()
         raise BatchInterrupted(
@@ -237,6 +232,13 @@ def run(
         round(time.monotonic() - t0, 3),
         meta={**where.figures(), "canary": proof},
     )
+
+
+def _deliver(result: Result, on_result: Callable[[Result], None] | None) -> None:
+    """``on_result`` hears the whole card; the run keeps only its slim form (the whole one is on disk)."""
+    if on_result:
+        on_result(result)
+    result.card = scorecard.slim(result.card)
 
 
 def _plan(
@@ -274,7 +276,7 @@ def _plan(
             )
         )
         if not why and old is not None:
-            kept[entry.key] = Result(entry, old, skipped=True)
+            kept[entry.key] = Result(entry, scorecard.slim(old), skipped=True)
             continue
         todo.append(entry)
         if old is not None:

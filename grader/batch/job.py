@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.batch import engine
+from grader.batch import cards, engine
 from grader.batch.progress import Progress
 from grader.course import manifest
-from grader.exports import outputs, report
+from grader.exports import lastrun, outputs, report
+from grader.exports.summary import summarize
 from grader.intake import classfolder as disc
 from grader.intake.roster import Student
 
@@ -102,9 +103,9 @@ def finish(
 ) -> Outcome:
     assignment = assignment or options.load()
     ids = options.exercises or assignment.ids()
-    named = [(r.entry.key, r.card) for r in run.results]
+    named = cards.Shelf(out, [r.entry.key for r in run.results])  # one card at a time
     outputs.write_text(out / "gradebook.csv", outputs.gradebook_csv(named, ids, roster))
-    summary = outputs.summarize(
+    summary = summarize(
         named,
         assignment=assignment,
         backend=run.backend,
@@ -113,7 +114,7 @@ def finish(
         skipped=sum(r.skipped for r in run.results),
         timing=_timing(run, ignored or []),
         roster=roster,
-        previous=outputs.read_summary(out / "summary.json"),
+        previous=lastrun.read_summary(out / "summary.json"),
         exercise_ids=ids,
     )
     if run.meta.get("canary"):

@@ -31,6 +31,10 @@ class Options(GradeOptions):
 
 @dataclass
 class Result:
+    """One submission's outcome. ``card`` is the whole scorecard while it is delivered (the engine's
+    ``on_result``); the run then keeps its slim form (:func:`grader.scoring.scorecard.slim`), and the whole
+    card is read from disk (:class:`grader.batch.cards.Shelf`)."""
+
     entry: Entry
     card: dict[str, Any]
     wall_s: float = 0.0

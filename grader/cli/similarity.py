@@ -87,9 +87,9 @@ def _print(section: dict[str, Any]) -> None:
 def _rewrite(out: Path, section: dict[str, Any]) -> None:
     """The batch output's summary.json and report.html, with the evidence (the summary is validated first)."""
     from grader import schema
-    from grader.exports import outputs, report
+    from grader.exports import lastrun, outputs, report
 
-    doc = outputs.read_summary(out / "summary.json")
+    doc = lastrun.read_summary(out / "summary.json")
     if doc is None:
         return
     doc["similarity"] = section

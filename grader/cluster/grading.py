@@ -36,7 +36,7 @@ from grader.cluster.connect import Session, Target
 from grader.cluster.worker import GradingPlugin, grade_task, self_check
 from grader.course import manifest
 from grader.errors import GraderFault, UsageError
-from grader.exports import outputs
+from grader.exports import lastrun
 from grader.intake import submission as intake
 from grader.intake.classfolder import Entry
 from grader.options import launch_spec
@@ -88,7 +88,7 @@ class DaskGrading:
         if not any(isinstance(p, wire.Payload) for p in self.payloads.values()):
             # nothing a worker could grade (every submission unchanged or unreadable): no cluster, and the
             # canary of the run that graded what is kept
-            kept = (outputs.read_summary(self.out / "summary.json") or {}).get("canary")
+            kept = (lastrun.read_summary(self.out / "summary.json") or {}).get("canary")
             return kept if wire.is_canary(kept) else None
         self.say(
             "starting or joining the Dask cluster; every worker then checks itself (sandbox level, network, "

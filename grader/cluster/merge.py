@@ -29,6 +29,7 @@ from grader.exports import outputs
 from grader.intake.classfolder import Entry
 from grader.intake.roster import Student
 from grader.sandbox.levels import LEVELS
+from grader.scoring import scorecard
 
 AGREE = (
     "grader version",
@@ -241,9 +242,10 @@ def _card_name(student: dict[str, Any]) -> str:
     return f"scorecards/{student['key']}.json"
 
 
-def _cards(parts: list[Part]) -> tuple[dict[str, tuple[str, dict[str, Any]]], list[str]]:
-    """Each student's scorecard (text as written, parsed), and what is missing or invalid."""
-    cards: dict[str, tuple[str, dict[str, Any]]] = {}
+def _cards(parts: list[Part]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Each student's scorecard in its slim form (the end step reads the whole ones from ``OUT/scorecards``),
+    and what is missing or invalid."""
+    cards: dict[str, dict[str, Any]] = {}
     missing, invalid = [], []
     for part in parts:
         for student in part.doc["students"]:
@@ -257,7 +259,7 @@ def _cards(parts: list[Part]) -> tuple[dict[str, tuple[str, dict[str, Any]]], li
             if problem:
                 invalid.append(f"{path}: {problem}")
             else:
-                cards[student["key"]] = (text, json.loads(text))
+                cards[student["key"]] = scorecard.slim(json.loads(text))
     problems = (
         [_names(f"{len(missing)} student(s) without a scorecard: ", missing)] if missing else []
     )
@@ -305,11 +307,11 @@ def _copy_cards(parts: list[Part], out: Path) -> None:
             outputs.write_text(dest, source.read_text("utf-8"))
 
 
-def combined(parts: list[Part], cards: dict[str, tuple[str, dict[str, Any]]]) -> Run:
+def combined(parts: list[Part], cards: dict[str, dict[str, Any]]) -> Run:
     """One :class:`Run` as if a single machine had graded the class: class order, every shard's figures."""
     students = sorted((s for p in parts for s in p.doc["students"]), key=lambda s: s["order"])
     figures = {r["key"]: r for p in parts for r in p.doc["run"]["results"]}
-    results = [_result(s["key"], cards[s["key"]][1], figures.get(s["key"], {})) for s in students]
+    results = [_result(s["key"], cards[s["key"]], figures.get(s["key"], {})) for s in students]
     runs = [p.doc["run"] for p in parts]
     backend = min(
         (r["isolation"] for r in runs), key=_rank

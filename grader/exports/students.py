@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from grader.gradetext import diagnosed, split_message
@@ -98,7 +99,7 @@ def _drill_down(failing: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _flags(card: dict[str, Any], group: int | None) -> list[str]:
+def _flags(card: dict[str, Any]) -> list[str]:
     timeouts = sum(i["kind"] == "timeout" for i in card["incidents"])
     flags = [f"error: {card['error']['kind']}"] if card["status"] == "error" else []
     flags += [f"{timeouts} timeout(s)"] if timeouts else []
@@ -109,14 +110,13 @@ def _flags(card: dict[str, Any], group: int | None) -> list[str]:
     flags += [f"needs review: {reviews}"] if reviews else []
     flags += [f"withheld: {ex['id']}" for ex in card["exercises"] if ex.get("withheld")]
     flags += [f"capped: {ex['id']}" for ex in card["exercises"] if ex.get("capped")]
-    flags += [f"identical #{group}"] if group is not None else []
     return flags
 
 
 def row(
-    key: str, card: dict[str, Any], exercise_ids: list[str], group: int | None
+    key: str, card: dict[str, Any], exercise_ids: list[str], group: int | None = None
 ) -> dict[str, Any]:
-    """One student's row (schema ``summary``, ``students[]``)."""
+    """One student's row (schema ``summary``, ``students[]``); ``group``: its identical-submission group."""
     points = {ex["id"]: ex["score"] for ex in card["exercises"]}
     error, failing = card.get("error") or None, _failing(card)
     return {
@@ -126,7 +126,7 @@ def row(
         "total": card["score"],
         "max_score": card["max_score"],
         "exercises": {ex: points.get(ex, 0) for ex in exercise_ids},
-        "flags": _flags(card, group),
+        "flags": _flags(card) + ([f"identical #{group}"] if group is not None else []),
         "identical_group": group,
         "error": {"kind": error["kind"], "message": error["message"][:MESSAGE_CHARS]}
         if error
@@ -179,35 +179,62 @@ def rows(
     named: Named, exercise_ids: list[str], identical: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """Every student's row, in key order; ``identical`` numbers the groups (1, 2, ...)."""
+    return grouped([row(key, card, exercise_ids) for key, card in named], identical)
+
+
+def grouped(rows: list[dict[str, Any]], identical: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` in key order, each in an identical-submission group numbered (1, 2, ...) and flagged."""
     group = {key: n for n, g in enumerate(identical, 1) for key in g["students"]}
-    return [row(key, card, exercise_ids, group.get(key)) for key, card in sorted(named)]
+    out = []
+    for r in sorted(rows, key=lambda r: r["key"]):
+        n = group.get(r["key"])
+        out.append(
+            r
+            if n is None
+            else {**r, "identical_group": n, "flags": [*r["flags"], f"identical #{n}"]}
+        )
+    return out
 
 
 def common_mistakes(named: Named, top: int = 15) -> list[dict[str, Any]]:
     """Mistakes (:func:`mistake_key`) by the number of distinct students who made them (absent work left out)."""
-    students: dict[str, set[str]] = defaultdict(set)
-    tests: dict[str, int] = defaultdict(int)
-    where: dict[str, set[str]] = defaultdict(set)
-    shown: dict[str, dict[str, Any]] = {}
+    mistakes = Mistakes()
     for key, card in named:
-        if card["status"] != "graded":
-            continue
+        if card["status"] == "graded":
+            mistakes.add(key, card)
+    return mistakes.ranked(top)
+
+
+@dataclass
+class Mistakes:
+    """The class's mistakes so far: who made each, in how many tests, in which exercises, and how it is shown."""
+
+    students: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    tests: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    where: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    shown: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, key: str, card: dict[str, Any]) -> None:
+        """One graded card's failing tests (absent work left out)."""
         for exercise, test in _failed_tests(card):
             if is_absent(test["message"]):
                 continue
             group, shown_as = mistake_key(exercise["id"], test)
-            shown.setdefault(group, shown_as)
-            students[group].add(key)
-            tests[group] += 1
-            where[group].add(exercise["id"])
-    ranked = sorted(students, key=lambda g: (-len(students[g]), -tests[g], g))[:top]
-    return [
-        {
-            **shown[g],
-            "count": len(students[g]),
-            "tests": tests[g],
-            "exercises": sorted(where[g]),
-            "students": sorted(students[g])[:8],
-        }
-        for g in ranked
-    ]
+            self.shown.setdefault(group, shown_as)
+            self.students[group].add(key)
+            self.tests[group] += 1
+            self.where[group].add(exercise["id"])
+
+    def ranked(self, top: int = 15) -> list[dict[str, Any]]:
+        """The ``top`` mistakes by distinct students, then by tests, then by key."""
+        ranked = sorted(self.students, key=lambda g: (-len(self.students[g]), -self.tests[g], g))
+        return [
+            {
+                **self.shown[g],
+                "count": len(self.students[g]),
+                "tests": self.tests[g],
+                "exercises": sorted(self.where[g]),
+                "students": sorted(self.students[g])[:8],
+            }
+            for g in ranked[:top]
+        ]

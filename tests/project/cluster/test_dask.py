@@ -29,7 +29,7 @@ from grader.batch.results import Options
 from grader.cli.main import main
 from grader.cluster import messages as wire
 from grader.course import manifest
-from grader.exports import outputs
+from grader.exports.summary import summarize
 from grader.intake import classfolder as discover
 from grader.sandbox import isolation
 from tests.project.support.common import CORPUS, ROOT, needs_namespace, running
@@ -734,7 +734,7 @@ def test_summary_says_who_was_graded_with_cuda(runs):
     cards["broken"]["environment"]["cuda"] = (
         "NVIDIA H100 80GB HBM3"  # an error card: not graded with CUDA
     )
-    summary = outputs.summarize(
+    summary = summarize(
         sorted(cards.items()),
         assignment=manifest.load(),
         backend="namespace",

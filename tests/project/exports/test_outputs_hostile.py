@@ -22,7 +22,7 @@ from grader.batch import job, progress
 from grader.batch.engine import Options, Result, Run
 from grader.exports import outputs, report
 from grader.intake.classfolder import Entry
-from tests.project.support.common import CORPUS, ROOT
+from tests.project.support.common import CORPUS, ROOT, shelve
 
 HOSTILE = "lone \udcff surrogate, ESC \x1b[31m, NUL \x00, bidi \u202e, newline\n[9/9] alice: 8/8, <script>x</script>"
 SHA = {name: (c * 64) for name, c in (("a", "a"), ("b", "b"), ("c", "c"))}
@@ -96,6 +96,7 @@ def run_of(named: list[tuple[str, dict[str, Any]]]) -> Run:
 
 
 def finish(named: list[tuple[str, dict[str, Any]]], out: Path) -> job.Outcome:
+    shelve(out, named)
     return job.finish(
         run_of(named), out=out, options=Options(exercises=["masks"]), export=outputs.FORMATS
     )

@@ -19,7 +19,8 @@ import pytest
 
 from grader import schema
 from grader.course import manifest
-from grader.exports import outputs, report, students
+from grader.exports import report, students
+from grader.exports.summary import summarize
 from grader.scoring import scorecard
 from tests.project.support import cdp
 
@@ -166,7 +167,7 @@ def _summary(tmp_path: Path) -> dict:
     named = [
         (f"s{i}", _card(f"s{i}", [_overflow(i)] if i % 2 else [], score=float(i))) for i in range(6)
     ]
-    summary = outputs.summarize(
+    summary = summarize(
         named,
         assignment=spec,
         backend="inprocess",

@@ -22,6 +22,7 @@ from grader.exports import lms, outputs, report
 from grader.intake import roster
 from grader.intake.classfolder import Entry
 from tests.project.exports.test_outputs_hostile import card
+from tests.project.support.common import shelve
 
 NOT_IMPLEMENTED = "NotImplementedError: masks.causal_mask is not implemented yet (stub)"
 MISSING = "StudentNotFound: module masks.py not found in the submission: create it (is it in the right folder?)"
@@ -86,6 +87,7 @@ def _finish(
         Result(Entry(k, k, Path("/class") / k, "folder"), copy.deepcopy(c), skipped=skipped)
         for k, c in named
     ]
+    shelve(out, named)
     return job.finish(
         Run(results, "namespace", 2, wall_s),
         out=out,

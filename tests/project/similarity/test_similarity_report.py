@@ -26,7 +26,7 @@ from grader.similarity import answers
 from grader.similarity import summary as evidence
 from tests.project.exports.test_outputs_hostile import card
 from tests.project.similarity.test_similarity import disguised, folder, reference
-from tests.project.support.common import ROOT
+from tests.project.support.common import ROOT, shelve
 
 TEST = "tests/hidden/test_masks.py::test_causal[{}]"
 
@@ -108,6 +108,7 @@ def finish(
     tmp_path: Path, klass: dict[str, Path], cards: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     results = [Result(Entry(k, k, p, "folder"), cards[k]) for k, p in klass.items()]
+    shelve(tmp_path / "out", list(cards.items()))
     outcome = job.finish(
         Run(results, "namespace", 1, 2.0),
         out=tmp_path / "out",
@@ -151,6 +152,7 @@ def test_grader_similarity_reads_a_batch_folder_and_rewrites_its_report(tmp_path
     digest = {1: "1" * 16, 2: "2" * 16}
     cards = {"x": wrong("x", digest), "y": wrong("y", digest)}
     results = [Result(Entry(k, k, p, "folder"), cards[k]) for k, p in klass.items()]
+    shelve(tmp_path / "out", list(cards.items()))
     job.finish(
         Run(results, "namespace", 1, 2.0),
         out=tmp_path / "out",
