@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from grader.testing.checks import fail
-from grader.testing.diagnosis import tag
+from grader.testing.diagnosis import Detector, tag
 from grader.testing.oracles import value_coefficients
 
 
@@ -80,3 +80,56 @@ def expect_new_draw(first: torch.Tensor, second: torch.Tensor, *, what: str) -> 
                 "or generator (torch.manual_seed, torch.Generator().manual_seed) or is drawn once and kept",
             )
         )
+
+
+def eval_dropout(
+    attention: Callable[[], tuple[torch.Tensor, torch.Tensor]], most_keys: int = 10
+) -> Detector:
+    """``dropout-in-eval`` for an eval-mode output: each row of it is ``(keep * weights) @ values`` times one
+    factor c > 1 (1 / (1 - p)) for some draw ``keep`` that drops at least one weight somewhere. ``attention()``
+    gives the right (weights (..., L, S), values (..., S, E)); rows with more than ``most_keys`` keys are not tried."""
+
+    def observe(got: torch.Tensor, expected: torch.Tensor) -> str | None:
+        weights, values = attention()
+        if got.shape != expected.shape or got.shape[:-1] != weights.shape[:-1]:
+            return None
+        L, S = weights.shape[-2:]
+        per_item = values.reshape(-1, S, values.shape[-1])
+        rows = zip(weights.reshape(-1, S), got.double().reshape(-1, got.shape[-1]))
+        fits = [_row_draw(w, per_item[i // L], g, most_keys) for i, (w, g) in enumerate(rows)]
+        factors = [c for c, _ in fits if c is not None and c > 0]
+        if any(c is None for c, _ in fits) or not factors or not any(d for _, d in fits):
+            return None
+        c = sum(factors) / len(factors)
+        if c < 1.001 or max(abs(f - c) for f in factors) > 1e-3 * c:
+            return None
+        return (
+            f"each output row is (weights with some dropped, the rest times {c:.4g} = 1 / (1 - {1 - 1 / c:.2g})) "
+            "@ values: dropout acts in eval mode (F.dropout without training=self.training)"
+        )
+
+    return Detector("dropout-in-eval", observe)
+
+
+def _row_draw(
+    w: torch.Tensor, values: torch.Tensor, got: torch.Tensor, most_keys: int
+) -> tuple[float | None, bool]:
+    """(the factor c, whether a weight was dropped) of the draw whose ``c * (keep * w) @ values`` is ``got``;
+    (None, False) when none is; c = 0 for a row that is all zero (every weight dropped)."""
+    keys = torch.nonzero(w > 0).flatten()
+    if keys.numel() > most_keys:
+        return None, False
+    n = keys.numel()
+    draws = (
+        (torch.arange(2**n)[:, None] >> torch.arange(n)) & 1
+    ).double()  # (2^n, n): every keep pattern
+    parts = draws @ (w[keys, None] * values[keys].double())  # (2^n, E)
+    norms = (parts * parts).sum(-1)
+    c = (parts @ got) / norms.clamp(min=1e-300)
+    ok = ((c[:, None] * parts - got).abs() <= 1e-4 + 1e-3 * got.abs()).all(-1)
+    if not bool(ok.any()):
+        return None, False
+    best = int(
+        (draws.sum(-1) - 2 * n * (~ok).double()).argmax()
+    )  # the fitting draw that keeps the most
+    return (float(c[best]) if float(norms[best]) > 0 else 0.0), bool(draws[best].sum() < n)

@@ -123,7 +123,8 @@ CATALOGUE: tuple[Misconception, ...] = (
     # projections and layout
     _M(
         "keys-dot-t",
-        "`.T` on a batched tensor, which reverses every dimension",
+        "a transpose of the wrong dims: `.T` on a batched tensor (it reverses every dimension), "
+        "transpose(0, 1) on a batch, or x^T x instead of x x^T",
         True,
         r"\.T`?|reverses all",
     ),
@@ -160,7 +161,7 @@ CATALOGUE: tuple[Misconception, ...] = (
     ),
     _M(
         "kv-from-x",
-        "keys and values projected from x instead of the context",
+        "keys or values projected from x instead of the context (or the two sequences' roles swapped)",
         True,
         r"keys and values from context|CONTEXT only",
     ),
@@ -356,9 +357,16 @@ CATALOGUE: tuple[Misconception, ...] = (
     ),
     _M(
         "decay-sign",
-        "the decay's sign or distance wrong (+gamma|i-j| or i - j)",
+        "the decay's sign, direction or distance wrong (+gamma|i-j|, i - j, (i - j)**2, one side only)",
         True,
         r"NEGATIVE|absolute distance|\|i - j\|",
+    ),
+    _M(
+        "decay-misapplied",
+        "the decay not added to the scaled scores: multiplied into them, or applied to the weights after "
+        "the softmax (rows that no longer sum to 1)",
+        True,
+        r"decay (to|on) the weights|multiplied by exp\(-gamma",
     ),
     _M(
         "qkv-split-layout",
@@ -368,7 +376,7 @@ CATALOGUE: tuple[Misconception, ...] = (
     ),
     _M(
         "slopes-wrong",
-        "ALiBi slopes wrong (order, or the non-power-of-two rule)",
+        "ALiBi slopes wrong (order, h counted from 0, or the non-power-of-two rule)",
         True,
         r"power of two|2 \*\* \(-8",
     ),

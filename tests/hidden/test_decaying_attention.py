@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from grader.testing.catalogue.modules import decaying_suspects, slopes_suspects
+from grader.testing.catalogue.modules import decaying_suspects, gamma_init_suspects, slopes_suspects
 from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor
 from grader.testing.devices import expect_on_input_device
 from grader.testing.diagnosis import tag
@@ -77,7 +77,8 @@ def test_fresh_module_has_the_notebooks_parameters(student, gen):
     p = h.named_parameters()
     expect("gamma" in p, f"DecayingAttention parameters: got {sorted(p)}, expected a parameter named gamma\n  "
            + NOT_LEARNED)
-    expect_tensor(p["gamma"], torch.ones(3, 1, 1), what="gamma of a fresh DecayingAttention(12, 3)")
+    expect_tensor(p["gamma"], torch.ones(3, 1, 1), what="gamma of a fresh DecayingAttention(12, 3)",
+                  suspects=gamma_init_suspects())
     expect_shape(p.get("qkv.weight"), (36, 12), what="qkv.weight")
     expect_shape(p.get("qkv.bias"), (36,), what="qkv.bias")
     x = torch.randn(2, 5, 12, generator=gen)  # the parameters it reports must be the ones it computes with

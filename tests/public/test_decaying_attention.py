@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.testing.catalogue.modules import decaying_forward, decaying_suspects, slopes_suspects
+from grader.testing.catalogue.modules import (decaying_forward, decaying_suspects, gamma_init_suspects,
+                                                slopes_suspects)
 from grader.testing.checks import expect, expect_call, expect_finite, expect_tensor, fail
 from grader.testing.diagnosis import tag
 
@@ -76,7 +77,8 @@ def test_matches_known_float64_values_with_one_gamma_per_head(student):
 def test_gamma_is_a_parameter_and_gets_the_right_gradient(student):
     h = student.decaying_attention.DecayingAttention(4, 2)
     p = student_params(h)
-    expect_tensor(p["gamma"], torch.ones(2, 1, 1), what="gamma of a fresh DecayingAttention(4, 2)")
+    expect_tensor(p["gamma"], torch.ones(2, 1, 1), what="gamma of a fresh DecayingAttention(4, 2)",
+                  suspects=gamma_init_suspects())
     params, x, g = golden_case()
     h.to(dtype=torch.float64)
     h.load_state_dict(params, strict=False)

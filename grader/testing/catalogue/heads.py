@@ -35,7 +35,8 @@ class Spec:
     scale: float | None = None  # None: 1/sqrt(head_dim)
     # the knobs
     queries_from: str = "W_query"
-    kv_from_x: bool = False
+    kv_from_x: str = ""  # "kv", "k" or "v": projected from x instead of the context
+    roles_swapped: bool = False  # queries from the context, keys and values from x
     use_bias: bool = True
     split: str = "transpose"  # or "view": view(B, H, T, hd) without the transpose
     merge: str = "transpose"  # or "view": heads merged without transposing back
@@ -44,7 +45,10 @@ class Spec:
     softmax_dim: int = -1
     naive: bool = False
     keep_inverted: bool = False
-    keep_align: str = "batch"  # or "heads": a (B, S) padding mask unsqueezed to (B, 1, S), lined up with the heads
+    keep_align: str = "batch"  # a (B, S) padding mask as (B, 1, S) ("heads"), (B, 1, S, 1) ("queries"), (B, S, 1, 1)
+    keep_fill: float = float(
+        "-inf"
+    )  # what padded scores become: 0.0 for scores multiplied by the 0/1 mask
     kv_len_from_query: bool = False  # keys and values split into heads with the queries' length
     rope: tuple[int, float] | None = (
         None  # (max_len, base): the grader's stand-in RoPE turns q and k
@@ -53,6 +57,7 @@ class Spec:
     rope_before_split: bool = False  # RoPE on (B, T, H, hd): the heads axis taken for the positions
     kv_pairing: str = "interleave"  # or "repeat": query head h reads kv head h % kv_heads
     skip_out_proj: bool = False
+    bias_on: str = "scores"  # or "scores-times" (s * exp(bias)), "weights-times" (w * exp(bias)), "weights" (w + bias)
 
 
 def forward(
@@ -77,9 +82,19 @@ def forward(
             bias=bias,
         )[0]
     dtype = x.dtype if spec.naive else torch.float64
-    src = x if context is None or spec.kv_from_x else context
+    if spec.roles_swapped and context is not None:
+        x, context = context, x
     q = _linear(x, p, spec.queries_from, spec.use_bias, dtype)
-    k, v = (_linear(src, p, n, spec.use_bias, dtype) for n in ("W_key", "W_value"))
+    k, v = (
+        _linear(
+            x if context is None or n[0] in spec.kv_from_x else context,
+            p,
+            f"W_{n}",
+            spec.use_bias,
+            dtype,
+        )
+        for n in ("key", "value")
+    )
     Hkv = spec.kv_heads or spec.heads
     kv_len = x.shape[1] if spec.kv_len_from_query else None
     if spec.rope is not None and spec.rope_before_split:
@@ -99,16 +114,20 @@ def forward(
         )
         k, v = k[:, owner], v[:, owner]
     s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if spec.scale is None else spec.scale)
-    if bias is not None:
-        s = s + bias.to(dtype)
+    if bias is not None and spec.bias_on.startswith("scores"):
+        s = s * bias.to(dtype).exp() if spec.bias_on == "scores-times" else s + bias.to(dtype)
     block = _blocked(spec, s.shape[-2], s.shape[-1], keep)
     if block is not None and not spec.mask_after_softmax:
-        s = s.masked_fill(block, float("-inf"))
+        s = s.masked_fill(block, float("-inf") if keep is None or spec.causal else spec.keep_fill)
     w = softmax(s, spec.softmax_dim, naive=spec.naive)
     if block is not None and spec.mask_after_softmax:
         w = w.masked_fill(block, 0.0)
+    if bias is not None and spec.bias_on.startswith(
+        "weights"
+    ):  # the decay after the softmax: rows unnormalised
+        w = w * bias.to(dtype).exp() if spec.bias_on == "weights-times" else w + bias.to(dtype)
     o = w @ v  # (B, H, T, hd)
-    B, T = x.shape[:2]
+    B, T = o.shape[0], o.shape[2]
     o = o.transpose(1, 2).reshape(B, T, -1) if spec.merge == "transpose" else o.reshape(B, T, -1)
     if spec.out_proj and not spec.skip_out_proj:
         o = _linear(o, p, "out_proj", True, dtype)
@@ -156,7 +175,12 @@ def _blocked(spec: Spec, L: int, S: int, keep: torch.Tensor | None) -> torch.Ten
         block = ~causal_keep(L, S, align=spec.align)[None, None]
     if keep is not None:
         padded = keep if spec.keep_inverted else ~keep
-        padded = padded[:, None, None, :] if spec.keep_align == "batch" else padded[:, None, :]
+        padded = {
+            "batch": lambda m: m[:, None, None, :],
+            "heads": lambda m: m[:, None, :],
+            "queries": lambda m: m[:, None, :, None],
+            "heads-axis": lambda m: m[:, :, None, None],
+        }[spec.keep_align](padded)
         block = padded if block is None else block | padded
     return block
 
@@ -184,7 +208,7 @@ KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
             {"align": "inverted"},
         ),
         (
-            "mask-inverted",
+            "mask-diagonal",
             "a mask that keeps only keys strictly before the query (itself blocked)",
             {"align": "strict"},
         ),
@@ -229,12 +253,40 @@ KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
             "heads",
             {"keep_align": "heads"},
         ),
+        (
+            "mask-broadcast",
+            "the (B, S) padding mask as (B, 1, S, 1), which lines the keys up with the queries",
+            {"keep_align": "queries"},
+        ),
+        (
+            "mask-broadcast",
+            "the (B, S) padding mask as (B, S, 1, 1), which lines the keys up with the heads",
+            {"keep_align": "heads-axis"},
+        ),
+        (
+            "mask-multiplied",
+            "the padded keys' scores set to 0 (multiplied by the 0/1 mask) instead of -inf",
+            {"keep_fill": 0.0},
+        ),
+        (
+            "mask-after-softmax",
+            "the padded keys' weights zeroed after the softmax, the rows not renormalised",
+            {"mask_after_softmax": True},
+        ),
     ],
     "cross": [
         (
             "kv-from-x",
             "keys and values projected from x instead of the context",
-            {"kv_from_x": True},
+            {"kv_from_x": "kv"},
+        ),
+        ("kv-from-x", "the keys projected from x instead of the context", {"kv_from_x": "k"}),
+        ("kv-from-x", "the values projected from x instead of the context", {"kv_from_x": "v"}),
+        (
+            "kv-from-x",
+            "the keys and values projected from x and the queries from the context (the roles "
+            "of the two sequences swapped)",
+            {"roles_swapped": True},
         ),
         (
             "mask-spurious",

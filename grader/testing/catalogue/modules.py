@@ -8,9 +8,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from grader.testing.catalogue.heads import Params, Spec, forward, module_suspects
 from grader.testing.diagnosis import Detector, Suspects, Variant
+from grader.testing.dropout import eval_dropout
 
 
 def causal_suspects(x: torch.Tensor, p: Params, *, context_length: int | None = None) -> Suspects:
@@ -30,7 +32,26 @@ def causal_suspects(x: torch.Tensor, p: Params, *, context_length: int | None = 
         ["causal", "scale", "softmax", "queries", "bias"],
         scales=_distinct(scales, d_out),
     )
-    return _inverted_is_also_additive_eq_zero(found + _uncut(x, p, context_length, 1))
+    dropout = Suspects((eval_dropout(lambda: _causal_weights_values(x, p)),))
+    return _inverted_is_also_additive_eq_zero(found + _uncut(x, p, context_length, 1) + dropout)
+
+
+def _causal_weights_values(x: torch.Tensor, p: Params) -> tuple[torch.Tensor, torch.Tensor]:
+    """One causal head's right weights (B, T, T) and values (B, T, d_out), float64."""
+    q, k, v = (
+        F.linear(x.double(), p[f"{n}.weight"].double(), _bias(p, n))
+        for n in ("W_query", "W_key", "W_value")
+    )
+    T = x.shape[-2]
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(
+        torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")
+    )
+    return torch.softmax(scores, dim=-1), v
+
+
+def _bias(p: Params, name: str) -> torch.Tensor | None:
+    b = p.get(f"{name}.bias")
+    return None if b is None else b.double()
 
 
 def _uncut(x: torch.Tensor, p: Params, context_length: int | None, heads: int) -> Suspects:
@@ -173,19 +194,49 @@ def decaying_suspects(x: torch.Tensor, p: Params, heads: int) -> Suspects:
     def run(q: Params = fused, bias: torch.Tensor = -gamma * dist, s: Spec = spec) -> torch.Tensor:
         return forward(x, q, s, bias=bias)
 
+    signed = i[:, None] - i[None, :]  # i - j: positive for keys in the past
     items = [
         Variant(mid, f"the output of this module with {shows}", _bind(run, bias=bias))
         for mid, shows, bias in (
             ("decay-sign", "+gamma * |i - j| (far tokens get MORE weight)", gamma * dist),
+            ("decay-sign", "-gamma * (i - j), the signed distance", -gamma * signed),
+            ("decay-sign", "-gamma * (j - i), the signed distance", gamma * signed),
+            ("decay-sign", "-gamma * (i - j)**2, the squared distance", -gamma * signed**2),
             (
                 "decay-sign",
-                "-gamma * (i - j), the signed distance",
-                -gamma * (i[:, None] - i[None, :]),
+                "the decay on past keys only, -gamma * max(i - j, 0)",
+                -gamma * signed.clamp(min=0),
+            ),
+            (
+                "decay-sign",
+                "the decay on future keys only, -gamma * max(j - i, 0)",
+                gamma * signed.clamp(max=0),
             ),
             (
                 "bias-before-scale",
                 "the decay added before the scaling (divided by sqrt(head_dim) too)",
                 -gamma * dist / math.sqrt(hd),
+            ),
+        )
+    ]
+    items += [
+        Variant(
+            "decay-misapplied",
+            f"the output of this module with {shows}",
+            _bind(run, s=Spec(heads=heads, out_proj=False, bias_on=on)),
+        )
+        for on, shows in (
+            (
+                "scores-times",
+                "the scores multiplied by exp(-gamma * |i - j|) instead of the decay added",
+            ),
+            (
+                "weights-times",
+                "the weights multiplied by exp(-gamma * |i - j|) after the softmax, not renormalised",
+            ),
+            (
+                "weights",
+                "-gamma * |i - j| added to the weights after the softmax instead of to the scores",
             ),
         )
     ]
@@ -292,10 +343,40 @@ def _inverted_is_also_additive_eq_zero(found: Suspects) -> Suspects:
     return Suspects(items, found.facts)
 
 
+def gamma_init_suspects() -> Suspects:
+    """A fresh module's gamma, whose value check fails only when it is not all ones: that is the misconception."""
+
+    def not_ones(got: torch.Tensor, expected: torch.Tensor) -> str | None:
+        if got.shape != expected.shape or bool(torch.equal(got.double(), expected.double())):
+            return None
+        shown = ", ".join(f"{v:.4g}" for v in got.detach().double().flatten()[:4].tolist())
+        return f"gamma starts as [{shown}{', ...' if got.numel() > 4 else ''}], not ones: torch.ones(num_heads, 1, 1)"
+
+    return Suspects((Detector("gamma-init", not_ones),))
+
+
 def slopes_suspects(n: int) -> Suspects:
-    """``alibi_slopes(n)``: the slopes reversed, or 2 ** (-8h/n) for every n (the power-of-two rule everywhere)."""
+    """``alibi_slopes(n)``: the slopes reversed, 2 ** (-8h/n) for every n (the power-of-two rule everywhere), h
+    counted from 0 instead of 1, or the odd slopes of alibi_slopes(2c) interleaved instead of the even ones."""
     naive = torch.tensor([2.0 ** (-8.0 * h / n) for h in range(1, n + 1)])
     right = torch.tensor(_slopes(n))
+    from_zero = (
+        Variant(
+            "slopes-wrong",
+            f"2 ** (-8h / {n}) for h = 0..{n - 1}: h counted from 0 instead of 1",
+            lambda: torch.tensor([2.0 ** (-8.0 * h / n) for h in range(n)]),
+        ),
+        Variant(
+            "slopes-wrong",
+            "the slopes with h counted from 0 instead of 1 in each power-of-two rule",
+            lambda: torch.tensor(_slopes(n, first=0)),
+        ),
+        Variant(
+            "slopes-wrong",
+            "the extra slopes taken at the odd indices of alibi_slopes(2c) ([1::2]) instead of the even",
+            lambda: torch.tensor(_slopes(n, odd=True)),
+        ),
+    )
     return Suspects(
         (
             Variant(
@@ -309,17 +390,20 @@ def slopes_suspects(n: int) -> Suspects:
                 "replaces for other n",
                 lambda: naive,
             ),
+            *from_zero,
         )
     )
 
 
-def _slopes(n: int) -> list[float]:
+def _slopes(n: int, *, first: int = 1, odd: bool = False) -> list[float]:
+    """Press et al.'s slopes (``first``: the h each power-of-two rule starts at; ``odd``: the extra slopes from the
+    odd indices of the 2c rule)."""
+
     def pow2(m: int) -> list[float]:
-        start = 2 ** (-(2 ** -(math.log2(m) - 3)))
-        return [start * start**i for i in range(m)]
+        return [2.0 ** (-8.0 * h / m) for h in range(first, m + first)]
 
     c = 2 ** math.floor(math.log2(n))
-    return pow2(c) if c == n else pow2(c) + pow2(2 * c)[0::2][: n - c]
+    return pow2(c) if c == n else pow2(c) + pow2(2 * c)[int(odd) :: 2][: n - c]
 
 
 def gqa_suspects(

@@ -1,8 +1,10 @@
 """`softmax` and `simple_attention`'s misconceptions: a softmax along another dim, without keepdim, without the max
-subtracted, a plain sum instead of exp; context vectors from the scores or for one query."""
+subtracted, a plain sum instead of exp; context vectors from the scores or for one query; a transpose of the wrong
+dims of a batch; scores scaled as in scaled dot-product attention, which this exercise does not ask for."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -100,7 +102,24 @@ def context_suspects(x: torch.Tensor) -> Suspects:
         )
         for other in range(x.dim() - 1)
     ]
+    items += [
+        Variant(
+            "wrong-scale",
+            f"softmax(scores * {name}) @ inputs: the scores scaled, which this exercise does not ask",
+            scaled(lambda f: (softmax(scores * f, -1) @ x64).to(x.dtype), factor),
+        )
+        for name, factor in unasked_scales(x.shape[-1]).items()
+    ]
     return Suspects(tuple(items))
+
+
+def scaled(compute: Callable[[float], torch.Tensor], factor: float) -> Callable[[], torch.Tensor]:
+    return lambda: compute(factor)
+
+
+def unasked_scales(d: int) -> dict[str, float]:
+    """The factors of scaled dot-product attention, which simple attention (plain dot products) does not use."""
+    return {f"1/sqrt(d) = 1/sqrt({d})": 1 / math.sqrt(d), f"1/d = 1/{d}": 1 / d} if d > 1 else {}
 
 
 def scores_suspects(x: torch.Tensor) -> Suspects:
@@ -113,6 +132,26 @@ def scores_suspects(x: torch.Tensor) -> Suspects:
                 "keys-dot-t",
                 "inputs @ inputs.T, where .T reverses every dim of a batched tensor",
                 lambda: (x64 @ x64.permute(*range(x.dim() - 1, -1, -1))).to(x.dtype),
+            ),
+            Variant(
+                "keys-dot-t",
+                "inputs @ inputs.transpose(0, 1), which swaps the batch and the tokens of a batch "
+                "instead of the last two dims",
+                lambda: (x64 @ x64.transpose(0, 1)).to(x.dtype),
+            ),
+            Variant(
+                "keys-dot-t",
+                "inputs.transpose(-2, -1) @ inputs: the (d, d) products of the features, not the "
+                "(T, T) products of the tokens",
+                lambda: (x64.transpose(-2, -1) @ x64).to(x.dtype),
+            ),
+            *(
+                Variant(
+                    "wrong-scale",
+                    f"inputs @ inputs^T * {name}: the scores scaled, which this exercise does not ask",
+                    scaled(lambda f: (x64 @ x64.transpose(-2, -1) * f).to(x.dtype), factor),
+                )
+                for name, factor in unasked_scales(x.shape[-1]).items()
             ),
             Variant(
                 "scores-loop",
