@@ -75,6 +75,7 @@ RUNTIME = (
     "testing/oracles.py",
     "testing/catalogue/heads.py",
     "testing/catalogue/modules.py",
+    "testing/catalogue/decaying.py",
     "testing/catalogue/structure.py",
     "testing/catalogue/efficient.py",
     "testing/catalogue/masks.py",

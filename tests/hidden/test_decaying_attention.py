@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from grader.testing.catalogue.modules import decaying_suspects, gamma_init_suspects, slopes_suspects
+from grader.testing.catalogue.decaying import decaying_suspects, gamma_init_suspects, slopes_suspects
 from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor
 from grader.testing.devices import expect_on_input_device
 from grader.testing.diagnosis import tag

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.testing.catalogue.modules import (decaying_forward, decaying_suspects, gamma_init_suspects,
+from grader.testing.catalogue.decaying import (decaying_forward, decaying_suspects, gamma_init_suspects,
                                                 slopes_suspects)
 from grader.testing.checks import expect, expect_call, expect_finite, expect_tensor, fail
 from grader.testing.diagnosis import tag

@@ -15,13 +15,12 @@ import torch
 
 from grader.protocol.errors import StudentError
 from grader.testing import misconceptions
-from grader.testing.catalogue.modules import (
-    causal_suspects,
-    cross_suspects,
+from grader.testing.catalogue.decaying import (
     decaying_suspects,
     gamma_init_suspects,
     slopes_suspects,
 )
+from grader.testing.catalogue.modules import causal_suspects, cross_suspects
 from grader.testing.diagnosis import Suspects
 from tests.project.support.common import ROOT
 from tests.project.testing.test_catalogue_rope import load  # a module loaded by path
