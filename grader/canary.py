@@ -15,7 +15,10 @@ It keeps the CPU time each reference test took, from which the grades after it t
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from grader import procs, proofs
 from grader.course import manifest
@@ -25,8 +28,10 @@ from grader.sandbox.levels import BackendName
 
 __all__ = [
     "CACHE_ENV",
+    "Attested",
     "CanaryFailed",
     "Proof",
+    "attest",
     "cache_dir",
     "cache_key",
     "cached",
@@ -61,6 +66,64 @@ class CanaryFailed(GraderFault):
     """This machine cannot grade correctly: the message names what failed."""
 
     label = "refusing to grade"
+
+
+@dataclass(frozen=True)
+class Attested:
+    """What a run attests before it grades anyone (:func:`attest`): ``record``, the proof's
+    (:meth:`Proof.record`; None: the canary is off), and ``zygote``, the one the proof's workers forked from
+    (the caller's now, to grade from or close)."""
+
+    record: dict[str, Any] | None
+    zygote: SharedZygote | None = None
+
+
+class _Where(TypedDict):
+    """The configuration a proof is made (and cached) for."""
+
+    backend: BackendName
+    exercises: list[str] | None
+    per_test_time_limit: float | None
+
+
+def attest(
+    assignment: manifest.Assignment,
+    *,
+    backend: BackendName,
+    exercises: list[str] | None = None,
+    per_test_time_limit: float | None = None,
+    enabled: bool = True,
+    fork: bool = False,
+    say: Callable[[str], None] | None = None,
+) -> Attested:
+    """Prove, then grade: the one decision every path that grades students makes first. ``enabled`` False (the
+    project's own tests): nothing proven, nothing attested. Else a proof that is due is announced to ``say``
+    (it takes tens of seconds), its workers fork from this user's zygote when ``fork`` (started now, as the
+    students' will fork: :func:`zygote_for_proof`), and its record is what the run attests. A machine that
+    cannot grade raises :class:`CanaryFailed`: the caller refuses to grade (or reports it, where refusing is
+    another machine's decision); the zygote is closed then, else handed to the caller."""
+    if not enabled:
+        return Attested(None)
+    where = _Where(backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit)
+    if say is not None and cached(assignment, **where) is None:
+        say(PROVING)
+    zygote = zygote_for_proof(assignment, **where) if fork else None
+    t0 = time.monotonic()
+    try:
+        record = prove(assignment, **where, starter=_forking(zygote)).record()
+    except BaseException:
+        if zygote is not None:
+            zygote.close()
+        raise
+    if say is not None:
+        say(proven(record, time.monotonic() - t0))
+    return Attested(record, zygote)
+
+
+def _forking(zygote: SharedZygote | None) -> WorkerStarter | None:
+    from grader.sandbox.starters import ZygoteStarter
+
+    return ZygoteStarter(zygote) if zygote is not None else None
 
 
 def prove(

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from grader import canary, fingerprint, schema
 from grader.batch import cards
@@ -30,9 +30,6 @@ from grader.options import launch_spec
 from grader.sandbox import isolation as iso
 from grader.sandbox.levels import BackendName
 from grader.scoring import scorecard
-
-if TYPE_CHECKING:
-    from grader.sandbox.shared_zygote import SharedZygote
 
 __all__ = [
     "BatchFault",
@@ -100,43 +97,18 @@ class LocalGrading:
 
     def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
         o = self.options
-        due = (
-            o.canary
-            and canary.cached(
-                self.assignment,
-                backend=self.backend,
-                exercises=o.exercises,
-                per_test_time_limit=o.per_test_time_limit,
-            )
-            is None
-        )
-        if due:
-            self.say(canary.PROVING)
-        zygote = self._canary_zygote()
-        t0 = time.monotonic()
-        try:
-            proof = _canary(
-                self.assignment, self.backend, self.options, zygote
-            )  # even when nothing is pending
-        finally:
-            if zygote is not None:
-                zygote.close()
-        if proof is not None:
-            self.say(canary.proven(proof, time.monotonic() - t0))
-        return proof
-
-    def _canary_zygote(self) -> SharedZygote | None:
-        """This user's zygote when the canary has to grade (:func:`grader.canary.zygote_for_proof`): its workers
-        fork from it as the students' will (:class:`grader.batch.pool.Pool` shares it with every slot next)."""
-        o = self.options
-        if not o.canary or o.warm != "fork":
-            return None
-        return canary.zygote_for_proof(
+        attested = canary.attest(
             self.assignment,
             backend=self.backend,
             exercises=o.exercises,
             per_test_time_limit=o.per_test_time_limit,
-        )
+            enabled=o.canary,
+            fork=o.warm == "fork",
+            say=self.say,
+        )  # even when nothing is pending
+        if attested.zygote is not None:
+            attested.zygote.close()  # the pool's slots connect to it next
+        return attested.record
 
     def grade(self, todo: list[Entry]) -> Iterator[Result]:
         self.slots = max(1, min(self.options.jobs or os.cpu_count() or 1, len(todo) or 1))
@@ -291,27 +263,6 @@ def _fingerprint(path: Path, modules: set[str]) -> str:
         return ""
     sub.cleanup()
     return sub.sha256
-
-
-def _canary(
-    assignment: manifest.Assignment,
-    backend: BackendName,
-    options: Options,
-    zygote: SharedZygote | None = None,
-) -> dict[str, Any] | None:
-    """The proof that this machine grades correctly (:mod:`grader.canary`), its workers forked from ``zygote``
-    when there is one; raises ``CanaryFailed``."""
-    from grader.sandbox.starters import ZygoteStarter
-
-    if not options.canary:
-        return None
-    return canary.prove(
-        assignment,
-        backend=backend,
-        exercises=options.exercises,
-        per_test_time_limit=options.per_test_time_limit,
-        starter=ZygoteStarter(zygote) if zygote else None,
-    ).record()
 
 
 def _write(

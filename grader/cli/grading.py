@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,14 +38,10 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     )  # once: the canary's, workers' and zygote's
     from grader import canary
 
-    if (
-        options.canary and canary.cached(assignment, backend=backend) is None
-    ):  # tens of seconds: say so, on and off
-        print(
-            f"grader: {canary.PROVING}", file=sys.stderr, flush=True
-        )  # a terminal (a CI log shows it as it runs)
-    shared = _shared_zygote(backend, options, assignment)
-    proof = _canary(options, assignment, backend, shared)
+    attested = canary.attest(
+        assignment, backend=backend, enabled=options.canary, fork=True, say=_say
+    )  # its zygote started first, warming while the references are graded
+    shared = attested.zygote or _shared_zygote(backend)
     warm = _prestart(
         options, assignment, backend, shared
     )  # starts while this process imports the grader's side
@@ -57,8 +52,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
             warm.discard()
         if shared is not None:
             shared.close()
-    if proof is not None:
-        card["canary"] = proof
+    if attested.record is not None:
+        card["canary"] = attested.record
     _emit(card, out, as_json=args.json)
     if shared is None and warm is not None:
         _keep_warm(backend)
@@ -67,19 +62,18 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     )  # as `grader batch`: an error card is 1
 
 
-def _shared_zygote(
-    backend: BackendName, options: GradeOptions, assignment: manifest.Assignment
-) -> SharedZygote | None:
-    """This user's long-lived zygote (:mod:`grader.sandbox.shared_zygote`): started now when the canary has to
-    grade first (:func:`grader.canary.zygote_for_proof`), else the one already running for this grader, if any."""
-    from grader import canary
+def _shared_zygote(backend: BackendName) -> SharedZygote | None:
+    """This user's long-lived zygote (:mod:`grader.sandbox.shared_zygote`) already running for this grader, if
+    any, where the canary started none (it does when it has to grade first: :func:`grader.canary.attest`)."""
     from grader.sandbox import shared_zygote
     from grader.sandbox.zygote_client import FORKABLE
 
-    if backend not in FORKABLE:
-        return None
-    started = canary.zygote_for_proof(assignment, backend=backend) if options.canary else None
-    return started or shared_zygote.connect()
+    return shared_zygote.connect() if backend in FORKABLE else None
+
+
+def _say(line: str) -> None:
+    """The canary's lines, as it goes: on stderr, flushed (a CI log shows them as they come)."""
+    print(f"grader: {line}", file=sys.stderr, flush=True)
 
 
 def _keep_warm(backend: BackendName) -> None:
@@ -171,27 +165,6 @@ def _check_grade_paths(submission: Path, out: Path | None) -> Path | None:
             f"--out {out} is a folder: give the scorecard's file name, e.g. {out / 'scorecard.json'}"
         )
     return out
-
-
-def _canary(
-    options: GradeOptions,
-    assignment: manifest.Assignment,
-    backend: BackendName,
-    zygote: Zygote | None,
-) -> dict[str, Any] | None:
-    """The proof that this machine grades correctly (see :mod:`grader.canary`), its workers forked from
-    ``zygote`` when there is one (as the student's are); None with --no-canary."""
-    from grader import canary
-    from grader.sandbox.starters import ZygoteStarter
-
-    if not options.canary:
-        return None
-    t0 = time.monotonic()
-    record = canary.prove(
-        assignment, backend=backend, starter=ZygoteStarter(zygote) if zygote else None
-    ).record()
-    print(f"grader: {canary.proven(record, time.monotonic() - t0)}", file=sys.stderr, flush=True)
-    return record
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -100,17 +100,12 @@ def _cmd_merge(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if args.similarity:  # over the merged class, never per shard: a pair may sit in two shards
-        from grader.cli import similarity as similarity_cli
+        from grader.cli import evidence
 
-        similarity_cli._cmd_similarity(
-            argparse.Namespace(
-                path=str(outcome.out),
-                klass=args.klass,
-                assignment=None,
-                manifest=args.manifest,
-                exercise=None,
-                json=False,
-            )
+        evidence.similarity(
+            outcome.out,
+            klass=Path(args.klass),
+            manifest_path=Path(args.manifest) if args.manifest else None,
         )
     return cli.report_errors(outcome.error_kinds())
 

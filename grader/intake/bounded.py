@@ -61,18 +61,9 @@ def notebook_module(name: str, source: BinaryIO) -> str:
     return module
 
 
-def _limit_self() -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-    resource.setrlimit(
-        resource.RLIMIT_CPU, (CPU_S, CPU_S + 1)
-    )  # SIGXCPU, then SIGKILL a second later
-
-
 def _main(name: str) -> None:
     """The child: limits first, then the notebook from stdin, then one line of JSON on stdout."""
-    _limit_self()
+    procs.limit_self(cpu_s=CPU_S, memory_bytes=MEMORY_BYTES)
     from grader.intake.notebook import notebook_module as read
 
     reply: dict[str, str]

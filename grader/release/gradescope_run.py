@@ -109,11 +109,12 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
     assignment = manifest.load(manifest_path, settings["assignment"])
     backend = choose_backend(isolation)
     extra: dict[str, Any] = {"backend_requested": isolation}
-    if settings["canary"]:
-        try:
-            extra["canary"] = canary.prove(assignment, backend=backend).record()
-        except canary.CanaryFailed as exc:
-            raise GraderFailed(str(exc)) from None
+    try:
+        attested = canary.attest(assignment, backend=backend, enabled=settings["canary"])
+    except canary.CanaryFailed as exc:
+        raise GraderFailed(str(exc)) from None
+    if attested.record is not None:
+        extra["canary"] = attested.record
     card = grade_one(
         tree.submission,
         options=GradeOptions(

@@ -14,12 +14,14 @@ refused with the reason (:func:`grader.sandbox.view.unreadable_for_workers`).
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import hashlib
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from grader import procs
@@ -102,7 +104,7 @@ def _build(parent: Path, target: Path, entries: list[str]) -> None:
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=parent))
     try:
         for entry in entries:
-            _link_tree(entry, staging / os.path.basename(entry))
+            link_tree(entry, staging / os.path.basename(entry))
         (staging / SOURCE).write_text(os.path.dirname(entries[0]) if entries else "")
         staging.chmod(0o755)
         os.rename(staging, target)
@@ -141,13 +143,22 @@ def _age(folder: Path) -> float:
     return time.time() - folder.stat().st_mtime
 
 
-def _link_tree(source: str, dest: Path) -> None:
+def link_tree(source: str, dest: Path, *, skip: Sequence[str] = ()) -> None:
+    """``source`` (a file or a folder) again at ``dest`` as hard links: nothing copied, every file keeps its own
+    permissions, every folder 0755 (any user may enter it); names that match a pattern of ``skip`` (fnmatch) are
+    left out at any depth, a folder with all below it. ``dest``'s parent must exist, on the same filesystem."""
     if not os.path.isdir(source):
         os.link(source, dest)
         return
-    for folder, _dirs, files in os.walk(source):
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if not _skipped(d, skip)]
         here = dest / os.path.relpath(folder, source)
         here.mkdir(mode=0o755, exist_ok=True)
         here.chmod(0o755)
         for name in files:
-            os.link(os.path.join(folder, name), here / name, follow_symlinks=False)
+            if not _skipped(name, skip):
+                os.link(os.path.join(folder, name), here / name, follow_symlinks=False)
+
+
+def _skipped(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatch(name, pattern) for pattern in patterns)

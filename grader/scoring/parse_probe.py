@@ -55,12 +55,8 @@ def too_costly(name: str, data: bytes) -> str | None:
 def _main() -> int:
     """The child: limits first, then the source from stdin; exit 0 whether or not it is valid Python."""
     import ast
-    import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-    resource.setrlimit(
-        resource.RLIMIT_CPU, (CPU_S, CPU_S + 1)
-    )  # SIGXCPU, then SIGKILL a second later
+    procs.limit_self(cpu_s=CPU_S, memory_bytes=MEMORY_BYTES)
     data = sys.stdin.buffer.read()
     try:
         ast.parse(data)

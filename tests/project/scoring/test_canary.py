@@ -137,3 +137,78 @@ def test_cards_and_summary_record_the_canary(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert card["canary"]["solutions"] == 6 and card["canary"]["stubs"] == 0
     assert summary["canary"]["key"] == card["canary"]["key"]
+
+
+# -- prove, then grade: canary.attest, the one decision of grader grade, batch, Gradescope and a Dask host --
+
+
+def test_attest_with_the_canary_off_proves_nothing_and_attests_nothing(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("nothing may be proven, looked up or started with the canary off")
+
+    for name in ("prove", "cached", "zygote_for_proof"):
+        monkeypatch.setattr(canary, name, refuse)
+    said: list[str] = []
+    got = canary.attest(
+        manifest.load(), backend="namespace", enabled=False, fork=True, say=said.append
+    )
+    assert got == canary.Attested(None, None) and said == []
+
+
+def test_attest_announces_a_due_proof_then_says_it_and_a_cached_one_is_only_said():
+    assignment = manifest.load()
+    first: list[str] = []
+    made = canary.attest(assignment, backend="namespace", exercises=["softmax"], say=first.append)
+    assert made.record is not None and made.zygote is None  # fork=False: cold workers
+    assert (made.record["solutions"], made.record["stubs"], made.record["cached"]) == (6, 0, False)
+    assert first[0] == canary.PROVING and len(first) == 2
+    assert first[1].startswith("canary: reference solutions 6/6, stubs 0/6 (proven in ")
+    again: list[str] = []
+    kept = canary.attest(assignment, backend="namespace", exercises=["softmax"], say=again.append)
+    assert kept.record == {**made.record, "cached": True}
+    assert again == ["canary: reference solutions 6/6, stubs 0/6 (cached proof)"]
+
+
+class _Zygote:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_attest_forks_the_proof_from_the_zygote_it_started_and_closes_it_when_the_proof_fails(
+    monkeypatch,
+):
+    zygote, starters = _Zygote(), []
+    monkeypatch.setattr(canary, "zygote_for_proof", lambda *a, **k: zygote)
+
+    def fail(*args, starter=None, **kwargs):
+        starters.append(starter)
+        raise canary.CanaryFailed("reference solutions scored 0/6 here")
+
+    monkeypatch.setattr(canary, "prove", fail)
+    with pytest.raises(canary.CanaryFailed, match="scored 0/6"):
+        canary.attest(manifest.load(), backend="namespace", fork=True)
+    assert zygote.closed and isinstance(starters[0], ZygoteStarter)
+    assert starters[0].zygote is zygote
+
+
+def test_attest_hands_the_zygote_to_the_caller_when_the_proof_holds(monkeypatch):
+    zygote = _Zygote()
+    monkeypatch.setattr(canary, "zygote_for_proof", lambda *a, **k: zygote)
+    proof = canary.Proof("k", 6.0, 0.0, 6.0, cached=True)
+    monkeypatch.setattr(canary, "prove", lambda *a, **k: proof)
+    got = canary.attest(manifest.load(), backend="namespace", fork=True)
+    assert got == canary.Attested(proof.record(), zygote) and not zygote.closed
+
+
+def test_a_dask_hosts_check_reports_a_failed_or_switched_off_canary_instead_of_refusing(tmp_path):
+    """The host does not refuse: it reports, and the coordinator refuses (grader.cluster.messages)."""
+    from grader.batch import hostcheck
+
+    broken = manifest.load(_course(tmp_path, break_solution=True) / "assignments.json")
+    failed = hostcheck._canary(broken, {"exercises": ["softmax"]})
+    assert failed["canary"] is None
+    assert failed["canary_error"].startswith("reference solutions scored 1.5/6 here")
+    off = hostcheck._canary(broken, {"canary": False})
+    assert off == {"canary": None, "canary_error": "the canary was switched off"}

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
+import pytest
+
+from grader import procs
+from grader.intake import bounded
 from grader.scoring import integrity, parse_probe
 
 # Python 3.11's f-string parser is quadratic in replacement fields: 600 kB of them take minutes of CPU to parse
@@ -43,3 +48,48 @@ def test_a_small_file_starts_no_child(monkeypatch):
 
     monkeypatch.setattr(subprocess, "run", refuse)
     assert parse_probe.too_costly("softmax.py", b"import torch\n" * 1000) is None
+
+
+def _limits(pid: int) -> dict[str, tuple[str, str]]:
+    """``/proc/<pid>/limits`` as {name: (soft, hard)} (empty once the process is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]
+    except OSError:
+        return {}
+    return {line[:26].strip(): tuple(line[26:].split()[:2]) for line in lines}
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "child"),
+    [
+        ("grader.scoring.parse_probe", (), parse_probe),
+        ("grader.intake.bounded", ("nb.ipynb",), bounded),
+    ],
+)
+def test_each_bounded_child_limits_its_memory_and_cpu_before_it_reads_its_input(
+    module, args, child
+):
+    """Both children (one rlimit code, procs.limit_self): seen from outside in /proc while the child waits on
+    stdin, its address space and CPU time are capped at its module's own figures."""
+    want = {
+        "Max address space": (str(child.MEMORY_BYTES), str(child.MEMORY_BYTES)),
+        "Max cpu time": (str(child.CPU_S), str(child.CPU_S + 1)),
+    }
+    proc = subprocess.Popen(
+        procs.module_argv(module, *args, site=False),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        **procs.popen_kwargs(),
+    )
+    try:
+        deadline = time.monotonic() + 60  # a ceiling for a starved machine; it takes 0.1 s
+        seen = _limits(proc.pid)
+        while proc.poll() is None and {k: seen.get(k) for k in want} != want:
+            assert time.monotonic() < deadline, f"never limited: {seen}"
+            time.sleep(0.01)  # the child sets them first thing, then blocks on stdin
+            seen = _limits(proc.pid)
+        assert {k: seen.get(k) for k in want} == want, seen
+    finally:
+        proc.kill()
+        proc.wait()

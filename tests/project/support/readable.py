@@ -5,7 +5,6 @@ may enter, seeing this checkout and its packages through a ``.pth`` file (as ``p
 
 from __future__ import annotations
 
-import os
 import shutil
 import stat
 import subprocess
@@ -16,7 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from grader.sandbox import mirror
 from tests.project.support.common import ROOT
+
+SKIP = (".git", ".venv*", "__pycache__", ".pytest_cache")  # what another uid needs none of
 
 
 def reachable(path: Path) -> bool:
@@ -26,18 +28,13 @@ def reachable(path: Path) -> bool:
 
 def _for_others(path: Path, linked: Path) -> Path:
     """``path`` where another uid can reach it; else a tree of hard links to its files in ``linked`` (nothing copied):
-    a checkout or venv inside a folder others cannot enter (a 0700 home, ``mktemp -d``) must still be importable."""
+    a checkout or venv inside a folder others cannot enter (a 0700 home, ``mktemp -d``) must still be importable.
+    The links are the grader's own (:func:`grader.sandbox.mirror.link_tree`, as its torch mirrors are made)."""
     if reachable(path / "x"):
         return path
-    shutil.copytree(
-        path,
-        linked / path.name,
-        copy_function=os.link,
-        symlinks=True,
-        ignore=shutil.ignore_patterns(".git", ".venv*", "__pycache__", ".pytest_cache"),
-    )
-    for folder in [linked, *(p for p in (linked / path.name).rglob("*") if p.is_dir())]:
-        folder.chmod(folder.stat().st_mode | 0o055)
+    linked.mkdir(mode=0o755)
+    linked.chmod(0o755)
+    mirror.link_tree(str(path), linked / path.name, skip=SKIP)
     return linked / path.name
 
 
