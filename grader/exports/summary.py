@@ -88,7 +88,7 @@ class ExerciseTally:
 
 @dataclass
 class Tally:
-    """The class so far: :meth:`add` each (key, card), then :meth:`document`."""
+    """The class so far: :meth:`add` each (key, card); :func:`summarize` makes the document from it."""
 
     exercise_ids: list[str]
     seen: list[Seen] = field(default_factory=list)
@@ -99,7 +99,7 @@ class Tally:
     def add(self, key: str, card: dict[str, Any]) -> None:
         key, card = safetext.name(key), clean_tree(card)
         self.seen.append(_seen(key, card))
-        self.rows.append(students.row(key, card, self.exercise_ids, None))
+        self.rows.append(students.row(key, card, self.exercise_ids))
         if card["status"] == "graded":
             self.exercises.add(card)
             self.mistakes.add(key, card)
