@@ -255,11 +255,11 @@ def _cards(parts: list[Part]) -> tuple[dict[str, dict[str, Any]], list[str]]:
             except OSError:
                 missing.append(f"{student['key']} ({part.label}: no {path})")
                 continue
-            problem = _invalid(text, part.doc)
+            card, problem = _parsed(text, part.doc)
             if problem:
                 invalid.append(f"{path}: {problem}")
             else:
-                cards[student["key"]] = scorecard.slim(json.loads(text))
+                cards[student["key"]] = scorecard.slim(card)
     problems = (
         [_names(f"{len(missing)} student(s) without a scorecard: ", missing)] if missing else []
     )
@@ -268,22 +268,22 @@ def _cards(parts: list[Part]) -> tuple[dict[str, dict[str, Any]], list[str]]:
     return cards, problems
 
 
-def _invalid(text: str, doc: dict[str, Any]) -> str:
-    """Why a scorecard cannot be merged under ``doc`` ("" when it can)."""
+def _parsed(text: str, doc: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The scorecard in ``text``, and why it cannot be merged under ``doc`` ("" when it can)."""
     try:
-        card = json.loads(text)
+        card: dict[str, Any] = json.loads(text)
         schema.validate("scorecard", card)
     except ValueError as exc:
-        return f"not a valid scorecard ({exc})"
+        return {}, f"not a valid scorecard ({exc})"
     if (
         card["assignment"] != doc["assignment"]
         or card["grader"]["version"] != doc["grader"]["version"]
     ):
-        return (
+        return card, (
             f"graded for {card['assignment']} by grader {card['grader']['version']}, not for "
             f"{doc['assignment']} by {doc['grader']['version']} as its shard says"
         )
-    return ""
+    return card, ""
 
 
 def _names(head: str, items: list[str]) -> str:
