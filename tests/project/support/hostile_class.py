@@ -174,24 +174,57 @@ def messages(card: dict, exercise: str) -> str:
 def leftover_sandbox_processes(
     uids: set[int], *, started_before: float, wait_s: float = 10.0
 ) -> list[str]:
-    """Processes of the sandbox ``uids`` started before ``started_before`` (a ``time.time()``) and still alive
-    after ``wait_s`` (a killed namespace takes a moment to reap). Leases are machine-wide: once the batch has
-    ended, a concurrent grader may lease one of its uids, so a process started after the batch is not counted
-    (``ps`` gives whole seconds: one second of margin)."""
+    """Processes of the sandbox ``uids`` started before ``started_before`` (a ``time.time()``), still alive after
+    ``wait_s`` (a killed namespace takes a moment to reap) and part of no live sandbox.
+
+    Leases are machine-wide and a batch's slots give theirs back as they retire, before the batch ends: a
+    concurrent grader (another test module) may be running a worker under one of these uids. Such a worker is
+    told apart by what it is, not by when it started: a live ``process``/``none`` sandbox's scratch folder (its
+    ``TMPDIR``) still exists, and ours were all removed when their sandboxes ended; a process inside a pid
+    namespace lives only while its namespace's init does, which our killed sandboxes' did not. CI once failed
+    on a concurrent grader's worker (``Ss python3.11``) counted here as a daemon."""
     deadline = time.monotonic() + wait_s
     while True:
-        now = time.time()
-        out = subprocess.run(
-            ["ps", "-eo", "uid=,pid=,stat=,etimes=,comm="], capture_output=True, text=True
-        ).stdout
         alive = [
-            line
-            for line in out.splitlines()
-            if len(line.split()) >= 4
-            and int(line.split()[0]) in uids
-            and "Z" not in line.split()[2]
-            and now - int(line.split()[3]) < started_before - 1
+            f"{line} ({why})"
+            for line, pid in _candidates(uids, started_before)
+            if (why := _not_in_a_live_sandbox(pid))
         ]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
+
+
+def _candidates(uids: set[int], started_before: float) -> list[tuple[str, int]]:
+    """(ps line, pid) of every live process of ``uids`` started before ``started_before`` (``ps`` gives whole
+    seconds: one second of margin)."""
+    now = time.time()
+    out = subprocess.run(
+        ["ps", "-eo", "uid=,pid=,stat=,etimes=,comm="], capture_output=True, text=True
+    ).stdout
+    found = []
+    for line in out.splitlines():
+        cells = line.split()
+        if len(cells) < 4 or int(cells[0]) not in uids or "Z" in cells[2]:
+            continue
+        if now - int(cells[3]) < started_before - 1:
+            found.append((line, int(cells[1])))
+    return found
+
+
+def _not_in_a_live_sandbox(pid: int) -> str:
+    """Why ``pid`` is no live sandbox's process ("" when it is one, or is gone already)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return ""  # ended while we looked
+    except OSError as exc:
+        return f"unreadable: {exc}"  # cannot tell: counted
+    tmpdir = next((e[7:].decode() for e in environ if e.startswith(b"TMPDIR=")), None)
+    if tmpdir is not None:
+        return "" if Path(tmpdir).is_dir() else f"its sandbox's TMPDIR {tmpdir} is gone"
+    nspid = next(
+        (line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), []
+    )
+    return "" if len(nspid) > 1 else "no TMPDIR and no pid namespace of its own"
