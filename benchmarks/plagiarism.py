@@ -8,7 +8,8 @@ or inline, the order of independent statements, names, comments and layout (:fun
 
 Copies. A copier takes another student's module and disguises it with the transformations students use
 (:data:`DISGUISES`): renamed identifiers, reordered functions, reordered statements, changed comments and whitespace,
-inlined or extracted helpers, loops <-> comprehensions, different but equivalent torch calls (:func:`disguise`).
+inlined or extracted helpers, loops <-> comprehensions, different but equivalent torch calls, junk padding
+(unused assignments and a helper nobody calls, to dilute the share) (:func:`disguise`).
 
 Every module stays valid Python with the same behaviour (bugs included); :func:`make_class` says which pairs share
 an origin: the ground truth of ``benchmarks/similarity.py``.
@@ -280,6 +281,30 @@ def _in_strings(source: str) -> set[int]:
     return inside
 
 
+def _junk(rng: random.Random) -> ast.stmt:
+    """An assignment nobody reads, of an arithmetic of small constants (no behaviour)."""
+    terms = " + ".join(
+        f"{rng.randrange(1, 99)} * {rng.randrange(1, 9)}" for _ in range(rng.randint(1, 3))
+    )
+    name = f"{rng.choice(WORDS)}_pad{rng.randrange(100)}"
+    return ast.parse(f"{name} = [{terms}, {rng.randrange(9)}]").body[0]
+
+
+def pad(tree: ast.Module, rng: random.Random, p: float = 1.0) -> None:
+    """Junk added to dilute the copy: unused assignments inside functions, before each statement with
+    probability ``p`` (as many again as the code, at ``p = 1``), and a helper nobody calls."""
+    for fn in _functions(tree):
+        body: list[ast.stmt] = []
+        for stmt in fn.body:
+            if not isinstance(stmt, ast.Expr) and rng.random() < p:  # never before a docstring
+                body.append(_junk(rng))
+            body.append(stmt)
+        fn.body = body
+    helper = ast.parse(f"def _{rng.choice(WORDS)}_unused{rng.randrange(100)}():\n    pass").body[0]
+    helper.body = [_junk(rng) for _ in range(rng.randint(3, 6))]  # type: ignore[attr-defined]
+    tree.body.append(helper)
+
+
 TreeStep = Callable[[ast.Module, random.Random, float], None]
 DISGUISES: dict[str, TreeStep | None] = {
     "rename": rename,
@@ -290,6 +315,7 @@ DISGUISES: dict[str, TreeStep | None] = {
     "helper": extract_helper,
     "loops": lambda t, r, p: Loops(r, p).visit(t) and None,
     "torch_calls": lambda t, r, p: Sites(r, p).visit(t) and None,
+    "padding": pad,
 }
 
 

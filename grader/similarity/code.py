@@ -33,7 +33,9 @@ MAX_CANONICAL = (
 _DROP = {"COMMENT", "NL", "INDENT", "DEDENT", "ENCODING", "ENDMARKER", "TYPE_COMMENT"}
 _STATEMENT_START = {"NEWLINE", "INDENT", "DEDENT", "ENCODING", None}
 _OPEN, _CLOSE = frozenset("([{"), frozenset(")]}")
-_KEEP_NAMES = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
+_KEEP_NAMES = (  # ``_`` is a soft keyword only inside ``match``: elsewhere a name like any
+    frozenset(dir(builtins)) | frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
+) - {"_"}
 
 
 @dataclass(frozen=True)
