@@ -13,7 +13,7 @@ and severe caps that fired on a bug other than the class a cap names (an overflo
 registry stay this checkout's), so before and after are the same benchmark. Bugs whose docstring says ``Held out:
 yes`` (written after the catalogue, never tuned against) are reported again on their own. A few minutes.
 
-    python benchmarks/feedback.py [--assignment ID] [--exercise ID ...] [--ref COMMIT] [--json] [--bugs]
+    python benchmarks/feedback.py [--assignment ID] [--exercise ID ...] [--prefix NAME] [--ref COMMIT] [--json] [--bugs]
 """
 
 from __future__ import annotations
@@ -243,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--assignment", help="only this assignment's exercises")
     p.add_argument("--exercise", action="append", help="only this exercise (repeatable)")
+    p.add_argument(
+        "--prefix", help="only the bugs whose file name starts with this (heldout2_: one held-out set)"
+    )
     p.add_argument("--ref", help="grade with this commit's grader and suites")
     p.add_argument("--json", action="store_true", help="print every bug's row as JSON")
     p.add_argument(
@@ -263,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     bugs = sorted(CORPUS.glob("*/*.py"))
     if args.exercise:
         bugs = [b for b in bugs if b.parent.name in args.exercise]
+    if args.prefix:
+        bugs = [b for b in bugs if b.name.startswith(args.prefix)]
     if args.assignment:
         sys.path.insert(0, str(ROOT))
         from grader.course import manifest

@@ -46,12 +46,20 @@ class Variant:
         return ", ".join((self.id, *self.also))
 
 
+Observation = (
+    str | tuple[str, str] | None
+)  # what a detector saw: text, (misconception id, text), or nothing
+
+
 @dataclass(frozen=True)
 class Detector:
-    """One misconception as a property of the output: ``observe(got, expected)`` says what it saw, or None."""
+    """One misconception as a property of the output: ``observe(got, expected)`` says what it saw, or None.
+
+    A detector that reads which of several mistakes the output shows (a mask's band, a fitted scale) returns the
+    id it found with its text; ``id`` then only names the detector."""
 
     id: str
-    observe: Callable[[torch.Tensor, torch.Tensor], str | None]
+    observe: Callable[[torch.Tensor, torch.Tensor], Observation]
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,8 @@ def _try(
         return None
     if isinstance(item, Detector):
         seen = item.observe(got, expected)
+        if isinstance(seen, tuple):
+            return tag(*seen)
         return tag(item.id, seen) if seen else None
     wrong = _evaluate(item)
     if (

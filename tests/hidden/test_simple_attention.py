@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.testing.catalogue.softmax import context_suspects, scores_suspects, softmax_suspects
+from grader.testing.catalogue.softmax import context_suspects, scores_suspects, weights_suspects
 from grader.testing.checks import expect_call, expect_tensor
 from grader.testing.gradients import expect_grads
 from grader.testing.regimes import expect_stable
@@ -44,7 +44,7 @@ def test_weights_match_float64_oracle_and_rows_sum_to_one(student, gen, shape):
     x = torch.randn(*shape, generator=gen)
     scores = oracle(x)[0]
     expect_call(lambda: student.simple_attention.attention_weights(scores), oracle(x)[1],
-                what=f"attention_weights(scores of shape {tuple(scores.shape)})", suspects=softmax_suspects(scores))
+                what=f"attention_weights(scores of shape {tuple(scores.shape)})", suspects=weights_suspects(scores))
 
 
 @pytest.mark.points(0.5)
@@ -52,7 +52,7 @@ def test_weights_of_four_dim_scores_normalise_the_last_dim(student, gen):
     scores = torch.randn(2, 2, T, T, generator=gen)  # (B, H, T, T), as in multi-head attention later
     e = torch.exp(scores.double() - scores.double().amax(dim=-1, keepdim=True))
     expect_call(lambda: student.simple_attention.attention_weights(scores), (e / e.sum(dim=-1, keepdim=True)).float(),
-                what="attention_weights(scores of shape (2, 2, 5, 5))", suspects=softmax_suspects(scores))
+                what="attention_weights(scores of shape (2, 2, 5, 5))", suspects=weights_suspects(scores))
 
 
 @pytest.mark.points(0.75)
@@ -91,7 +91,7 @@ def test_float64_inputs_stay_float64(student, gen):
     sa = student.simple_attention
     expect_call(lambda: sa.attention_scores(x), scores, what="attention_scores(float64 x)", suspects=scores_suspects(x))
     expect_call(lambda: sa.attention_weights(scores), weights, what="attention_weights(float64 scores)",
-                suspects=softmax_suspects(scores))
+                suspects=weights_suspects(scores))
     expect_call(lambda: sa.context_vectors(x), context, what="context_vectors(float64 x)", suspects=context_suspects(x))
 
 
@@ -103,7 +103,7 @@ def test_large_scores_do_not_overflow(student, gen):
     weights = student.simple_attention.attention_weights
     got = expect_stable(lambda: weights(scores), lambda: weights(scores / 300), what="attention_weights(scores ~300)")
     expect_tensor(got, (e / e.sum(dim=-1, keepdim=True)).float(), what="attention_weights(scores of size ~300)",
-                  suspects=softmax_suspects(scores))
+                  suspects=weights_suspects(scores))
     x = torch.randn(B, T, D, generator=gen) * 12  # dot products of ~400
     context = student.simple_attention.context_vectors
     got = expect_stable(lambda: context(x), lambda: context(x / 12), what="context_vectors(x * 12)")

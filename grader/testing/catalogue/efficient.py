@@ -4,12 +4,14 @@ is_causal with a mask; flash_attention's scale, causal alignment and default."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from grader.testing.catalogue.scales import scale_detector
 from grader.testing.diagnosis import Suspects, Variant
 from grader.testing.variants import attention, causal_keep
 
@@ -96,8 +98,30 @@ def formula_suspects(
                 also=("causal-with-mask",),
             )
         )
+    if is_causal and S - L:
+        flipped = torch.ones(L, S, dtype=torch.bool).tril(diagonal=L - S)
+        items += [
+            Variant(
+                "mask-top-left",
+                f"causal attention with the mask's offset the wrong way: tril(diagonal=L - S = {L - S}) "
+                f"where it is S - L = {S - L}{', rows with no key ' + dead if dead else ''}",
+                _att(q, k, v, keep=flipped, dead_rows_zero=not dead),
+            )
+            for dead in (
+                "",
+                "NaN",
+            )  # a query left with no key: zeros (SDPA) or NaN (a softmax of -inf)
+        ]
     if keep is not None:
         items.append(Variant("mask-missing", "attention with no causal mask", _att(q, k, v)))
+        items.append(
+            Variant(
+                "mask-diagonal",
+                "causal attention whose mask also blocks each query's own key (j < i, the diagonal "
+                "left out)",
+                _att(q, k, v, keep=causal_keep(L, S, align="strict")),
+            )
+        )
     if q.dim() == 3:
         items.append(
             Variant(
@@ -116,7 +140,9 @@ def formula_suspects(
                 _att(q, k, v, keep=causal_keep(L, S)),
             )
         )
-    return Suspects(tuple(items))
+    sizes = {"E": E, "Ev": v.shape[-1], "L": L, "S": S}
+    fitted = scale_detector(lambda c: _att(q, k, v, keep=keep, scale=c)(), 1 / math.sqrt(E), sizes)
+    return Suspects((*items, fitted))
 
 
 def _att(

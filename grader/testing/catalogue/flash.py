@@ -31,6 +31,7 @@ def tiled(
     rescale_den: bool = True,
     per_tile: bool = False,
     drop_ragged: bool = False,
+    carry_max: str = "yes",  # "tile": m_new is the tile's own max; "never": m is never updated
 ) -> torch.Tensor:
     """Online-softmax attention over key tiles in float64 (bottom-right causal), with one step changeable."""
     q, k, v = (t.double() for t in (q, k, v))
@@ -50,12 +51,16 @@ def tiled(
         if per_tile:
             acc, tiles = acc + torch.softmax(s, dim=-1).nan_to_num(0.0) @ vt, tiles + 1
             continue
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        m_new = (
+            s.amax(dim=-1, keepdim=True)
+            if carry_max == "tile"
+            else torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        )
         safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
         p, alpha = torch.exp(s - safe), torch.exp(m - safe)
         den = (alpha if rescale_den else 1.0) * den + p.sum(dim=-1, keepdim=True)
         acc = (alpha if rescale_acc else 1.0) * acc + p @ vt
-        m = m_new
+        m = m if carry_max == "never" else m_new
     if per_tile:
         return acc / max(tiles, 1)
     return acc / torch.where(den == 0, torch.ones_like(den), den)
@@ -90,6 +95,12 @@ def flash_suspects(
         ),
         Variant(
             "flash-rescale",
+            "the online softmax with neither the accumulator nor the denominator rescaled (alpha "
+            "taken after the running max was overwritten: exp(m_new - m_new) = 1)",
+            run(rescale_acc=False, rescale_den=False),
+        ),
+        Variant(
+            "flash-rescale",
             "each key tile normalised by its own sum and the tiles' outputs averaged",
             run(per_tile=True),
         ),
@@ -98,6 +109,17 @@ def flash_suspects(
             f"attention over the first {k.shape[-2] - k.shape[-2] % block_size} keys only "
             f"(the last, shorter tile of {k.shape[-2] % block_size} dropped)",
             run(drop_ragged=True),
+        ),
+        Variant(
+            "flash-rescale",
+            "the online softmax whose new max is the tile's own (not the max of the running one "
+            "and the tile's)",
+            run(carry_max="tile"),
+        ),
+        Variant(
+            "flash-rescale",
+            "the online softmax whose running max is never updated (m = m_new missing)",
+            run(carry_max="never"),
         ),
         Variant(
             "flash-max-init",

@@ -67,10 +67,13 @@ def backward(
             s = s.masked_fill(~keep[:, start:end], float("-inf"))
         p = _probabilities(s, row_lse, probs)
         dp = do @ v[..., start:end, :].transpose(-2, -1)
-        dd = {"row": d, "tile": (p * dp).sum(dim=-1, keepdim=True), "none": torch.zeros_like(d)}[
-            delta
-        ]
-        ds = p * (dp - dd) * ds_scale
+        dd = {
+            "row": d,
+            "outside": d,
+            "tile": (p * dp).sum(dim=-1, keepdim=True),
+            "none": torch.zeros_like(d),
+        }[delta]
+        ds = (p * dp - dd if delta == "outside" else p * (dp - dd)) * ds_scale
         step = ds @ k[..., start:end, :] * scale * dq_scale
         dq = step if dq_overwrite else dq + step
         dks.append(ds.transpose(-2, -1) @ q * scale * dk_scale)
@@ -110,7 +113,12 @@ STEPS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         {"probs": "tile-max"},
     ),
     ("ragged-dropped", "the backward without the shorter last tile of keys", {"drop_ragged": True}),
-)
+    (
+        "bwd-delta",
+        "the backward with dS = P * dP - D: D subtracted outside P's product",
+        {"delta": "outside"},
+    ),
+)  # the scale steps' factors are filled in by index (2, 3, 4): new steps go last
 
 
 def backward_suspects(
@@ -152,6 +160,13 @@ def backward_suspects(
                 )
             )
         items.append(Variant("mask-missing", "the backward with no causal mask", run(align="none")))
+        items.append(
+            Variant(
+                "mask-diagonal",
+                "the backward with a causal mask that also blocks each query's own key",
+                run(align="strict"),
+            )
+        )
     return Suspects(tuple(items))
 
 

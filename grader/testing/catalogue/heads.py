@@ -18,7 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from grader.inside.standins import stand_in_apply_rope, stand_in_rope_frequencies
-from grader.testing.diagnosis import Suspects, Variant
+from grader.testing.catalogue.knobs import KNOBS
+from grader.testing.catalogue.scales import scale_detector
+from grader.testing.diagnosis import Detector, Suspects, Variant
 from grader.testing.variants import causal_keep, softmax
 
 Params = Mapping[str, torch.Tensor]
@@ -39,7 +41,8 @@ class Spec:
     roles_swapped: bool = False  # queries from the context, keys and values from x
     use_bias: bool = True
     split: str = "transpose"  # or "view": view(B, H, T, hd) without the transpose
-    merge: str = "transpose"  # or "view": heads merged without transposing back
+    merge: str = "transpose"  # "view": no transpose back; "1,3,2" ...: permute(0, 1, 3, 2) before the reshape
+    scale_on: str = "scores"  # or "weights": the weights multiplied by the scale after the softmax
     align: str = "bottom-right"  # causal alignment: "top-left", "inverted", "strict", "none" (no causal mask)
     mask_after_softmax: bool = False
     softmax_dim: int = -1
@@ -113,13 +116,16 @@ def forward(
             else torch.arange(spec.heads) % Hkv
         )
         k, v = k[:, owner], v[:, owner]
-    s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if spec.scale is None else spec.scale)
+    factor = 1 / math.sqrt(q.shape[-1]) if spec.scale is None else spec.scale
+    s = q @ k.transpose(-2, -1) * (factor if spec.scale_on == "scores" else 1.0)
     if bias is not None and spec.bias_on.startswith("scores"):
         s = s * bias.to(dtype).exp() if spec.bias_on == "scores-times" else s + bias.to(dtype)
     block = _blocked(spec, s.shape[-2], s.shape[-1], keep)
     if block is not None and not spec.mask_after_softmax:
         s = s.masked_fill(block, float("-inf") if keep is None or spec.causal else spec.keep_fill)
-    w = softmax(s, spec.softmax_dim, naive=spec.naive)
+    w = softmax(s, spec.softmax_dim, naive=spec.naive) * (
+        factor if spec.scale_on == "weights" else 1.0
+    )
     if block is not None and spec.mask_after_softmax:
         w = w.masked_fill(block, 0.0)
     if bias is not None and spec.bias_on.startswith(
@@ -127,11 +133,20 @@ def forward(
     ):  # the decay after the softmax: rows unnormalised
         w = w * bias.to(dtype).exp() if spec.bias_on == "weights-times" else w + bias.to(dtype)
     o = w @ v  # (B, H, T, hd)
-    B, T = o.shape[0], o.shape[2]
-    o = o.transpose(1, 2).reshape(B, T, -1) if spec.merge == "transpose" else o.reshape(B, T, -1)
+    o = _merge(o, spec.merge)
     if spec.out_proj and not spec.skip_out_proj:
         o = _linear(o, p, "out_proj", True, dtype)
     return o.to(x.dtype)
+
+
+def _merge(o: torch.Tensor, how: str) -> torch.Tensor:
+    """(B, H, T, hd) back to (B, T, H * hd): transposed, as is ("view"), or permuted ("1,3,2": dims 1, 3, 2)."""
+    B, T = o.shape[0], o.shape[2]
+    if how == "transpose":
+        return o.transpose(1, 2).reshape(B, T, -1)
+    if how == "view":
+        return o.reshape(B, T, -1)
+    return o.permute(0, *map(int, how.split(","))).reshape(B, T, -1)
 
 
 def _linear(
@@ -185,141 +200,6 @@ def _blocked(spec: Spec, L: int, S: int, keep: torch.Tensor | None) -> torch.Ten
     return block
 
 
-# (misconception, what the output then equals, the knobs): every module exercise picks the ones that apply
-KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
-    "scale": [("wrong-scale", "no scaling at all", {"scale": 1.0})],
-    "softmax": [
-        (
-            "softmax-wrong-dim",
-            "the softmax over the queries (dim -2) instead of the keys",
-            {"softmax_dim": -2},
-        ),
-        (
-            "softmax-no-max",
-            "exp(scores) without the row max subtracted, which overflows here",
-            {"naive": True},
-        ),
-    ],
-    "causal": [
-        ("mask-missing", "no causal mask at all", {"align": "none"}),
-        (
-            "mask-inverted",
-            "the causal mask inverted (the past blocked, the future kept)",
-            {"align": "inverted"},
-        ),
-        (
-            "mask-diagonal",
-            "a mask that keeps only keys strictly before the query (itself blocked)",
-            {"align": "strict"},
-        ),
-        (
-            "mask-after-softmax",
-            "the future zeroed after the softmax, the rows not renormalised",
-            {"mask_after_softmax": True},
-        ),
-    ],
-    "queries": [("queries-from-w-key", "the queries computed by W_key", {"queries_from": "W_key"})],
-    "bias": [("qkv-bias-ignored", "the projections without their biases", {"use_bias": False})],
-    "heads": [
-        (
-            "heads-no-transpose",
-            "heads split with view(B, H, T, head_dim), no transpose",
-            {"split": "view"},
-        ),
-        (
-            "heads-no-transpose",
-            "heads merged back with view(B, T, d) without transposing (B, H, T, hd) first",
-            {"merge": "view"},
-        ),
-        (
-            "heads-no-transpose",
-            "heads split with view(B, H, T, head_dim) and merged back with view(B, T, d): no "
-            "transpose either way",
-            {"split": "view", "merge": "view"},
-        ),
-    ],
-    "out_proj": [
-        ("out-proj-missing", "the heads' output without out_proj", {"skip_out_proj": True})
-    ],
-    "padding": [
-        (
-            "mask-inverted",
-            "the padding mask inverted (True read as 'padding')",
-            {"keep_inverted": True},
-        ),
-        (
-            "mask-broadcast",
-            "the (B, S) padding mask unsqueezed to (B, 1, S), which lines the batch up with the "
-            "heads",
-            {"keep_align": "heads"},
-        ),
-        (
-            "mask-broadcast",
-            "the (B, S) padding mask as (B, 1, S, 1), which lines the keys up with the queries",
-            {"keep_align": "queries"},
-        ),
-        (
-            "mask-broadcast",
-            "the (B, S) padding mask as (B, S, 1, 1), which lines the keys up with the heads",
-            {"keep_align": "heads-axis"},
-        ),
-        (
-            "mask-multiplied",
-            "the padded keys' scores set to 0 (multiplied by the 0/1 mask) instead of -inf",
-            {"keep_fill": 0.0},
-        ),
-        (
-            "mask-after-softmax",
-            "the padded keys' weights zeroed after the softmax, the rows not renormalised",
-            {"mask_after_softmax": True},
-        ),
-    ],
-    "cross": [
-        (
-            "kv-from-x",
-            "keys and values projected from x instead of the context",
-            {"kv_from_x": "kv"},
-        ),
-        ("kv-from-x", "the keys projected from x instead of the context", {"kv_from_x": "k"}),
-        ("kv-from-x", "the values projected from x instead of the context", {"kv_from_x": "v"}),
-        (
-            "kv-from-x",
-            "the keys and values projected from x and the queries from the context (the roles "
-            "of the two sequences swapped)",
-            {"roles_swapped": True},
-        ),
-        (
-            "mask-spurious",
-            "a causal (top-left) mask, which cross-attention does not have",
-            {"causal": True, "align": "top-left"},
-        ),
-        (
-            "kv-length-from-query",
-            "keys and values split into heads with the queries' length L instead of the "
-            "context's S",
-            {"kv_len_from_query": True},
-        ),
-    ],
-    "gqa": [
-        (
-            "gqa-repeat",
-            "kv heads tiled with repeat() (query head h reads kv head h % num_kv_heads)",
-            {"kv_pairing": "repeat"},
-        )
-    ],
-    "rope": [
-        ("rope-on-values", "RoPE applied to the values too", {"rope_on": "qkv"}),
-        ("rope-only-queries", "RoPE applied to the queries only, not the keys", {"rope_on": "q"}),
-        (
-            "rope-before-head-split",
-            "RoPE applied on (B, T, H, head_dim) before the transpose: the heads axis "
-            "taken for the positions",
-            {"rope_before_split": True},
-        ),
-    ],
-}
-
-
 def module_variants(
     spec: Spec,
     groups: list[str],
@@ -361,9 +241,21 @@ def module_suspects(
     def run(s: Spec) -> torch.Tensor:
         return forward(x, p, s, **inputs)
 
-    return Suspects(
-        tuple(
-            Variant(mid, f"the output of this module with {shows}", thunk)
-            for mid, shows, thunk in module_variants(spec, groups, run, scales)
-        )
+    variants = tuple(
+        Variant(mid, f"the output of this module with {shows}", thunk)
+        for mid, shows, thunk in module_variants(spec, groups, run, scales)
     )
+    return Suspects((*variants, _fitted_scale(x, p, spec, run)))
+
+
+def _fitted_scale(
+    x: torch.Tensor, p: Params, spec: Spec, run: Callable[[Spec], torch.Tensor]
+) -> Detector:
+    """Any other constant scale of the scores (:mod:`~grader.testing.catalogue.scales`)."""
+    d_out = p["W_query.weight"].shape[0]
+    hd = d_out // spec.heads
+    sizes = {"head_dim": hd, "d_out": d_out, "num_heads": spec.heads, "T": x.shape[-2]}
+    if spec.kv_heads and spec.kv_heads != spec.heads:
+        sizes["num_kv_heads * head_dim"] = spec.kv_heads * hd
+    right = 1 / math.sqrt(hd) if spec.scale is None else spec.scale
+    return scale_detector(lambda c: run(replace(spec, scale=c)), right, sizes)

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.inside.standins import stand_in_apply_rope, stand_in_rope_frequencies
+from grader.testing.catalogue.scales import scale_detector
 from grader.testing.diagnosis import Suspects, Variant
 from grader.testing.variants import softmax
 
@@ -30,8 +31,12 @@ class Decoding:
     rope: tuple[int, float] | None  # (max_len, base) of the model's stand-in RoPE tables
     max_len: int  # the cache's
     held: int = 0  # slots a previous sequence left written (zeros) and counted: a reset that keeps the count
-    positions: str = "absolute"  # or "restart": 0 .. t-1 in every chunk
-    align: str = "bottom-right"  # or "top-left": the chunk's mask tril() of (t, S)
+    positions: str = (
+        "absolute"  # "restart": 0 .. t-1 in every chunk; "keys-restart"/"queries-restart": one side
+    )
+    align: str = (
+        "bottom-right"  # "top-left": tril() of (t, S); "strict": the diagonal blocked; "none"
+    )
     unwritten: bool = False  # every max_len slot attended to, the unwritten ones zeros
     drop_ragged: bool = False
     pairing: str = "interleave"
@@ -72,9 +77,12 @@ def decode(
             )
         )
         if tables is not None:
-            pos = torch.arange(t) + (length if spec.positions == "absolute" else 0)
             cos, sin = tables
-            q, k = (stand_in_apply_rope(z, cos, sin, pos) for z in (q, k))
+            q, k = (
+                stand_in_apply_rope(z, cos, sin, torch.arange(t) + _offset(spec, side, length))
+                for z, side in ((q, "queries"), (k, "keys"))
+            )
+            pos = torch.arange(t) + _offset(spec, "values", length)
             v = stand_in_apply_rope(v, cos, sin, pos) if spec.rope_values else v
         if (
             spec.grouped_cache
@@ -94,6 +102,12 @@ def decode(
         )
         start += t
     return torch.cat(outs, dim=1).to(x.dtype)
+
+
+def _offset(spec: Decoding, side: str, length: int) -> int:
+    """The first position of a chunk's ``side`` (queries, keys, values): the cache's length, or 0 where the
+    misconception restarts it."""
+    return 0 if spec.positions in ("restart", f"{side}-restart") else length
 
 
 def _heads(t: torch.Tensor, heads: int) -> torch.Tensor:
@@ -119,9 +133,8 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: Decoding) -
     k, v = k[:, owner], v[:, owner]
     t, S = q.shape[2], k.shape[2]
     s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if spec.scale is None else spec.scale)
-    keep = torch.ones(t, S, dtype=torch.bool).tril(
-        diagonal=S - t if spec.align == "bottom-right" else 0
-    )
+    diagonal = {"bottom-right": S - t, "top-left": 0, "strict": S - t - 1, "none": S}[spec.align]
+    keep = torch.ones(t, S, dtype=torch.bool).tril(diagonal=diagonal)
     return softmax(s.masked_fill(~keep, float("-inf")), -1, naive=spec.naive) @ v
 
 
@@ -132,11 +145,27 @@ KNOBS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         {"positions": "restart"},
     ),
     (
+        "positions-not-offset",
+        "decoding with the keys turned at positions 0 .. t-1 of the chunk (the queries at cache.length + i)",
+        {"positions": "keys-restart"},
+    ),
+    (
+        "positions-not-offset",
+        "decoding with the queries turned at positions 0 .. t-1 of the chunk (the keys at cache.length + i)",
+        {"positions": "queries-restart"},
+    ),
+    (
         "mask-top-left",
         "decoding with each chunk's mask tril() of (t, S), top-left: the chunk's queries see the oldest "
         "keys instead of the cached prefix and themselves",
         {"align": "top-left"},
     ),
+    (
+        "mask-diagonal",
+        "decoding with each chunk's mask blocking the query's own key too (the diagonal left out)",
+        {"align": "strict"},
+    ),
+    ("mask-missing", "decoding with no causal mask inside a chunk", {"align": "none"}),
     (
         "cache-unwritten-slots",
         "decoding that attends to every slot of the cache, the unwritten ones (zeros) too",
@@ -186,7 +215,13 @@ def kv_suspects(
                 run(replace(spec, scale=1 / math.sqrt(d))),
             )
         )
-    return Suspects(tuple(items))
+    hd = d // spec.heads
+    sizes = {"head_dim": hd, "d_model": d, "num_kv_heads * head_dim": spec.kv_heads * hd}
+    right = 1 / math.sqrt(hd) if spec.scale is None else spec.scale
+    fitted = scale_detector(
+        lambda c: decode(x, p, replace(spec, scale=c), schedule)[:, rows], right, sizes
+    )
+    return Suspects((*items, fitted))
 
 
 def reset_suspects(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from grader.testing.catalogue.bands import band_detector
 from grader.testing.diagnosis import Detector, Suspects, Variant, tag
 
 
@@ -18,6 +19,7 @@ def causal_suspects(T: int) -> Suspects:
                 "torch.triu(ones, diagonal=1): the BLOCKED set, used as the keep-mask",
                 lambda: ~keep,
             ),
+            band_detector(),  # any other band: the diagonal left out, the band turned, no mask at all
         )
     )
 
@@ -36,6 +38,11 @@ def padding_suspects(lengths: torch.Tensor, max_len: int) -> Suspects:
                 "padding-off-by-one",
                 "positions <= lengths: one padding token kept per sequence",
                 lambda: pos[None, :] <= lengths[:, None],
+            ),
+            Variant(
+                "padding-off-by-one",
+                "positions < lengths - 1: each sequence's last real token dropped",
+                lambda: pos[None, :] < lengths[:, None] - 1,
             ),
             Variant(
                 "mask-broadcast",

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import torch
 
+from grader.testing.catalogue.ropefit import frequency_detector
 from grader.testing.diagnosis import Suspects, Variant
 
 Tables = tuple[torch.Tensor, torch.Tensor]
@@ -87,7 +88,8 @@ def table_suspects(
                 lambda: tables(head_dim, max_len)[which][rows].to(dtype),
             ),
         )
-    return Suspects(tuple(items))
+    fitted = frequency_detector(head_dim, base, which, torch.arange(max_len)[rows])
+    return Suspects((*items, fitted))  # any other theta_i: read off the table
 
 
 def hf_layout(t: torch.Tensor) -> torch.Tensor:

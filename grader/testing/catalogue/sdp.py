@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 
+from grader.testing.catalogue.scales import scale_detector
 from grader.testing.diagnosis import Suspects, Variant
 from grader.testing.variants import attention
 
@@ -57,6 +58,12 @@ def sdp_suspects(
         if q.shape[-2] > 1
     ]
     items += _masks(keep, bias, wrong, q.dtype)
+    if (
+        scale is None
+    ):  # any other constant factor: fitted (an explicit scale's misreadings are above)
+        sizes = {"E": E, "Ev": v.shape[-1], "L": q.shape[-2], "S": k.shape[-2]}
+        fitted = scale_detector(lambda c: wrong(scale=c)(), 1 / math.sqrt(E), sizes)
+        return Suspects((*items, fitted))
     return Suspects(tuple(items))
 
 
@@ -106,6 +113,12 @@ def _masks(
                 wrong(keep=~keep),
             ),
             Variant("mask-missing", "attention with the mask ignored", wrong(keep=None)),
+            Variant(
+                "mask-multiplied",
+                "attention with the scores multiplied by the 0/1 mask (a blocked key's score "
+                "becomes 0, which still gets weight)",
+                wrong(fill=0.0, dead_rows_zero=False),
+            ),
             Variant(
                 "mask-broadcast",
                 "attention with mask.squeeze(), broadcast against the wrong axes",

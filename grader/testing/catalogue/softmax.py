@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 
+from grader.testing.catalogue.scales import scale_detector
 from grader.testing.diagnosis import Fact, Suspects, Variant
 from grader.testing.variants import softmax
 
@@ -46,7 +47,28 @@ def softmax_suspects(x: torch.Tensor, dim: int = -1) -> Suspects:
         for other in range(n)
         if other != dim % n
     ]
+    if (
+        dim % n != n - 1
+    ):  # the shift along another dim than the sum's: no longer a constant of each slice
+        shifted = x64 - x64.amax(dim=-1, keepdim=True)
+        items.append(
+            Variant(
+                "softmax-wrong-dim",
+                f"exp(x - x.max(dim=-1)) normalised along dim {dim}: the max taken over the last dim",
+                lambda: (shifted.exp() / shifted.exp().sum(dim, keepdim=True)).to(x.dtype),
+            )
+        )
     return Suspects(tuple(items), facts=sums_to_one(dim))
+
+
+def weights_suspects(scores: torch.Tensor) -> Suspects:
+    """``attention_weights(scores)``: a softmax's misconceptions, and scores scaled by any factor first (simple
+    attention asks for none; a fitted one, :mod:`~grader.testing.catalogue.scales`)."""
+    s64 = scores.double()
+    fitted = scale_detector(
+        lambda c: softmax(s64 * c, -1).to(scores.dtype), 1.0, {"T": scores.shape[-1]}
+    )
+    return softmax_suspects(scores) + Suspects((fitted,))
 
 
 def sums_to_one(dim: int) -> tuple[Fact, ...]:

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from grader.testing.catalogue.bands import band_detector
+from grader.testing.catalogue.scales import scale_detector
 from grader.testing.diagnosis import Suspects, Variant
 from grader.testing.variants import attention
 
@@ -65,7 +67,7 @@ def mask_suspects(L: int, window: int, S: int | None = None) -> Suspects:
                 lambda: keep(L, S, window, align="top-left"),
             ),
         )
-    return Suspects(tuple(items))
+    return Suspects((*items, band_detector()))  # any other band: the query's own key left out, ...
 
 
 # ----------------------------------------------------------------------------------------------- banded attention
@@ -79,6 +81,7 @@ def banded(
     band: Callable[[int], int] | None = None,
     top_rows: bool = False,
     drop_ragged: bool = False,
+    softmax_dim: int = -1,
 ) -> torch.Tensor:
     """Banded attention block by block in float64 with one step changeable: ``band(start)`` the block's first key
     (a Python slice start, unclamped as a student's is), ``top_rows`` the tile's mask cut from the top rows of the
@@ -95,7 +98,8 @@ def banded(
             if top_rows
             else keep(end - start, end - lo, window)
         )
-        out.append(torch.softmax(s.masked_fill(~tile, float("-inf")), dim=-1) @ v[..., lo:end, :])
+        w = torch.softmax(s.masked_fill(~tile, float("-inf")), dim=softmax_dim)
+        out.append(w @ v[..., lo:end, :])
     return torch.cat(out, dim=-2)
 
 
@@ -136,6 +140,11 @@ def banded_suspects(
             run(top_rows=True),
         ),
         Variant(
+            "softmax-wrong-dim",
+            "banded attention with each tile's softmax over its queries (dim -2) instead of its keys",
+            run(softmax_dim=-2),
+        ),
+        Variant(
             "ragged-dropped",
             f"banded attention without the shorter last block of {T % block_size} queries",
             run(drop_ragged=True),
@@ -166,7 +175,10 @@ def banded_suspects(
             formula(scale=1.0 / q.shape[-1]),
         ),
     ]
-    return Suspects(tuple(items))
+    E = q.shape[-1]
+    sizes = {"head_dim": E, "window": window, "T": T}
+    fitted = scale_detector(lambda c: formula(scale=c)(), 1 / math.sqrt(E), sizes)
+    return Suspects((*items, fitted))
 
 
 # ----------------------------------------------------------------------------------------------- the rolling cache

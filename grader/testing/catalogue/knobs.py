@@ -1,0 +1,161 @@
+"""The attention modules' misconceptions as knobs of :class:`~grader.testing.catalogue.heads.Spec`, by group.
+
+Each entry is (misconception id, what the module's output then equals, the Spec fields it turns); every module
+exercise picks the groups that apply to it (causal, scale, softmax, heads, padding, cross, gqa, rope, ...), and
+:func:`~grader.testing.catalogue.heads.module_variants` runs the one float64 formula with each. A table apart from
+the formula it drives: adding a misconception is one line here, never a change to the computation's code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# (misconception, what the output then equals, the knobs): every module exercise picks the ones that apply
+KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
+    "scale": [
+        ("wrong-scale", "no scaling at all", {"scale": 1.0}),
+        (
+            "wrong-scale",
+            "the weights multiplied by the scale after the softmax instead of the scores before it",
+            {"scale_on": "weights"},
+        ),
+    ],
+    "softmax": [
+        (
+            "softmax-wrong-dim",
+            "the softmax over the queries (dim -2) instead of the keys",
+            {"softmax_dim": -2},
+        ),
+        (
+            "softmax-no-max",
+            "exp(scores) without the row max subtracted, which overflows here",
+            {"naive": True},
+        ),
+    ],
+    "causal": [
+        ("mask-missing", "no causal mask at all", {"align": "none"}),
+        (
+            "mask-inverted",
+            "the causal mask inverted (the past blocked, the future kept)",
+            {"align": "inverted"},
+        ),
+        (
+            "mask-diagonal",
+            "a mask that keeps only keys strictly before the query (itself blocked)",
+            {"align": "strict"},
+        ),
+        (
+            "mask-after-softmax",
+            "the future zeroed after the softmax, the rows not renormalised",
+            {"mask_after_softmax": True},
+        ),
+    ],
+    "queries": [("queries-from-w-key", "the queries computed by W_key", {"queries_from": "W_key"})],
+    "bias": [("qkv-bias-ignored", "the projections without their biases", {"use_bias": False})],
+    "heads": [
+        (
+            "heads-no-transpose",
+            "heads split with view(B, H, T, head_dim), no transpose",
+            {"split": "view"},
+        ),
+        (
+            "heads-no-transpose",
+            "heads merged back with view(B, T, d) without transposing (B, H, T, hd) first",
+            {"merge": "view"},
+        ),
+        (
+            "heads-no-transpose",
+            "heads split with view(B, H, T, head_dim) and merged back with view(B, T, d): no "
+            "transpose either way",
+            {"split": "view", "merge": "view"},
+        ),
+        *(
+            (
+                "heads-no-transpose",
+                f"heads merged back with permute(0, {dims}) before the reshape to (B, T, d) where "
+                "transpose(1, 2) (dims 0, 2, 1, 3) is due",
+                {"merge": dims},
+            )
+            for dims in ("1,3,2", "2,3,1", "3,1,2", "3,2,1")
+        ),
+    ],
+    "out_proj": [
+        ("out-proj-missing", "the heads' output without out_proj", {"skip_out_proj": True})
+    ],
+    "padding": [
+        (
+            "mask-inverted",
+            "the padding mask inverted (True read as 'padding')",
+            {"keep_inverted": True},
+        ),
+        (
+            "mask-broadcast",
+            "the (B, S) padding mask unsqueezed to (B, 1, S), which lines the batch up with the "
+            "heads",
+            {"keep_align": "heads"},
+        ),
+        (
+            "mask-broadcast",
+            "the (B, S) padding mask as (B, 1, S, 1), which lines the keys up with the queries",
+            {"keep_align": "queries"},
+        ),
+        (
+            "mask-broadcast",
+            "the (B, S) padding mask as (B, S, 1, 1), which lines the keys up with the heads",
+            {"keep_align": "heads-axis"},
+        ),
+        (
+            "mask-multiplied",
+            "the padded keys' scores set to 0 (multiplied by the 0/1 mask) instead of -inf",
+            {"keep_fill": 0.0},
+        ),
+        (
+            "mask-after-softmax",
+            "the padded keys' weights zeroed after the softmax, the rows not renormalised",
+            {"mask_after_softmax": True},
+        ),
+    ],
+    "cross": [
+        (
+            "kv-from-x",
+            "keys and values projected from x instead of the context",
+            {"kv_from_x": "kv"},
+        ),
+        ("kv-from-x", "the keys projected from x instead of the context", {"kv_from_x": "k"}),
+        ("kv-from-x", "the values projected from x instead of the context", {"kv_from_x": "v"}),
+        (
+            "kv-from-x",
+            "the keys and values projected from x and the queries from the context (the roles "
+            "of the two sequences swapped)",
+            {"roles_swapped": True},
+        ),
+        (
+            "mask-spurious",
+            "a causal (top-left) mask, which cross-attention does not have",
+            {"causal": True, "align": "top-left"},
+        ),
+        (
+            "kv-length-from-query",
+            "keys and values split into heads with the queries' length L instead of the "
+            "context's S",
+            {"kv_len_from_query": True},
+        ),
+    ],
+    "gqa": [
+        (
+            "gqa-repeat",
+            "kv heads tiled with repeat() (query head h reads kv head h % num_kv_heads)",
+            {"kv_pairing": "repeat"},
+        )
+    ],
+    "rope": [
+        ("rope-on-values", "RoPE applied to the values too", {"rope_on": "qkv"}),
+        ("rope-only-queries", "RoPE applied to the queries only, not the keys", {"rope_on": "q"}),
+        (
+            "rope-before-head-split",
+            "RoPE applied on (B, T, H, head_dim) before the transpose: the heads axis "
+            "taken for the positions",
+            {"rope_before_split": True},
+        ),
+    ],
+}
