@@ -54,15 +54,15 @@ NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWPID, NEWNET = (
 RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 INSIDE_PACKAGES = ("inside", "protocol")  # the parts of `grader` a sandbox may see
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mount.argtypes = [
     ctypes.c_char_p,
     ctypes.c_char_p,
     ctypes.c_char_p,
     ctypes.c_ulong,
     ctypes.c_char_p,
 ]
-_libc.syscall.restype = ctypes.c_long
+libc.syscall.restype = ctypes.c_long
 KEYCTL_JOIN_SESSION_KEYRING = 1
 SETUP_FAILED = 125
 
@@ -96,7 +96,7 @@ def mount(
     def enc(s: str | None) -> bytes | None:
         return s.encode() if s else None
 
-    _check(_libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), f"mount {dst}")
+    _check(libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), f"mount {dst}")
 
 
 def bind_ro(src: str, dst: str) -> None:
@@ -132,7 +132,7 @@ def set_limits(limits: dict[str, Any], address_space: bool = True) -> None:
 def fresh_keyring() -> None:
     """Join a new, empty session keyring: the grader's own session keys stay out of the sandbox."""
     nr = seccomp.ARCHES.get(seccomp.machine(), (0, {}))[1].get("keyctl")
-    if nr is None or _libc.syscall(nr, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
+    if nr is None or libc.syscall(nr, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
         return
     err = ctypes.get_errno()
     if err not in (
@@ -145,7 +145,7 @@ def fresh_keyring() -> None:
 def lock_down(cfg: Config, view: int | None = None) -> None:
     """After the uid drop: no_new_privs, the Landlock ``view`` (a ruleset fd made before the drop), then the
     seccomp filter."""
-    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if view is not None:
         landlock.enforce(view)
     if cfg.get("seccomp"):
@@ -254,14 +254,14 @@ def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
         fh.write("1000")
     os.chroot(root)
     os.chdir("/box")
-    _libc.sethostname(b"sandbox", 7)
+    libc.sethostname(b"sandbox", 7)
     limits_of(cfg)
     fresh_keyring()
     privileges.drop_to(cfg["uid"])
     lock_down(
         cfg
     )  # the mini-init is filtered too; the worker inherits the filter across fork and exec
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     worker = os.fork()
     if worker == 0:
         if become_worker is not None:
@@ -270,10 +270,10 @@ def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
             cfg["python"], worker_argv(cfg, "/sandbox-lib"), workerenv.worker_env(cfg, "/box")
         )
     _close_pipes(cfg)  # the mini-init keeps no pipe open: the worker's EOF is the runner's signal
-    os._exit(_reap_until(worker))
+    os._exit(reap_until(worker))
 
 
-def _reap_until(child: int) -> int:
+def reap_until(child: int) -> int:
     """Reap every child (a mini-init's duty) until ``child`` ends; return its exit code (128+signal if killed)."""
     while True:
         pid, status = os.wait()
@@ -295,7 +295,7 @@ def _close_pipes(cfg: Config) -> None:
 
 def probe_namespace() -> None:
     """Exit 0 when unshare, a tmpfs mount and a uid drop all work here."""
-    _check(_libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
+    _check(libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
     child = os.fork()
     if child == 0:
         mount(None, "/", None, REC | PRIVATE)
@@ -314,7 +314,7 @@ def run_namespace(
 ) -> None:
     """Unshare, fork pid 1 and wait for it; its host pid goes to ``status_fd`` (and, if asked, its exit code)."""
     join_cgroups(cfg)
-    _check(_libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
+    _check(libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
     child = os.fork()
     if child == 0:
         try:
@@ -342,7 +342,7 @@ def main() -> None:
     if sys.argv[1] == "probe-namespace":
         probe_namespace()
     cfg = json.loads(sys.argv[1])
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the runner dies: so does the sandbox
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the runner dies: so does the sandbox
     if cfg["mode"] == "namespace":
         run_namespace(cfg, int(cfg["status_fd"]))
     elif cfg["mode"] == "bwrap":
