@@ -20,6 +20,7 @@ from grader.course import manifest
 from grader.errors import GraderFault, UsageError
 from grader.intake import submission as intake
 from grader.options import GradeOptions, launch_spec
+from grader.sandbox import choice
 from grader.sandbox import isolation as iso
 from grader.sandbox.levels import BackendName
 from grader.scoring import scorecard, withhold
@@ -68,10 +69,10 @@ def grade(
     started, t0 = scorecard.now(), time.monotonic()
     try:
         spec_assignment = assignment or options.load()
-        backend = iso.choose(options.isolation, options.require_isolation)
+        backend = choice.choose(options.isolation, options.require_isolation)
         for exercise_id in options.exercises or ():
             spec_assignment.exercise(exercise_id)
-    except (manifest.ManifestError, iso.IsolationError) as exc:
+    except (manifest.ManifestError, choice.IsolationError) as exc:
         raise GradeRefused(str(exc)) from None
     seed = secrets.randbelow(2**31) if options.seed is None else options.seed
     launch = launch_spec(
@@ -79,7 +80,7 @@ def grade(
     )
     try:
         _check_view(launch, spec_assignment)
-    except iso.IsolationError as exc:
+    except choice.IsolationError as exc:
         raise GradeRefused(str(exc)) from None
     card = _skeleton(
         spec_assignment, submission, seed, launch, backend, started, student_id, options.exercises
@@ -125,7 +126,7 @@ def _check_view(launch: iso.LaunchSpec, assignment: manifest.Assignment) -> None
     permissions stand between it and the secrets, they must hold."""
     missing = launch.unreadable()
     if missing:
-        raise iso.IsolationError(
+        raise choice.IsolationError(
             f"refusing to grade under `{launch.backend}` isolation as root: the sandbox's unprivileged uid cannot read "
             f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} (a folder above it is closed to other users, "
             "as a 0700 home is). Install Python and the grader's environment where every user may read them (a venv "

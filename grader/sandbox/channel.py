@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grader.sandbox import cgroups, drain, leftovers, reaping, sweep
+from grader.sandbox import cgroups, drain, leftovers, privlib, reaping, sweep
 from grader.sandbox.attest import Observed, attest
 from grader.sandbox.cputime import CpuMeter, Progress, cpuacct_group
-from grader.sandbox.isolation import LaunchSpec, launcher
+from grader.sandbox.isolation import LaunchSpec
 from grader.sandbox.zygote_client import ForkedWorker, Zygote
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class Channel:
                 "-I",
                 "-S",
                 "-B",
-                str(launcher()),
+                str(privlib.launcher()),
                 json.dumps(self._config(resp_w, status_w)),
             ],
             stdin=req_r,

@@ -15,7 +15,7 @@ import torch
 
 from grader.protocol import wire
 from grader.protocol.values import ValueRejected, View, to_plain
-from grader.sandbox import isolation, remote
+from grader.sandbox import choice, isolation, remote
 from grader.student import StudentAPIError
 from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
@@ -44,7 +44,7 @@ def student(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StudentP
         return
     backend = remote.SandboxBackend(
         tmp_path,
-        isolation.LaunchSpec(isolation.available()[0]),
+        isolation.LaunchSpec(choice.available()[0]),
         bans={},
         time_limits={"ex": 30},
         budget_s=120,

@@ -27,13 +27,13 @@ from grader import schema
 from grader.grade import grade
 from grader.protocol import errors
 from grader.sandbox import channel as channel_module
-from grader.sandbox import cputime, isolation, leftovers, remote
+from grader.sandbox import choice, cputime, isolation, leftovers, remote
 from tests.project.support import loaded
 from tests.project.support.common import solutions_copy
 
 pytestmark = pytest.mark.cost(22)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
-BEST = isolation.available()[0]
+BEST = choice.available()[0]
 
 
 @pytest.fixture
