@@ -284,8 +284,10 @@ class Channel:
         del buf  # the frame is the only copy held while it is decoded
         if self._buffer:
             raise ChannelError("protocol", "the worker wrote more than one reply")
+        from grader.protocol import wireparse  # torch is imported by now: _wire() above
+
         try:  # always to CPU: a reply never allocates device memory on the trusted side
-            return wire.decode(frame, max_payload=MAX_REPLY)
+            return wireparse.decode(frame, max_payload=MAX_REPLY)
         except wire.WireError as exc:
             raise ChannelError("protocol", f"malformed reply: {exc}") from None
 
