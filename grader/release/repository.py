@@ -48,6 +48,7 @@ RUNTIME = (
     "inside/__init__.py",
     "inside/bans.py",
     "inside/executor.py",
+    "inside/loading.py",
     "inside/frames.py",
     "inside/handles.py",
     "inside/ops.py",
