@@ -20,8 +20,8 @@ from typing import Any
 from grader import safefs
 from grader.sandbox import cgroups, choice, mirror, privlib, seccomp, uids, view
 from grader.sandbox.attest import Expected
-from grader.sandbox.launcher import INSIDE_PACKAGES
 from grader.sandbox.levels import BackendName
+from grader.sandbox.rootfs import INSIDE_PACKAGES
 
 LIB_ROOT = (
     Path(__file__).resolve().parents[2]

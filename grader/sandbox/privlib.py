@@ -34,6 +34,7 @@ LAUNCH_MODULES = (
     "zygote.py",
     "landlock.py",
     "privileges.py",
+    "rootfs.py",
 )
 
 
