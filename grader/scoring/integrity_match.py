@@ -10,18 +10,16 @@ from __future__ import annotations
 import ast
 
 from grader.scoring.bindings import UNKNOWN, Scopes, accessor_operands
+from grader.scoring.integrity_modules import ALLOWED_MODULES, MODULE_KINDS, SYS_PLAIN
 from grader.scoring.integrity_rules import (
     ACCESSORS,
-    ALLOWED_MODULES,
     ATTRIBUTE_BUILTINS,
     ATTRIBUTES,
     CALLS,
     DISPATCH_NAMES,
     HARMLESS_DUNDERS,
     IMPORTERS,
-    MODULE_KINDS,
     QUALIFIED,
-    SYS_PLAIN,
     TORCH_PRIVATE_OK,
     VALUE_BUILTINS,
 )
