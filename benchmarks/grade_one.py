@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from grader.grade import grade
-from grader.sandbox import isolation
+from grader.sandbox import choice, isolation
 from grader.sandbox.channel import Channel
 from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import FORKABLE, Zygote
@@ -106,7 +106,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    backends = ["inprocess", *reversed(isolation.available())]
+    backends = ["inprocess", *reversed(choice.available())]
     import torch
 
     # one thread, as every sandboxed worker and batch slot grades: torch's default (one per core) spins under

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from grader.course import manifest  # noqa: E402
 from grader.intake import submission as intake  # noqa: E402
-from grader.sandbox import isolation  # noqa: E402
+from grader.sandbox import choice  # noqa: E402
 from grader.scoring import integrity, withhold  # noqa: E402
 from tests.project.support import trust_corpus  # noqa: E402
 
@@ -225,7 +225,7 @@ def main() -> None:
         report_static(honest, evasions, static([*honest, *evasions], work))
         if not args.e2e:
             return
-        available = set(isolation.available())
+        available = set(choice.available())
         for level in args.levels:
             if LEVELS[level][0] not in available:
                 print(f"end to end, {level}: not available on this machine")

@@ -20,6 +20,7 @@ from grader.course import manifest
 from grader.errors import GraderFault, UsageError
 from grader.intake import submission as intake
 from grader.options import GradeOptions, launch_spec
+from grader.sandbox import choice
 from grader.sandbox import isolation as iso
 from grader.sandbox.levels import BackendName
 from grader.scoring import scorecard, withhold
@@ -68,10 +69,10 @@ def grade(
     started, t0 = scorecard.now(), time.monotonic()
     try:
         spec_assignment = assignment or options.load()
-        backend = iso.choose(options.isolation, options.require_isolation)
+        backend = choice.choose(options.isolation, options.require_isolation)
         for exercise_id in options.exercises or ():
             spec_assignment.exercise(exercise_id)
-    except (manifest.ManifestError, iso.IsolationError) as exc:
+    except (manifest.ManifestError, choice.IsolationError) as exc:
         raise GradeRefused(str(exc)) from None
     seed = secrets.randbelow(2**31) if options.seed is None else options.seed
     launch = launch_spec(
@@ -79,26 +80,24 @@ def grade(
     )
     try:
         _check_view(launch, spec_assignment)
-    except iso.IsolationError as exc:
+    except choice.IsolationError as exc:
         raise GradeRefused(str(exc)) from None
     card = _skeleton(
         spec_assignment, submission, seed, launch, backend, started, student_id, options.exercises
     )
-    card["grader"]["fingerprint"] = (
-        fingerprint.record(  # what decides this grade: a rerun regrades what it no longer is
-            spec_assignment,
-            backend=backend,
-            require_cuda=options.require_cuda,
-            per_test_time_limit=options.per_test_time_limit,
-        )
+    # what decides this grade: a rerun regrades what it no longer is
+    card["grader"]["fingerprint"] = fingerprint.record(
+        spec_assignment,
+        backend=backend,
+        require_cuda=options.require_cuda,
+        per_test_time_limit=options.per_test_time_limit,
     )
     try:
         sub = intake.take(submission, modules={e.module for e in spec_assignment.exercises})
     except intake.IntakeError as exc:
         return _finish(card, t0, error=("intake", str(exc)))
-    except (
-        GraderFault
-    ) as exc:  # the submission could not be read for a reason of this machine's: a rerun retries it
+    except GraderFault as exc:
+        # the submission could not be read for a reason of this machine's: a rerun retries it
         return _finish(card, t0, error=("grader", f"{type(exc).__name__}: {exc}"))
     card["submission"].update(sha256=sub.sha256, layout=sub.layout, files=sub.files)
     card["timings"]["intake_s"] = round(time.monotonic() - t0, 4)
@@ -125,7 +124,7 @@ def _check_view(launch: iso.LaunchSpec, assignment: manifest.Assignment) -> None
     permissions stand between it and the secrets, they must hold."""
     missing = launch.unreadable()
     if missing:
-        raise iso.IsolationError(
+        raise choice.IsolationError(
             f"refusing to grade under `{launch.backend}` isolation as root: the sandbox's unprivileged uid cannot read "
             f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} (a folder above it is closed to other users, "
             "as a 0700 home is). Install Python and the grader's environment where every user may read them (a venv "
@@ -218,9 +217,7 @@ def _run(
     chosen = (
         [assignment.exercise(e) for e in exercises] if exercises else list(assignment.exercises)
     )
-    verdict = withhold.review(
-        sub.box, assignment, sub.single_module
-    )  # static: before any of it runs
+    verdict = withhold.review(sub.box, assignment, sub.single_module)  # static: before any runs
     t = time.monotonic()
     files = [assignment.root / e.hidden_tests for e in chosen]
     results, code = run_suites(files, seed=seed, backend_factory=makers, assignment=assignment)
@@ -235,9 +232,8 @@ def _run(
     ]
     withhold.apply(scores, verdict)
     scorecard.scored(card, scores, require_cuda=require_cuda)
-    withhold.annotate(
-        card, verdict
-    )  # `integrity` findings, per-exercise `withheld`, the total without them
+    # `integrity` findings, per-exercise `withheld`, the total without them
+    withhold.annotate(card, verdict)
     # from the record made before grading: asking the spec again would re-create the groups just removed
     card["isolation"]["memory_figure"] = (
         "cgroup" if card["isolation"]["cgroup"] != "none" else "in-process"
@@ -256,9 +252,7 @@ def _sandbox_record(card: dict[str, Any], record: SandboxRecord) -> None:
         test["cpu_s"] = record.test_cpu[test["id"]]
     card["isolation"]["worker_starts"] = record.worker_starts
     card["isolation"]["worker_forks"] = record.worker_forks
-    if (
-        record.observed is not None
-    ):  # what /proc showed of the first worker, in place of what was asked for
+    if record.observed is not None:  # what /proc showed of the first worker, not what was asked for
         card["isolation"].update(record.observed)
 
 
@@ -282,9 +276,8 @@ def _skeleton(
             "file_view": "inprocess",
         }
     )
-    chosen = set(
-        exercises or assignment.ids()
-    )  # an intake error's card is out of what was to be graded
+    # an intake error's card is out of what was to be graded
+    chosen = set(exercises or assignment.ids())
     max_score = sum(e.points for e in assignment.exercises if e.id in chosen)
     return scorecard.new(
         assignment=assignment.id,

@@ -27,7 +27,7 @@ from grader.errors import GraderFault
 from grader.intake import submission as intake
 from grader.intake.classfolder import Entry
 from grader.options import launch_spec
-from grader.sandbox import isolation as iso
+from grader.sandbox import choice
 from grader.sandbox.levels import BackendName
 from grader.scoring import scorecard
 
@@ -91,7 +91,7 @@ class LocalGrading:
         say: Callable[[str], None] | None = None,
     ) -> None:
         self.out, self.options, self.assignment, self.say = out, options, assignment, say or _quiet
-        self.backend = iso.choose(options.isolation, options.require_isolation)
+        self.backend = choice.choose(options.isolation, options.require_isolation)
         self.pool: Pool | None = None
         self.slots = 1
 
@@ -148,7 +148,7 @@ def run(
 
     ``assignment`` is the one the command loaded (default: ``options.load()``); ``grading`` says where
     (default: :class:`LocalGrading`); ``on_phase`` hears what is happening between results (the canary's proof,
-    slots starting), one line each. Raises ``manifest.ManifestError`` / ``iso.IsolationError`` before
+    slots starting), one line each. Raises ``manifest.ManifestError`` / ``choice.IsolationError`` before
     anything starts, :class:`BatchFault` when slots cannot start, :class:`BatchInterrupted` on Ctrl-C
     (finished scorecards stay).
     """

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from grader.course import manifest
 from grader.options import launch_spec
+from grader.sandbox import choice
 from grader.sandbox import isolation as iso
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def reach(
 
 def level() -> dict[str, Any]:
     """This host's sandbox level, and what identifies the host (cheap: no sandbox is started)."""
-    available = list(iso.available())
+    available = list(choice.available())
     return {
         "hostname": socket.gethostname(),
         "available": available,

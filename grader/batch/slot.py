@@ -75,7 +75,7 @@ def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
     import torch
 
     from grader.options import launch_spec
-    from grader.sandbox import isolation as iso
+    from grader.sandbox import choice
     from grader.sandbox.starters import SlotStarters
 
     torch.set_num_threads(
@@ -83,7 +83,7 @@ def _serve(config: dict[str, Any], protocol: IO[str]) -> int:
     )  # the slots already use every core: no oversubscribed OpenMP spinning
     options = _options(config)
     assignment = options.load()  # once per slot, from the manifest the batch loaded
-    backend = iso.choose(options.isolation, options.require_isolation)
+    backend = choice.choose(options.isolation, options.require_isolation)
     starts = SlotStarters(
         lambda slot: launch_spec(assignment, backend, slot=slot, threads=options.threads),
         config["slot"],

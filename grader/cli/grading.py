@@ -31,9 +31,9 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         canary=not args.no_canary,
     )
     assignment = options.load()  # once for the whole command: the canary and the grade share it
-    from grader.sandbox import isolation as iso
+    from grader.sandbox import choice
 
-    backend = iso.choose(
+    backend = choice.choose(
         options.isolation, options.require_isolation
     )  # once: the canary's, workers' and zygote's
     from grader import canary

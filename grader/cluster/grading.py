@@ -4,10 +4,10 @@ The engine plans as for one machine (unchanged submissions skipped, ``--force``)
 atomically as it arrives and keeps them on Ctrl-C; only where the grading happens changes:
 
 - **proof** (:meth:`DaskGrading.prove`): connect (:mod:`grader.cluster.connect`), register this run's
-  :class:`grader.cluster.worker.GradingPlugin` and wait for every worker's self-check. A worker below
-  the namespace sandbox, whose sandbox reaches the network, that grades with other grading inputs, or
-  that offers a GPU it does not have, is refused by name (exit 2, nothing graded); one whose canary
-  fails refuses the run (exit 3). Nothing to grade: no cluster at all.
+  :class:`grader.cluster.worker.GradingPlugin` and wait for every worker's self-check, judged by
+  :mod:`grader.cluster.admission`. A worker below the namespace sandbox, whose sandbox reaches the
+  network, that grades with other grading inputs, or that offers a GPU it does not have, is refused
+  by name (exit 2, nothing graded); one whose canary fails refuses the run (exit 3). Nothing to grade: no cluster at all.
 - **grading** (:meth:`DaskGrading.grade`): each submission is read here (:func:`grader.cluster.messages.take`)
   and sent as plain bytes in one task; the JSON text that comes back is bounded, strictly parsed and
   checked (:func:`grader.cluster.messages.accept`) before the engine writes it. A task whose worker died
@@ -27,26 +27,20 @@ from typing import Any
 
 from distributed import Client, Future, as_completed
 
-from grader import canary, safetext
+from grader import safetext
 from grader.batch import cards, pool
 from grader.batch.results import Options, Result
+from grader.cluster import admission, shard_job
 from grader.cluster import messages as wire
-from grader.cluster import shard_job
 from grader.cluster.connect import Session, Target
-from grader.cluster.worker import GradingPlugin, grade_task, self_check
+from grader.cluster.worker import GradingPlugin, grade_task
 from grader.course import manifest
-from grader.errors import GraderFault, UsageError
+from grader.errors import GraderFault
 from grader.exports import lastrun
 from grader.intake import submission as intake
 from grader.intake.classfolder import Entry
 from grader.options import launch_spec
 from grader.sandbox.levels import BackendName
-
-WAIT_FOR_WORKERS_S = 120.0
-
-
-class WorkerRefused(UsageError):
-    """A Dask worker may not grade (the message names each worker and why): nothing was graded."""
 
 
 class DaskGrading:
@@ -97,9 +91,9 @@ class DaskGrading:
         try:
             self.session = Session(self.target)
             client = self.session.client
-            joined(client, gpu=self.gpu)
+            admission.joined(client, gpu=self.gpu)
             client.register_plugin(GradingPlugin(self.config()), name=self.name)
-            self.records = preflight(
+            self.records = admission.preflight(
                 client,
                 self.name,
                 fingerprint=self.config()["fingerprint"],
@@ -293,53 +287,3 @@ class DaskGrading:
             "slot_deaths": 0,
             "timing": {"dask_workers": len(self.records), "dask_rejected_results": self.rejected},
         }
-
-
-def joined(client: Client, *, gpu: bool) -> None:
-    """At least one worker has joined, and one offers the ``GPU`` resource when the run asks for it."""
-    try:
-        client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
-    except TimeoutError:
-        raise UsageError(
-            f"no Dask worker joined the scheduler within {WAIT_FOR_WORKERS_S:.0f} s"
-        ) from None
-    workers = client.scheduler_info()["workers"].values()
-    if gpu and not any((w.get("resources") or {}).get("GPU") for w in workers):
-        raise WorkerRefused(
-            "no Dask worker offers the GPU resource: start the GPU hosts' workers with "
-            "--resources GPU=1 (tasks that ask for it would wait forever)"
-        )
-
-
-def preflight(
-    client: Client, name: str, *, fingerprint: str, gpu: bool, canary_required: bool
-) -> dict[str, dict[str, Any]]:
-    """Every worker's self-check, judged: the records by worker address, or :class:`WorkerRefused` /
-    ``CanaryFailed`` naming each worker that may not grade and why."""
-    texts = client.run(self_check, name, on_error="return")
-    records, refused, failed = {}, [], []
-    for address, text in sorted(texts.items()):
-        try:
-            record = wire.read_record(text)
-        except (wire.MessageError, ValueError) as exc:
-            refused.append(
-                f"Dask worker {address}: its self-check could not be read ({safetext.name(exc, 300)})"
-            )
-            continue
-        who = f"Dask worker {address} (host {safetext.name(record.get('hostname', '?'))}, pid {record.get('pid', '?')})"
-        offers_gpu = bool((record.get("resources") or {}).get("GPU"))
-        refused += [
-            f"{who}: {p}"
-            for p in wire.problems(record, fingerprint=fingerprint, gpu=gpu and offers_gpu)
-        ]
-        problem = wire.canary_problem(record) if canary_required else ""
-        failed += [f"{who}: {problem}"] if problem else []
-        records[address] = record
-    if refused:
-        raise WorkerRefused(
-            "refusing to grade on this Dask cluster (nothing was graded):\n"
-            + "\n".join(f"  - {r}" for r in refused)
-        )
-    if failed:
-        raise canary.CanaryFailed("on the Dask cluster:\n" + "\n".join(f"  - {f}" for f in failed))
-    return records

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,8 @@ from typing import Any
 from grader import schema
 from grader.batch import job
 from grader.batch.engine import Options, Result, Run
-from grader.cluster.shard import shard_of
-from grader.cluster.shard_job import class_digest
+from grader.cluster import mergecheck
+from grader.cluster.mergecheck import Part, card_name, names
 from grader.errors import UsageError
 from grader.exports import outputs
 from grader.intake.classfolder import Entry
@@ -31,33 +30,9 @@ from grader.intake.roster import Student
 from grader.sandbox.levels import LEVELS
 from grader.scoring import scorecard
 
-AGREE = (
-    "grader version",
-    "assignment",
-    "exercises",
-    "seed",
-    "canary",
-    "grading inputs",
-    "class",
-    "shard count",
-)
-SHOWN = 12  # names listed per problem before "and N more"
-
 
 class MergeError(UsageError):
     """The shard outputs cannot be merged as given: the message lists every reason (exit 2)."""
-
-
-@dataclass
-class Part:
-    """One shard manifest and the folder its scorecard paths are relative to."""
-
-    path: Path
-    doc: dict[str, Any]
-
-    @property
-    def label(self) -> str:
-        return f"shard {self.doc['shard']['index']}/{self.doc['shard']['count']} ({self.path})"
 
 
 def merge(
@@ -72,7 +47,7 @@ def merge(
     out = Path(out)
     parts = find(folders)
     cards, problems = _cards(parts)
-    problems = check(parts) + problems
+    problems = mergecheck.check(parts) + problems
     if problems:
         raise MergeError(_describe(problems, parts))
     first = parts[0].doc
@@ -135,113 +110,6 @@ def _load(path: Path) -> dict[str, Any]:
     return doc
 
 
-def check(parts: list[Part]) -> list[str]:
-    """Every reason ``parts`` cannot be merged (empty when they can)."""
-    problems = [_mixed(name, parts) for name in AGREE]
-    problems += _unfinished(parts) + _missing_shards(parts) + _misplaced(parts) + _duplicates(parts)
-    problems = [p for p in problems if p]
-    return problems or [
-        p for p in [check_classes(parts)] if p
-    ]  # a mismatch any problem above would explain
-
-
-def _facet(name: str, doc: dict[str, Any]) -> object:
-    """What every shard must agree on, by name (``canary``: whether it was required and what it proved)."""
-    record = doc["canary"]["record"] or {}
-    return {
-        "grader version": doc["grader"]["version"],
-        "assignment": doc["assignment"],
-        "exercises": ",".join(doc["exercises"]),
-        "seed": doc["seed"],
-        "canary": (
-            doc["canary"]["required"],
-            record.get("solutions"),
-            record.get("stubs"),
-            record.get("max_score"),
-        ),
-        "grading inputs": doc["fingerprint"],
-        "class": (doc["class"]["submissions"], doc["class"]["sha256"]),
-        "shard count": doc["shard"]["count"],
-    }[name]
-
-
-def _mixed(name: str, parts: list[Part]) -> str:
-    values: dict[str, list[str]] = {}
-    for part in parts:
-        if (
-            name == "canary"
-            and part.doc["canary"]["required"]
-            and part.doc["canary"]["record"] is None
-        ):
-            continue  # required but not run (nobody to grade, or unfinished, said apart): nothing to compare
-        values.setdefault(repr(_facet(name, part.doc)), []).append(part.label)
-    if len(values) < 2:
-        return ""
-    listed = "; ".join(f"{value} in {', '.join(labels)}" for value, labels in values.items())
-    return f"mixed {name}: {listed}; grade every shard with the same grader, checkout and options"
-
-
-def _unfinished(parts: list[Part]) -> list[str]:
-    return [
-        f"{p.label} did not finish: rerun the same command (it resumes) and merge again"
-        for p in parts
-        if p.doc["state"] != "finished"
-    ]
-
-
-def _missing_shards(parts: list[Part]) -> list[str]:
-    counts = {p.doc["shard"]["count"] for p in parts}
-    if len(counts) != 1:
-        return []  # already reported as mixed shard counts
-    [count] = counts
-    absent = sorted(set(range(1, count + 1)) - {p.doc["shard"]["index"] for p in parts})
-    return [
-        f"shard {k} of {count} is missing (no shard-{k}-of-{count}.json in the folders given): run "
-        f"grader batch --shard {k}/{count} and merge again"
-        for k in absent
-    ]
-
-
-def _misplaced(parts: list[Part]) -> list[str]:
-    """Keys a manifest claims that its shard does not own (a manifest from another split, or edited)."""
-    wrong = [
-        f"{s['key']} ({p.label})"
-        for p in parts
-        for s in p.doc["students"]
-        if shard_of(s["key"], p.doc["shard"]["count"]) != p.doc["shard"]["index"]
-        or s["scorecard"] != _card_name(s)
-    ]
-    return (
-        [_names(f"{len(wrong)} student(s) listed by a shard that does not own them: ", wrong)]
-        if wrong
-        else []
-    )
-
-
-def _duplicates(parts: list[Part]) -> list[str]:
-    """Students listed by more than one manifest, grouped by the manifests that list them."""
-    owners: dict[str, list[str]] = {}
-    for part in parts:
-        for student in part.doc["students"]:
-            owners.setdefault(student["key"], []).append(part.label)
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for key, labels in owners.items():
-        if len(labels) > 1:
-            groups.setdefault(tuple(labels), []).append(key)
-    return [
-        _names(
-            f"{len(keys)} student(s) graded by more than one shard ({' and '.join(labels)}; keep one of "
-            "them): ",
-            keys,
-        )
-        for labels, keys in groups.items()
-    ]
-
-
-def _card_name(student: dict[str, Any]) -> str:
-    return f"scorecards/{student['key']}.json"
-
-
 def _cards(parts: list[Part]) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Each student's scorecard in its slim form (the end step reads the whole ones from ``OUT/scorecards``),
     and what is missing or invalid."""
@@ -249,7 +117,7 @@ def _cards(parts: list[Part]) -> tuple[dict[str, dict[str, Any]], list[str]]:
     missing, invalid = [], []
     for part in parts:
         for student in part.doc["students"]:
-            path = part.path.parent / _card_name(student)
+            path = part.path.parent / card_name(student)
             try:
                 text = path.read_text("utf-8")
             except OSError:
@@ -261,10 +129,10 @@ def _cards(parts: list[Part]) -> tuple[dict[str, dict[str, Any]], list[str]]:
             else:
                 cards[student["key"]] = scorecard.slim(card)
     problems = (
-        [_names(f"{len(missing)} student(s) without a scorecard: ", missing)] if missing else []
+        [names(f"{len(missing)} student(s) without a scorecard: ", missing)] if missing else []
     )
     if invalid:
-        problems.append(_names(f"{len(invalid)} scorecard(s) unusable: ", invalid))
+        problems.append(names(f"{len(invalid)} scorecard(s) unusable: ", invalid))
     return cards, problems
 
 
@@ -286,11 +154,6 @@ def _parsed(text: str, doc: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return card, ""
 
 
-def _names(head: str, items: list[str]) -> str:
-    more = f", and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
-    return head + ", ".join(items[:SHOWN]) + more
-
-
 def _describe(problems: list[str], parts: list[Part]) -> str:
     return f"cannot merge {len(parts)} shard output(s), nothing written:\n" + "\n".join(
         f"  - {p}" for p in problems
@@ -301,7 +164,10 @@ def _copy_cards(parts: list[Part], out: Path) -> None:
     """Each scorecard into ``out/scorecards`` as written (unless the shard wrote there already)."""
     for part in parts:
         for student in part.doc["students"]:
-            source, dest = part.path.parent / _card_name(student), out / _card_name(student)
+            source, dest = (
+                part.path.parent / card_name(student),
+                out / card_name(student),
+            )
             if dest.exists() and os.path.samefile(source, dest):
                 continue
             outputs.write_text(dest, source.read_text("utf-8"))
@@ -350,14 +216,3 @@ def _wall_s(parts: list[Part]) -> float:
     starts = [datetime.fromisoformat(p.doc["started"]) for p in parts]
     ends = [datetime.fromisoformat(p.doc["finished"]) for p in parts]
     return round(max(0.0, (max(ends) - min(starts)).total_seconds()), 3)
-
-
-def check_classes(parts: list[Part]) -> str:
-    """The union of the shards' students is the class they all saw ("" when it is)."""
-    students = sorted((s for p in parts for s in p.doc["students"]), key=lambda s: s["order"])
-    if class_digest([s["key"] for s in students]) == parts[0].doc["class"]["sha256"]:
-        return ""
-    return (
-        f"the shards list {len(students)} student(s) but the class they saw had "
-        f"{parts[0].doc['class']['submissions']}: a manifest was edited or comes from another class"
-    )

@@ -30,7 +30,7 @@ def _basics() -> None:
     import torch.nn.functional as F
 
     from grader.inside import executor, gpu, peak  # noqa: F401  (imported here so a fork inherits them)
-    from grader.protocol import wire
+    from grader.protocol import wire, wireparse
 
     x = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
     with peak.PeakStorage():
@@ -41,7 +41,7 @@ def _basics() -> None:
     (
         layer(F.dropout(y.softmax(-1), 0.1)) * torch.ones(1, 2, 4, 8, dtype=torch.float64)
     ).sum().backward()
-    wire.decode(wire.encode({"t": x.detach().float(), "n": [1, 2.0, "s", None]}))
+    wireparse.decode(wire.encode({"t": x.detach().float(), "n": [1, 2.0, "s", None]}))
 
 
 def _meta() -> None:

@@ -43,7 +43,7 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
 
     torch.set_num_threads(threads)
     from grader.inside import gpu, warmup
-    from grader.protocol import wire
+    from grader.protocol import wire, wireparse
 
     gpu.cap_memory()  # before any student code: an advisory GPU memory cap when a GPU is exposed
 
@@ -54,12 +54,12 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
     )
     # while the trusted side takes in the submission; always to the end: a test's CPU limit must not pay for it
     warmup.warm_up()
-    setup = wire.read_frame(requests, allow_cuda=True)
+    setup = wireparse.read_frame(requests, allow_cuda=True)
     executor = _executor(setup)
     wire.write_frame(responses, {"loaded": True})
     while True:
         try:
-            request = wire.read_frame(requests, allow_cuda=True)
+            request = wireparse.read_frame(requests, allow_cuda=True)
         except EOFError:
             return 0
         if request.get("op") == "exit":

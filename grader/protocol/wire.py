@@ -4,6 +4,9 @@ A frame is ``MAGIC | u32 header length | JSON header | u64 payload length | payl
 a JSON value in which tensors are ``{"$t": i}`` references to a table of ``dtype``/``shape``/
 ``offset``/``nbytes``/``device`` entries describing raw little-endian bytes in the payload. Nothing
 is ever unpickled or ``torch.load``-ed; every field is checked before it is used (sandbox.md §5).
+
+This module holds the format, its limits and the encoder; the strict parser that reads a frame back
+is :mod:`grader.protocol.wireparse`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, BinaryIO, NoReturn
 
 import torch
 
-from grader.protocol.values import HandleRef, ValueRejected, View, checked_view
+from grader.protocol.values import HandleRef, View
 
 MAGIC = b"GRW1"
 MAX_HEADER = 1 << 20
@@ -41,7 +44,6 @@ DTYPES = {
     )
 }
 _NAMES = {v: k for k, v in DTYPES.items()}
-_SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 class WireError(ValueError):
@@ -87,7 +89,7 @@ def _enc(
             ]
         }
     if isinstance(value, torch.dtype):
-        return {"$d": _NAMES.get(value) or _fail(f"dtype {value} cannot cross")}
+        return {"$d": _NAMES.get(value) or fail(f"dtype {value} cannot cross")}
     if isinstance(value, torch.device):
         return {"$dev": str(value)}
     if isinstance(value, tuple):
@@ -126,242 +128,12 @@ def _enc_tensor(
     return len(table) - 1
 
 
-def _fail(message: str) -> NoReturn:
+def fail(message: str) -> NoReturn:
+    """Raise :class:`WireError`: for the places an expression must do it (both the encoder and the parser)."""
     raise WireError(message)
-
-
-# -- decoding ---------------------------------------------------------------------------------
-def decode(frame: bytes, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = False) -> Any:
-    """Parse one complete frame; raise :class:`WireError` on anything unexpected.
-
-    Every tensor is decoded to CPU: ``allow_cuda`` (the worker reading the runner's requests, never
-    the runner reading a worker's reply) places tensors on the device their entry names instead.
-    Any failure while parsing, a ``MemoryError`` or ``RecursionError`` included, is a ``WireError``.
-    """
-    try:
-        return _decode(frame, max_payload, allow_cuda)
-    except WireError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - whatever a hostile frame provokes is a protocol error
-        raise WireError(f"frame could not be decoded ({type(exc).__name__})") from None
-
-
-def _decode(frame: bytes, max_payload: int, allow_cuda: bool) -> Any:
-    if len(frame) < 16 or frame[:4] != MAGIC:
-        raise WireError("bad magic or short frame")
-    (hlen,) = struct.unpack_from("<I", frame, 4)
-    if hlen > MAX_HEADER or 8 + hlen + 8 > len(frame):
-        raise WireError(f"header length {hlen} out of bounds")
-    (plen,) = struct.unpack_from("<Q", frame, 8 + hlen)
-    payload = memoryview(frame)[16 + hlen :]
-    if plen > max_payload or plen != len(payload):
-        raise WireError(
-            f"payload length {plen} does not match the frame ({len(payload)} bytes follow)"
-        )
-    try:
-        header = json.loads(bytes(frame[8 : 8 + hlen]).decode("utf-8"))
-    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
-        raise WireError(f"header is not valid JSON: {type(exc).__name__}") from None
-    if type(header) is not dict or set(header) != {"v", "t"} or type(header["t"]) is not list:
-        raise WireError("header must be an object with exactly 'v' and 't'")
-    table = _check_table(header["t"], len(payload))
-    tensors = _Tensors(table, payload, allow_cuda)
-    value = _dec(header["v"], tensors, 0)
-    if len(tensors.used) != len(table):
-        raise WireError(
-            f"{len(table) - len(tensors.used)} tensor table entries are never referenced"
-        )
-    return value
-
-
-class _Tensors:
-    """The tensor table, materialised lazily: an entry is decoded when the value tree reaches it, once."""
-
-    def __init__(
-        self,
-        table: list[tuple[torch.dtype, list[int], int, int, str]],
-        payload: memoryview,
-        allow_cuda: bool,
-    ) -> None:
-        self.table, self.payload, self.allow_cuda = table, payload, allow_cuda
-        self.used: set[int] = set()
-
-    def get(self, index: object) -> torch.Tensor:
-        if type(index) is not int or not 0 <= index < len(self.table):
-            raise WireError(f"tensor reference {index!r} outside the table")
-        if index in self.used:
-            raise WireError(f"tensor {index} referenced twice")
-        self.used.add(index)
-        dtype, shape, offset, nbytes, device = self.table[index]
-        if not nbytes:
-            tensor = torch.empty(shape, dtype=dtype)
-        else:  # one copy out of the frame, owned by the tensor
-            raw = bytearray(self.payload[offset : offset + nbytes])
-            tensor = torch.frombuffer(raw, dtype=dtype).reshape(shape)
-            if (
-                dtype == torch.bool
-            ):  # a byte other than 0/1 is not a bool: normalise, never trust it
-                tensor = tensor.view(torch.uint8).ne(0)
-        return tensor.to(device) if self.allow_cuda and device != "cpu" else tensor
-
-
-def _check_table(
-    entries: list[object], payload_len: int
-) -> list[tuple[torch.dtype, list[int], int, int, str]]:
-    """Validate every entry (nothing materialised): they must tile the payload exactly, in order."""
-    if len(entries) > MAX_TENSORS:
-        raise WireError(f"{len(entries)} tensors in one frame (at most {MAX_TENSORS})")
-    table: list[tuple[torch.dtype, list[int], int, int, str]] = []
-    end = 0
-    for entry in entries:
-        dtype, shape, offset, nbytes, device = _check_entry(entry)
-        if offset != end:  # sorted by offset, no gap, no overlap
-            raise WireError(
-                f"tensor bytes at {offset} do not follow the previous tensor (ending at {end})"
-            )
-        end = offset + nbytes
-        table.append((dtype, shape, offset, nbytes, device))
-    if end != payload_len:
-        raise WireError(f"the tensors cover {end} bytes of a {payload_len}-byte payload")
-    return table
-
-
-def _check_entry(entry: object) -> tuple[torch.dtype, list[int], int, int, str]:
-    if type(entry) is not dict or set(entry) != {"dtype", "shape", "offset", "nbytes", "device"}:
-        raise WireError("malformed tensor entry")
-    dtype = DTYPES.get(entry["dtype"]) if type(entry["dtype"]) is str else None
-    shape, offset, nbytes = entry["shape"], entry["offset"], entry["nbytes"]
-    if dtype is None:
-        raise WireError(f"dtype {str(entry['dtype'])[:40]!r} not allowed")
-    if (
-        type(shape) is not list
-        or len(shape) > MAX_DIMS
-        or any(type(d) is not int or not 0 <= d < MAX_DIM for d in shape)
-    ):
-        raise WireError("shape must be a list of at most 8 ints in [0, 2**31)")
-    if type(offset) is not int or type(nbytes) is not int or offset < 0 or nbytes < 0:
-        raise WireError("offset and nbytes must be non-negative ints")
-    if math.prod(shape) * dtype.itemsize != nbytes:
-        raise WireError("tensor bytes do not match its shape")
-    return dtype, shape, offset, nbytes, str(_device(entry["device"], allow_cuda=True))
-
-
-def _dec(node: object, tensors: _Tensors, depth: int) -> Any:
-    if depth > MAX_DEPTH:
-        raise WireError("value nested too deep")
-    if node is None or type(node) in (bool, int, float, str):
-        if type(node) is int and abs(node) > 1 << 63:
-            raise WireError("integer out of range")
-        return node
-    if type(node) is list:
-        return [_dec(v, tensors, depth + 1) for v in node]
-    if type(node) is not dict or len(node) != 1:
-        raise WireError("malformed value node")
-    ((tag, body),) = node.items()
-    return _dec_tagged(tag, body, tensors, depth)
-
-
-def _dec_tagged(tag: str, body: object, tensors: _Tensors, depth: int) -> Any:
-    if tag == "$t":
-        return tensors.get(body)
-    if tag == "$f" and body in _SPECIAL_FLOATS:
-        return _SPECIAL_FLOATS[body]
-    if tag == "$tu" and type(body) is list:
-        return tuple(_dec(v, tensors, depth + 1) for v in body)
-    if tag == "$m" and type(body) is list:
-        return _dec_map(body, tensors, depth)
-    if tag == "$d" and body in DTYPES:
-        return DTYPES[body]
-    if tag == "$dev" and type(body) is str:
-        return _device(body, allow_cuda=True)  # a device name is only data: nothing is allocated
-    if tag == "$v":
-        return _dec_view(body, tensors)
-    if (
-        tag == "$h"
-        and type(body) is list
-        and len(body) == 2
-        and type(body[0]) is int
-        and type(body[1]) is str
-    ):
-        return HandleRef(body[0], body[1][:200])
-    raise WireError(f"unknown or malformed tag {str(tag)[:40]!r}")
-
-
-def _dec_view(body: object, tensors: _Tensors) -> View:
-    """``[{"$t": i}, permute | null, narrow | null, share | null]``, every field checked against its base."""
-    if (
-        type(body) is not list
-        or len(body) != 4
-        or type(body[0]) is not dict
-        or set(body[0]) != {"$t"}
-    ):
-        raise WireError("malformed view")
-    fields = [
-        None
-        if v is None
-        else tuple(v)
-        if type(v) is list and len(v) <= MAX_DIMS and all(type(d) is int for d in v)
-        else _fail("malformed view field")
-        for v in body[1:3]
-    ]
-    if body[3] is not None and type(body[3]) is not int:
-        raise WireError("malformed view share")
-    try:
-        return checked_view(View(tensors.get(body[0]["$t"]), fields[0], fields[1], body[3]))
-    except ValueRejected as exc:
-        raise WireError(str(exc)) from None
-
-
-def _dec_map(body: list[object], tensors: _Tensors, depth: int) -> dict[str | int, Any]:
-    out: dict[str | int, Any] = {}
-    for pair in body:
-        if type(pair) is not list or len(pair) != 2 or type(pair[0]) not in (str, int):
-            raise WireError("malformed map entry")
-        out[pair[0]] = _dec(pair[1], tensors, depth + 1)
-    return out
-
-
-def _device(text: object, allow_cuda: bool) -> torch.device:
-    if text == "cpu" or (
-        type(text) is str
-        and text.startswith("cuda")
-        and text[4:] in ("",) + tuple(f":{i}" for i in range(16))
-    ):
-        device = torch.device(text)
-        if device.type == "cuda" and not allow_cuda:
-            raise WireError("cuda tensors are not allowed here")
-        return device
-    raise WireError(f"device {text!r} not allowed")
 
 
 # -- framing on a stream ----------------------------------------------------------------------
 def write_frame(stream: BinaryIO, value: object) -> None:
     stream.write(encode(value))
     stream.flush()
-
-
-def read_frame(
-    stream: BinaryIO, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = False
-) -> Any:
-    """Read exactly one frame from a blocking stream (the worker's side; EOF → WireError)."""
-    head = _read_exact(stream, 8)
-    (hlen,) = struct.unpack_from("<I", head, 4)
-    if head[:4] != MAGIC or hlen > MAX_HEADER:
-        raise WireError("bad frame start")
-    rest = _read_exact(stream, hlen + 8)
-    (plen,) = struct.unpack_from("<Q", rest, hlen)
-    if plen > max_payload:
-        raise WireError("payload over the cap")
-    return decode(
-        head + rest + _read_exact(stream, plen), max_payload=max_payload, allow_cuda=allow_cuda
-    )
-
-
-def _read_exact(stream: BinaryIO, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = stream.read(n - len(data))
-        if not chunk:
-            raise EOFError("stream closed")
-        data += chunk
-    return data

@@ -67,9 +67,9 @@ def _bundle(dest: Path, assignment: manifest.Assignment) -> list[Path]:
         SCALE=str(scale(public)),
     )
     written = [base.write_file(dest / "autograder.py", text)]
-    written += [base._copy(p, dest / p.relative_to(assignment.root)) for p in public]
+    written += [base.copy_file(p, dest / p.relative_to(assignment.root)) for p in public]
     written += base.copy_runtime(dest / "grader")
-    written += [base._copy(base.PACKAGE / rel, dest / "grader" / rel) for rel in BUNDLE_SCHEMAS]
+    written += [base.copy_file(base.PACKAGE / rel, dest / "grader" / rel) for rel in BUNDLE_SCHEMAS]
     written.append(base.write_file(dest / "assignments.json", manifest.text_of(assignment)))
     return written
 

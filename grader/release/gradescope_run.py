@@ -87,9 +87,9 @@ def config(tree: Tree) -> dict[str, Any]:
 def choose_backend(requested: str) -> BackendName:
     """The strongest backend here (as root without namespaces: ``process``, whose student code runs as a leased
     uid like every level's under root); never ``none``."""
-    from grader.sandbox import isolation as iso
+    from grader.sandbox import choice
 
-    backend = iso.choose(requested)
+    backend = choice.choose(requested)
     if backend == "none":
         raise GraderFailed(
             "no isolation backend stronger than `none` here: refusing to run student code"

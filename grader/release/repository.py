@@ -48,6 +48,7 @@ RUNTIME = (
     "inside/__init__.py",
     "inside/bans.py",
     "inside/executor.py",
+    "inside/loading.py",
     "inside/frames.py",
     "inside/handles.py",
     "inside/ops.py",
@@ -136,18 +137,21 @@ def prepare(out: Path, *, force: bool, marker: str) -> None:
 
 def copy_exercises(assignment: manifest.Assignment, out: Path) -> list[Path]:
     names = ["__init__.py", *(f"{e.module}.py" for e in assignment.exercises)]
-    return [_copy(assignment.root / "exercises" / name, out / "exercises" / name) for name in names]
+    return [
+        copy_file(assignment.root / "exercises" / name, out / "exercises" / name) for name in names
+    ]
 
 
 def copy_public_tests(assignment: manifest.Assignment, out: Path) -> list[Path]:
     return [
-        _copy(assignment.root / e.public_tests, out / e.public_tests) for e in assignment.exercises
+        copy_file(assignment.root / e.public_tests, out / e.public_tests)
+        for e in assignment.exercises
     ]
 
 
 def copy_runtime(dest: Path) -> list[Path]:
     """The :data:`RUNTIME` files into ``dest`` (a ``grader`` folder), with a student ``__main__``."""
-    written = [_copy(PACKAGE / rel, dest / rel) for rel in RUNTIME]
+    written = [copy_file(PACKAGE / rel, dest / rel) for rel in RUNTIME]
     return [*written, write_file(dest / "__main__.py", texts.STUDENT_MAIN)]
 
 
@@ -212,7 +216,8 @@ def scan(out: Path, lines: Iterable[str]) -> list[tuple[str, str]]:
     return hits
 
 
-def _copy(src: Path, dst: Path) -> Path:
+def copy_file(src: Path, dst: Path) -> Path:
+    """Copy ``src`` to ``dst``, making its folder; ``dst`` (the release and its bundles list what they wrote)."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dst)
     return dst

@@ -18,7 +18,7 @@ from pathlib import Path
 from grader import procs
 from grader.course import manifest
 from grader.sandbox import view
-from grader.sandbox.isolation import IsolationError
+from grader.sandbox.choice import IsolationError
 
 # stdlib only, in a fresh interpreter that already is the probed uid (subprocess drops it before exec)
 _PROBE = """import json, os, sys

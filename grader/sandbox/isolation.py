@@ -1,34 +1,27 @@
-"""Isolation backends: probe what this machine offers (strongest first) and describe a launch.
-
-Levels, strongest first: ``namespace`` (root on Linux), ``bwrap`` (non-root, unprivileged user
-namespaces), ``process`` (separate process with rlimits, seccomp and a Landlock file view where
-the kernel has one), ``none`` (separate process only). ``--require-isolation`` refuses to grade
-below a level.
+"""What one launch looks like at a chosen isolation level: its limits, its uid, its configuration and the
+isolation record the scorecard gets. Which level a grade runs under is :mod:`grader.sandbox.choice`'s.
 
 Student code never runs with the grader's authority: under every level a root grader runs it as
 a leased, unprivileged uid with no capability (never an opt-in), and a non-root grader refuses
 the levels where it would run as the instructor's own uid (``process``) unless ``none`` is asked
-for by name, which the scorecard then records as unsandboxed (:func:`choose`).
+for by name, which the scorecard then records as unsandboxed (:func:`grader.sandbox.choice.choose`).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from grader import safefs
-from grader.errors import UsageError
-from grader.sandbox import cgroups, landlock, mirror, privlib, seccomp, uids, view
+from grader.sandbox import cgroups, choice, mirror, privlib, seccomp, uids, view
 from grader.sandbox.attest import Expected
-from grader.sandbox.launcher import INSIDE_PACKAGES
-from grader.sandbox.levels import LEVELS, BackendName, Level, is_level
+from grader.sandbox.levels import BackendName
+from grader.sandbox.rootfs import INSIDE_PACKAGES
 
 LIB_ROOT = (
     Path(__file__).resolve().parents[2]
@@ -41,115 +34,6 @@ NAMESPACE_KINDS = (
     "ipc",
     "uts",
 )  # what a `namespace` worker must not share with us
-
-
-def launcher() -> Path:
-    """The launcher every cold worker starts through: the private library's copy (:mod:`privlib`)."""
-    return privlib.ensure() / "grader" / "sandbox" / "launcher.py"
-
-
-class IsolationError(UsageError):
-    """The requested isolation is unavailable here; the message says what to do."""
-
-
-def rank(level: str) -> int:
-    return LEVELS.index(level)
-
-
-@functools.cache
-def available() -> tuple[Level, ...]:
-    """Backends that work on this machine, strongest first (probed once per process)."""
-    found: list[Level] = []
-    if sys.platform.startswith("linux") and os.geteuid() == 0 and _probe_namespace():
-        found.append("namespace")
-    if (
-        sys.platform.startswith("linux")
-        and os.geteuid() != 0
-        and shutil.which("bwrap")
-        and _probe_bwrap()
-    ):
-        found.append("bwrap")
-    if os.name == "posix":
-        found.append("process")
-    found.append("none")
-    return tuple(found)
-
-
-def choose(requested: str = "auto", required: str | None = None) -> BackendName:
-    """Pick a backend for official grading: ``auto`` means the strongest available; enforce
-    ``--require-isolation``; refuse, as a non-root user, ``process`` (student code would run as this
-    user, able to read the solutions, the hidden suites and this user's zygote socket).
-
-    ``inprocess`` (the project's own tests and students' local runs: no worker at all) is passed through.
-    """
-    if requested == "inprocess":
-        return "inprocess"
-    options = available()
-    backend: Level
-    if requested == "auto":
-        backend = options[0]
-    elif is_level(requested) and requested in options:
-        backend = requested
-    else:
-        raise IsolationError(
-            f"isolation {requested!r} is not available here (available: {', '.join(options)}); "
-            "namespace needs root on Linux, bwrap a non-root user with bubblewrap installed"
-        )
-    if required and rank(backend) < rank(required):
-        raise IsolationError(
-            f"refusing to grade: isolation {backend!r} is weaker than the required {required!r} "
-            f"(available: {', '.join(options)})"
-        )
-    if backend == "process" and not _root():
-        raise IsolationError(
-            "refusing to grade: as a non-root user the only sandbox here is `process`, which would run student code "
-            "as you, able to read the solutions, the hidden tests and your grader's files. Run the grader as root "
-            "(namespaces), install bubblewrap (`bwrap`) for unprivileged namespaces, or pass `--isolation none` to "
-            "grade knowingly without a sandbox (every scorecard then says so)"
-        )
-    return backend
-
-
-def _root() -> bool:
-    return os.name == "posix" and os.geteuid() == 0
-
-
-LANDLOCK_ENV = "GRADER_LANDLOCK"  # "off": act as on a kernel without Landlock (tests, or a kernel that misreports)
-
-
-@functools.cache
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI (0: none, or ``$GRADER_LANDLOCK=off``), probed once per process."""
-    if not sys.platform.startswith("linux") or os.environ.get(LANDLOCK_ENV) == "off":
-        return 0
-    return landlock.abi()
-
-
-def _probe_namespace() -> bool:
-    try:
-        done = subprocess.run(
-            [sys.executable, "-I", "-S", "-B", str(launcher()), "probe-namespace"],
-            capture_output=True,
-            timeout=20,
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
-def _probe_bwrap() -> bool:
-    try:
-        done = subprocess.run(
-            ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
-            capture_output=True,
-            timeout=20,
-            cwd="/",
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
 
 
 @dataclass
@@ -196,7 +80,7 @@ class LaunchSpec:
     def drops_uid(self) -> bool:
         """Whether student code runs as a leased, unprivileged uid: always, under every level, when we are root
         (bwrap never runs as root: it maps its sandbox uid to root then, sandbox.md §2)."""
-        return self.backend != "bwrap" and _root()
+        return self.backend != "bwrap" and choice.is_root()
 
     @property
     def file_view(self) -> str:
@@ -204,7 +88,7 @@ class LaunchSpec:
         ``landlock`` (``process`` where the kernel has it), ``permissions`` (``process`` without it: only
         the leased uid's file permissions, checked by :func:`grader.sandbox.secrets.check`), ``none``."""
         if self.backend == "process":
-            return "landlock" if landlock_abi() > 0 else "permissions"
+            return "landlock" if choice.landlock_abi() > 0 else "permissions"
         return self.backend
 
     def fingerprint(self) -> str:
@@ -215,7 +99,7 @@ class LaunchSpec:
                 "backend": self.backend,
                 "drops_uid": self.drops_uid,
                 "file_view": self.file_view,
-                "landlock": landlock_abi(),
+                "landlock": choice.landlock_abi(),
                 "seccomp": self.seccomp,
                 "threads": self.threads,
                 "cgroups": self._wants_cgroups() and ("v2" if cgroups.unified() else "v1"),
@@ -247,7 +131,7 @@ class LaunchSpec:
 
     def _wants_cgroups(self) -> bool:
         # a root `process` sandbox is held by the cgroups as much as `namespace` (the leased uid's RLIMIT_NPROC too)
-        return self.backend == "namespace" or (self.backend == "process" and _root())
+        return self.backend == "namespace" or (self.backend == "process" and choice.is_root())
 
     def cgroup_paths(self) -> list[str]:
         if not self._wants_cgroups():

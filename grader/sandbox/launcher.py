@@ -10,8 +10,8 @@ sets up isolation and then ``exec``s the worker (sandbox.md §6.1):
   the kernel has one (:mod:`grader.sandbox.landlock`) and the seccomp filter
   (:mod:`grader.sandbox.seccomp`);
 - ``namespace`` (root): mount/net/ipc/uts/pid namespaces, a tmpfs root holding only an allowlist
-  of read-only binds (:mod:`grader.sandbox.view`), ``/box`` on tmpfs, cgroup memory/pids when
-  writable, a fresh session keyring, a leased uid, a mini-init as pid 1, ``no_new_privs``, the
+  of read-only binds (:mod:`grader.sandbox.view`; mounted by :mod:`grader.sandbox.rootfs`), ``/box``
+  on tmpfs, cgroup memory/pids when writable, a fresh session keyring, a leased uid, a mini-init as pid 1, ``no_new_privs``, the
   seccomp filter, then rlimits and exec.
 
 A filter the isolation record promises is installed or the launch fails (exit 125, a set-up failure).
@@ -27,7 +27,6 @@ import importlib.util
 import json
 import os
 import resource
-import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -51,18 +50,9 @@ NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWPID, NEWNET = (
     0x20000000,
     0x40000000,
 )
-RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-INSIDE_PACKAGES = ("inside", "protocol")  # the parts of `grader` a sandbox may see
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [
-    ctypes.c_char_p,
-    ctypes.c_char_p,
-    ctypes.c_char_p,
-    ctypes.c_ulong,
-    ctypes.c_char_p,
-]
-_libc.syscall.restype = ctypes.c_long
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
 KEYCTL_JOIN_SESSION_KEYRING = 1
 SETUP_FAILED = 125
 
@@ -79,37 +69,9 @@ def _sibling(name: str) -> ModuleType:
     return module
 
 
-seccomp, workerenv, privileges, landlock = (
-    _sibling(n) for n in ("seccomp", "workerenv", "privileges", "landlock")
+seccomp, workerenv, privileges, landlock, rootfs = (
+    _sibling(n) for n in ("seccomp", "workerenv", "privileges", "landlock", "rootfs")
 )
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def mount(
-    src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None
-) -> None:
-    def enc(s: str | None) -> bytes | None:
-        return s.encode() if s else None
-
-    _check(_libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), f"mount {dst}")
-
-
-def bind_ro(src: str, dst: str) -> None:
-    """Bind ``src`` read-only at ``dst``, making the mount point only where none exists: ``dst`` may already be
-    visible through an earlier bind (the interpreter /usr/bin/python3.12 under /usr), and opening that file to
-    create it fails (ETXTBSY for the running interpreter, EROFS in a read-only bind)."""
-    if os.path.isdir(src):
-        os.makedirs(dst, exist_ok=True)
-    elif not os.path.lexists(dst):
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        open(dst, "a").close()
-    mount(src, dst, None, BIND | REC)
-    mount(None, dst, None, BIND | REMOUNT | RDONLY | NOSUID | NODEV)
 
 
 def set_limits(limits: dict[str, Any], address_space: bool = True) -> None:
@@ -132,7 +94,7 @@ def set_limits(limits: dict[str, Any], address_space: bool = True) -> None:
 def fresh_keyring() -> None:
     """Join a new, empty session keyring: the grader's own session keys stay out of the sandbox."""
     nr = seccomp.ARCHES.get(seccomp.machine(), (0, {}))[1].get("keyctl")
-    if nr is None or _libc.syscall(nr, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
+    if nr is None or libc.syscall(nr, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
         return
     err = ctypes.get_errno()
     if err not in (
@@ -145,7 +107,7 @@ def fresh_keyring() -> None:
 def lock_down(cfg: Config, view: int | None = None) -> None:
     """After the uid drop: no_new_privs, the Landlock ``view`` (a ruleset fd made before the drop), then the
     seccomp filter."""
-    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    rootfs.check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if view is not None:
         landlock.enforce(view)
     if cfg.get("seccomp"):
@@ -189,58 +151,11 @@ def isolate_plain(cfg: Config) -> None:
         lock_down(cfg, view)
 
 
-# -- namespace mode ----------------------------------------------------------------------------
+# -- namespace mode (its root: rootfs.build_root) ----------------------------------------------
 def join_cgroups(cfg: Config) -> None:
     for path in cfg.get("cgroups", []):
         with open(os.path.join(path, "cgroup.procs"), "w") as fh:
             fh.write(str(os.getpid()))
-
-
-def build_root(cfg: Config, root: str) -> None:
-    uid = cfg["uid"]
-    mount(None, "/", None, REC | PRIVATE)
-    mount("tmpfs", root, "tmpfs", NOSUID | NODEV, "size=1m,mode=755")
-    os.makedirs(root + "/box")
-    box = f"size={cfg['box_bytes']},nr_inodes={cfg['box_inodes']},mode=700,uid={uid},gid={uid}"  # intake's budget
-    mount("tmpfs", root + "/box", "tmpfs", NOSUID | NODEV, box)
-    for name in os.listdir(
-        cfg["box"]
-    ):  # the submission's files, copied in as root, then owned by the slot
-        src, dst = os.path.join(cfg["box"], name), os.path.join(root, "box", name)
-        if os.path.isfile(src) and not os.path.islink(src):
-            shutil.copyfile(src, dst)
-            os.chown(dst, uid, uid)
-    os.makedirs(root + "/tmp")
-    mount("tmpfs", root + "/tmp", "tmpfs", NOSUID | NODEV, "size=16m,nr_inodes=1024,mode=1777")
-    os.makedirs(root + "/dev")
-    mount("tmpfs", root + "/dev", "tmpfs", NOSUID | NOEXEC, "size=64k,mode=755")
-    for dev in ["null", "zero", "urandom", "random", *cfg.get("gpu_devices", [])]:
-        open(f"{root}/dev/{dev}", "a").close()
-        mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, BIND)
-    os.makedirs(root + "/proc")
-    mount("proc", root + "/proc", "proc", NOSUID | NODEV | NOEXEC)
-    for path in cfg["binds"]:
-        if os.path.exists(path):
-            bind_ro(path, root + path)
-    for path in cfg.get("masks", []):  # Python package folders under the binds: emptied ...
-        mount("tmpfs", root + path, "tmpfs", NOSUID | NODEV, "size=64k,nr_inodes=256,mode=755")
-    for path in cfg.get(
-        "packages", []
-    ):  # ... then only torch and its dependency closure goes back in
-        bind_ro(path, root + path)
-    for path in cfg.get("masks", []):
-        mount(
-            None,
-            root + path,
-            None,
-            REMOUNT | RDONLY | NOSUID | NODEV,
-            "size=64k,nr_inodes=256,mode=755",
-        )
-    for (
-        package
-    ) in INSIDE_PACKAGES:  # only the inside of the wall: never the trusted side of `grader`
-        bind_ro(f"{cfg['lib']}/grader/{package}", f"{root}/sandbox-lib/grader/{package}")
-    mount(None, root, None, BIND | REMOUNT | RDONLY | NOSUID | NODEV)
 
 
 def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
@@ -249,19 +164,19 @@ def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
     The worker is pid 2: an exec'd fresh interpreter, or (from the zygote) ``become_worker()``.
     """
     root = cfg["root_dir"]
-    build_root(cfg, root)
+    rootfs.build_root(cfg, root)
     with open("/proc/self/oom_score_adj", "w") as fh:
         fh.write("1000")
     os.chroot(root)
     os.chdir("/box")
-    _libc.sethostname(b"sandbox", 7)
+    libc.sethostname(b"sandbox", 7)
     limits_of(cfg)
     fresh_keyring()
     privileges.drop_to(cfg["uid"])
     lock_down(
         cfg
     )  # the mini-init is filtered too; the worker inherits the filter across fork and exec
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     worker = os.fork()
     if worker == 0:
         if become_worker is not None:
@@ -270,10 +185,10 @@ def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
             cfg["python"], worker_argv(cfg, "/sandbox-lib"), workerenv.worker_env(cfg, "/box")
         )
     _close_pipes(cfg)  # the mini-init keeps no pipe open: the worker's EOF is the runner's signal
-    os._exit(_reap_until(worker))
+    os._exit(reap_until(worker))
 
 
-def _reap_until(child: int) -> int:
+def reap_until(child: int) -> int:
     """Reap every child (a mini-init's duty) until ``child`` ends; return its exit code (128+signal if killed)."""
     while True:
         pid, status = os.wait()
@@ -295,11 +210,11 @@ def _close_pipes(cfg: Config) -> None:
 
 def probe_namespace() -> None:
     """Exit 0 when unshare, a tmpfs mount and a uid drop all work here."""
-    _check(_libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
+    rootfs.check(libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
     child = os.fork()
     if child == 0:
-        mount(None, "/", None, REC | PRIVATE)
-        mount("tmpfs", "/mnt", "tmpfs", NOSUID | NODEV, "size=64k")
+        rootfs.mount(None, "/", None, rootfs.REC | rootfs.PRIVATE)
+        rootfs.mount("tmpfs", "/mnt", "tmpfs", rootfs.NOSUID | rootfs.NODEV, "size=64k")
         os.setresuid(65534, 65534, 65534)
         os._exit(0)
     _, status = os.waitpid(child, 0)
@@ -314,7 +229,7 @@ def run_namespace(
 ) -> None:
     """Unshare, fork pid 1 and wait for it; its host pid goes to ``status_fd`` (and, if asked, its exit code)."""
     join_cgroups(cfg)
-    _check(_libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
+    rootfs.check(libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
     child = os.fork()
     if child == 0:
         try:
@@ -342,7 +257,7 @@ def main() -> None:
     if sys.argv[1] == "probe-namespace":
         probe_namespace()
     cfg = json.loads(sys.argv[1])
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the runner dies: so does the sandbox
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the runner dies: so does the sandbox
     if cfg["mode"] == "namespace":
         run_namespace(cfg, int(cfg["status_fd"]))
     elif cfg["mode"] == "bwrap":

@@ -34,6 +34,7 @@ LAUNCH_MODULES = (
     "zygote.py",
     "landlock.py",
     "privileges.py",
+    "rootfs.py",
 )
 
 
@@ -98,3 +99,8 @@ def _build(parent: Path, target: Path, files: list[tuple[str, bytes]]) -> None:
         shutil.rmtree(staging, ignore_errors=True)
         if not target.is_dir():  # another process made the same copy first: that one will do
             raise PrivateLibError(f"cannot make the sandbox's library in {parent}: {exc}") from None
+
+
+def launcher() -> Path:
+    """The launcher every cold worker starts through: this library's copy of it."""
+    return ensure() / "grader" / "sandbox" / "launcher.py"

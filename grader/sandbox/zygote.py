@@ -52,12 +52,12 @@ def main() -> int:
 
     if "listen" in config:
         return _serve_listening(config["listen"], float(config["idle_s"]))
-    launcher._libc.prctl(
+    launcher.libc.prctl(
         launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0
     )  # the slot dies: so do we
     # a killed proxy orphans its namespace's pid 1: reap it here, not by a host init that may take seconds,
     # since a zombie still counts against its (leased) uid's processes
-    launcher._libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    launcher.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=int(config["control_fd"]))
     _warm_up()
     control.sendall(
@@ -110,7 +110,7 @@ def _serve_listening(path: str, idle_s: float) -> int:
         )  # the starter waits for this parent only; the zygote lives on in its own session
     from grader.sandbox import launcher
 
-    launcher._libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    launcher.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     staging = f"{path}.{os.getpid()}"
     listener.bind(staging)
@@ -213,7 +213,7 @@ def _proxy(control: socket.socket, cfg: Config, fds: list[int], zygote: int) -> 
         from grader.sandbox import launcher
 
         control.close()
-        launcher._libc.prctl(
+        launcher.libc.prctl(
             launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0
         )  # a chain: slot → zygote → us
         if os.getppid() != zygote:
@@ -256,7 +256,7 @@ def _run_plain(cfg: Config, status_fd: int) -> None:
     child = os.fork()
     if child == 0:
         try:
-            launcher._libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            launcher.libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             os.close(status_fd)
             os.chdir(cfg["box"])
             launcher.isolate_plain(
@@ -268,7 +268,7 @@ def _run_plain(cfg: Config, status_fd: int) -> None:
         _become_worker(cfg, cfg["lib"], cfg["box"])
     for fd in (0, 1, 2, 3):
         os.close(fd)
-    code = launcher._reap_until(child)
+    code = launcher.reap_until(child)
     os.write(status_fd, f"exit {code}\n".encode())
     os._exit(code)
 

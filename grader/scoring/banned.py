@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from grader.course import manifest
 from grader.inside.banned_ops import operators
 from grader.scoring.bindings import UNKNOWN, Scopes
-from grader.scoring.integrity import Finding, Parsed, show
+from grader.scoring.integrity import Finding, Parsed
+from grader.scoring.integrity_match import show
 from grader.scoring.scopes import Binding
 
 Site = tuple[str, ast.AST]  # (module stem, statement)

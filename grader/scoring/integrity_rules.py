@@ -3,6 +3,7 @@
 Each rule has a severity (``withhold``: proof, the exercise is withheld; ``review``: shown to the instructor as
 "needs review", costs nothing) and a reason. Imports are an allow-list: a module nobody listed is a ``module``
 finding, not a miss; within allowed modules the few entry points that reach further are listed by path.
+The allow-list itself, and which attributes of ``sys`` are plain, are :mod:`grader.scoring.integrity_modules`.
 """
 
 from __future__ import annotations
@@ -73,115 +74,6 @@ RULES: dict[str, tuple[str, str]] = {  # rule -> (severity, reason)
         "reads or writes files or the standard streams (the worker's requests arrive on stdin)",
     ),
 }
-ALLOWED_MODULES = frozenset(
-    {
-        "torch",
-        "math",
-        "cmath",
-        "numbers",
-        "typing",
-        "typing_extensions",
-        "dataclasses",
-        "functools",
-        "itertools",
-        "collections",
-        "abc",
-        "enum",
-        "operator",
-        "warnings",
-        "copy",
-        "random",
-        "statistics",
-        "fractions",
-        "decimal",
-        "re",
-        "heapq",
-        "bisect",
-        "contextlib",
-        "time",
-        "sys",
-        "types",
-        "__future__",
-        "numpy",
-        "einops",
-        "json",
-        "struct",
-        "textwrap",
-        "pprint",
-        "datetime",
-        "array",
-        "keyword",
-        "unicodedata",
-    }
-)
-MODULE_KINDS = {  # why an unlisted module matters, for the finding's text (any unlisted module is a finding)
-    **dict.fromkeys(
-        (
-            "os",
-            "posix",
-            "subprocess",
-            "signal",
-            "pty",
-            "multiprocessing",
-            "threading",
-            "_thread",
-            "concurrent",
-            "asyncio",
-            "atexit",
-            "resource",
-            "sched",
-            "pwd",
-            "grp",
-        ),
-        "process control",
-    ),
-    **dict.fromkeys(
-        (
-            "io",
-            "pathlib",
-            "shutil",
-            "tempfile",
-            "glob",
-            "codecs",
-            "linecache",
-            "fileinput",
-            "socket",
-            "ssl",
-            "http",
-            "urllib",
-            "select",
-            "selectors",
-            "mmap",
-            "fcntl",
-            "termios",
-            "tty",
-            "zipfile",
-            "tarfile",
-            "sqlite3",
-            "logging",
-        ),
-        "files, streams or network",
-    ),
-    **dict.fromkeys(("ctypes", "_ctypes", "cffi"), "native code"),
-    **dict.fromkeys(("gc", "inspect", "traceback", "dis", "weakref"), "introspection"),
-    **dict.fromkeys(
-        (
-            "importlib",
-            "builtins",
-            "runpy",
-            "code",
-            "codeop",
-            "marshal",
-            "pickle",
-            "shelve",
-            "copyreg",
-            "dill",
-            "cloudpickle",
-            "string",
-        ),
-        "dynamic code or names",
-    ),
-}
 QUALIFIED = {  # dotted paths (and everything below them) -> rule
     **dict.fromkeys(
         (
@@ -249,29 +141,6 @@ QUALIFIED = {  # dotted paths (and everything below them) -> rule
     "torch.overrides": "torch-hooks",
     **dict.fromkeys(("torch.from_file", "torch.save", "sys.stdin", "sys.__stdin__"), "files"),
 }
-SYS_PLAIN = frozenset(
-    {
-        "float_info",
-        "maxsize",
-        "version_info",
-        "version",
-        "stdout",
-        "stderr",
-        "byteorder",
-        "platform",
-        "int_info",
-        "hash_info",
-        "float_repr_style",
-        "getsizeof",
-        "getrecursionlimit",
-        "exit",
-        "argv",
-        "implementation",
-        "hexversion",
-        "maxunicode",
-        "getdefaultencoding",
-    }
-)
 TORCH_PRIVATE_OK = frozenset(
     {"torch._assert"}
 )  # a public function in all but name: it only asserts

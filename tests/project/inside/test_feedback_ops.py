@@ -11,7 +11,7 @@ import torch
 
 from grader.inside.executor import Executor
 from grader.protocol.errors import StudentError
-from grader.sandbox import isolation, remote
+from grader.sandbox import choice, isolation, remote
 from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
 from grader.testing.checks import hinted, mismatch_preview
@@ -150,7 +150,7 @@ def test_a_module_on_meta_keeps_its_own_weights(tmp_path):
 def test_grads_and_on_meta_cross_the_sandbox_wire(tmp_path):
     backend = remote.SandboxBackend(
         _submission(tmp_path),
-        isolation.LaunchSpec(isolation.available()[0]),
+        isolation.LaunchSpec(choice.available()[0]),
         bans={},
         time_limits={"ex": 30},
         budget_s=120,

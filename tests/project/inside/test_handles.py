@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from grader.protocol.errors import StudentAPIError
-from grader.sandbox import isolation, remote
+from grader.sandbox import choice, isolation, remote
 from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
 
@@ -65,7 +65,7 @@ def student(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StudentP
         return
     backend = remote.SandboxBackend(
         tmp_path,
-        isolation.LaunchSpec(isolation.available()[0]),
+        isolation.LaunchSpec(choice.available()[0]),
         bans={},
         time_limits={"ex": 30},
         budget_s=120,

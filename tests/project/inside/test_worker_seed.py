@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import isolation, remote
+from grader.sandbox import choice, isolation, remote
 from grader.sandbox.zygote_client import Zygote
 from tests.project.support.common import starter_of
 
@@ -35,7 +35,7 @@ def _backend(box: Path, zygote: Zygote | None) -> remote.SandboxBackend:
     (box / "mod.py").write_text(SOURCE)
     return remote.SandboxBackend(
         box,
-        isolation.LaunchSpec(isolation.available()[0]),
+        isolation.LaunchSpec(choice.available()[0]),
         bans={},
         time_limits={"ex": 30},
         budget_s=120,

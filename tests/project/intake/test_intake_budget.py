@@ -24,7 +24,7 @@ from grader.grade import grade
 from grader.intake import bounded
 from grader.intake import submission as intake
 from grader.safefs import MAX_SUBMISSION_BYTES, PAGE_BYTES
-from grader.sandbox import isolation
+from grader.sandbox import choice
 from tests.project.support.common import ROOT, solutions_copy
 
 pytestmark = pytest.mark.cost(20)  # seconds on 2 cores: the bombs' reader runs into its CPU limit
@@ -68,7 +68,7 @@ def test_the_budget_is_counted_in_pages_up_to_the_last_byte(tmp_path):
 
 
 @pytest.mark.skipif(
-    "namespace" not in isolation.available(), reason="needs the namespace sandbox (root on Linux)"
+    "namespace" not in choice.available(), reason="needs the namespace sandbox (root on Linux)"
 )
 def test_the_largest_submission_intake_admits_is_graded_in_the_namespace_sandbox(tmp_path):
     """The budget holds for the /box the launcher mounts: what intake admits is copied in and graded."""

@@ -29,7 +29,10 @@ GRADER = ROOT / "grader"
 # modules that may use an optional extra (named in pyproject), and which one
 EXTRA_USERS = {
     "grader/course/build.py": "build",
-    **{f"grader/cluster/{m}.py": "distributed" for m in ("connect", "grading", "worker")},
+    **{
+        f"grader/cluster/{m}.py": "distributed"
+        for m in ("admission", "connect", "grading", "worker")
+    },
 }
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.protocol import wire
+from grader.protocol import wire, wireparse
 from grader.protocol.values import ValueRejected, View, to_plain
-from grader.sandbox import isolation, remote
+from grader.sandbox import choice, isolation, remote
 from grader.student import StudentAPIError
 from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
@@ -44,7 +44,7 @@ def student(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StudentP
         return
     backend = remote.SandboxBackend(
         tmp_path,
-        isolation.LaunchSpec(isolation.available()[0]),
+        isolation.LaunchSpec(choice.available()[0]),
         bans={},
         time_limits={"ex": 30},
         budget_s=120,
@@ -137,11 +137,11 @@ ENTRY = {"dtype": "float32", "shape": [2, 3], "offset": 0, "nbytes": 24, "device
 )
 def test_a_hostile_view_frame_is_a_wire_error(body):
     with pytest.raises(wire.WireError):
-        wire.decode(_frame({"$v": body}, [ENTRY], b"\0" * 24))
+        wireparse.decode(_frame({"$v": body}, [ENTRY], b"\0" * 24))
 
 
 def test_a_view_round_trips_on_the_wire():
     view = View(torch.arange(6.0).reshape(2, 3), permute=(1, 0), narrow=(0, 1, 2), share=3)
-    got = wire.decode(wire.encode(view))
+    got = wireparse.decode(wire.encode(view))
     assert type(got) is View and (got.permute, got.narrow, got.share) == ((1, 0), (0, 1, 2), 3)
     assert torch.equal(got.base, view.base)

@@ -9,7 +9,7 @@ import struct
 import pytest
 import torch
 
-from grader.protocol import wire
+from grader.protocol import wire, wireparse
 from grader.protocol.values import HandleRef
 
 
@@ -35,7 +35,7 @@ def test_round_trip_of_every_allowed_value():
         "text",
         False,
     )
-    got = wire.decode(wire.encode(value))
+    got = wireparse.decode(wire.encode(value))
     assert isinstance(got, tuple) and len(got) == len(value)
     for a, b in zip(got[:4], value[:4]):
         assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
@@ -123,17 +123,17 @@ def test_round_trip_of_every_allowed_value():
 )
 def test_malicious_frames_raise_wire_error(header, payload):
     with pytest.raises(wire.WireError):
-        wire.decode(_frame(header, payload))
+        wireparse.decode(_frame(header, payload))
 
 
 def test_length_fields_are_checked():
     good = wire.encode(torch.ones(4))
     with pytest.raises(wire.WireError):
-        wire.decode(good[:-1])
+        wireparse.decode(good[:-1])
     with pytest.raises(wire.WireError):
-        wire.decode(wire.MAGIC + struct.pack("<I", 10**6) + good[8:])
+        wireparse.decode(wire.MAGIC + struct.pack("<I", 10**6) + good[8:])
     with pytest.raises(wire.WireError):
-        wire.decode(b"XXXX" + good[4:])
+        wireparse.decode(b"XXXX" + good[4:])
 
 
 def test_fuzzed_frames_never_raise_anything_but_wire_error():
@@ -156,7 +156,7 @@ def test_fuzzed_frames_never_raise_anything_but_wire_error():
         if rng.random() < 0.2:
             frame = frame[: rng.randrange(len(frame))]
         try:
-            wire.decode(bytes(frame))
+            wireparse.decode(bytes(frame))
             parsed += 1
         except wire.WireError:
             rejected += 1
@@ -198,7 +198,7 @@ def _tensor_frame(tree, table, payload: bytes) -> bytes:
 )
 def test_tensor_tables_must_tile_the_payload_and_be_used_exactly_once(tree, table, size):
     with pytest.raises(wire.WireError):
-        wire.decode(_tensor_frame(tree, table, b"\1" * size))
+        wireparse.decode(_tensor_frame(tree, table, b"\1" * size))
 
 
 def test_replies_always_decode_to_cpu_and_bools_are_normalised():
@@ -207,7 +207,9 @@ def test_replies_always_decode_to_cpu_and_bools_are_normalised():
         [_entry(0, 8, dtype="float32", device="cuda:0"), _entry(8, 3, dtype="bool")],
         b"\0" * 8 + b"\x00\x02\xff",
     )
-    x, mask = wire.decode(frame)  # no allow_cuda: nothing is placed on (or allocated in) a device
+    x, mask = wireparse.decode(
+        frame
+    )  # no allow_cuda: nothing is placed on (or allocated in) a device
     assert x.device.type == "cpu" and x.shape == (2,)
     assert mask.tolist() == [False, True, True] and mask.view(torch.uint8).tolist() == [0, 1, 1]
 
@@ -219,12 +221,12 @@ def test_any_exception_while_decoding_is_a_wire_error(monkeypatch, error):
 
     monkeypatch.setattr(wire.torch, "frombuffer", explode)
     with pytest.raises(wire.WireError, match=error.__name__):
-        wire.decode(wire.encode(torch.ones(3)))
+        wireparse.decode(wire.encode(torch.ones(3)))
 
 
 PEAK = """
 import json, resource, struct, sys
-from grader.protocol import wire
+from grader.protocol import wire, wireparse
 payload = bytes(64 << 20)
 entries = int(sys.argv[1])
 header = json.dumps({"v": [{"$t": i} for i in range(entries)], "t": [
@@ -232,7 +234,7 @@ header = json.dumps({"v": [{"$t": i} for i in range(entries)], "t": [
 frame = wire.MAGIC + struct.pack("<I", len(header)) + header + struct.pack("<Q", len(payload)) + payload
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
-    wire.decode(frame, max_payload=len(payload))
+    wireparse.decode(frame, max_payload=len(payload))
     outcome = "decoded"
 except wire.WireError:
     outcome = "rejected"

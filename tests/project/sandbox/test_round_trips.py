@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import isolation, remote
+from grader.sandbox import choice, isolation, remote
 from grader.sandbox.channel import Channel
 from grader.sandbox.zygote_client import Zygote
 from tests.project.support.common import starter_of
@@ -37,7 +37,7 @@ def counted(
     (tmp_path / "mod.py").write_text(SOURCE)
     backend = remote.SandboxBackend(
         tmp_path,
-        isolation.LaunchSpec(isolation.available()[0]),
+        isolation.LaunchSpec(choice.available()[0]),
         bans={},
         time_limits={"ex": 30, "other": 30},
         budget_s=120,

@@ -263,12 +263,12 @@ def _card(isolation_record: dict) -> dict:
 NESTED_BIND = textwrap.dedent("""
     import ctypes, os, sys
     sys.path.insert(0, sys.argv[1])
-    from grader.sandbox import launcher
+    from grader.sandbox import rootfs
     root, system = sys.argv[2], os.path.dirname(os.path.dirname(sys.executable))  # /usr for /usr/bin/python3.11
-    launcher.mount(None, "/", None, launcher.REC | launcher.PRIVATE)
-    launcher.mount("tmpfs", root, "tmpfs", 0, "size=1m")
-    launcher.bind_ro(system, root + system)
-    launcher.bind_ro(os.path.realpath(sys.executable), root + os.path.realpath(sys.executable))  # inside that bind
+    rootfs.mount(None, "/", None, rootfs.REC | rootfs.PRIVATE)
+    rootfs.mount("tmpfs", root, "tmpfs", 0, "size=1m")
+    rootfs.bind_ro(system, root + system)
+    rootfs.bind_ro(os.path.realpath(sys.executable), root + os.path.realpath(sys.executable))  # inside that bind
     print(os.path.exists(root + os.path.realpath(sys.executable)))
 """)
 

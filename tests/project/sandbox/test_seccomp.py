@@ -17,7 +17,7 @@ import pytest
 
 from grader import schema
 from grader.grade import grade
-from grader.sandbox import isolation, seccomp
+from grader.sandbox import choice, isolation, seccomp
 from tests.project.support.common import CORPUS, ROOT, needs_namespace, solutions_copy
 
 pytestmark = [
@@ -233,7 +233,7 @@ KEYRING_RUN = textwrap.dedent("""
 
 @pytest.mark.parametrize("backend", ["namespace", "process"])
 def test_the_graders_session_keys_are_invisible_and_nothing_can_be_planted(tmp_path, backend):
-    if backend not in isolation.available():
+    if backend not in choice.available():
         pytest.skip(f"needs the {backend} sandbox")
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(CORPUS / "hostile" / "uses_keyrings.py", sub / "softmax.py")

@@ -19,7 +19,7 @@ import pytest
 
 from grader import schema
 from grader.grade import grade
-from grader.sandbox import isolation, uids
+from grader.sandbox import choice, isolation, uids
 from tests.project.support.common import ROOT, running, solutions_copy
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -183,7 +183,7 @@ def test_the_lease_folder_refuses_one_others_can_write(tmp_path, monkeypatch):
 
 @root_only
 @pytest.mark.skipif(
-    "namespace" not in isolation.available(), reason="needs the namespace sandbox (root on Linux)"
+    "namespace" not in choice.available(), reason="needs the namespace sandbox (root on Linux)"
 )
 def test_processes_parked_under_another_runs_uid_do_not_touch_an_honest_grade(tmp_path, holders):
     """The other run's submission parks more processes than RLIMIT_NPROC under its (leased) uid."""

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from grader.grade import grade
-from grader.sandbox import isolation
+from grader.sandbox import choice
 from tests.project.support.common import solutions_copy
 
 PROBE = """
@@ -28,7 +28,7 @@ def test_the_warm_up_covers_every_path_including_the_meta_device():
     assert done.stdout.split() == ["True", "True"]
 
 
-LEVELS = [lvl for lvl in ("namespace", "process") if lvl in isolation.available()]
+LEVELS = [lvl for lvl in ("namespace", "process") if lvl in choice.available()]
 
 
 @pytest.mark.slow

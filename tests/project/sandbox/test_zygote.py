@@ -17,7 +17,7 @@ import pytest
 from grader import schema
 from grader.grade import grade
 from grader.options import GradeOptions
-from grader.sandbox import isolation
+from grader.sandbox import choice, isolation
 from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 from tests.project.support.common import ROOT, running, solutions_copy
@@ -85,7 +85,7 @@ def test_a_dead_zygote_falls_back_to_a_cold_worker(tmp_path):
 
 @posix_only
 @pytest.mark.skipif(
-    "namespace" not in isolation.available(), reason="needs the namespace sandbox (root on Linux)"
+    "namespace" not in choice.available(), reason="needs the namespace sandbox (root on Linux)"
 )
 def test_a_zygote_that_cannot_isolate_never_runs_the_worker_unisolated(tmp_path):
     """A set-up failure in the forked child (here: a missing cgroup folder) is a crash, not a free run."""

@@ -27,18 +27,18 @@ from grader import schema
 from grader.grade import grade
 from grader.protocol import errors
 from grader.sandbox import channel as channel_module
-from grader.sandbox import cputime, isolation, leftovers, remote
+from grader.sandbox import choice, cputime, isolation, leftovers, remote, session
 from tests.project.support import loaded
 from tests.project.support.common import solutions_copy
 
 pytestmark = pytest.mark.cost(22)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
-BEST = isolation.available()[0]
+BEST = choice.available()[0]
 
 
 @pytest.fixture
 def quick_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(remote, "START_BACKOFF_S", 0.05)
+    monkeypatch.setattr(session, "START_BACKOFF_S", 0.05)
 
 
 def _break_starts(monkeypatch: pytest.MonkeyPatch, failing: int) -> list[int]:
@@ -71,7 +71,7 @@ def test_a_worker_that_never_starts_is_a_grader_error_not_a_student_failure(
     schema.validate("scorecard", card)
     assert card["status"] == "error" and card["error"]["kind"] == "grader", card["error"]
     assert "could not start" in card["error"]["message"] and card["score"] == 0
-    assert len(calls) == remote.START_ATTEMPTS  # retried, then given up once for the whole grade
+    assert len(calls) == session.START_ATTEMPTS  # retried, then given up once for the whole grade
 
 
 def test_a_start_that_fails_once_is_retried_and_costs_nothing(
@@ -177,7 +177,7 @@ def test_a_call_that_burns_cpu_past_its_limit_times_out(burner):
 
 
 def test_a_sleeping_call_is_stopped_by_the_wall_clock_backstop(burner, monkeypatch):
-    monkeypatch.setattr(remote, "WALL_SLACK_S", 0.5)
+    monkeypatch.setattr(session, "WALL_SLACK_S", 0.5)
     backend = _backend(burner, BEST, limit=0.5)  # asleep 2 s: stopped, retried once, stopped again
     try:
         t0 = time.monotonic()
@@ -198,7 +198,7 @@ def test_a_timeout_is_retried_once_on_a_fresh_worker_with_the_tests_handles_repl
     """The module hangs once: a marker file in the box it shares with its retry (a `none` worker, whose leased uid
     may write this box, in a folder any uid may enter: ``process`` and ``namespace`` give it only a scratch
     folder that goes with it; and with the sweep of what a sandbox left in /tmp switched off: the retry is tested)."""
-    monkeypatch.setattr(remote, "WALL_SLACK_S", 0.5)
+    monkeypatch.setattr(session, "WALL_SLACK_S", 0.5)
     monkeypatch.setattr(leftovers, "SHARED", ())
     box = Path(tempfile.mkdtemp(prefix="grader-test-box-"))
     box.chmod(0o777)

@@ -10,12 +10,12 @@ import pytest
 
 from grader import schema
 from grader.cli.main import main
-from grader.sandbox import isolation
+from grader.sandbox import choice, isolation
 from tests.project.support.common import ROOT, solutions_copy
 
 pytestmark = pytest.mark.cost(26)  # seconds on 2 cores: started early (tests/project/conftest.py)
 
-STRONGEST = isolation.available()[0]
+STRONGEST = choice.available()[0]
 
 
 def _grade_cli(*args: str) -> subprocess.CompletedProcess:

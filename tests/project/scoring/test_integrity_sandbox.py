@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from grader.course import manifest
-from grader.sandbox import isolation, memwatch
+from grader.sandbox import choice, isolation, memwatch
 from grader.sandbox.remote import SandboxBackend
 from grader.sandbox.starters import ZygoteStarter
 from tests.project.support.common import CORPUS, solutions_copy
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cost(6)  # seconds on 2 cores: started early (tests/pro
 
 MiB = 1 << 20
 needs_memory_cgroup = pytest.mark.skipif(
-    "namespace" not in isolation.available()
+    "namespace" not in choice.available()
     or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths()) != "cgroup",
     reason="needs the namespace sandbox with a writable memory cgroup (root on Linux)",
 )

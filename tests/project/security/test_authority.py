@@ -24,7 +24,7 @@ import pytest
 from grader import canary
 from grader.course import manifest
 from grader.grade import grade
-from grader.sandbox import attest, isolation, privlib, shared_zygote, zygote_client
+from grader.sandbox import attest, choice, privlib, shared_zygote, zygote_client
 from grader.sandbox.isolation import LaunchSpec
 from tests.project.support import readable
 from tests.project.support.common import ROOT, solutions_copy
@@ -112,7 +112,7 @@ def test_attestation_finds_no_worker_when_nobody_holds_the_pipe():
 @as_root
 @pytest.mark.parametrize("level", ["namespace", "process", "none"])
 def test_the_scorecard_says_what_proc_showed(tmp_path, level):
-    if level not in isolation.available():
+    if level not in choice.available():
         pytest.skip(f"{level} is not available here")
     card = grade(solutions_copy(tmp_path / "sub"), isolation=level, **SOFTMAX_ONLY)
     record = card["isolation"]
@@ -340,14 +340,14 @@ def test_the_canary_key_changes_with_the_launch_configuration(monkeypatch):
         )
 
     keys = [key()]
-    isolation.landlock_abi.cache_clear()
-    monkeypatch.setenv(isolation.LANDLOCK_ENV, "off")
+    choice.landlock_abi.cache_clear()
+    monkeypatch.setenv(choice.LANDLOCK_ENV, "off")
     try:
         keys.append(key())
         monkeypatch.setattr(LaunchSpec, "drops_uid", property(lambda self: False))
         keys.append(key())
     finally:
-        isolation.landlock_abi.cache_clear()
+        choice.landlock_abi.cache_clear()
     assert len(set(keys)) == 3, keys
 
 
@@ -379,7 +379,7 @@ def test_process_without_landlock_refuses_readable_secrets_then_grades_and_clean
     sub = solutions_copy(tmp_path / "sub")
     reference = (sub / "softmax.py").read_text().replace("from __future__ import annotations", "")
     (sub / "softmax.py").write_text(LITTERS + reference)
-    env = {**os.environ, isolation.LANDLOCK_ENV: "off", "GRADER_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, choice.LANDLOCK_ENV: "off", "GRADER_CACHE_DIR": str(tmp_path / "cache")}
     args = [
         str(Path(sys.executable).parent / "grader"),
         "grade",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader import schema
-from grader.sandbox import isolation, memwatch
+from grader.sandbox import choice, isolation, memwatch
 from tests.project.support.common import needs_namespace
 from tests.project.support.hostile_class import (
     HOSTILE,
@@ -40,7 +40,7 @@ pytestmark = [
 ]  # seconds on 2 cores: started early (tests/project/conftest.py)
 
 needs_memory_cgroup = pytest.mark.skipif(
-    "namespace" not in isolation.available()
+    "namespace" not in choice.available()
     or memwatch.source(isolation.LaunchSpec("namespace").cgroup_paths()) != "cgroup",
     reason="needs the namespace sandbox with a writable memory cgroup (root on Linux)",
 )

@@ -11,7 +11,7 @@ import pytest
 
 from grader import schema
 from grader.course import manifest
-from grader.sandbox import isolation
+from grader.sandbox import choice
 from grader.sandbox.starters import ZygoteStarter
 from grader.sandbox.zygote_client import Zygote
 from grader.scoring.points import exercise_scores
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT / "tests" / "corpus"
 
 needs_namespace = pytest.mark.skipif(
-    "namespace" not in isolation.available(),
+    "namespace" not in choice.available(),
     reason="needs the namespace sandbox (root on Linux): bombs, hostile classes "
     "and Dask workers are unsafe or refused without it",
 )
