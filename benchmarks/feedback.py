@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--assignment", help="only this assignment's exercises")
     p.add_argument("--exercise", action="append", help="only this exercise (repeatable)")
     p.add_argument(
-        "--prefix", help="only the bugs whose file name starts with this (heldout2_: one held-out set)"
+        "--prefix",
+        help="only the bugs whose file name starts with this (heldout2_: one held-out set)",
     )
     p.add_argument("--ref", help="grade with this commit's grader and suites")
     p.add_argument("--json", action="store_true", help="print every bug's row as JSON")
