@@ -25,13 +25,14 @@ def band_of(mask: torch.Tensor) -> Band | None:
     if mask.dim() != 2 or mask.dtype != torch.bool or 0 in mask.shape:
         return None
     L, S = mask.shape
-    kept = []
-    for d in range(-(L - 1), S):
-        line = mask.diagonal(offset=d)
-        if not (bool(line.all()) or not bool(line.any())):
-            return None
-        if bool(line[0]):
-            kept.append(d)
+    diagonal = (
+        torch.arange(S)[None, :] - torch.arange(L)[:, None] + (L - 1)
+    ).flatten()  # j - i, from 0
+    total = torch.bincount(diagonal, minlength=L + S - 1)
+    true = torch.bincount(diagonal, weights=mask.flatten().double(), minlength=L + S - 1)
+    if not bool(((true == 0) | (true == total)).all()):
+        return None  # some diagonal is partly kept: no band
+    kept = [int(d) - (L - 1) for d in (true > 0).nonzero().flatten()]
     if not kept or kept != list(range(kept[0], kept[-1] + 1)):
         return None
     return kept[0], kept[-1]

@@ -141,7 +141,10 @@ def formula_suspects(
             )
         )
     sizes = {"E": E, "Ev": v.shape[-1], "L": L, "S": S}
-    fitted = scale_detector(lambda c: _att(q, k, v, keep=keep, scale=c)(), 1 / math.sqrt(E), sizes)
+    work = q.numel() // E * S  # scores per run
+    fitted = scale_detector(
+        lambda c: _att(q, k, v, keep=keep, scale=c)(), 1 / math.sqrt(E), sizes, work
+    )
     return Suspects((*items, fitted))
 
 

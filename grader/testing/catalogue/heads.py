@@ -258,4 +258,5 @@ def _fitted_scale(
     if spec.kv_heads and spec.kv_heads != spec.heads:
         sizes["num_kv_heads * head_dim"] = spec.kv_heads * hd
     right = 1 / math.sqrt(hd) if spec.scale is None else spec.scale
-    return scale_detector(lambda c: run(replace(spec, scale=c)), right, sizes)
+    work = x.numel() // x.shape[-1] * x.shape[-2] * spec.heads  # scores per run (self-attention's)
+    return scale_detector(lambda c: run(replace(spec, scale=c)), right, sizes, work)

@@ -218,8 +218,11 @@ def kv_suspects(
     hd = d // spec.heads
     sizes = {"head_dim": hd, "d_model": d, "num_kv_heads * head_dim": spec.kv_heads * hd}
     right = 1 / math.sqrt(hd) if spec.scale is None else spec.scale
+    work = (
+        x.shape[0] * spec.heads * x.shape[1] * (x.shape[1] + spec.max_len)
+    )  # scores per decode, at most
     fitted = scale_detector(
-        lambda c: decode(x, p, replace(spec, scale=c), schedule)[:, rows], right, sizes
+        lambda c: decode(x, p, replace(spec, scale=c), schedule)[:, rows], right, sizes, work
     )
     return Suspects((*items, fitted))
 

@@ -18,24 +18,24 @@ import torch
 
 from grader.testing.diagnosis import Detector, Observation, close
 
-GRID = [
-    2.0 ** (k / 2) for k in range(-10, 11) if k
-]  # factors of the right scale tried first: 1/32 .. 32
+GRID = [2.0 ** (k / 2) for k in range(-10, 11) if k]  # times the right scale: 1/32 .. 32 first
 GOLDEN = (math.sqrt(5) - 1) / 2
+MAX_WORK = 1 << 20  # scores per run: ~50 runs of a million scores stay well under a second
 PROBE = (
-    8  # steps after which a search that is not closing in stops (a wrong answer that is no scale)
+    8  # steps after which a search not closing in on the output stops (a wrong answer, no scale)
 )
 STEPS = 26  # golden-section steps on the log of the factor: the bracket shrinks 0.618**26 ~ 3.7e-6
 
 
 def scale_detector(
-    run: Callable[[float], torch.Tensor], right: float, sizes: Mapping[str, int]
+    run: Callable[[float], torch.Tensor], right: float, sizes: Mapping[str, int], work: int = 0
 ) -> Detector:
     """A detector that fits the scale: ``run(c)`` is the right computation with its scores times ``c`` (the
-    right scale is ``right``); ``sizes`` names the exercise's dimensions ("head_dim": 8, ...) for the message."""
+    right scale is ``right``); ``sizes`` names the exercise's dimensions ("head_dim": 8, ...) for the message;
+    ``work``: how many scores one run computes (a check on long sequences is not fitted: see MAX_WORK)."""
 
     def observe(got: torch.Tensor, expected: torch.Tensor) -> Observation:
-        if got.shape != expected.shape or not got.is_floating_point():
+        if got.shape != expected.shape or not got.is_floating_point() or work > MAX_WORK:
             return None
         fitted = _fit(run, got, right)
         if fitted is None or abs(math.log(fitted / right)) < 1e-3:
@@ -66,9 +66,10 @@ def _fit(run: Callable[[float], torch.Tensor], got: torch.Tensor, right: float) 
         return value if math.isfinite(value) else math.inf
 
     logs = [math.log(right * g) for g in GRID] + [0.0]  # 0.0: no scale at all
-    best = min(
-        logs, key=error
-    )  # the right scale itself stays a start: a factor near 1 is refined from it
+    # the right scale itself stays a start: a factor near 1 is refined from it
+    best = min(logs, key=error)
+    if not math.isfinite(error(best)):
+        return None  # NaN or inf where no factor gives them: another mistake
     lo, hi = best - math.log(2) / 2, best + math.log(2) / 2
     a, b = hi - GOLDEN * (hi - lo), lo + GOLDEN * (hi - lo)
     fa, fb = error(a), error(b)

@@ -62,7 +62,8 @@ def sdp_suspects(
         scale is None
     ):  # any other constant factor: fitted (an explicit scale's misreadings are above)
         sizes = {"E": E, "Ev": v.shape[-1], "L": q.shape[-2], "S": k.shape[-2]}
-        fitted = scale_detector(lambda c: wrong(scale=c)(), 1 / math.sqrt(E), sizes)
+        work = q.numel() // E * k.shape[-2]  # scores per run
+        fitted = scale_detector(lambda c: wrong(scale=c)(), 1 / math.sqrt(E), sizes, work)
         return Suspects((*items, fitted))
     return Suspects(tuple(items))
 

@@ -66,7 +66,10 @@ def weights_suspects(scores: torch.Tensor) -> Suspects:
     attention asks for none; a fitted one, :mod:`~grader.testing.catalogue.scales`)."""
     s64 = scores.double()
     fitted = scale_detector(
-        lambda c: softmax(s64 * c, -1).to(scores.dtype), 1.0, {"T": scores.shape[-1]}
+        lambda c: softmax(s64 * c, -1).to(scores.dtype),
+        1.0,
+        {"T": scores.shape[-1]},
+        scores.numel(),
     )
     return softmax_suspects(scores) + Suspects((fitted,))
 

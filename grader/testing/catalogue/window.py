@@ -177,7 +177,8 @@ def banded_suspects(
     ]
     E = q.shape[-1]
     sizes = {"head_dim": E, "window": window, "T": T}
-    fitted = scale_detector(lambda c: formula(scale=c)(), 1 / math.sqrt(E), sizes)
+    work = q.numel() // E * T  # scores per run (the formula's full matrix)
+    fitted = scale_detector(lambda c: formula(scale=c)(), 1 / math.sqrt(E), sizes, work)
     return Suspects((*items, fitted))
 
 
