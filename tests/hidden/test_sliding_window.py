@@ -11,14 +11,13 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from grader.protocol.errors import StudentError
 from grader.testing.attention import sdpa_fused, sdpa_math
-from grader.testing.catalogue.window import (
-    banded_suspects,
+from grader.testing.catalogue.rolling import (
     buffer_suspects,
     decode_suspects,
     held_suspects,
-    mask_suspects,
     reset_suspects,
 )
+from grader.testing.catalogue.window import banded_suspects, mask_suspects
 from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.gradients import expect_grads

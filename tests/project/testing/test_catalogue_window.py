@@ -10,14 +10,13 @@ import pytest
 import torch
 
 from grader.protocol.errors import StudentError
-from grader.testing.catalogue.window import (
-    banded_suspects,
+from grader.testing.catalogue.rolling import (
     buffer_suspects,
     decode_suspects,
     held_suspects,
-    mask_suspects,
     reset_suspects,
 )
+from grader.testing.catalogue.window import banded_suspects, mask_suspects
 from grader.testing.diagnosis import PRECISION, Suspects
 from tests.project.support.common import CORPUS, ROOT
 from tests.project.testing.test_catalogue_rope import load  # a corpus module loaded by path
