@@ -62,6 +62,7 @@ RUNTIME = (
     "testing/__init__.py",
     "testing/attention.py",
     "testing/checks.py",
+    "testing/mismatch.py",
     "testing/gradients.py",
     "testing/hints.py",
     "testing/params.py",

@@ -14,7 +14,8 @@ from grader.protocol.errors import StudentError
 from grader.sandbox import choice, isolation, remote
 from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
-from grader.testing.checks import hinted, mismatch_preview
+from grader.testing.checks import hinted
+from grader.testing.mismatch import mismatch_preview
 
 FUNCS = """
 import torch
