@@ -27,10 +27,10 @@ MIN_STATEMENT = 5  # tokens: a shorter statement (``return V ;``) is no fingerpr
 
 @dataclass(frozen=True)
 class Settings:
+    """What a pair must show to be listed (the shipped defaults; :data:`CANDIDATE`: issue 31's measured successor)."""
+
     k: int = 10  # tokens per fingerprint
-    # share matched, for a pair to be listed: the benchmark's tuning class chose 0.475 at 200 students, but a small
-    # class has no common code to leave out and two independent solutions there share 0.54 (the test's ref/ben)
-    threshold: float = 0.6
+    threshold: float = 0.6  # share matched, for a pair to be listed
     min_tokens: int = 30  # matched tokens at least (a few shared lines prove nothing)
     common_fraction: float = (
         0.05  # a fingerprint more than this share of the class has is common code...
@@ -39,22 +39,30 @@ class Settings:
     candidate_df: int = 12  # pairs are found from fingerprints at most this many submissions share
     fragments: int = 6  # matched fragments kept per pair
     idf: bool = False  # weigh each fingerprint by log(n / submissions that have it), else 1
-    containment: bool = (
-        False  # a pair's share: the smaller submission's (padding cannot dilute it); see RECALL
-    )
-    statements: bool = (
-        False  # fingerprints never cross a statement: measured worse at k = 10 (issue 31)
+    containment: bool = False  # a pair's share: the smaller submission's (padding cannot dilute it)
+    statements: bool = False  # fingerprints never cross a statement: measured worse at k = 10
+    idiom: bool = (
+        False  # a small class also leaves out the course's idiom (grader.similarity.idiom)
     )
 
     def common(self, n: int) -> int:
         """How many submissions may share a fingerprint before it counts as common code."""
         return max(self.common_min, math.ceil(self.common_fraction * n))
 
+    def small(self, n: int) -> bool:
+        """With ``idiom``: a class too small to show its own common code (the limit is ``common_min``, not its
+        share), where the course's idiom is left out too. A bigger class measured better without it."""
+        return self.idiom and self.common_fraction * n <= self.common_min
 
-BEFORE = Settings()  # the shipped comparison (benchmarks/similarity.py runs RECALL beside it)
-# Issue 31's candidate, not shipped: at 200 students P 0.954 R 0.664 (threshold 0.475) against 0.947 / 0.288, but in
-# a class of ~33 (the honest corpus) it pairs 5 independent solutions: a small class has no common code to leave out.
-RECALL = Settings(threshold=0.475, common_fraction=0.1, common_min=8, containment=True)
+
+BEFORE = Settings()  # shipped
+# Issue 31's candidate, chosen on benchmarks/similarity.py (at 200: threshold tuned on seed 0, P 0.971 R 0.532 on
+# seed 1, against 0.976 / 0.323 for BEFORE at its own tuned threshold) and benchmarks/plagiarism_small.py (no honest
+# pair in classes of 4, 10 and the whole honest corpus, the idiom held out). Not the default: in a small class the
+# reference's softmax is all idiom, so verbatim copies of it are no longer listed (tests/project/cluster expects them).
+CANDIDATE = Settings(
+    threshold=0.55, common_fraction=0.1, common_min=8, containment=True, idiom=True
+)
 
 
 @dataclass
@@ -127,10 +135,18 @@ def fingerprints(toks: list[Token], k: int, statements: bool = False) -> list[tu
     return out
 
 
-def compare(docs: list[Doc], given: list[Token], settings: Settings = Settings()) -> list[Pair]:
-    """The pairs of ``docs`` (one exercise) above the threshold, highest share first; ``given``: the stub's tokens."""
+def compare(
+    docs: list[Doc],
+    given: list[Token],
+    settings: Settings = Settings(),
+    idiom: frozenset[int] = frozenset(),
+) -> list[Pair]:
+    """The pairs of ``docs`` (one exercise) above the threshold, highest share first; ``given``: the stub's tokens;
+    ``idiom``: fingerprints left out too when the class is :meth:`Settings.small`."""
     k = settings.k
     boiler = {h for h, _, _ in fingerprints(given, k, settings.statements)}
+    if settings.small(len(docs)):
+        boiler |= idiom
     for doc in docs:
         found = fingerprints(doc.tokens, k, settings.statements)
         doc.hashes, doc.spans = [h for h, _, _ in found], [(a, b) for _, a, b in found]

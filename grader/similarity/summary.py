@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.course import manifest
-from grader.similarity import answers, match, source
+from grader.similarity import answers, idiom, match, source
 
 NOTE = (
     "Similarity is evidence for a person to review, never an automatic penalty: shared code may come from the "
@@ -37,7 +37,14 @@ def code_pairs(
     unread = source.read_class(entries, found)
     pairs = []
     for ex in found:
-        for pair in match.compare(ex.docs, ex.given, settings):
+        common = (
+            idiom.of_course(
+                assignment.root, ex.module, tuple(ex.given), ex.keep, ex.attrs, settings.k
+            )
+            if settings.small(len(ex.docs))
+            else frozenset()
+        )
+        for pair in match.compare(ex.docs, ex.given, settings, common):
             pairs.append(_pair(ex.id, pair))
     pairs.sort(key=lambda p: (-p["share"], p["exercise"], p["a"], p["b"]))
     return pairs, unread

@@ -9,11 +9,12 @@ renaming changes nothing, padding adds tokens only to the copy), the independent
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
 from grader.course import manifest
-from grader.similarity import match, source
+from grader.similarity import idiom, match, source, summary
 from tests.project.support.common import CORPUS, ROOT
 
 ASSIGNMENT = manifest.load(None, "attention-basics")
@@ -68,7 +69,7 @@ def test_padding_cannot_dilute_a_copy():
     padded = REFERENCE.replace(
         "        return weights @ values", junk + "        return weights @ values"
     )
-    [pair] = _pairs(("ref", REFERENCE), ("padded", padded), settings=match.RECALL).values()
+    [pair] = _pairs(("ref", REFERENCE), ("padded", padded), settings=match.CANDIDATE).values()
     # all of the reference's own code is in the padded copy, but for the runs across the junk's edge...
     assert 0.95 <= pair.share_a < 1.0
     assert pair.share_b < 0.5  # ...which is mostly junk,
@@ -84,9 +85,46 @@ def test_independent_solutions_are_not_paired():
     scored = match.compare(
         [_doc(k, t) for k, t in [("ref", REFERENCE), *docs]],
         EXERCISE.given,
-        match.Settings(threshold=0.0, min_tokens=0),
+        replace(match.CANDIDATE, threshold=0.0, min_tokens=0),
+        _idiom(),
     )
-    assert scored and max(p.share for p in scored) < match.Settings().threshold
+    assert max((p.share for p in scored), default=0.0) < match.CANDIDATE.threshold
+
+
+def _idiom() -> frozenset[int]:
+    return idiom.of_course(
+        ASSIGNMENT.root, EXERCISE.module, tuple(EXERCISE.given), EXERCISE.keep, EXERCISE.attrs, 10
+    )
+
+
+def test_a_class_of_four_honest_authors_pairs_no_one_but_a_copy_of_the_reference():
+    """A class of 4 has no common code of its own: without the course's idiom, the nn.Linear setup everyone writes
+    pairs the reference with ben; with it, no one. A renamed copy of the reference is still the same code."""
+    every = [(p.name, p) for p in sorted((CORPUS / "independent").iterdir()) if p.is_dir()]
+    entries = [("reference", ROOT / "solutions"), *every]
+    pairs, _ = summary.code_pairs(entries=entries, assignment=ASSIGNMENT, settings=match.CANDIDATE)
+    assert pairs == []
+    [self_attention] = source.exercises(ASSIGNMENT, ["self_attention"])
+    docs = [
+        match.doc(
+            k,
+            (p / "self_attention.py").read_text("utf-8"),
+            None,
+            self_attention.keep,
+            self_attention.attrs,
+        )
+        for k, p in entries
+    ]
+    bare = {
+        (p.a.key, p.b.key): p.share
+        for p in match.compare(docs, self_attention.given, replace(match.CANDIDATE, idiom=False))
+    }
+    assert bare == {("reference", "ben"): 0.56}  # the idiom alone, above the threshold
+    docs = [_doc("reference", REFERENCE), _doc("copy", _renamed(REFERENCE)), _doc("ana", "")]
+    docs[2] = _doc("ana", (every[0][1] / "causal_attention.py").read_text("utf-8"))
+    [pair] = match.compare(docs, EXERCISE.given, match.CANDIDATE, _idiom())
+    assert (pair.a.key, pair.b.key, pair.share_a, pair.share_b) == ("reference", "copy", 1.0, 1.0)
+    assert match.CANDIDATE.small(4) and not match.CANDIDATE.small(200)
 
 
 @pytest.mark.parametrize(
