@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -61,6 +62,22 @@ def _one_torch_thread() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _own_solutions_package() -> Iterator[None]:
+    """Each test gets back the ``solutions`` package it started with. A test that grades another checkout (a
+    broken copy of the course) registers that copy's ``solutions`` in ``sys.modules`` (grader/course/
+    references.py); left there, it answered a later test's ``import solutions.softmax`` in the same xdist worker
+    with the broken copy (CI of stop 36: 3 failures that depended on which tests shared a worker)."""
+    before = {
+        n: m for n, m in sys.modules.items() if n == "solutions" or n.startswith("solutions.")
+    }
+    yield
+    for name in [n for n in sys.modules if n == "solutions" or n.startswith("solutions.")]:
+        if name not in before:
+            del sys.modules[name]
+    sys.modules.update(before)
 
 
 @pytest.fixture(scope="module", params=["cold", "fork"])

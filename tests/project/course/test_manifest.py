@@ -94,9 +94,9 @@ def test_every_test_belongs_to_its_exercise_and_points_add_up(assignment, suite)
 def test_exercise_names_exist_in_the_solutions(assignment, monkeypatch):
     import importlib
 
-    monkeypatch.syspath_prepend(
-        str(assignment.root)
-    )  # `solutions` is a package of the checkout, not installed
+    from grader.course import references
+
+    references.solutions_package(assignment.root)  # a package of the checkout, not installed
     for ex in assignment.exercises:
         module = importlib.import_module(f"solutions.{ex.module}")
         missing = [n for n in ex.names if not hasattr(module, n)]
