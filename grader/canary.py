@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from grader import procs, proofs
+from grader.cardtypes import Scorecard, error_of
 from grader.course import manifest
 from grader.errors import GraderFault
 from grader.proofs import Proof, cache_dir, cache_key, cached
@@ -174,7 +175,7 @@ def prove(
     return proof
 
 
-def _check(card: dict[str, Any], what: str, *, want_full: bool) -> None:
+def _check(card: Scorecard, what: str, *, want_full: bool) -> None:
     score, top = card["score"], card["max_score"]
     if card["status"] == "graded" and (score == top if want_full else score == 0) and top > 0:
         return
@@ -186,9 +187,10 @@ def _check(card: dict[str, Any], what: str, *, want_full: bool) -> None:
     )
 
 
-def _first_problem(card: dict[str, Any]) -> str:
+def _first_problem(card: Scorecard) -> str:
     if card["status"] == "error":
-        return f"{card['error']['kind']} error: {card['error']['message'][:300]}"
+        error = error_of(card)
+        return f"{error['kind']} error: {error['message'][:300]}"
     for exercise in card["exercises"]:
         for test in exercise["tests"]:
             if test["counted"] and (test["outcome"] != "passed") == (

@@ -73,6 +73,11 @@ class StudentOutput(TypedDict):
     stderr_bytes: int
 
 
+class GraderInfo(TypedDict):
+    version: str
+    fingerprint: NotRequired[dict[str, str]]  # grader.fingerprint.record: what decided the grade
+
+
 class Scorecard(TypedDict):
     schema_version: int
     assignment: str
@@ -86,10 +91,23 @@ class Scorecard(TypedDict):
         str, Any
     ]  # the attested record: grader.sandbox.record builds it, the schema checks it
     seed: int
-    grader: dict[str, str]
+    grader: GraderInfo
     environment: dict[str, Any]
     timings: Timings
     incidents: list[Any]
     student_output: StudentOutput
     integrity: NotRequired[list[dict[str, Any]]]
     canary: NotRequired[dict[str, Any]]
+
+
+# A scorecard made in this process (typed), or one read back as JSON from a pipe or a file (checked by the schema
+# where it was written), or its slim form (grader.scoring.scorecard.slim): what the batch and the exports hold.
+AnyCard = Scorecard | dict[str, Any]
+
+
+def error_of(card: AnyCard) -> ErrorInfo:
+    """The ``error`` of a card with ``status: error`` (the schema requires one there)."""
+    error: ErrorInfo | None = card["error"]
+    if error is None:
+        raise TypeError("a scorecard with status error names no error")
+    return error

@@ -11,11 +11,12 @@ import dataclasses
 import secrets
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import pytest
 
 from grader import fingerprint, proofs
+from grader.cardtypes import ErrorKind, Scorecard
 from grader.course import manifest
 from grader.errors import GraderFault, UsageError
 from grader.intake import submission as intake
@@ -58,7 +59,7 @@ def grade(
     starter: WorkerStarter | None = None,
     student_id: str | None = None,
     **changes: Unpack[OptionChanges],
-) -> dict[str, Any]:
+) -> Scorecard:
     """Return a schema-valid scorecard for ``submission``.
 
     ``assignment`` is the loaded assignment (default: ``options.load()``); ``starter`` starts the
@@ -99,7 +100,7 @@ def grade(
     except GraderFault as exc:
         # the submission could not be read for a reason of this machine's: a rerun retries it
         return _finish(card, t0, error=("grader", f"{type(exc).__name__}: {exc}"))
-    card["submission"].update(sha256=sub.sha256, layout=sub.layout, files=sub.files)
+    card["submission"].update({"sha256": sub.sha256, "layout": sub.layout, "files": sub.files})
     card["timings"]["intake_s"] = round(time.monotonic() - t0, 4)
     try:
         _run(
@@ -206,7 +207,7 @@ class _Makers:
 
 
 def _run(
-    card: dict[str, Any],
+    card: Scorecard,
     sub: intake.Submission,
     assignment: manifest.Assignment,
     makers: _Makers,
@@ -242,7 +243,7 @@ def _run(
         _sandbox_record(card, makers.sandbox.record())
 
 
-def _sandbox_record(card: dict[str, Any], record: SandboxRecord) -> None:
+def _sandbox_record(card: Scorecard, record: SandboxRecord) -> None:
     card["incidents"] = [{**i, "message": scorecard.clean(i["message"])} for i in record.incidents]
     card["student_output"] = {
         "stdout_bytes": record.stdout_bytes,
@@ -265,7 +266,7 @@ def _skeleton(
     started: str,
     student_id: str | None,
     exercises: list[str] | None,
-) -> dict[str, Any]:
+) -> Scorecard:
     isolation = (
         launch.describe()
         if backend != "inprocess"
@@ -290,9 +291,7 @@ def _skeleton(
     )
 
 
-def _finish(
-    card: dict[str, Any], t0: float, *, error: tuple[str, str] | None = None
-) -> dict[str, Any]:
+def _finish(card: Scorecard, t0: float, *, error: tuple[ErrorKind, str] | None = None) -> Scorecard:
     if error is not None:
         scorecard.with_error(card, *error)
     return scorecard.finished(card, seconds=time.monotonic() - t0)

@@ -8,16 +8,18 @@ Plain text (it goes to a terminal, a pipe or a CI log alike); every student-infl
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from grader import safetext
+from grader.cardtypes import ExerciseEntry, Scorecard
 
 _TAGGED = re.compile(
     r"\n  diagnosis \[([a-z0-9-]+(?:, [a-z0-9-]+)*)\]: "
 )  # grader.testing.diagnosis.TAG's form
 
 
-def diagnosed(test: dict[str, Any]) -> Any:
+def diagnosed(test: Mapping[str, Any]) -> Any:
     """The misconception a failing test names: its ``diagnosis`` field, or the ``diagnosis [id]: `` tag in its
     message (how the suites name one); None where it names none. The one place that reads it."""
     tagged = _TAGGED.search(str(test.get("message") or ""))
@@ -36,13 +38,14 @@ def split_message(message: str) -> tuple[str, str | None]:
     return head.strip(), (said or None)
 
 
-def summary(card: dict[str, Any]) -> list[str]:
+def summary(card: Scorecard) -> list[str]:
     """The human summary of one scorecard, first line ``graded: 87/100 ...`` or ``error (intake): why``."""
     if card["status"] == "error":
-        error = card["error"] or {}
+        error = card["error"]
+        kind, message = (error["kind"], error["message"]) if error else ("grader", "")
         return [
-            f"error ({safetext.name(error.get('kind', 'grader'))}): {safetext.name(error.get('message', ''), 1000)}",
-            _NEXT.get(error.get("kind", ""), ""),
+            f"error ({safetext.name(kind)}): {safetext.name(message, 1000)}",
+            _NEXT.get(error["kind"], "") if error else "",
         ]
     iso = card["isolation"]
     head = (
@@ -53,7 +56,7 @@ def summary(card: dict[str, Any]) -> list[str]:
     return [head, *(_exercise(e, width) for e in card["exercises"]), *_incidents(card)]
 
 
-def _exercise(exercise: dict[str, Any], width: int) -> str:
+def _exercise(exercise: ExerciseEntry, width: int) -> str:
     points = f"{exercise['score']:g}/{exercise['max_score']:g}"
     line = f"  {exercise['id']:<{width}}  {points:>9}"
     bad = [t for t in exercise["tests"] if t["counted"] and t["outcome"] != "passed"]
@@ -70,7 +73,7 @@ def _exercise(exercise: dict[str, Any], width: int) -> str:
     )
 
 
-def _incidents(card: dict[str, Any]) -> list[str]:
+def _incidents(card: Scorecard) -> list[str]:
     kinds: dict[str, int] = {}
     for incident in card["incidents"]:
         kinds[incident["kind"]] = kinds.get(incident["kind"], 0) + 1

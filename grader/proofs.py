@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import __version__, procs
+from grader.cardtypes import Scorecard
 from grader.course import manifest
 from grader.sandbox.levels import BackendName
 
@@ -60,7 +61,7 @@ def limit_for(reference_cpu_s: float, exercise_limit_s: float) -> float:
     return round(min(exercise_limit_s, max(FLOOR_S, FACTOR * reference_cpu_s)), 3)
 
 
-def limits_from(card: dict[str, Any], assignment: manifest.Assignment) -> dict[str, float]:
+def limits_from(card: Scorecard, assignment: manifest.Assignment) -> dict[str, float]:
     """Per-test limits from the reference solutions' scorecard (tests that ran in a sandbox: ``cpu_s``)."""
     ceiling = {e.id: e.time_limit_s for e in assignment.exercises}
     return {

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import fingerprint
+from grader.cardtypes import ErrorKind, Scorecard
 from grader.course import manifest
 from grader.errors import GraderFault
 from grader.sandbox import isolation as iso
@@ -23,12 +24,12 @@ def error_card(
     launch: iso.LaunchSpec,
     path: Path,
     student: str,
-    kind: str,
+    kind: ErrorKind,
     message: str,
     sha256: str = "",
     seconds: float = 0.0,
     exercises: list[str] | None = None,
-) -> dict[str, Any]:
+) -> Scorecard:
     """A schema-valid ``status: error`` scorecard for a submission the engine could not grade."""
     chosen = set(exercises or assignment.ids())
     card = scorecard.new(
@@ -48,12 +49,12 @@ def card_path(out: Path, key: str) -> Path:
     return out / "scorecards" / f"{key}.json"
 
 
-def load(path: Path) -> dict[str, Any] | None:
+def load(path: Path) -> Scorecard | None:
     """The scorecard at ``path`` when it exists and is valid, else ``None``."""
     from grader import schema
 
     try:
-        card: dict[str, Any] = json.loads(path.read_text("utf-8"))
+        card: Scorecard = json.loads(path.read_text("utf-8"))
         schema.validate("scorecard", card)
     except (OSError, ValueError):
         return None
@@ -61,7 +62,7 @@ def load(path: Path) -> dict[str, Any] | None:
 
 
 def stale(
-    card: dict[str, Any] | None,
+    card: Scorecard | None,
     *,
     sha256: str,
     assignment: str,
@@ -73,7 +74,8 @@ def stale(
     :data:`REASONS` (``grader.fingerprint.REASONS`` names the parts)."""
     if card is None or not sha256:
         return ["new"]
-    if card["status"] == "error" and (card["error"] or {}).get("kind") in RETRY_KINDS:
+    error = card["error"]
+    if card["status"] == "error" and error is not None and error["kind"] in RETRY_KINDS:
         return ["error"]
     if card["submission"]["sha256"] != sha256 or card["assignment"] != assignment:
         return ["submission"]

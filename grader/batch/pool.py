@@ -20,6 +20,7 @@ from typing import Any
 from grader import procs
 from grader.batch import cards
 from grader.batch.results import BatchFault, Options, Result
+from grader.cardtypes import ErrorKind
 from grader.course import manifest
 from grader.intake.classfolder import Entry
 from grader.options import launch_spec
@@ -170,7 +171,7 @@ class Pool:
         self.slots.remove(slot)
 
     def _error(
-        self, entry: Entry, kind: str, message: str, slot: int, seconds: float = 0.0
+        self, entry: Entry, kind: ErrorKind, message: str, slot: int, seconds: float = 0.0
     ) -> Result:
         launch = launch_spec(
             self.assignment, self.backend, slot=lane_slot(slot, 0), threads=self.options.threads

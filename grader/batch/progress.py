@@ -7,6 +7,7 @@ from typing import IO, Any
 
 from grader import safetext
 from grader.batch.engine import Result
+from grader.cardtypes import error_of
 
 
 def describe(result: Result) -> str:
@@ -16,7 +17,10 @@ def describe(result: Result) -> str:
     if result.skipped:
         return f"{who}: unchanged, kept ({card['score']:g}/{card['max_score']:g})"
     if card["status"] == "error":
-        return f"{who}: ERROR ({safetext.name(card['error']['kind'])}): {safetext.name(card['error']['message'], 160)}"
+        error = error_of(card)
+        return (
+            f"{who}: ERROR ({safetext.name(error['kind'])}): {safetext.name(error['message'], 160)}"
+        )
     timeouts = sum(1 for i in card["incidents"] if i["kind"] == "timeout")
     extra = f", {timeouts} timeout(s)" if timeouts else ""
     return f"{who}: {card['score']:g}/{card['max_score']:g} in {card['timings']['total_s']:.1f} s{extra}"

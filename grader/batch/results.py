@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.cardtypes import AnyCard
 from grader.errors import GraderFault
 from grader.intake.classfolder import Entry
 from grader.options import GradeOptions
@@ -36,7 +37,7 @@ class Result:
     card is read from disk (:class:`grader.batch.cards.Shelf`)."""
 
     entry: Entry
-    card: dict[str, Any]
+    card: AnyCard
     wall_s: float = 0.0
     warm: bool = False
     skipped: bool = False

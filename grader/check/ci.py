@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from grader import schema
+from grader.cardtypes import Scorecard, error_of
 from grader.check import local as check_mod
 from grader.course import manifest
 from grader.exports import rows as exports
@@ -41,7 +42,7 @@ def run_card(
     *,
     exercises: Sequence[str] = (),
     timeout_s: float = DEFAULT_TIMEOUT_S,
-) -> dict[str, Any]:
+) -> Scorecard:
     """The public-test scorecard of ``spec``, computed in a child process; an error scorecard on timeout or crash."""
     root = assignment.root
     started, t0 = scorecard.now(), time.monotonic()
@@ -76,7 +77,7 @@ def run_card(
                 "(an endless loop?); run `grader check` locally to find the slow test",
             )
         if proc.returncode == 0 and out.is_file():
-            card: dict[str, Any] = json.loads(out.read_text("utf-8"))  # the plugin's own scorecard
+            card: Scorecard = json.loads(out.read_text("utf-8"))  # the plugin's own scorecard
             return card
         tail = output.decode("utf-8", "replace").strip().splitlines()[-5:]
         return _error_card(
@@ -97,21 +98,21 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 def _error_card(
     assignment: manifest.Assignment, started: str, t0: float, message: str
-) -> dict[str, Any]:
+) -> Scorecard:
     card = scorecard.with_error(
         check_mod.skeleton(assignment, assignment.root / "exercises", 0, started), "grader", message
     )
     return scorecard.finished(card, seconds=time.monotonic() - t0)
 
 
-def github_classroom(card: dict[str, Any]) -> dict[str, Any]:
+def github_classroom(card: Scorecard) -> dict[str, Any]:
     """The runner JSON for ``card``; the error entry and the message speak to the student."""
     result = exports.to_github_classroom(card)
     result["message"] = CI_MESSAGE.format(score=card["score"], max=result["max_score"])
     if card["status"] == "error":
         for test in result["tests"]:
             if test["name"] == "grading":
-                test["message"] = card["error"]["message"][:2000]
+                test["message"] = error_of(card)["message"][:2000]
     schema.validate("github-classroom", result)
     return result
 

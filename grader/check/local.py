@@ -13,8 +13,9 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
+from grader.cardtypes import Scorecard
 from grader.course import manifest
 from grader.errors import UsageError
 from grader.gradetext import split_message
@@ -51,7 +52,7 @@ def check(
     assignment: str | manifest.Assignment | None = None,
     seed: int = 0,
     pdb: bool = False,
-) -> dict[str, Any]:
+) -> Scorecard:
     """Run the public tests of ``exercises`` (all when empty); return a schema-valid scorecard dict.
 
     ``assignment`` is an id in the manifest of ``root`` (default: found from the current folder), or an
@@ -87,9 +88,7 @@ def check(
     return scorecard.finished(card, seconds=time.monotonic() - t0)
 
 
-def skeleton(
-    assignment: manifest.Assignment, student: Path, seed: int, started: str
-) -> dict[str, Any]:
+def skeleton(assignment: manifest.Assignment, student: Path, seed: int, started: str) -> Scorecard:
     """An empty scorecard for a local, in-process run."""
     return scorecard.new(
         assignment=assignment.id,
@@ -102,7 +101,7 @@ def skeleton(
     )
 
 
-def failed(card: dict[str, Any]) -> bool:
+def failed(card: Scorecard) -> bool:
     """True while any counted test has not passed (``grader check`` then exits 1)."""
     return card["status"] != "graded" or any(
         t["outcome"] != "passed" for e in card["exercises"] for t in e["tests"] if t["counted"]
@@ -161,7 +160,7 @@ def advice(message: str, module: str, test: str = "") -> str:
 
 
 # -- rendering ---------------------------------------------------------------------------------------
-def rows(card: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def rows(card: Scorecard) -> list[tuple[str, str, str, str]]:
     """(exercise, points, first failure, next step) per exercise, in manifest order."""
     out = []
     for e in card["exercises"]:
@@ -192,7 +191,7 @@ def _short(message: str) -> str:
     return escape(head[:240])
 
 
-def render(card: dict[str, Any], stream: TextIO | None = None) -> None:
+def render(card: Scorecard, stream: TextIO | None = None) -> None:
     """Print the table and the public-tests-only notice."""
     from rich.console import Console
     from rich.markup import escape

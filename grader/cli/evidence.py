@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from grader.cardtypes import Scorecard
 from grader.errors import ExitCode, UsageError
 
 
@@ -57,7 +58,7 @@ def similarity(
     return ExitCode.OK
 
 
-def _cards(folder: Path) -> list[tuple[str, dict[str, Any]]]:
+def _cards(folder: Path) -> list[tuple[str, Scorecard]]:
     from grader.batch import cards
 
     found = [(p.name.removesuffix(".json"), cards.load(p)) for p in sorted(folder.glob("*.json"))]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from grader.cardtypes import Scorecard
 from grader.course import manifest
 from grader.errors import ExitCode, GraderFault, UsageError
 from grader.options import DEFAULTS, GradeOptions, launch_spec
@@ -111,7 +112,7 @@ def _grade(
     assignment: manifest.Assignment,
     warm: WarmChannel | None,
     zygote: Zygote | None,
-) -> dict[str, Any]:
+) -> Scorecard:
     from grader.grade import grade
     from grader.sandbox.starters import PrestartedStarter, ZygoteStarter
 
@@ -126,7 +127,7 @@ def _grade(
     )
 
 
-def _emit(card: dict[str, Any], out: Path | None, *, as_json: bool) -> None:
+def _emit(card: Scorecard, out: Path | None, *, as_json: bool) -> None:
     """The scorecard to ``out`` and/or as JSON on stdout (``--json``), and the human summary: on stdout when it is
     all that is printed, else on stderr (stdout then holds only the JSON)."""
     from grader import gradetext

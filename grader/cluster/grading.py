@@ -30,6 +30,7 @@ from distributed import Client, Future, as_completed
 from grader import safetext
 from grader.batch import cards, pool
 from grader.batch.results import Options, Result
+from grader.cardtypes import ErrorKind, error_of
 from grader.cluster import admission, shard_job
 from grader.cluster import messages as wire
 from grader.cluster.connect import Session, Target
@@ -73,7 +74,7 @@ class DaskGrading:
         self.sent: dict[Future[str], tuple[Entry, wire.Payload]] = {}
         self.graded_by: dict[str, str] = {}  # student key -> the worker that sent its result
         self.payloads: dict[
-            str, wire.Payload | tuple[str, str]
+            str, wire.Payload | tuple[ErrorKind, str]
         ] = {}  # student key -> what is sent, or (error kind, why not)
 
     # -- the proof ----------------------------------------------------------------------------
@@ -172,7 +173,7 @@ class DaskGrading:
             )
             self.sent[future] = (entry, payload)
 
-    def _collect(self, unreadable: list[tuple[Entry, tuple[str, str]]]) -> Iterator[Result]:
+    def _collect(self, unreadable: list[tuple[Entry, tuple[ErrorKind, str]]]) -> Iterator[Result]:
         seen: set[str] = set()
         for future in as_completed(list(self.sent)) if self.sent else ():
             entry, payload = self.sent.pop(future)
@@ -234,7 +235,7 @@ class DaskGrading:
             card["canary"] = proof
         return Result(entry, card, wall_s=wall, warm=bool(reply.get("warm")))
 
-    def _error(self, entry: Entry, kind: str, message: str, seconds: float = 0.0) -> Result:
+    def _error(self, entry: Entry, kind: ErrorKind, message: str, seconds: float = 0.0) -> Result:
         launch = launch_spec(self.assignment, self.backend, threads=self.options.threads)
         card = cards.error_card(
             assignment=self.assignment,
@@ -255,7 +256,7 @@ class DaskGrading:
         what = (
             f"{card['score']:g}/{card['max_score']:g}"
             if card["status"] == "graded"
-            else f"error ({card['error']['kind']})"
+            else f"error ({error_of(card)['kind']})"
         )
         line = (
             f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {entry.key} task={task} worker={self.graded_by.get(entry.key, '-')} "

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import schema
+from grader.cardtypes import AnyCard, error_of
 
 GENERIC_FAILURE = "The autograder could not grade this submission; your instructor has the details."
 
@@ -32,7 +33,7 @@ def fence(text: str) -> str:
     return f"{ticks}text\n{text}\n{ticks}"
 
 
-def document(card: dict[str, Any], *, visibility: str = "visible") -> dict[str, Any]:
+def document(card: AnyCard, *, visibility: str = "visible") -> dict[str, Any]:
     """``results.json`` for any scorecard a batch exports: graded, or the grader's error (never a reason to lose
     points: no tests, the error kept for the instructor in ``extra_data``)."""
     if card["status"] == "error":
@@ -51,7 +52,7 @@ def document(card: dict[str, Any], *, visibility: str = "visible") -> dict[str, 
 
 
 def results(
-    card: dict[str, Any],
+    card: AnyCard,
     *,
     visibility: str,
     late: dict[str, Any] | None = None,
@@ -81,7 +82,7 @@ def results(
     return out
 
 
-def _tests(card: dict[str, Any], visibility: str) -> list[dict[str, Any]]:
+def _tests(card: AnyCard, visibility: str) -> list[dict[str, Any]]:
     return [
         {
             "name": f"{e['title']}: {t['name']}",
@@ -101,7 +102,7 @@ def _tests(card: dict[str, Any], visibility: str) -> list[dict[str, Any]]:
     ]
 
 
-def _summary(card: dict[str, Any], late: dict[str, Any] | None) -> str:
+def _summary(card: AnyCard, late: dict[str, Any] | None) -> str:
     lines = [
         f"Score **{card['score']:g}/{card['max_score']:g}** from the hidden tests, run in a sandbox with "
         f"fresh random inputs (seed {card['seed']})."
@@ -114,9 +115,9 @@ def _summary(card: dict[str, Any], late: dict[str, Any] | None) -> str:
     return "\n\n".join(lines)
 
 
-def intake_rejected(card: dict[str, Any], *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def intake_rejected(card: AnyCard, *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The submission itself could not be read (no Python files, a bad archive): 0, with the reason."""
-    message = card["error"]["message"]
+    message = error_of(card)["message"]
     out = {
         "score": 0,
         "execution_time": round(float(card["timings"].get("total_s", 0)), 3),

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from grader import schema
+from grader.cardtypes import AnyCard
 
 GENERIC_FAILURE = "The autograder could not grade this submission; your instructor has the details."
 
 
-def to_github_classroom(card: dict[str, Any]) -> dict[str, Any]:
+def to_github_classroom(card: AnyCard) -> dict[str, Any]:
     tests = [
         {
             "name": f"{e['id']}: {t['name']}",

@@ -122,10 +122,11 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
         ),
         assignment=assignment,
     )
-    if card["status"] == "error" and card["error"]["kind"] == "intake":
+    error = card["error"] if card["status"] == "error" else None
+    if error is not None and error["kind"] == "intake":
         document = gs.intake_rejected(card, extra=extra)
-    elif card["status"] == "error":
-        raise GraderFailed(f"{card['error']['kind']} error: {card['error']['message']}")
+    elif error is not None:
+        raise GraderFailed(f"{error['kind']} error: {error['message']}")
     else:
         penalty = late.assess(
             card["score"], late.policy(manifest_path, assignment.id), late.metadata(tree.metadata)

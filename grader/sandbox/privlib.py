@@ -32,6 +32,7 @@ LAUNCH_MODULES = (
     "seccomp.py",
     "workerenv.py",
     "zygote.py",
+    "zygote_proxy.py",
     "landlock.py",
     "privileges.py",
     "rootfs.py",

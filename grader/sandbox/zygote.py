@@ -21,12 +21,12 @@ workers that drop to a leased uid, a non-root one only workers that stay (so one
 shared between levels that drop privileges and levels that do not). CONFIG is ``-`` when it comes
 on stdin: the long-lived zygote's socket path is never in an argv, which ``/proc`` shows to anyone.
 The status pipe carries ``proxy <pid>``, then ``<pid of the namespace's pid 1>`` (namespace mode),
-then ``exit <code>`` when the worker has ended.
+then ``exit <code>`` when the worker has ended. What each forked child does (isolate, become the worker) is
+:mod:`grader.sandbox.zygote_proxy`; this module serves requests and forks.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import select
@@ -40,7 +40,6 @@ TYPE_CHECKING = False  # as in launcher.py: no `typing` import for an annotation
 if TYPE_CHECKING:
     from grader.sandbox.launcher import Config
 
-FDS = ("requests", "responses", "stdout", "stderr", "status")
 PR_SET_CHILD_SUBREAPER = 36
 REAP_EVERY_S = 0.2
 
@@ -72,20 +71,23 @@ def main() -> int:
 
 def _serve_one(control: socket.socket) -> int | None:
     """Read one launch request and fork its worker: the proxy's pid, 0 for a malformed request, None on EOF."""
-    message, fds, _, _ = socket.recv_fds(control, 1 << 16, len(FDS))
+    from grader.sandbox import zygote_proxy
+
+    message, fds, _, _ = socket.recv_fds(control, 1 << 16, len(zygote_proxy.FDS))
     if not message:
         return None
     try:
         cfg = json.loads(message)
     except ValueError:
         cfg = None
-    if len(fds) != len(FDS) or type(cfg) is not dict or not _same_class(cfg):
+    if len(fds) != len(zygote_proxy.FDS) or type(cfg) is not dict or not _same_class(cfg):
         _close(fds)
         return 0
     me = os.getpid()
     child = os.fork()
     if child == 0:
-        _proxy(control, cfg, fds, me)  # never returns: a child must never fall back into this loop
+        # never returns: a child must never fall back into this loop
+        zygote_proxy.proxy(control, cfg, fds, me)
     _close(fds)
     return child
 
@@ -198,6 +200,7 @@ def _warm_up() -> None:
 
     torch.set_num_threads(1)
     from grader.inside import warmup, worker  # noqa: F401  (the worker module too: every fork runs it)
+    from grader.sandbox import zygote_proxy  # noqa: F401  (the proxy too: every fork runs it)
 
     warmup.warm_up()
     import gc
@@ -205,91 +208,6 @@ def _warm_up() -> None:
     # every object so far goes to the permanent generation: a child's collections never touch (and so never copy)
     # the pages holding torch's own objects; 0.2-0.3 s of each forked worker's grade went to those copies
     gc.freeze()
-
-
-def _proxy(control: socket.socket, cfg: Config, fds: list[int], zygote: int) -> None:
-    """The forked child: take the worker's fds, then isolate exactly as the launcher would, never returning."""
-    try:
-        from grader.sandbox import launcher
-
-        control.close()
-        launcher.libc.prctl(
-            launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0
-        )  # a chain: slot → zygote → us
-        if os.getppid() != zygote:
-            os._exit(125)  # the zygote died before the line above: nothing would kill us any more
-        os.setsid()
-        high = [
-            fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds
-        ]  # out of the way of the targets 0-4
-        for name, fd in zip(FDS, high):
-            os.dup2(fd, _TARGET[name])
-        os.closerange(5, os.sysconf("SC_OPEN_MAX"))
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        cfg["response_fd"], status_fd = 3, 4
-        os.write(status_fd, f"proxy {os.getpid()}\n".encode())
-        if cfg["mode"] == "namespace":
-            launcher.run_namespace(
-                cfg, status_fd, lambda: _become_worker(cfg, "/sandbox-lib", "/box"), True
-            )
-        _run_plain(cfg, status_fd)
-    except BaseException as exc:  # noqa: BLE001 - a set-up failure is reported, never run unisolated
-        _say(2, f"sandbox set-up failed: {exc}\n")
-        _say(4, "exit 125\n")
-    os._exit(125)
-
-
-def _say(fd: int, text: str) -> None:
-    try:
-        os.write(fd, text.encode())
-    except OSError:
-        pass
-
-
-_TARGET = {"requests": 0, "stdout": 1, "stderr": 2, "responses": 3, "status": 4}
-
-
-def _run_plain(cfg: Config, status_fd: int) -> None:
-    """``none``/``process``: the worker is a child of this proxy in its own folder (and cgroups, rlimits)."""
-    from grader.sandbox import launcher
-
-    child = os.fork()
-    if child == 0:
-        try:
-            launcher.libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            os.close(status_fd)
-            os.chdir(cfg["box"])
-            launcher.isolate_plain(
-                cfg
-            )  # the leased uid; for `process` cgroups, rlimits, keyring, Landlock, seccomp
-        except BaseException as exc:  # noqa: BLE001 - never run with less isolation than recorded
-            _say(2, f"sandbox set-up failed: {exc}\n")
-            os._exit(launcher.SETUP_FAILED)
-        _become_worker(cfg, cfg["lib"], cfg["box"])
-    for fd in (0, 1, 2, 3):
-        os.close(fd)
-    code = launcher.reap_until(child)
-    os.write(status_fd, f"exit {code}\n".encode())
-    os._exit(code)
-
-
-def _become_worker(cfg: Config, lib: str, home: str) -> None:
-    """Turn this (already isolated) forked child into the worker: fresh environment, then serve."""
-    from grader.inside import worker
-    from grader.sandbox import launcher
-
-    try:
-        os.environ.clear()
-        os.environ.update(launcher.workerenv.worker_env(cfg, home))
-        sys.path[:] = [
-            lib,
-            *cfg["site_dirs"],
-            *(p for p in sys.path if p.startswith(sys.base_prefix)),
-        ]
-        code = worker.serve_forever(threads=int(cfg["threads"]), response_fd=3)
-    except BaseException:  # noqa: BLE001 - the worker's own failure: its exit status tells the runner
-        code = 1
-    os._exit(code)
 
 
 def _reap() -> None:

@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from grader import __version__, safetext, schema
-from grader.cardtypes import ExerciseEntry, Outcome, TestEntry, is_outcome
+from grader.cardtypes import (
+    AnyCard,
+    ErrorKind,
+    ExerciseEntry,
+    GraderInfo,
+    Outcome,
+    Scorecard,
+    Submission,
+    TestEntry,
+    is_outcome,
+)
 from grader.scoring.collect import TestResult
 from grader.scoring.points import ExerciseScore, counts_toward_max
 
@@ -55,9 +65,9 @@ def new(
     student: str | None = None,
     layout: str = "unknown",
     started: str | None = None,
-) -> dict[str, Any]:
+) -> Scorecard:
     """A fresh ``status: graded`` scorecard with nothing scored yet (student strings sanitised here)."""
-    sub: dict[str, Any] = {
+    sub: Submission = {
         "path": safetext.name(path, 1000),
         "sha256": "",
         "layout": layout,
@@ -100,9 +110,7 @@ def inprocess_isolation(
     }
 
 
-def scored(
-    card: dict[str, Any], scores: list[ExerciseScore], *, require_cuda: bool
-) -> dict[str, Any]:
+def scored(card: Scorecard, scores: list[ExerciseScore], *, require_cuda: bool) -> Scorecard:
     """Fill in the exercises and the totals from the scored results."""
     card["exercises"] = exercise_entries(scores, require_cuda=require_cuda)
     card["score"] = round(sum(s.score for s in scores), 6)
@@ -110,14 +118,16 @@ def scored(
     return card
 
 
-def with_error(card: dict[str, Any], kind: str, message: str) -> dict[str, Any]:
+def with_error(card: Scorecard, kind: ErrorKind, message: str) -> Scorecard:
     """``status: error`` of ``kind`` (grader, intake, isolation, ...): no points, the message sanitised."""
-    card.update(status="error", error={"kind": kind, "message": clean(message)}, score=0)
+    card["status"], card["error"] = "error", {"kind": kind, "message": clean(message)}
+    card["score"] = 0
     return card
 
 
-def finished(card: dict[str, Any], *, seconds: float) -> dict[str, Any]:
-    card["timings"].update(finished=now(), total_s=round(max(seconds, 0.0), 4))
+def finished(card: Scorecard, *, seconds: float) -> Scorecard:
+    timings = card["timings"]
+    timings["finished"], timings["total_s"] = now(), round(max(seconds, 0.0), 4)
     return card
 
 
@@ -170,7 +180,7 @@ def _capped(tests: list[TestEntry], score: ExerciseScore) -> list[TestEntry]:
     return tests
 
 
-def write(card: dict[str, Any], out: Path) -> None:
+def write(card: AnyCard, out: Path) -> None:
     """Validate, then write atomically (temp file in the same folder + ``os.replace``)."""
     schema.validate("scorecard", card)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -187,7 +197,7 @@ def write(card: dict[str, Any], out: Path) -> None:
         raise
 
 
-def slim(card: dict[str, Any]) -> dict[str, Any]:
+def slim(card: AnyCard) -> dict[str, Any]:
     """``card`` without its tests and the student's output: what a list of the whole class keeps of each
     submission (scores, status, error, incidents, integrity, isolation) while the whole card stays on disk.
     A whole card is about 160 KB of Python objects; 1,000 of them held to the end of a batch were 160 MB."""
@@ -196,10 +206,10 @@ def slim(card: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def dumps(card: dict[str, Any]) -> str:
+def dumps(card: AnyCard) -> str:
     schema.validate("scorecard", card)
     return json.dumps(card, indent=2)
 
 
-def version() -> dict[str, str]:
+def version() -> GraderInfo:
     return {"version": __version__}

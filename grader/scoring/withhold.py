@@ -18,8 +18,8 @@ import ast
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from grader.cardtypes import Scorecard
 from grader.course import manifest
 from grader.scoring import banned, integrity
 from grader.scoring.points import ExerciseScore, withhold
@@ -65,7 +65,7 @@ def apply(scores: list[ExerciseScore], verdict: Review) -> None:
             withhold(score, verdict.withheld[score.id])
 
 
-def annotate(card: dict[str, Any], verdict: Review) -> None:
+def annotate(card: Scorecard, verdict: Review) -> None:
     """Scorecard fields: ``integrity`` (every finding, with its severity) and, per withheld exercise, ``withheld``
     and 0 points."""
     card["integrity"] = verdict.to_list()
@@ -74,7 +74,7 @@ def annotate(card: dict[str, Any], verdict: Review) -> None:
         reason = verdict.withheld.get(entry["id"])
         if reason is None:
             continue
-        entry.update(withheld=reason, score=0.0)
+        entry.update({"withheld": reason, "score": 0.0})
         for test in entry["tests"]:  # exports sum per-test points: they must not count either
             if test["points"]:
                 test["message"] = f"points withheld: {reason}" + (

@@ -13,13 +13,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from grader.cardtypes import AnyCard
 from grader.gradetext import diagnosed
 
 FEW = 3  # a wrong answer more students than this give is a common mistake
 MIN_TESTS = 2  # distinct failed tests a group must share
 
 
-def _wrong(named: Iterable[tuple[str, dict[str, Any]]]) -> dict[tuple[int, str, str], set[str]]:
+def _wrong(named: Iterable[tuple[str, AnyCard]]) -> dict[tuple[int, str, str], set[str]]:
     """(seed, test id, digest) -> the students whose card failed that test with that digest (a diagnosed
     misconception: under the key ``(seed, test, "")``, which counts as common)."""
     seen: dict[tuple[int, str, str], set[str]] = defaultdict(set)
@@ -36,7 +37,7 @@ def _wrong(named: Iterable[tuple[str, dict[str, Any]]]) -> dict[tuple[int, str, 
 
 
 def groups(
-    named: Iterable[tuple[str, dict[str, Any]]], *, few: int = FEW, min_tests: int = MIN_TESTS
+    named: Iterable[tuple[str, AnyCard]], *, few: int = FEW, min_tests: int = MIN_TESTS
 ) -> tuple[list[dict[str, Any]], int]:
     """The same-wrong-answer groups, most shared tests first; and how many wrong answers were left out as common."""
     by_students: dict[frozenset[str], list[tuple[int, str, str]]] = defaultdict(list)

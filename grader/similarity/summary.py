@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from grader.cardtypes import AnyCard
 from grader.course import manifest
 from grader.similarity import answers, idiom, match, source
 
@@ -82,7 +83,7 @@ def _excerpt(doc: match.Doc, span: tuple[int, int]) -> dict[str, Any]:
 def section(
     *,
     pairs: list[dict[str, Any]],
-    cards: Iterable[tuple[str, dict[str, Any]]],
+    cards: Iterable[tuple[str, AnyCard]],
     unread: list[str] | None = None,
     settings: match.Settings = DEFAULT,
 ) -> dict[str, Any]:
@@ -110,7 +111,7 @@ def section(
 def compute(
     *,
     entries: Iterable[tuple[str, Path]],
-    cards: Iterable[tuple[str, dict[str, Any]]],
+    cards: Iterable[tuple[str, AnyCard]],
     assignment: manifest.Assignment,
     exercise_ids: Iterable[str] | None = None,
 ) -> dict[str, Any]:

@@ -17,6 +17,7 @@ PARTS = [
     (cardtypes.TestEntry, SCHEMA["$defs"]["test"]),
     (cardtypes.Submission, SCHEMA["properties"]["submission"]),
     (cardtypes.StudentOutput, SCHEMA["properties"]["student_output"]),
+    (cardtypes.GraderInfo, SCHEMA["properties"]["grader"]),
     (cardtypes.ErrorInfo, SCHEMA["properties"]["error"]["oneOf"][1]),
 ]
 
