@@ -106,7 +106,9 @@ AnyCard = Scorecard | dict[str, Any]
 
 
 def error_of(card: AnyCard) -> ErrorInfo:
-    """The ``error`` of a card with ``status: error`` (the schema requires one there)."""
+    """The ``error`` of a card with ``status: error``: every card we write has one there
+    (:func:`grader.scoring.scorecard.with_error`), but scorecard schema v2 does not tie ``error`` to
+    ``status``, so a schema-valid card made elsewhere can lack it: a ``TypeError``, as indexing ``None`` was."""
     error: ErrorInfo | None = card["error"]
     if error is None:
         raise TypeError("a scorecard with status error names no error")

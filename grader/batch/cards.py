@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any
 
 from grader import fingerprint
-from grader.cardtypes import ErrorKind, Scorecard
+from grader.cardtypes import AnyCard, ErrorKind, Scorecard
 from grader.course import manifest
 from grader.errors import GraderFault
 from grader.sandbox import isolation as iso
@@ -96,7 +95,7 @@ REASONS = {
 }
 
 
-class Shelf(Collection[tuple[str, dict[str, Any]]]):
+class Shelf(Collection[tuple[str, AnyCard]]):
     """The scorecards of ``keys`` in the batch folder ``out``, in order, each read from disk when it is reached and let go
     after: what the exports walk instead of a list of whole cards (each about 160 KB of Python objects).
 
@@ -112,14 +111,14 @@ class Shelf(Collection[tuple[str, dict[str, Any]]]):
     def __contains__(self, item: object) -> bool:
         return any(item == pair for pair in self)  # a (key, card) pair, as in a list of them
 
-    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def __iter__(self) -> Iterator[tuple[str, AnyCard]]:
         for key in self.keys:
             yield key, self._read(key)
 
-    def _read(self, key: str) -> dict[str, Any]:
+    def _read(self, key: str) -> AnyCard:
         path = card_path(self.out, key)
         try:
-            card: dict[str, Any] = json.loads(path.read_text("utf-8"))
+            card: AnyCard = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError) as exc:
             raise GraderFault(
                 f"{path}: the scorecard written in this run cannot be read back ({exc}); "

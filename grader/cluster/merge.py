@@ -21,6 +21,7 @@ from typing import Any
 from grader import schema
 from grader.batch import job
 from grader.batch.engine import Options, Result, Run
+from grader.cardtypes import AnyCard
 from grader.cluster import mergecheck
 from grader.cluster.mergecheck import Part, card_name, names
 from grader.errors import UsageError
@@ -110,10 +111,10 @@ def _load(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _cards(parts: list[Part]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def _cards(parts: list[Part]) -> tuple[dict[str, AnyCard], list[str]]:
     """Each student's scorecard in its slim form (the end step reads the whole ones from ``OUT/scorecards``),
     and what is missing or invalid."""
-    cards: dict[str, dict[str, Any]] = {}
+    cards: dict[str, AnyCard] = {}
     missing, invalid = [], []
     for part in parts:
         for student in part.doc["students"]:
@@ -136,10 +137,10 @@ def _cards(parts: list[Part]) -> tuple[dict[str, dict[str, Any]], list[str]]:
     return cards, problems
 
 
-def _parsed(text: str, doc: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _parsed(text: str, doc: dict[str, Any]) -> tuple[AnyCard, str]:
     """The scorecard in ``text``, and why it cannot be merged under ``doc`` ("" when it can)."""
     try:
-        card: dict[str, Any] = json.loads(text)
+        card: AnyCard = json.loads(text)
         schema.validate("scorecard", card)
     except ValueError as exc:
         return {}, f"not a valid scorecard ({exc})"
@@ -173,7 +174,7 @@ def _copy_cards(parts: list[Part], out: Path) -> None:
             outputs.write_text(dest, source.read_text("utf-8"))
 
 
-def combined(parts: list[Part], cards: dict[str, dict[str, Any]]) -> Run:
+def combined(parts: list[Part], cards: dict[str, AnyCard]) -> Run:
     """One :class:`Run` as if a single machine had graded the class: class order, every shard's figures."""
     students = sorted((s for p in parts for s in p.doc["students"]), key=lambda s: s["order"])
     figures = {r["key"]: r for p in parts for r in p.doc["run"]["results"]}
@@ -191,7 +192,7 @@ def combined(parts: list[Part], cards: dict[str, dict[str, Any]]) -> Run:
     return Run(results, backend, sum(r["slots"] for r in runs), _wall_s(parts), meta=meta)
 
 
-def _result(key: str, card: dict[str, Any], figures: dict[str, Any]) -> Result:
+def _result(key: str, card: AnyCard, figures: dict[str, Any]) -> Result:
     entry = Entry(
         key,
         card["submission"].get("student", key),

@@ -19,8 +19,8 @@ import csv
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from grader.cardtypes import AnyCard
 from grader.intake.roster import Student
 
 FORMATS = ("canvas", "moodle")
@@ -34,7 +34,7 @@ class Line:
     """One gradebook line: a scorecard (``None``: on the roster, no submission) and its roster entry."""
 
     key: str
-    card: dict[str, Any] | None
+    card: AnyCard | None
     student: Student | None
 
     @property
@@ -55,7 +55,7 @@ class Line:
         return f"{self.card['score']:g}/{self.card['max_score']:g}"
 
 
-def join(named: list[tuple[str, dict[str, Any]]], students: list[Student] | None) -> list[Line]:
+def join(named: list[tuple[str, AnyCard]], students: list[Student] | None) -> list[Line]:
     """Roster students in roster order (their card or none), then submissions from logins not on it."""
     cards = dict(named)
     lines = [Line(s.key, cards.get(s.key), s) for s in students or []]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import safetext
+from grader.cardtypes import AnyCard
 from grader.course import manifest
 from grader.errors import GraderFault
 from grader.exports import gradescope, lms
@@ -38,7 +39,7 @@ FORMATS = ("gradescope", "github-classroom", "csv", *lms.FORMATS)
 ROSTER_COLUMNS = ("name", "email", "lms_id")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r", "\n")  # OWASP: a cell starting so may run as a formula
 _FILE_KEY = re.compile(r"[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*")
-Named = Collection[tuple[str, dict[str, Any]]]  # a list, or cards read from disk one at a time
+Named = Collection[tuple[str, AnyCard]]  # a list, or cards read from disk one at a time
 
 
 def clean_tree(value: Any) -> Any:
@@ -53,8 +54,8 @@ def clean_tree(value: Any) -> Any:
 
 
 def _cleaned(
-    named: Iterable[tuple[str, dict[str, Any]]], *, whole: bool = True
-) -> Iterator[tuple[str, dict[str, Any]]]:
+    named: Iterable[tuple[str, AnyCard]], *, whole: bool = True
+) -> Iterator[tuple[str, AnyCard]]:
     """Each (key, card) made safe text, one at a time; ``whole=False``: its slim form, for a list of the
     class (:func:`grader.scoring.scorecard.slim`)."""
     for key, card in named:

@@ -56,7 +56,7 @@ def _gh_status(outcome: str) -> str:
     return {"passed": "pass", "failed": "fail"}.get(outcome, "error")
 
 
-def csv_row(card: dict[str, Any], exercise_ids: list[str]) -> dict[str, Any]:
+def csv_row(card: AnyCard, exercise_ids: list[str]) -> dict[str, Any]:
     """One gradebook row: per-exercise points, total, status, isolation backend.
 
     A submission that was not graded (``status: error``) has blank points, as an LMS's own export

@@ -17,9 +17,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.cardtypes import AnyCard, ExerciseEntry, TestEntry, error_of
 from grader.gradetext import diagnosed, split_message
 
-Named = list[tuple[str, dict[str, Any]]]
+Named = list[tuple[str, AnyCard]]
 MESSAGE_CHARS = 600  # per failing test in the summary; the scorecard keeps the full message
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE)
 _ABSENT = re.compile(
@@ -38,7 +39,7 @@ def failure_key(message: str) -> str:
     return _NUMBER.sub("#", first)[:240]
 
 
-def mistake_key(exercise: str, test: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def mistake_key(exercise: str, test: TestEntry) -> tuple[str, dict[str, Any]]:
     """The group a failing test belongs to, and what the report shows of it. With a ``diagnosis`` on the test
     (a misconception id, or ``{"id": ..., "title": ...}``) or a ``diagnosis [id]: `` tag in its message (how the
     suites name one) that is the key; else the test without its parameters
@@ -66,7 +67,7 @@ def is_absent(message: str) -> bool:
     return bool(_ABSENT.search(message))
 
 
-def _failing(card: dict[str, Any]) -> list[dict[str, Any]]:
+def _failing(card: AnyCard) -> list[dict[str, Any]]:
     return [
         {
             "exercise": ex["id"],
@@ -78,7 +79,7 @@ def _failing(card: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _failed_tests(card: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def _failed_tests(card: AnyCard) -> list[tuple[ExerciseEntry, TestEntry]]:
     """(exercise, test) of every counted test that did not pass."""
     return [
         (ex, t)
@@ -99,9 +100,9 @@ def _drill_down(failing: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _flags(card: dict[str, Any]) -> list[str]:
+def _flags(card: AnyCard) -> list[str]:
     timeouts = sum(i["kind"] == "timeout" for i in card["incidents"])
-    flags = [f"error: {card['error']['kind']}"] if card["status"] == "error" else []
+    flags = [f"error: {error_of(card)['kind']}"] if card["status"] == "error" else []
     flags += [f"{timeouts} timeout(s)"] if timeouts else []
     flags += sorted({f"{i['kind']}" for i in card["incidents"] if i["kind"] != "timeout"})
     proofs = sum(f["severity"] == "withhold" for f in card.get("integrity", []))
@@ -114,7 +115,7 @@ def _flags(card: dict[str, Any]) -> list[str]:
 
 
 def row(
-    key: str, card: dict[str, Any], exercise_ids: list[str], group: int | None = None
+    key: str, card: AnyCard, exercise_ids: list[str], group: int | None = None
 ) -> dict[str, Any]:
     """One student's row (schema ``summary``, ``students[]``); ``group``: its identical-submission group."""
     points = {ex["id"]: ex["score"] for ex in card["exercises"]}
@@ -214,7 +215,7 @@ class Mistakes:
     where: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     shown: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def add(self, key: str, card: dict[str, Any]) -> None:
+    def add(self, key: str, card: AnyCard) -> None:
         """One graded card's failing tests (absent work left out)."""
         for exercise, test in _failed_tests(card):
             if is_absent(test["message"]):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader import __version__, safetext, schema
+from grader.cardtypes import AnyCard
 from grader.course import manifest
 from grader.exports import lastrun, students
 from grader.exports.outputs import clean_tree, identical, stubs_sha256
@@ -47,7 +48,7 @@ class ExerciseTally:
     tests: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
 
-    def add(self, card: dict[str, Any]) -> None:
+    def add(self, card: AnyCard) -> None:
         for ex in card["exercises"]:
             e = self.exercises.setdefault(
                 ex["id"],
@@ -96,7 +97,7 @@ class Tally:
     exercises: ExerciseTally = field(default_factory=lambda: ExerciseTally())
     mistakes: students.Mistakes = field(default_factory=lambda: students.Mistakes())
 
-    def add(self, key: str, card: dict[str, Any]) -> None:
+    def add(self, key: str, card: AnyCard) -> None:
         key, card = safetext.name(key), clean_tree(card)
         self.seen.append(_seen(key, card))
         self.rows.append(students.row(key, card, self.exercise_ids))
@@ -109,7 +110,7 @@ class Tally:
         return [s for s in self.seen if s.status == "graded"]
 
 
-def _seen(key: str, card: dict[str, Any]) -> Seen:
+def _seen(key: str, card: AnyCard) -> Seen:
     error = card["error"] if card["status"] == "error" else None
     return Seen(
         key=key,
@@ -125,7 +126,7 @@ def _seen(key: str, card: dict[str, Any]) -> Seen:
 
 
 def summarize(
-    named: Iterable[tuple[str, dict[str, Any]]],
+    named: Iterable[tuple[str, AnyCard]],
     *,
     assignment: manifest.Assignment,
     backend: BackendName,

@@ -19,7 +19,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: at run time the bundle's grader is on the path inside the functions
+    from grader.cardtypes import AnyCard
 
 HERE = Path(__file__).resolve().parent
 TORCH, INDEX = "@TORCH@", "@INDEX@"
@@ -50,7 +53,7 @@ def child(out: Path) -> int:
     return 0
 
 
-def public_card() -> tuple[dict[str, Any] | None, str]:
+def public_card() -> tuple[AnyCard | None, str]:
     """(scorecard, "") or (None, why): a hang or a crash of the student's code is a failing result."""
     with tempfile.TemporaryDirectory(prefix="classroom50-") as tmp:
         out = Path(tmp) / "card.json"
@@ -61,15 +64,17 @@ def public_card() -> tuple[dict[str, Any] | None, str]:
         except subprocess.TimeoutExpired:
             return None, f"the public tests did not finish within {TESTS_TIMEOUT_S} s (an endless loop?)"
         if done.returncode == 0 and out.is_file():
-            card: dict[str, Any] = json.loads(out.read_text("utf-8"))  # written by child() above
+            card: AnyCard = json.loads(out.read_text("utf-8"))  # written by child() above
             return card, ""
         tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-5:])
         return None, f"the public tests crashed (exit {done.returncode}): {tail[-1500:]}"
 
 
-def tests_of(card: dict[str, Any] | None, why: str, max_points: float, k: int) -> list[dict[str, Any]]:
+def tests_of(card: AnyCard | None, why: str, max_points: float, k: int) -> list[dict[str, Any]]:
+    from grader.cardtypes import error_of  # the bundle's copy: result() put it on the path
+
     if card is None or card["status"] == "error":
-        message = why if card is None else why or card["error"]["message"]  # no card: public_card said why
+        message = why if card is None else why or error_of(card)["message"]  # no card: public_card said why
         return [{"test-name": "public tests", "passed": False, "score": 0, "max-score": round(max_points * k),
                  "message": message[:2000]}]
     return [{"test-name": f"{e['id']}: {t['name']}", "passed": t["outcome"] == "passed",
@@ -78,7 +83,7 @@ def tests_of(card: dict[str, Any] | None, why: str, max_points: float, k: int) -
             for e in card["exercises"] for t in e["tests"] if t["counted"]]
 
 
-def result(card: dict[str, Any] | None, why: str) -> dict[str, Any]:
+def result(card: AnyCard | None, why: str) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     from grader.course import manifest
 
