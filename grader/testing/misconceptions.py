@@ -414,13 +414,6 @@ CATALOGUE: tuple[Misconception, ...] = (
         r"max_len rows|one row per position",
     ),
     _M(
-        "rope-tables-duplicated",
-        "RoPE tables duplicated to head_dim columns (Hugging Face's layout) instead of "
-        "head_dim // 2",
-        True,
-        r"head_dim // 2 columns|one column per pair|not duplicated",
-    ),
-    _M(
         "positions-not-offset",
         "positions restarting at 0 in every chunk",
         True,
@@ -458,7 +451,7 @@ CATALOGUE: tuple[Misconception, ...] = (
         "RoPE tables in Hugging Face's (max_len, head_dim) layout (each pair's column twice) "
         "instead of one column per pair",
         True,
-        r"Hugging Face|one column per pair",
+        r"Hugging Face|one column per pair|head_dim // 2 columns|not duplicated",
     ),
     _M(
         "cache-unbounded",

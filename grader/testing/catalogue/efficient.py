@@ -107,10 +107,8 @@ def formula_suspects(
                 f"where it is S - L = {S - L}{', rows with no key ' + dead if dead else ''}",
                 _att(q, k, v, keep=flipped, dead_rows_zero=not dead),
             )
-            for dead in (
-                "",
-                "NaN",
-            )  # a query left with no key: zeros (SDPA) or NaN (a softmax of -inf)
+            # a query left with no key: zeros (SDPA) or NaN (a softmax of -inf); only L < S leaves one
+            for dead in ("", "NaN")[: 2 if bool((~flipped.any(-1)).any()) else 1]
         ]
     if keep is not None:
         items.append(Variant("mask-missing", "attention with no causal mask", _att(q, k, v)))

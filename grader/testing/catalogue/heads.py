@@ -142,11 +142,8 @@ def forward(
 def _merge(o: torch.Tensor, how: str) -> torch.Tensor:
     """(B, H, T, hd) back to (B, T, H * hd): transposed, as is ("view"), or permuted ("1,3,2": dims 1, 3, 2)."""
     B, T = o.shape[0], o.shape[2]
-    if how == "transpose":
-        return o.transpose(1, 2).reshape(B, T, -1)
-    if how == "view":
-        return o.reshape(B, T, -1)
-    return o.permute(0, *map(int, how.split(","))).reshape(B, T, -1)
+    dims = {"transpose": "2,1,3", "view": "1,2,3"}.get(how, how)  # the two names for permutations
+    return o.permute(0, *map(int, dims.split(","))).reshape(B, T, -1)
 
 
 def _linear(
