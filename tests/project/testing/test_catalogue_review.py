@@ -39,7 +39,9 @@ def test_a_wrapper_of_one_repeated_head_is_named_by_its_parameters() -> None:
     assert len(_shapes(shared)) == 3  # named_parameters() lists the one head once
     assert ids(diagnose_structure(_shapes(shared), expected)) == {"heads-shared"}
     assert diagnose_structure(expected, expected) is None
-    renamed = {n.replace("W_query", "q"): s for n, s in expected.items()}  # another mistake: not this one
+    renamed = {
+        n.replace("W_query", "q"): s for n, s in expected.items()
+    }  # another mistake: not this one
     assert "heads-shared" not in ids(diagnose_structure(renamed, expected))
 
 
@@ -48,7 +50,9 @@ def test_dropout_on_the_output_is_told_from_dropout_on_the_weights() -> None:
     p = 0.2
     w = torch.softmax(torch.randn(2, 6, 6), dim=-1)
     v = torch.randn(2, 6, 4)
-    on_output = nn.functional.dropout(w @ v, p, training=True)  # returned weights: w, before dropout
+    on_output = nn.functional.dropout(
+        w @ v, p, training=True
+    )  # returned weights: w, before dropout
     dropped_w = nn.functional.dropout(w, p, training=True)
     suspects = returned_before_dropout(w, w, p)
     assert ids(suspects.explain(on_output, w @ v, 1e-5, 1e-4)) == {"dropout-wrong-place"}
@@ -72,9 +76,7 @@ def test_a_search_is_tried_after_every_foreseen_variant() -> None:
 
 
 def _flipped(items: Suspects) -> list[Variant]:
-    return [
-        v for v in items.items if isinstance(v, Variant) and "offset the wrong way" in v.shows
-    ]
+    return [v for v in items.items if isinstance(v, Variant) and "offset the wrong way" in v.shows]
 
 
 def test_the_wrong_way_offset_is_tried_twice_only_where_a_row_has_no_key() -> None:
