@@ -134,7 +134,12 @@ CATALOGUE: tuple[Misconception, ...] = (
         True,
         r"queries from W_query|W_key`|copy-paste",
     ),
-    _M("qkv-bias-ignored", "the qkv_bias argument ignored", True, r"bias=qkv_bias|qkv_bias"),
+    _M(
+        "qkv-bias-ignored",
+        "the qkv_bias argument ignored",
+        True,
+        r"qkv_bias (argument )?(is )?ignored|follow the bias argument",
+    ),  # not "bias=qkv_bias": a hint that lists the constructor's arguments names no mistake
     _M(
         "context-from-scores",
         "the context made from the unnormalised scores instead of the weights",
@@ -210,9 +215,10 @@ CATALOGUE: tuple[Misconception, ...] = (
     ),
     _M(
         "not-a-buffer",
-        "a fixed tensor kept as a plain attribute instead of a registered buffer",
+        "state kept as a plain attribute (a fixed tensor, a Python list of modules) instead of registered "
+        "(a buffer, nn.ModuleList)",
         True,
-        r"register_buffer|registered buffer|as buffers",
+        r"register_buffer|registered buffer|as buffers|not registered",
     ),
     # masks
     _M(

@@ -259,6 +259,7 @@ def test_autograd_gradients_match_float64_for_several_upstream_gradients(student
     for i in range(3):
         g = torch.randn(1, 2, 5, 3, generator=gen, dtype=torch.float64)
         expect_grads(student.flash_backward.flash_attention, (q, k, v), attention64, g, names=NAMES,
+                     suspects=flash_suspects(q, k, v, is_causal=is_causal, block_size=3),
                      gradient_suspects=through_backward(q, k, v, g, is_causal, 3),
                      what=f"flash_attention(float64, L=5, S=9, is_causal={is_causal}, block_size=3) backward #{i + 1}",
                      is_causal=is_causal, block_size=3)

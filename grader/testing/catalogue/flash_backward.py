@@ -53,12 +53,14 @@ def backward(
     drop_ragged: bool = False,
     s_scale: float = 1.0,
     d_given: torch.Tensor | None = None,
+    cat_dim: int = -2,
 ) -> Grads:
     """(dq, dk, dv) of FlashAttention-2's backward in float64, key tile by key tile, with one step changeable:
     ``delta`` ("row", "tile": rowsum(P * dP) of the tile, "none"), extra factors on dQ, dK, dS (1: right),
     ``dq_overwrite``, ``probs`` ("lse", "tile-softmax", "tile-max"), ``align`` of the causal mask ("none": no mask),
     ``drop_ragged`` (the shorter last key tile left out: dK, dV shorter), ``s_scale`` (a factor on the scores P
-    is recomputed from), ``d_given`` (D itself, (..., L, 1), in place of rowsum(dO * O))."""
+    is recomputed from), ``d_given`` (D itself, (..., L, 1), in place of rowsum(dO * O)), ``cat_dim`` (the dim
+    dK's and dV's tiles are concatenated along: raises where the student's torch.cat does)."""
     q, k, v, o, do = (t.double() for t in (q, k, v, out, do))
     L, S = q.shape[-2], k.shape[-2]
     scale, row_lse = 1.0 / math.sqrt(q.shape[-1]), lse.double().unsqueeze(-1)
@@ -84,7 +86,7 @@ def backward(
         dq = step if dq_overwrite else dq + step
         dks.append(ds.transpose(-2, -1) @ q * scale * dk_scale)
         dvs.append(p.transpose(-2, -1) @ do)
-    return dq, torch.cat(dks, dim=-2), torch.cat(dvs, dim=-2)
+    return dq, torch.cat(dks, dim=cat_dim), torch.cat(dvs, dim=cat_dim)
 
 
 STEPS: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -140,6 +142,12 @@ STEPS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "the backward with P recomputed from unscaled scores, exp(Q K^T - lse) instead of "
         "exp(Q K^T * scale - lse)",
         {},
+    ),
+    (
+        "concat-wrong-dim",
+        "the backward with dK's and dV's tiles concatenated along the features (dim -1) instead of "
+        "the keys (dim -2)",
+        {"cat_dim": -1},
     ),
 )  # the scale steps' factors are filled in by index (2, 3, 4, 12): new steps go last
 

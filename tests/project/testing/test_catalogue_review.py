@@ -86,3 +86,12 @@ def test_the_wrong_way_offset_is_tried_twice_only_where_a_row_has_no_key() -> No
     q, k = torch.randn(1, 3, 4), torch.randn(1, 5, 4)  # L < S: the first rows see no key
     v = torch.randn(1, 5, 4)
     assert len(_flipped(formula_suspects(q, k, v, is_causal=True))) == 2
+
+
+def test_heads_in_a_plain_list_are_named_unregistered() -> None:
+    right, plain = nn.Module(), nn.Module()
+    right.heads = nn.ModuleList([_head() for _ in range(2)])
+    plain.heads = [_head() for _ in range(2)]  # the learner's plain list: nothing registered
+    assert ids(diagnose_structure(_shapes(plain), _shapes(right))) == {"not-a-buffer"}
+    bare = {"W_query.weight": (3, 4)}  # no list meant: not this diagnosis
+    assert "not-a-buffer" not in ids(diagnose_structure({}, bare))
