@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from grader.testing.catalogue.structure import diagnose_structure
 from grader.testing.checks import fail
 
 __all__ = [
@@ -121,5 +122,11 @@ def expect_params(
     __tracebackhide__ = True
     missing = [n for n in names if n not in params]
     if missing:
-        fail(f"{what}: got {sorted(params)[:8]}, expected to find {missing[:6]}", hint)
+        shapes = {n: tuple(t.shape) for n, t in params.items()}
+        said = diagnose_structure(shapes, {**shapes, **{n: () for n in missing}})  # by name only
+        fail(
+            f"{what}: got {sorted(params)[:8]}, expected to find {missing[:6]}"
+            + (f"\n  {said}" if said else ""),
+            None if said else hint,
+        )
     return dict(params)

@@ -70,12 +70,12 @@ def expect_grads(
     what: str,
     names: Sequence[str],
     suspects: Suspects | None = None,
-    gradient_suspects: Suspects = GRADIENT_SUSPECTS,
+    gradient_suspects: Suspects | Sequence[Suspects] = GRADIENT_SUSPECTS,
     **kwargs: Any,
 ) -> None:
     """Fail unless the student function's float64 output and input gradients match the oracle's (``suspects``:
     the output's misconceptions; ``gradient_suspects``: the gradients', by default the one that shows when autograd
-    computes both and only the gradient is wrong: a custom backward has others)."""
+    computes both and only the gradient is wrong: a custom backward has others; one per input, or one for all)."""
     __tracebackhide__ = True
     got = student_fn.grads(*inputs, grad_output=grad_output, **kwargs)
     expect_grads_of(
@@ -99,7 +99,7 @@ def expect_grads_of(
     what: str,
     names: Sequence[str],
     suspects: Suspects | None = None,
-    gradient_suspects: Suspects = GRADIENT_SUSPECTS,
+    gradient_suspects: Suspects | Sequence[Suspects] = GRADIENT_SUSPECTS,
 ) -> None:
     """:func:`expect_grads` on what a ``.grads`` call already gave back (``got``): a test that must read its output
     first (a dropout draw) builds the oracle from it, then compares."""
@@ -116,7 +116,10 @@ def expect_grads_of(
             what=f"{what}: output {i}" if len(want_outs) > 1 else f"{what}: output",
             suspects=suspects,
         )
-    for name, got, want in zip(names, grads, want_grads):
+    for i, (name, got, want) in enumerate(zip(names, grads, want_grads)):
         if got is None:
             no_gradient(what, name)
-        expect_tensor(got, want, what=f"{what}: gradient of {name}", suspects=gradient_suspects)
+        each = (
+            gradient_suspects if isinstance(gradient_suspects, Suspects) else gradient_suspects[i]
+        )
+        expect_tensor(got, want, what=f"{what}: gradient of {name}", suspects=each)

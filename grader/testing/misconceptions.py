@@ -134,7 +134,12 @@ CATALOGUE: tuple[Misconception, ...] = (
         True,
         r"queries from W_query|W_key`|copy-paste",
     ),
-    _M("qkv-bias-ignored", "the qkv_bias argument ignored", True, r"bias=qkv_bias|qkv_bias"),
+    _M(
+        "qkv-bias-ignored",
+        "the qkv_bias argument ignored",
+        True,
+        r"qkv_bias (argument )?(is )?ignored|follow the bias argument",
+    ),  # not "bias=qkv_bias": a hint that lists the constructor's arguments names no mistake
     _M(
         "context-from-scores",
         "the context made from the unnormalised scores instead of the weights",
@@ -210,9 +215,10 @@ CATALOGUE: tuple[Misconception, ...] = (
     ),
     _M(
         "not-a-buffer",
-        "a fixed tensor kept as a plain attribute instead of a registered buffer",
+        "state kept as a plain attribute (a fixed tensor, a Python list of modules) instead of registered "
+        "(a buffer, nn.ModuleList)",
         True,
-        r"register_buffer|registered buffer|as buffers",
+        r"register_buffer|registered buffer|as buffers|not registered",
     ),
     # masks
     _M(
@@ -414,13 +420,6 @@ CATALOGUE: tuple[Misconception, ...] = (
         r"max_len rows|one row per position",
     ),
     _M(
-        "rope-tables-duplicated",
-        "RoPE tables duplicated to head_dim columns (Hugging Face's layout) instead of "
-        "head_dim // 2",
-        True,
-        r"head_dim // 2 columns|one column per pair|not duplicated",
-    ),
-    _M(
         "positions-not-offset",
         "positions restarting at 0 in every chunk",
         True,
@@ -458,7 +457,7 @@ CATALOGUE: tuple[Misconception, ...] = (
         "RoPE tables in Hugging Face's (max_len, head_dim) layout (each pair's column twice) "
         "instead of one column per pair",
         True,
-        r"Hugging Face|one column per pair",
+        r"Hugging Face|one column per pair|head_dim // 2 columns|not duplicated",
     ),
     _M(
         "cache-unbounded",

@@ -11,6 +11,7 @@ wrong scale gives coefficients of neither kind, whatever ``p`` is.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -162,18 +163,46 @@ def expect_repeatable(first: torch.Tensor, second: torch.Tensor, *, what: str) -
         )
 
 
-def returned_before_dropout(eval_weights: torch.Tensor, returned: torch.Tensor) -> Suspects:
-    """The suspect of a training-mode output that is not ``returned @ value``: weights returned as they were before
-    dropout (the returned ones equal the eval-mode weights)."""
+def returned_before_dropout(
+    eval_weights: torch.Tensor, returned: torch.Tensor, p: float | None = None
+) -> Suspects:
+    """The suspects of a training-mode output that is not ``returned @ value``: dropout applied to that product
+    instead of the weights (with ``p``, the dropout probability), or weights returned as they were before dropout
+    (the returned ones equal the eval-mode weights)."""
 
     def observe(got: torch.Tensor, expected: torch.Tensor) -> str | None:
         same = returned.shape == eval_weights.shape and torch.allclose(
             returned.double(), eval_weights.double(), atol=1e-6
         )
+        differs = got.shape != expected.shape or not torch.allclose(
+            got.double(), expected.double(), atol=1e-5, rtol=1e-4
+        )  # the output was not made from the weights returned
         return (
             "the weights you return are the ones before dropout, the output used the dropped ones"
-            if same
+            if same and differs
             else None
         )
 
-    return Suspects((Detector("weights-before-dropout", observe),))
+    dropped = () if p is None else (Detector("dropout-wrong-place", _output_dropped(p)),)
+    return Suspects((*dropped, Detector("weights-before-dropout", observe)))
+
+
+def _output_dropped(p: float) -> Callable[[torch.Tensor, torch.Tensor], str | None]:
+    """Every entry of the output either 0 or ``expected / (1 - p)``, some zeroed where ``expected`` is not:
+    dropout on the output itself."""
+
+    def observe(got: torch.Tensor, expected: torch.Tensor) -> str | None:
+        if got.shape != expected.shape or not got.is_floating_point():
+            return None
+        g, e = got.double(), expected.double() / (1 - p)
+        zero, kept = g.abs() <= 1e-6, (g - e).abs() <= 1e-4 * (1 + e.abs())
+        dropped = zero & (e.abs() > 1e-3)
+        if not bool((zero | kept).all()) or not bool(dropped.any()):
+            return None
+        return (
+            f"your output is returned_weights @ value with dropout applied to it ({int(dropped.sum())} of "
+            f"{g.numel()} entries zeroed, the rest times 1/(1 - p)): dropout belongs on the attention "
+            "weights, after the softmax"
+        )
+
+    return observe

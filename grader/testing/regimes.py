@@ -15,6 +15,7 @@ Shared by the hidden suites (and shippable: nothing here is an exercise's soluti
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -22,7 +23,7 @@ import torch
 
 from grader.protocol.errors import StudentError
 from grader.testing.checks import fail
-from grader.testing.diagnosis import tag
+from grader.testing.diagnosis import Suspects, tag
 
 __all__ = [
     "SHIFT",
@@ -101,13 +102,20 @@ def constant_last_feature(x: torch.Tensor) -> torch.Tensor:
 
 
 def expect_stable(
-    large: Callable[[], T], ordinary: Callable[[], Any], *, what: str, names: str | None = None
+    large: Callable[[], T],
+    ordinary: Callable[[], Any],
+    *,
+    what: str,
+    names: str | None = None,
+    suspects: tuple[Suspects, torch.Tensor] | None = None,
 ) -> T:
     """``large()`` (the student's call on large scores), failing the way that caps its exercise only when it is an
     overflow: it raises or gives inf/NaN while ``ordinary()``, the same call on ordinary-sized scores, runs and gives
     finite values. A call that breaks on ordinary scores too fails without the cap (its bug is not the one the cap
     names; other tests charge it); finite wrong values are for the test's own value checks, which never cap.
-    ``names``: the diagnosis line of a confirmed break (default: a softmax without the max subtracted)."""
+    ``names``: the diagnosis line of a confirmed break (default: a softmax without the max subtracted).
+    ``suspects``: (the test's suspects, the right output): a NaN/inf output one of them reproduces is named by it,
+    and caps only if it is the class ``names`` names (the max along another dim also breaks on large scores)."""
     __tracebackhide__ = True
     try:
         got = large()
@@ -123,7 +131,8 @@ def expect_stable(
         )
     bad = nonfinite(got)
     if bad:
-        _broke(f"got {bad} NaN/inf value(s)", ordinary, what, names)
+        said = suspects[0].explain(got, suspects[1], 0.0, 0.0).strip() if suspects else ""
+        _broke(f"got {bad} NaN/inf value(s)", ordinary, what, names, seen=said or None)
     return got
 
 
@@ -140,13 +149,21 @@ def _broke(
     what: str,
     names: str | None,
     error: StudentError | None = None,
+    *,
+    seen: str | None = None,
 ) -> NoReturn:
+    """``names``: the class the cap is for; ``seen``: the diagnosis of the very output, if a suspect reproduced it
+    (another mistake that also breaks here, such as the max along another dim, is named and does not cap)."""
     __tracebackhide__ = True
     if _runs_finite(ordinary):
+        cause = names or OVERFLOWS
+        said = seen or cause
         fail(
             f"{what}: {observed} on these large scores, while the same call on ordinary-sized scores gives finite "
-            f"values\n  {names or OVERFLOWS}",
-            caps=f"{observed} on large scores, finite values on ordinary ones",
+            f"values\n  {said}",
+            caps=f"{observed} on large scores, finite values on ordinary ones"
+            if _ids(said) & _ids(cause) or not _ids(cause)
+            else None,
         )
     if error is not None:
         raise error  # the student's own exception, shown as it is: ordinary scores raise too, so no cap
@@ -154,6 +171,12 @@ def _broke(
         f"{what}: {observed} on these large scores, and on ordinary-sized scores too: not an overflow (this test's "
         "points only)"
     )
+
+
+def _ids(line: str) -> set[str]:
+    return {
+        i for found in re.findall(r"diagnosis \[([a-z0-9, -]+)\]", line) for i in found.split(", ")
+    }
 
 
 def _runs_finite(call: Callable[[], Any]) -> bool:

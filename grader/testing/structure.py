@@ -46,6 +46,11 @@ def expect_buffer_is_used(h: Handle, name: str, x: torch.Tensor, *, what: str, h
     expect(
         not same,
         f"{what}: zeroing the {name!r} buffer left the output unchanged, expected the output to depend "
-        "on it (a buffer forward never reads is not the module's mask)",
-        hint,
+        "on it (a buffer forward never reads is not the module's mask)\n  "
+        + tag(
+            "device-ignored",
+            f"forward uses another {name} than the registered buffer: one built in forward (or kept in "
+            "a plain attribute) stays on the default device when the module moves (.to() moves buffers "
+            f"only); {hint}",
+        ),
     )

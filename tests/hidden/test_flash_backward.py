@@ -17,7 +17,7 @@ from grader.testing.catalogue.flash import flash_suspects
 from grader.testing.catalogue.flash_backward import backward_suspects, lse_suspects
 from grader.testing.checks import expect, expect_finite, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
-from grader.testing.diagnosis import NO_SUSPECTS
+from grader.testing.diagnosis import Suspects
 from grader.testing.gradients import expect_grads, oracle_grads
 from grader.testing.precision import expect_no_worse_than
 from grader.testing.regimes import expect_stable, shifted_qk
@@ -165,6 +165,13 @@ def exact_saved(q, k, v, is_causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
     return attention64(q.double(), k.double(), v.double(), is_causal).to(q.dtype), lse64(q, k, is_causal).to(q.dtype)
 
 
+def through_backward(q, k, v, do, is_causal: bool, block_size: int) -> list[Suspects]:
+    """The backward's misconceptions for autograd's gradients (dq, dk, dv): the Function's backward runs the same
+    recipe on the O and lse a correct forward saved."""
+    out, lse = exact_saved(q, k, v, is_causal)
+    return [backward_suspects(q, k, v, out, lse, do, is_causal, block_size, which) for which in range(3)]
+
+
 def expect_backward(student, q, k, v, do, is_causal: bool, block_size: int, what: str) -> None:
     __tracebackhide__ = True
     out, lse = exact_saved(q, k, v, is_causal)
@@ -252,7 +259,8 @@ def test_autograd_gradients_match_float64_for_several_upstream_gradients(student
     for i in range(3):
         g = torch.randn(1, 2, 5, 3, generator=gen, dtype=torch.float64)
         expect_grads(student.flash_backward.flash_attention, (q, k, v), attention64, g, names=NAMES,
-                     gradient_suspects=NO_SUSPECTS,
+                     suspects=flash_suspects(q, k, v, is_causal=is_causal, block_size=3),
+                     gradient_suspects=through_backward(q, k, v, g, is_causal, 3),
                      what=f"flash_attention(float64, L=5, S=9, is_causal={is_causal}, block_size=3) backward #{i + 1}",
                      is_causal=is_causal, block_size=3)
 
@@ -327,7 +335,8 @@ def test_autograd_gradients_match_sdpa_on_larger_inputs(student, gen, L, is_caus
 def test_autograd_defaults_are_non_causal_with_tiles_of_64(student, gen):
     q, k, v = qkv(gen, B=1, H=2, L=9, S=100, E=4, Ev=4, dtype=torch.float64)  # 100 = 64 + 36: a ragged last tile
     g = torch.randn(1, 2, 9, 4, generator=gen, dtype=torch.float64)
-    expect_grads(student.flash_backward.flash_attention, (q, k, v), attention64, g, names=NAMES, gradient_suspects=NO_SUSPECTS,
+    expect_grads(student.flash_backward.flash_attention, (q, k, v), attention64, g, names=NAMES,
+                 gradient_suspects=through_backward(q, k, v, g, False, 64),
                  what="flash_attention(q, k, v) with default is_causal and block_size (L=9, S=100)")
 
 

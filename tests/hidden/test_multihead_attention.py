@@ -12,7 +12,7 @@ from grader.inside.standins import stand_in_head
 from grader.protocol.errors import StudentError
 from grader.testing.attention import mha_oracle, sdpa_math
 from grader.testing.catalogue.modules import mha_suspects, wrapper_suspects
-from grader.testing.catalogue.structure import expect_structure
+from grader.testing.catalogue.structure import diagnose_structure, expect_structure
 from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor, fail
 from grader.testing.devices import expect_on_input_device
 from grader.testing.diagnosis import tag
@@ -63,7 +63,10 @@ def own_params(params: dict[str, torch.Tensor], names: list[str], hint: str) -> 
     # a missing bias counts as zero here: the structure tests charge its absence, once
     missing = [n for n in names if n not in params and not n.endswith("bias")]
     if missing:
-        fail(f"named_parameters(): your module has no {missing[:6]} (it has {sorted(params)[:6]})", hint)
+        shapes = {n: tuple(t.shape) for n, t in params.items()}
+        said = diagnose_structure(shapes, {**shapes, **{n: () for n in missing}})  # names only: shapes unknown
+        fail(f"named_parameters(): your module has no {missing[:6]} (it has {sorted(params)[:6]})"
+             + (f"\n  {said}" if said else ""), None if said else hint)
     zeros = {n: torch.zeros(params[n.replace("bias", "weight")].shape[0]) for n in names
              if n not in params and n.replace("bias", "weight") in params}
     return {**params, **zeros}

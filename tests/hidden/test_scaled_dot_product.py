@@ -203,7 +203,7 @@ def test_dropout_zeroes_weights_and_rescales_survivors(student, gen, p):
     out, w = sdpa(student, q, k, v, dropout_p=p, training=True)
     expect_shape(w, (4, 4, 32, 32), what="weights in training mode")
     expect_tensor(out, w @ v, what="output in training mode vs returned_weights @ value",
-                  suspects=returned_before_dropout(w_eval, w))
+                  suspects=returned_before_dropout(w_eval, w, p))
     # the returned weights are their own coefficients: values = I
     expect_dropout_on_weights(w, oracle_weights(q, k), torch.eye(32), p, what="weights returned in training mode",
                               tol=1e-5)

@@ -19,6 +19,7 @@ from grader.testing.catalogue.rolling import (
 )
 from grader.testing.catalogue.window import banded_suspects, mask_suspects
 from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor, fail
+from grader.testing.diagnosis import tag
 from grader.testing.devices import expect_on_input_device
 from grader.testing.gradients import expect_grads
 from grader.testing.precision import expect_no_worse_than
@@ -258,7 +259,7 @@ def test_cache_buffers_hold_exactly_the_window(student, gen):
     expect_tensor(v_all, -k, what="update(k, v) on an empty cache: values", hint=RING_HINT)
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(1)
 def test_update_returns_the_last_window_tokens_oldest_first(student, gen):
     window, n = 4, 14  # wraps around the ring three times
     cache = cache_of(student, 2, 2, window, 3)
@@ -309,6 +310,21 @@ def test_decoding_token_by_token_equals_sliding_window_attention(student, gen):
     k_held, v_held = cache.invoke("held")
     expect_tensor(k_held, k[..., T - window:, :], what="held() keys after decoding", hint="forward caches k, v too")
     expect_tensor(v_held, v[..., T - window:, :], what="held() values after decoding", hint="forward caches k, v too")
+
+
+@pytest.mark.points(0.25)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_decoding_in_half_precision_keeps_query_dtype(student, gen, dtype):
+    """forward's docstring: the output is (B, H, t, head_dim) in q's dtype (a float32 softmax inside is fine)."""
+    T, window = 11, 4
+    q, k, v = (x.to(dtype) for x in qkv(gen, B=1, H=2, T=T, hd=8))
+    got = decode(cache_of(student, 1, 2, window, 8, dtype=dtype), q, k, v, [3, 1, 4, 3])
+    expect(isinstance(got, torch.Tensor) and got.dtype == dtype,
+           f"decoding {dtype} chunks with RollingKVCache(dtype={dtype}): got "
+           f"{getattr(got, 'dtype', type(got).__name__)}, expected {dtype}\n  "
+           + tag("dtype-ignored", "the output is not in q's dtype: cast the result back (out.to(q.dtype))"))
+    exact = window64(*(x.double() for x in (q, k, v)), window)
+    expect_tensor(got, exact.to(dtype), what=f"decoding {dtype} chunks (window={window})", atol=2e-2, rtol=2e-2)
 
 
 @pytest.mark.points(1)

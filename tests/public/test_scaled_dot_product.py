@@ -156,7 +156,7 @@ def test_dropout_in_training_drops_weights_and_rescales_the_rest(student, gen):
     _, w_eval = sdpa(student, q, k, v, dropout_p=p, training=False)
     out, w = sdpa(student, q, k, v, dropout_p=p, training=True)
     expect_tensor(out, w @ v, what="output in training mode vs the returned weights @ value",
-                  suspects=returned_before_dropout(w_eval, w))
+                  suspects=returned_before_dropout(w_eval, w, p))
     expect_dropout_on_weights(w, weights64(q, k), torch.eye(24), p, what="weights returned in training mode",
                               tol=1e-5)
 

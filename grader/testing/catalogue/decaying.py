@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from grader.testing.catalogue.heads import Params, Spec, forward
+from grader.testing.catalogue.heads import Params, Spec, forward, module_variants
 from grader.testing.catalogue.modules import bind, distinct_scales, unfused
 from grader.testing.diagnosis import Detector, Suspects, Variant
 
@@ -103,17 +103,9 @@ def decaying_suspects(x: torch.Tensor, p: Params, heads: int) -> Suspects:
         ).items()
     ]
     items += [
-        Variant(
-            "softmax-wrong-dim",
-            "the softmax over the queries (dim -2) instead of the keys",
-            bind(run, s=Spec(heads=heads, out_proj=False, softmax_dim=-2)),
-        ),
-        Variant(
-            "softmax-no-max",
-            "exp(scores) without the row max subtracted, which overflows here",
-            bind(run, s=Spec(heads=heads, out_proj=False, naive=True)),
-        ),
-    ]
+        Variant(mid, f"the output of this module with {shows}", thunk)
+        for mid, shows, thunk in module_variants(spec, ["softmax", "heads"], lambda s: run(s=s))
+    ]  # the softmax's and the heads' layout slips, as in every multi-head module
     return Suspects(tuple(items))
 
 

@@ -107,13 +107,28 @@ def formula_suspects(
                 f"where it is S - L = {S - L}{', rows with no key ' + dead if dead else ''}",
                 _att(q, k, v, keep=flipped, dead_rows_zero=not dead),
             )
-            for dead in (
-                "",
-                "NaN",
-            )  # a query left with no key: zeros (SDPA) or NaN (a softmax of -inf)
+            # a query left with no key: zeros (SDPA) or NaN (a softmax of -inf); only L < S leaves one
+            for dead in ("", "NaN")[: 2 if bool((~flipped.any(-1)).any()) else 1]
         ]
+    if keep is not None and bool((~keep.any(-1)).any()):  # L > S: the first queries see no key
+        items.append(
+            Variant(
+                "fully-masked-nan",
+                "attention whose queries with no key to see (before the first key) are NaN, a 0/0, "
+                "instead of zeros",
+                _att(q, k, v, keep=keep, dead_rows_zero=False),
+            )
+        )
     if keep is not None:
         items.append(Variant("mask-missing", "attention with no causal mask", _att(q, k, v)))
+        items.append(
+            Variant(
+                "mask-dtype",
+                "attention with the causal mask built as 1.0/0.0 floats: SDPA adds a float mask to the "
+                "scores (+1 where a key is allowed), so it blocks nothing",
+                _att(q, k, v, bias=keep.to(torch.float64)),
+            )
+        )
         items.append(
             Variant(
                 "mask-diagonal",

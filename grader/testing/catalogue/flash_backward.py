@@ -16,13 +16,15 @@ from typing import Any
 
 import torch
 
-from grader.testing.diagnosis import Suspects, Variant
+from grader.testing.diagnosis import Detector, Observation, Suspects, Variant, close
 from grader.testing.variants import causal_keep
 
 Grads = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def _probabilities(s: torch.Tensor, lse: torch.Tensor, how: str) -> torch.Tensor:
+    if how == "raw":
+        return torch.exp(s)
     if how == "tile-softmax":
         return torch.softmax(s, dim=-1).nan_to_num(0.0)
     if how == "tile-max":
@@ -49,20 +51,25 @@ def backward(
     probs: str = "lse",
     align: str = "bottom-right",
     drop_ragged: bool = False,
+    s_scale: float = 1.0,
+    d_given: torch.Tensor | None = None,
+    cat_dim: int = -2,
 ) -> Grads:
     """(dq, dk, dv) of FlashAttention-2's backward in float64, key tile by key tile, with one step changeable:
     ``delta`` ("row", "tile": rowsum(P * dP) of the tile, "none"), extra factors on dQ, dK, dS (1: right),
     ``dq_overwrite``, ``probs`` ("lse", "tile-softmax", "tile-max"), ``align`` of the causal mask ("none": no mask),
-    ``drop_ragged`` (the shorter last key tile left out: dK, dV shorter)."""
+    ``drop_ragged`` (the shorter last key tile left out: dK, dV shorter), ``s_scale`` (a factor on the scores P
+    is recomputed from), ``d_given`` (D itself, (..., L, 1), in place of rowsum(dO * O)), ``cat_dim`` (the dim
+    dK's and dV's tiles are concatenated along: raises where the student's torch.cat does)."""
     q, k, v, o, do = (t.double() for t in (q, k, v, out, do))
     L, S = q.shape[-2], k.shape[-2]
     scale, row_lse = 1.0 / math.sqrt(q.shape[-1]), lse.double().unsqueeze(-1)
-    d = (do * o).sum(dim=-1, keepdim=True)
+    d = (do * o).sum(dim=-1, keepdim=True) if d_given is None else d_given
     keep = causal_keep(L, S, align=align) if is_causal and align != "none" else None
     dq, dks, dvs = torch.zeros_like(q), [], []
     for start in range(0, S - S % block_size if drop_ragged else S, block_size):
         end = min(start + block_size, S)
-        s = q @ k[..., start:end, :].transpose(-2, -1) * scale
+        s = q @ k[..., start:end, :].transpose(-2, -1) * scale * s_scale
         if keep is not None:
             s = s.masked_fill(~keep[:, start:end], float("-inf"))
         p = _probabilities(s, row_lse, probs)
@@ -72,13 +79,14 @@ def backward(
             "outside": d,
             "tile": (p * dp).sum(dim=-1, keepdim=True),
             "none": torch.zeros_like(d),
+            "no-keepdim": d.squeeze(-1),  # (..., L) against (..., L, bs): raises unless L == bs
         }[delta]
         ds = (p * dp - dd if delta == "outside" else p * (dp - dd)) * ds_scale
         step = ds @ k[..., start:end, :] * scale * dq_scale
         dq = step if dq_overwrite else dq + step
         dks.append(ds.transpose(-2, -1) @ q * scale * dk_scale)
         dvs.append(p.transpose(-2, -1) @ do)
-    return dq, torch.cat(dks, dim=-2), torch.cat(dvs, dim=-2)
+    return dq, torch.cat(dks, dim=cat_dim), torch.cat(dvs, dim=cat_dim)
 
 
 STEPS: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -118,7 +126,30 @@ STEPS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "the backward with dS = P * dP - D: D subtracted outside P's product",
         {"delta": "outside"},
     ),
-)  # the scale steps' factors are filled in by index (2, 3, 4): new steps go last
+    (
+        "bwd-delta",
+        "the backward with D = rowsum(dO * O) summed without keepdim, (..., L) against the tile's "
+        "(..., L, block_size)",
+        {"delta": "no-keepdim"},
+    ),
+    (
+        "bwd-probabilities",
+        "the backward with P = exp(S) instead of exp(S - lse): the log-sum-exp not subtracted",
+        {"probs": "raw"},
+    ),
+    (
+        "bwd-probabilities",
+        "the backward with P recomputed from unscaled scores, exp(Q K^T - lse) instead of "
+        "exp(Q K^T * scale - lse)",
+        {},
+    ),
+    (
+        "concat-wrong-dim",
+        "the backward with dK's and dV's tiles concatenated along the features (dim -1) instead of "
+        "the keys (dim -2)",
+        {"cat_dim": -1},
+    ),
+)  # the scale steps' factors are filled in by index (2, 3, 4, 12): new steps go last
 
 
 def backward_suspects(
@@ -138,6 +169,7 @@ def backward_suspects(
         2: {"dq_scale": 1 / scale, "dk_scale": 1 / scale},
         3: {"dk_scale": 1 / scale},
         4: {"ds_scale": scale},
+        12: {"s_scale": 1 / scale},
     }
 
     def run(**knobs: Any) -> Callable[[], torch.Tensor]:
@@ -145,7 +177,7 @@ def backward_suspects(
             q.dtype
         )
 
-    items = [
+    items: list[Variant | Detector] = [
         Variant(mid, says, run(**{**knobs, **factors.get(i, {})}))
         for i, (mid, says, knobs) in enumerate(STEPS)
     ]
@@ -167,7 +199,35 @@ def backward_suspects(
                 run(align="strict"),
             )
         )
+    if which == 0:
+        items.append(
+            _fitted_delta(
+                lambda d: backward(q, k, v, out, lse, do, is_causal, block_size, d_given=d)[0]
+            )
+        )
     return Suspects(tuple(items))
+
+
+def _fitted_delta(run: Callable[[torch.Tensor], torch.Tensor]) -> Detector:
+    """Any other D per row: dQ is affine in D (dQ(D) = dQ(0) - D * R row by row), so the D that gives the
+    student's dQ is read off by least squares, row by row, and named if it reproduces dQ exactly."""
+
+    def observe(got: torch.Tensor, expected: torch.Tensor) -> Observation:
+        if got.shape != expected.shape or not got.is_floating_point():
+            return None
+        zero = run(torch.zeros(*got.shape[:-1], 1, dtype=torch.float64))
+        r = zero - run(torch.ones(*got.shape[:-1], 1, dtype=torch.float64))
+        den = (r * r).sum(-1, keepdim=True)
+        d = ((zero - got.double()) * r).sum(-1, keepdim=True) / den.clamp_min(1e-300)
+        fitted = zero - d * r
+        if not close(got, fitted, 0.0, 0.0) or close(expected, fitted, 0.0, 0.0):
+            return None
+        return "bwd-delta", (
+            "your dQ equals the backward with another D in each row (D is rowsum(dO * O) over the "
+            "whole row, computed once before the tiles)"
+        )
+
+    return Detector("bwd-delta", observe, last=True)
 
 
 def lse_suspects(q: torch.Tensor, k: torch.Tensor, is_causal: bool) -> Suspects:

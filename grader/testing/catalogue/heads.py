@@ -40,7 +40,9 @@ class Spec:
     kv_from_x: str = ""  # "kv", "k" or "v": projected from x instead of the context
     roles_swapped: bool = False  # queries from the context, keys and values from x
     use_bias: bool = True
-    split: str = "transpose"  # or "view": view(B, H, T, hd) without the transpose
+    split: str = (
+        "transpose"  # "view": view(B, H, T, hd) without the transpose; "strided": (B, T, hd, H)
+    )
     merge: str = "transpose"  # "view": no transpose back; "1,3,2" ...: permute(0, 1, 3, 2) before the reshape
     scale_on: str = "scores"  # or "weights": the weights multiplied by the scale after the softmax
     align: str = "bottom-right"  # causal alignment: "top-left", "inverted", "strict", "none" (no causal mask)
@@ -57,6 +59,10 @@ class Spec:
         None  # (max_len, base): the grader's stand-in RoPE turns q and k
     )
     rope_on: str = "qk"  # or "q" (keys left alone), "qkv" (the values turned too)
+    keep_as: str = "bool"  # the padding keep-mask: "added" (scores + keep as 0/1 floats), "zeroed-kv" (k, v * keep)
+    rope_pairing: str = (
+        "half"  # or "interleaved": the exercise's apply_rope_interleaved on the same tables
+    )
     rope_before_split: bool = False  # RoPE on (B, T, H, hd): the heads axis taken for the positions
     kv_pairing: str = "interleave"  # or "repeat": query head h reads kv head h % kv_heads
     skip_out_proj: bool = False
@@ -116,8 +122,9 @@ def forward(
             else torch.arange(spec.heads) % Hkv
         )
         k, v = k[:, owner], v[:, owner]
+    k, v, keep, added = _padding_misread(k, v, keep, spec.keep_as)
     factor = 1 / math.sqrt(q.shape[-1]) if spec.scale is None else spec.scale
-    s = q @ k.transpose(-2, -1) * (factor if spec.scale_on == "scores" else 1.0)
+    s = q @ k.transpose(-2, -1) * (factor if spec.scale_on == "scores" else 1.0) + added
     if bias is not None and spec.bias_on.startswith("scores"):
         s = s * bias.to(dtype).exp() if spec.bias_on == "scores-times" else s + bias.to(dtype)
     block = _blocked(spec, s.shape[-2], s.shape[-1], keep)
@@ -142,11 +149,8 @@ def forward(
 def _merge(o: torch.Tensor, how: str) -> torch.Tensor:
     """(B, H, T, hd) back to (B, T, H * hd): transposed, as is ("view"), or permuted ("1,3,2": dims 1, 3, 2)."""
     B, T = o.shape[0], o.shape[2]
-    if how == "transpose":
-        return o.transpose(1, 2).reshape(B, T, -1)
-    if how == "view":
-        return o.reshape(B, T, -1)
-    return o.permute(0, *map(int, how.split(","))).reshape(B, T, -1)
+    dims = {"transpose": "2,1,3", "view": "1,2,3"}.get(how, how)  # the two names for permutations
+    return o.permute(0, *map(int, dims.split(","))).reshape(B, T, -1)
 
 
 def _linear(
@@ -161,6 +165,8 @@ def _split(t: torch.Tensor, heads: int, how: str, length: int | None = None) -> 
     T = T if length is None else length  # a wrong length raises, as the student's view does
     if how == "view":
         return t.reshape(B, heads, T, d // heads)
+    if how == "strided":
+        return t.reshape(B, T, d // heads, heads).permute(0, 3, 1, 2)
     return t.reshape(B, T, heads, d // heads).transpose(1, 2)
 
 
@@ -171,9 +177,17 @@ def _tables(spec: Spec, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor
 
 def _rope(t: torch.Tensor, spec: Spec, which: str) -> torch.Tensor:
     """The stand-in RoPE on (B, H, T, hd) when ``spec.rope_on`` names ``which`` of q, k, v."""
-    return (
-        stand_in_apply_rope(t, *_tables(spec, t.shape[-1], t.dtype)) if which in spec.rope_on else t
-    )
+    if which not in spec.rope_on:
+        return t
+    first, second = _tables(spec, t.shape[-1], t.dtype)
+    if spec.rope_pairing == "half":
+        return stand_in_apply_rope(t, first, second)
+    c, s = (
+        first[: t.shape[-2]],
+        second[: t.shape[-2]],
+    )  # pair i is (x[2i], x[2i + 1]): rotated in place
+    x1, x2 = t[..., 0::2], t[..., 1::2]
+    return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
 
 
 def _rope_on_tokens(t: torch.Tensor, heads: int, spec: Spec) -> torch.Tensor:
@@ -181,6 +195,21 @@ def _rope_on_tokens(t: torch.Tensor, heads: int, spec: Spec) -> torch.Tensor:
     B, T, d = t.shape
     split = t.reshape(B, T, heads, d // heads)
     return stand_in_apply_rope(split, *_tables(spec, d // heads, t.dtype)).reshape(B, T, d)
+
+
+def _padding_misread(
+    k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, how: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | float]:
+    """The (B, S) keep-mask used otherwise than to block: added to the scores as 0/1 floats, or multiplied into
+    the keys and values; returns (k, v, the keep-mask left to block with, what is added to the scores)."""
+    if keep is None or how == "bool":
+        return k, v, keep, 0.0
+    if how == "added":
+        return k, v, None, keep[:, None, None, :].to(k.dtype)
+    m = keep[:, None, :, None].to(
+        k.dtype
+    )  # (B, 1, S, 1): the padded tokens' keys and values zeroed
+    return k * m, v * m, None, 0.0
 
 
 def _blocked(spec: Spec, L: int, S: int, keep: torch.Tensor | None) -> torch.Tensor | None:

@@ -69,6 +69,22 @@ KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
             "transpose either way",
             {"split": "view", "merge": "view"},
         ),
+        (
+            "softmax-wrong-dim",
+            "the softmax over the heads (dim 1) instead of the keys",
+            {"softmax_dim": 1},
+        ),
+        (
+            "heads-no-transpose",
+            "heads split strided, view(B, T, head_dim, H).permute(0, 3, 1, 2): head h takes "
+            "features h, h + H, ... instead of a contiguous block",
+            {"split": "strided"},
+        ),
+        (
+            "heads-no-transpose",
+            "heads split strided, view(B, T, head_dim, H), and merged back the same way",
+            {"split": "strided", "merge": "2,3,1"},
+        ),
         *(
             (
                 "heads-no-transpose",
@@ -108,6 +124,18 @@ KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
             "mask-multiplied",
             "the padded keys' scores set to 0 (multiplied by the 0/1 mask) instead of -inf",
             {"keep_fill": 0.0},
+        ),
+        (
+            "mask-multiplied",
+            "the padded tokens' keys and values zeroed (multiplied by the mask) instead of their "
+            "scores set to -inf: a padded key still scores 0 and takes weight",
+            {"keep_as": "zeroed-kv"},
+        ),
+        (
+            "mask-dtype",
+            "the padding mask added to the scores as 0/1 floats (+1 for real keys): nothing "
+            "blocked",
+            {"keep_as": "added"},
         ),
         (
             "mask-after-softmax",
@@ -151,6 +179,12 @@ KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
     "rope": [
         ("rope-on-values", "RoPE applied to the values too", {"rope_on": "qkv"}),
         ("rope-only-queries", "RoPE applied to the queries only, not the keys", {"rope_on": "q"}),
+        (
+            "rope-pairing",
+            "RoPE applied with apply_rope_interleaved (neighbouring features paired) instead of "
+            "apply_rope (feature i with i + head_dim // 2)",
+            {"rope_pairing": "interleaved"},
+        ),
         (
             "rope-before-head-split",
             "RoPE applied on (B, T, H, head_dim) before the transpose: the heads axis "

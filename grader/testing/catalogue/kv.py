@@ -46,6 +46,8 @@ class Decoding:
     )
     scale: float | None = None
     naive: bool = False
+    softmax_dim: int = -1  # -2: over the chunk's queries; 1: over the heads
+    merge: str = "2,1,3"  # the permutation of (B, H, t, hd) before the reshape to (B, t, d): "1,2,3" is a view
 
 
 def decode(
@@ -96,7 +98,7 @@ def decode(
         length += t
         outs.append(_attend(q, torch.cat(keys, 2), torch.cat(values, 2), spec))
         outs[-1] = F.linear(
-            outs[-1].transpose(1, 2).reshape(B, t, d),
+            outs[-1].permute(0, *map(int, spec.merge.split(","))).reshape(B, t, d),
             p["out_proj.weight"].to(dtype),
             _bias(p, "out_proj", dtype),
         )
@@ -135,7 +137,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: Decoding) -
     s = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if spec.scale is None else spec.scale)
     diagonal = {"bottom-right": S - t, "top-left": 0, "strict": S - t - 1, "none": S}[spec.align]
     keep = torch.ones(t, S, dtype=torch.bool).tril(diagonal=diagonal)
-    return softmax(s.masked_fill(~keep, float("-inf")), -1, naive=spec.naive) @ v
+    return softmax(s.masked_fill(~keep, float("-inf")), spec.softmax_dim, naive=spec.naive) @ v
 
 
 KNOBS: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -188,6 +190,22 @@ KNOBS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "decoding that repeats the keys and values to every query head before writing them into "
         "the cache, which has num_kv_heads slots",
         {"grouped_cache": True},
+    ),
+    (
+        "softmax-wrong-dim",
+        "decoding with the softmax over the chunk's queries (dim -2) instead of the keys",
+        {"softmax_dim": -2},
+    ),
+    (
+        "softmax-wrong-dim",
+        "decoding with the softmax over the heads (dim 1) instead of the keys",
+        {"softmax_dim": 1},
+    ),
+    (
+        "heads-no-transpose",
+        "decoding with each chunk's heads merged back by view(B, t, d) without transposing "
+        "(B, H, t, hd) first",
+        {"merge": "1,2,3"},
     ),
 )
 

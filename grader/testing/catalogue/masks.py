@@ -67,6 +67,16 @@ def additive_suspects(mask: torch.Tensor, dtype: torch.dtype = torch.float32) ->
                 "-1e9 instead of -inf where the mask is False",
                 lambda: zeros.masked_fill(~mask, -1e9),
             ),
+            Variant(
+                "mask-multiplied",
+                "(~mask).to(dtype) * -inf: 0 * -inf is NaN, so the allowed places are NaN, not 0",
+                lambda: (~mask).to(dtype) * float("-inf"),
+            ),
+            Variant(
+                "mask-multiplied",
+                "mask.to(dtype) * -inf: -inf where the mask is True and NaN where it is False",
+                lambda: mask.to(dtype) * float("-inf"),
+            ),
         )
     )
 

@@ -49,7 +49,7 @@ def scale_detector(
             f"instead of {_named(right, sizes)}"
         )
 
-    return Detector("wrong-scale", observe)
+    return Detector("wrong-scale", observe, last=True)
 
 
 def _fit(run: Callable[[float], torch.Tensor], got: torch.Tensor, right: float) -> float | None:

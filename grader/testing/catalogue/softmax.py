@@ -47,18 +47,57 @@ def softmax_suspects(x: torch.Tensor, dim: int = -1) -> Suspects:
         for other in range(n)
         if other != dim % n
     ]
-    if (
-        dim % n != n - 1
-    ):  # the shift along another dim than the sum's: no longer a constant of each slice
-        shifted = x64 - x64.amax(dim=-1, keepdim=True)
-        items.append(
-            Variant(
-                "softmax-wrong-dim",
-                f"exp(x - x.max(dim=-1)) normalised along dim {dim}: the max taken over the last dim",
-                lambda: (shifted.exp() / shifted.exp().sum(dim, keepdim=True)).to(x.dtype),
-            )
+    return Suspects(tuple(items + _shifts(x, dim)), facts=sums_to_one(dim))
+
+
+def _max_over(x: torch.Tensor, d: int | None) -> Callable[[], torch.Tensor]:
+    return lambda: x.amax() if d is None else x.amax(dim=d, keepdim=True)
+
+
+def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
+    """The max subtracted wrongly, in x's own dtype (exp underflows to 0/0 as the student's does): over the whole
+    tensor or along another dim (no longer a constant of each slice), or in the numerator only."""
+    n = dim % x.dim()
+
+    def shifted_by(
+        m: Callable[[], torch.Tensor], den_shifted: bool = True
+    ) -> Callable[[], torch.Tensor]:
+        def go() -> (
+            torch.Tensor
+        ):  # lazily: a max that cannot broadcast raises as the student's does
+            num = torch.exp(x - m())
+            return num / (num if den_shifted else torch.exp(x)).sum(dim, keepdim=True)
+
+        return go
+
+    items = [
+        Variant(
+            "softmax-no-keepdim",
+            f"exp(x - x.max(dim={dim})) without keepdim=True: the max broadcast against the wrong axis",
+            shifted_by(lambda: x.amax(dim=dim)),
         )
-    return Suspects(tuple(items), facts=sums_to_one(dim))
+    ]
+    where = {
+        "the whole tensor (x.max())": None,
+        **{f"dim {d}": d for d in range(x.dim()) if d != n},
+    }
+    items += [
+        Variant(
+            "softmax-wrong-dim",
+            f"exp(x - max) normalised along dim {dim}, with the max taken over {over} instead of "
+            f"along dim {dim}",
+            shifted_by(_max_over(x, d)),
+        )
+        for over, d in where.items()
+    ]
+    items.append(
+        Variant(
+            "softmax-no-max",
+            f"exp(x - max) / exp(x).sum(dim={dim}): the max subtracted in the numerator only",
+            shifted_by(lambda: x.amax(dim=dim, keepdim=True), den_shifted=False),
+        )
+    )
+    return items
 
 
 def weights_suspects(scores: torch.Tensor) -> Suspects:
@@ -127,6 +166,14 @@ def context_suspects(x: torch.Tensor) -> Suspects:
         )
         for other in range(x.dim() - 1)
     ]
+    items.append(
+        Variant(
+            "softmax-wrong-dim",
+            "the weighted sum taken over the queries instead of the keys: input j times the weight "
+            "all queries give it, (weights.sum(dim=-2)[..., None] * inputs)",
+            lambda: (softmax(scores, -1).sum(dim=-2)[..., None] * x64).to(x.dtype),
+        )
+    )
     items += [
         Variant(
             "wrong-scale",

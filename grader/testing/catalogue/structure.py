@@ -1,6 +1,6 @@
 """Structure checks that say what a module's parameters show: a bias the arguments asked for and the module does not
 have (or the reverse), an output projection missing, keys and values as wide as the queries, V1's matrices laid out
-as nn.Linear's, a decay that is not a parameter, a wrapper's heads of the wrong width."""
+as nn.Linear's, a decay that is not a parameter, a wrapper's heads of the wrong width or all one head."""
 
 from __future__ import annotations
 
@@ -26,7 +26,16 @@ def expect_structure(got: Shapes, expected: Shapes, *, what: str) -> None:
 def diagnose_structure(got: Shapes, expected: Shapes) -> str | None:
     missing, extra = set(expected) - set(got), set(got) - set(expected)
     shaped = {n for n in set(got) & set(expected) if tuple(got[n]) != tuple(expected[n])}
-    for test in (_biases, _out_proj, _kv_width, _v1_layout, _gamma, _head_width):
+    for test in (
+        _biases,
+        _out_proj,
+        _kv_width,
+        _v1_layout,
+        _gamma,
+        _head_width,
+        _one_head,
+        _unregistered,
+    ):
         said = test(missing, extra, shaped, got, expected)
         if said:
             return said
@@ -125,3 +134,38 @@ def _head_width(
             "wrapper returns d_out features)",
         )
     return None
+
+
+def _one_head(
+    missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes
+) -> str | None:
+    """Only ``heads.0.*`` registered where later heads are expected: named_parameters() lists a module once,
+    however many times a ModuleList holds it."""
+    later = {n for n in missing if n.startswith("heads.") and n.split(".")[1] not in ("", "0")}
+    first = {"heads.0." + n.split(".", 2)[2] for n in later if n.count(".") >= 2}
+    if not later or later != missing or extra or not first <= set(got):
+        return None
+    return tag(
+        "heads-shared",
+        "your module registers the parameters of heads.0 only: nn.ModuleList([head] * num_heads) holds "
+        "one head num_heads times (every head shares its weights), and named_parameters() lists it once "
+        "(or only one head was built); build a new head for each of the num_heads",
+    )
+
+
+def _unregistered(
+    missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes
+) -> str | None:
+    """No parameter at all where submodules' are expected: modules held in a plain list or dict."""
+    if (
+        got
+        or not missing
+        or not all(n.count(".") >= 2 and n.split(".")[1].isdigit() for n in missing)
+    ):
+        return None  # only names of list items (heads.0.W_query.weight) say a list was meant
+    holder = sorted({n.split(".")[0] for n in missing})[0]
+    return tag(
+        "not-a-buffer",
+        f"your module registers no parameters: the {holder} are not registered (a plain Python list hides "
+        "its modules from named_parameters(), state_dict() and .to()); hold them in nn.ModuleList",
+    )

@@ -81,10 +81,12 @@ def banded(
     top_rows: bool = False,
     drop_ragged: bool = False,
     softmax_dim: int = -1,
+    tile_mask: str = "keep",
 ) -> torch.Tensor:
     """Banded attention block by block in float64 with one step changeable: ``band(start)`` the block's first key
     (a Python slice start, unclamped as a student's is), ``top_rows`` the tile's mask cut from the top rows of the
-    band's square mask, ``drop_ragged`` the shorter last block left out."""
+    band's square mask, ``drop_ragged`` the shorter last block left out, ``tile_mask`` how the tile's mask is used
+    ("keep": masked_fill(~keep), "blocked": masked_fill(keep), "none": not at all)."""
     q, k, v = (t.double() for t in (q, k, v))
     T, scale = q.shape[-2], 1.0 / math.sqrt(q.shape[-1])
     first = band or (lambda start: max(0, start - window + 1))
@@ -97,7 +99,9 @@ def banded(
             if top_rows
             else keep(end - start, end - lo, window)
         )
-        w = torch.softmax(s.masked_fill(~tile, float("-inf")), dim=softmax_dim)
+        if tile_mask != "none":
+            s = s.masked_fill(tile if tile_mask == "blocked" else ~tile, float("-inf"))
+        w = torch.softmax(s, dim=softmax_dim)
         out.append(w @ v[..., lo:end, :])
     return torch.cat(out, dim=-2)
 
@@ -137,6 +141,18 @@ def banded_suspects(
             "each tile masked with the top rows of the band's square mask: the block's "
             "queries are its band's LAST positions (a bottom-right mask)",
             run(top_rows=True),
+        ),
+        Variant(
+            "mask-missing",
+            "banded attention with no mask inside the tiles: each query sees every key of its "
+            "block's band, later ones and ones beyond the window included",
+            run(tile_mask="none"),
+        ),
+        Variant(
+            "mask-inverted",
+            "banded attention with each tile's mask inverted: masked_fill(keep, -inf) blocks the "
+            "keys the window keeps",
+            run(tile_mask="blocked"),
         ),
         Variant(
             "softmax-wrong-dim",

@@ -1,7 +1,7 @@
 """Bug: rope_frequencies returns Hugging Face's (max_len, head_dim) tables (angles duplicated), and apply_rope uses
 their first half, so its own pairs are right but the tables have the wrong width.
 
-Misconception: rope-tables-duplicated
+Misconception: rope-tables-layout
 Held out: yes
 """
 

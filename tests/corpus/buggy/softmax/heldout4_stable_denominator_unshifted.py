@@ -1,0 +1,29 @@
+"""Bug: softmax_stable shifts the numerator by the row max but sums torch.exp(x) of the unshifted inputs in the denominator, so every row is scaled by exp(-max) and no longer sums to 1 (and overflows for large inputs).
+
+Misconception: softmax-no-max
+Held out: yes
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def softmax_naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """exp(x) / exp(x).sum(dim), as the book first writes it (overflows for large inputs).
+
+    Works for any shape; the result has the shape and dtype of `x`, and sums to 1 along `dim`.
+    """
+    exp = torch.exp(x)
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def softmax_stable(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax along `dim` that never overflows: subtract the max along `dim` before `exp`.
+
+    Must give no NaN or inf for inputs of +-1000 (float32) and for float16 inputs; same shape and
+    dtype as `x`.
+    """
+    shifted = x - x.amax(dim=dim, keepdim=True)  # largest entry of each slice becomes 0: exp <= 1
+    exp = torch.exp(shifted)
+    return exp / torch.exp(x).sum(dim=dim, keepdim=True)
