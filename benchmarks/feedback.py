@@ -41,13 +41,18 @@ CAP_CLASSES = {
 
 
 def registry() -> ModuleType:
-    """This checkout's misconception registry, loaded by path (the grader under test may be an older one)."""
-    spec = importlib.util.spec_from_file_location(
-        "misconceptions", ROOT / "grader" / "testing" / "misconceptions.py"
-    )
+    """This checkout's misconception registry, loaded by path (the grader under test may be an older one), its
+    tables first under the names it imports them by."""
+    for table in ("misconceptions_basics", "misconceptions_weights", "misconceptions_modern"):
+        _by_path(f"grader.testing.{table}", ROOT / "grader" / "testing" / f"{table}.py")
+    return _by_path("misconceptions", ROOT / "grader" / "testing" / "misconceptions.py")
+
+
+def _by_path(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["misconceptions"] = module  # dataclasses resolve their module by name
+    sys.modules[name] = module  # dataclasses resolve their module by name
     spec.loader.exec_module(module)
     return module
 
