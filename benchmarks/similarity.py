@@ -8,9 +8,10 @@ calls). A pair (student, student, exercise) is a true copy when both modules hav
 
 Detectors, each given the exercise's stub as the code every student was given:
 
-- ``ours``: :mod:`grader.similarity` with ``match.CANDIDATE`` (normalised tokens, every k-gram, the class's common code left out,
-  containment share, pairs from an inverted index); ``before``: the shipped settings
-  (``match.BEFORE``). Small classes (where the course's idiom is left out too) are measured by
+- ``default``: :mod:`grader.similarity` with its default settings, ``match.CANDIDATE`` (normalised tokens, every
+  k-gram, the class's common code left out, containment share, pairs from an inverted index); ``exhaustive``: the
+  same with prefix filtering (``match.EXHAUSTIVE``); ``before``: issue 31's first settings (``match.BEFORE``).
+  Small classes (where the course's idiom is left out too) are measured by
   ``benchmarks/plagiarism_small.py``;
 - ``ours (canonical)``: the same, code read in canonical form first (:mod:`grader.similarity.canon`: equivalent
   torch calls, loops, temporaries, statement order); measured worse, so left off in the product;
@@ -243,10 +244,12 @@ def main(argv: list[str] | None = None) -> None:
     # a detector per threshold: the threshold is chosen on every pair's score (threshold 0), then measured at it
     makers: dict[str, Maker] = {
         "before": lambda t: ours(replace(match.BEFORE, threshold=t)),
-        "candidate": lambda t: ours(
-            replace(match.CANDIDATE, min_tokens=args.min_tokens, threshold=t)
+        "default": lambda t: ours(
+            replace(match.Settings(), min_tokens=args.min_tokens, threshold=t)
         ),
-        "ours": lambda t: ours(replace(match.Settings(), min_tokens=args.min_tokens, threshold=t)),
+        "exhaustive": lambda t: ours(
+            replace(match.EXHAUSTIVE, min_tokens=args.min_tokens, threshold=t)
+        ),
     }
     if args.canonical:
         makers["ours (canonical)"] = lambda t: ours(replace(settings, threshold=t), canonical=True)
@@ -277,8 +280,8 @@ def main(argv: list[str] | None = None) -> None:
     cpus: dict[str, float] = {}
     shipped = {
         "before": match.BEFORE.threshold,
-        "candidate": match.CANDIDATE.threshold,
-        "ours": match.Settings().threshold,
+        "default": match.Settings().threshold,
+        "exhaustive": match.EXHAUSTIVE.threshold,
     }
     for name, make in makers.items():
         chosen[name] = best_threshold(make(0.0)(as_class(tune), stubs), t_pos)
@@ -344,10 +347,12 @@ def per_disguise(
 
 
 def _ratio(recall: dict[str, float]) -> str:
-    """ours' recall over before's."""
-    if "ours" not in recall or "before" not in recall:
+    """the default's recall over before's."""
+    if "default" not in recall or "before" not in recall:
         return ""
-    return f"  ours/before {recall['ours'] / recall['before']:.2f}x" if recall["before"] else ""
+    return (
+        f"  default/before {recall['default'] / recall['before']:.2f}x" if recall["before"] else ""
+    )
 
 
 def false_positives(scores: Scores, truth: Truth, threshold: float) -> int:
