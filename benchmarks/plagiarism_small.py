@@ -5,10 +5,10 @@ folder of ``tests/corpus/honest`` (attention-basics; pairs known to share an ori
 homework is the reference cut into one file, and two folders share simple_attention's author). In a class this
 small :mod:`grader.similarity.idiom` leaves out what two authors of that corpus wrote alike, so measuring it on the
 corpus itself would be circular: each class is compared with the idiom of the authors *not* in it (held out;
-the whole corpus: each pair with the idiom of every other author), beside ``match.CANDIDATE`` without the idiom.
+the whole corpus: each pair with the idiom of every other author), beside the shipped defaults without it.
 
 Copies (the circularity the other way: the reference is part of the idiom's corpus): classes of 4, 10 and 40 from
-``benchmarks/plagiarism.py`` (30% copiers, seeds 0-9), compared with ``match.CANDIDATE`` (the idiom of the whole course),
+``benchmarks/plagiarism.py`` (30% copiers, seeds 0-9), compared with ``match.Settings()`` (the idiom of the whole course),
 recall over all copies and over the copies of the reference's family.
 
     python benchmarks/plagiarism_small.py
@@ -113,7 +113,7 @@ def copies(n: int, settings: match.Settings) -> tuple[int, int, int, int, int]:
 
 
 def main() -> None:
-    candidate = match.CANDIDATE
+    candidate = match.Settings()
     found = honest_class()
     keys = sorted({d.key for ex in found for d in ex.docs})
     rng = random.Random(0)
@@ -135,7 +135,7 @@ def main() -> None:
         )
         for p in pairs:
             print(f"      {p}")
-    print("copies in small classes (30% copiers, seeds 0-9, match.CANDIDATE):")
+    print("copies in small classes (30% copiers, seeds 0-9, the shipped defaults):")
     for n in (4, 10, 40):
         got, total, ref_got, ref_total, fp = copies(n, candidate)
         print(

@@ -8,9 +8,10 @@ calls). A pair (student, student, exercise) is a true copy when both modules hav
 
 Detectors, each given the exercise's stub as the code every student was given:
 
-- ``ours``: :mod:`grader.similarity` with ``match.CANDIDATE`` (normalised tokens, every k-gram, the class's common code left out,
-  containment share, pairs from an inverted index); ``before``: the shipped settings
-  (``match.BEFORE``). Small classes (where the course's idiom is left out too) are measured by
+- ``default``: :mod:`grader.similarity` with its default settings, ``match.CANDIDATE`` (normalised tokens, every
+  k-gram, the class's common code left out, containment share, pairs from an inverted index); ``exhaustive``: the
+  same with prefix filtering (``match.EXHAUSTIVE``); ``before``: issue 31's first settings (``match.BEFORE``).
+  Small classes (where the course's idiom is left out too) are measured by
   ``benchmarks/plagiarism_small.py``;
 - ``ours (canonical)``: the same, code read in canonical form first (:mod:`grader.similarity.canon`: equivalent
   torch calls, loops, temporaries, statement order); measured worse, so left off in the product;
@@ -51,6 +52,7 @@ from grader.similarity import code, idiom, match  # noqa: E402
 
 Scores = dict[tuple[str, str, str], float]  # (a, b, module) -> score, a < b
 Detector = Callable[[dict[str, dict[str, str]], dict[str, str]], Scores]
+Maker = Callable[[float], Detector]  # the detector listing pairs at a threshold
 
 
 AUTHORS = (
@@ -221,6 +223,12 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         help="students per class of the recall per disguise (default: the first size)",
     )
+    parser.add_argument(
+        "--large-seed",
+        type=int,
+        default=3,
+        help="the class of each size after the first (not tuned on)",
+    )
     parser.add_argument("--min-tokens", type=int, default=match.Settings().min_tokens)
     parser.add_argument(
         "--canonical", action="store_true", help="also the canonical form (slow; measured worse)"
@@ -232,20 +240,27 @@ def main(argv: list[str] | None = None) -> None:
         e.module: (ROOT / "exercises" / f"{e.module}.py").read_text("utf-8")
         for e in assignment.exercises
     }
-    settings = replace(match.Settings(), min_tokens=args.min_tokens)
-    detectors: dict[
-        str, Detector
-    ] = {  # every pair scored (threshold 0): the threshold is chosen here
-        "before": ours(replace(match.BEFORE, threshold=0.0)),
-        "ours": ours(replace(match.CANDIDATE, min_tokens=args.min_tokens, threshold=0.0)),
+    settings = replace(match.BEFORE, min_tokens=args.min_tokens)
+    # a detector per threshold: the threshold is chosen on every pair's score (threshold 0), then measured at it
+    makers: dict[str, Maker] = {
+        "before": lambda t: ours(replace(match.BEFORE, threshold=t)),
+        "default": lambda t: ours(
+            replace(match.Settings(), min_tokens=args.min_tokens, threshold=t)
+        ),
+        "exhaustive": lambda t: ours(
+            replace(match.EXHAUSTIVE, min_tokens=args.min_tokens, threshold=t)
+        ),
     }
     if args.canonical:
-        detectors["ours (canonical)"] = ours(replace(settings, threshold=0.0), canonical=True)
+        makers["ours (canonical)"] = lambda t: ours(replace(settings, threshold=t), canonical=True)
     if not args.no_copydetect and importlib.util.find_spec("copydetect") is None:
         print("copydetect is not installed: compared alone (pip install copydetect to compare it)")
     elif not args.no_copydetect:
-        detectors.update(
-            {"copydetect": copydetect(None), "copydetect+common": copydetect(settings)}
+        makers.update(
+            {
+                "copydetect": lambda t: copydetect(None),
+                "copydetect+common": lambda t: copydetect(settings),
+            }
         )
     n = args.sizes[0]
     print(
@@ -262,28 +277,35 @@ def main(argv: list[str] | None = None) -> None:
         f"{total - len(m_pos[0]) - len(m_pos[1])}; same family, not scored: {len(m_pos[1])}"
     )
     chosen: dict[str, float] = {}
-    shipped = {"before": match.BEFORE.threshold, "ours": match.CANDIDATE.threshold}
-    for name, detect in detectors.items():
-        chosen[name] = best_threshold(detect(as_class(tune), stubs), t_pos)
+    cpus: dict[str, float] = {}
+    shipped = {
+        "before": match.BEFORE.threshold,
+        "default": match.Settings().threshold,
+        "exhaustive": match.EXHAUSTIVE.threshold,
+    }
+    for name, make in makers.items():
+        chosen[name] = best_threshold(make(0.0)(as_class(tune), stubs), t_pos)
         t0, c0 = time.perf_counter(), time.process_time()
-        scores = detect(as_class(test), stubs)
+        scores = make(chosen[name])(as_class(test), stubs)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         p, r, f1 = figures(scores, m_pos, chosen[name])
+        cpus[name] = cpu
+        ratio = f", {cpu / cpus['before']:.2f}x before's" if name != "before" else ""
         print(
             f"{name:18} threshold {chosen[name]:.3f}  precision {p:.3f}  recall {r:.3f}  F1 {f1:.3f}  "
-            f"FP {false_positives(scores, m_pos, chosen[name])}  time {elapsed:.2f} s (CPU {cpu:.2f} s) for {n}"
+            f"FP {false_positives(scores, m_pos, chosen[name])}  time {elapsed:.2f} s (CPU {cpu:.2f} s{ratio}) for {n}"
         )
-        if name in ("ours", "before") and chosen[name] != shipped[name]:
-            p, r, f1 = figures(scores, m_pos, shipped[name])
+        if name in shipped and chosen[name] != shipped[name]:
+            p, r, f1 = figures(make(0.0)(as_class(test), stubs), m_pos, shipped[name])
             print(
                 f"{'':18} at the shipped threshold {shipped[name]:.3f}: precision {p:.3f}  recall {r:.3f}"
             )
     if not args.no_disguises:
         per_disguise(
-            (pool, families), stubs, detectors, chosen, args.disguise_size or n, args.copy_rate
+            (pool, families), stubs, makers, chosen, args.disguise_size or n, args.copy_rate
         )
     for size in args.sizes[1:]:
-        timing((pool, families), stubs, detectors, chosen, size, args.copy_rate)
+        timing((pool, families), stubs, makers, chosen, size, args.copy_rate, args.large_seed)
 
 
 Pool = tuple[dict[str, list[str]], dict[str, list[int]]]
@@ -299,7 +321,7 @@ COMBINATIONS = [
 def per_disguise(
     pool: Pool,
     stubs: dict[str, str],
-    detectors: dict[str, Detector],
+    makers: dict[str, Maker],
     chosen: dict[str, float],
     n: int,
     rate: float,
@@ -313,15 +335,24 @@ def per_disguise(
             pool[0], n, families=pool[1], copy_rate=rate, seed=2, kinds=kinds, exact=True
         )
         positives = truth(klass)
-        row = []
-        for name, detect in detectors.items():
-            scores = detect(as_class(klass), stubs)
-            p, r, _ = figures(scores, positives, chosen[name])
+        row, recall = [], {}
+        for name, make in makers.items():
+            scores = make(chosen[name])(as_class(klass), stubs)
+            p, recall[name], _ = figures(scores, positives, chosen[name])
             row.append(
-                f"{name} {r:.3f} ({p:.3f}, FP {false_positives(scores, positives, chosen[name])})"
+                f"{name} {recall[name]:.3f} ({p:.3f}, FP {false_positives(scores, positives, chosen[name])})"
             )
         label = "+".join(kinds) if len(kinds) < len(plagiarism.DISGUISES) else "all together"
-        print(f"  {label:44} " + "  ".join(row))
+        print(f"  {label:44} " + "  ".join(row) + _ratio(recall))
+
+
+def _ratio(recall: dict[str, float]) -> str:
+    """the default's recall over before's."""
+    if "default" not in recall or "before" not in recall:
+        return ""
+    return (
+        f"  default/before {recall['default'] / recall['before']:.2f}x" if recall["before"] else ""
+    )
 
 
 def false_positives(scores: Scores, truth: Truth, threshold: float) -> int:
@@ -332,24 +363,33 @@ def false_positives(scores: Scores, truth: Truth, threshold: float) -> int:
 def timing(
     pool: Pool,
     stubs: dict[str, str],
-    detectors: dict[str, Detector],
+    makers: dict[str, Maker],
     chosen: dict[str, float],
     size: int,
     rate: float,
+    seed: int,
 ) -> None:
-    students = plagiarism.make_class(pool[0], size, families=pool[1], copy_rate=rate, seed=3)
+    students = plagiarism.make_class(pool[0], size, families=pool[1], copy_rate=rate, seed=seed)
     positives = truth(students)
-    for name, detect in detectors.items():
-        one = stubs if name.startswith("ours") else dict(list(stubs.items())[:1])
+    print(f"class of {size} (seed {seed}), each at its threshold chosen at the first size:")
+    cpus = {}
+    for name, make in makers.items():
+        one = stubs if not name.startswith("copydetect") else dict(list(stubs.items())[:1])
         t0, c0 = time.perf_counter(), time.process_time()
-        scores = detect(as_class(students), one)
+        scores = make(chosen[name])(as_class(students), one)
         elapsed = (time.perf_counter() - t0) * (len(stubs) / len(one))
         cpu = (time.process_time() - c0) * (len(stubs) / len(one))
         note = "" if one is stubs else f" (1 exercise measured, x{len(stubs)})"
         if one is stubs:
             p, r, _ = figures(scores, positives, chosen[name])
             note = f"  precision {p:.3f}  recall {r:.3f}  FP {false_positives(scores, positives, chosen[name])}"
-        print(f"{name:18} {size} submissions: {elapsed:.1f} s (CPU {cpu:.1f} s){note}")
+        cpus[name] = cpu
+        ratio = (
+            f"  CPU {cpu / cpus['before']:.2f}x before's"
+            if "before" in cpus and name != "before"
+            else ""
+        )
+        print(f"{name:18} {size} submissions: {elapsed:.1f} s (CPU {cpu:.1f} s){note}{ratio}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import ast
 import io
 import re
 import tokenize
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -99,15 +100,15 @@ def test_a_renamed_reordered_copy_is_paired_with_its_original(tmp_path):
     ]
     assert pairs[0]["share"] >= 0.9 and pairs[0]["matched_tokens"] >= 200
     fragment = pairs[0]["fragments"][0]
-    assert (
-        "qs" in fragment["a"]["text"] and "queries" in fragment["b"]["text"]
+    assert any(
+        new in fragment["a"]["text"] and old in fragment["b"]["text"]
+        for old, new in RENAMES.items()
     )  # side by side, each as written
 
 
 def test_independent_solutions_are_not_paired(tmp_path):
-    """The reference solutions beside every honest-corpus style: the only pairs are the two that are not independent
-    work (the single-file homework is the reference cut into one file; two styles share simple_attention's three
-    one-line functions, written by one author, only the softmax call differs)."""
+    """The reference solutions beside every honest-corpus style: the only pairs are the single-file homework's (the
+    reference cut into one file), the one that is not independent work."""
     entries = [("reference", ROOT / "solutions")]
     entries += [(p.name, p) for p in sorted((CORPUS / "honest").iterdir()) if p.is_dir()]
     assert len(entries) > 30
@@ -116,15 +117,17 @@ def test_independent_solutions_are_not_paired(tmp_path):
     homework = {
         p["exercise"] for p in pairs if (p["a"], p["b"]) == ("reference", "single_file_homework")
     }
-    assert homework == set(ASSIGNMENT.ids())
+    # softmax: the reference's few lines are what two honest authors of this corpus wrote alike (the course's
+    # idiom, left out in a class this small): equal to honest work is no evidence of copying
+    assert homework == set(ASSIGNMENT.ids()) - {"softmax"}
     others = [
         (p["exercise"], p["a"], p["b"])
         for p in pairs
         if "single_file_homework" not in (p["a"], p["b"])
     ]
-    assert others == [
-        ("simple_attention", "sdp_shared_helper_module", "simple_imports_own_softmax")
-    ]
+    # the one author's two styles share only one-line functions, which (these folders being the idiom's own
+    # corpus) are idiom: not listed (benchmarks/plagiarism_small.py measures with the idiom held out)
+    assert others == []
 
 
 def test_the_stub_is_given_code_never_evidence():
@@ -244,8 +247,13 @@ def test_hostile_text_in_matched_code_stays_text_in_the_fragments(tmp_path):
         folder(tmp_path, "a", {"causal_attention": hostile}),
         folder(tmp_path, "b", {"causal_attention": disguised(hostile)}),
     ]
-    pairs, _ = evidence.code_pairs(
-        entries=entries, assignment=ASSIGNMENT, exercise_ids=["causal_attention"]
+    pairs, _ = (
+        evidence.code_pairs(  # without the idiom, whose gaps cut the payload's fragment short
+            entries=entries,
+            assignment=ASSIGNMENT,
+            exercise_ids=["causal_attention"],
+            settings=replace(match.Settings(), idiom=False),
+        )
     )
     assert any(
         "<script>" in s["text"] for p in pairs for f in p["fragments"] for s in (f["a"], f["b"])
