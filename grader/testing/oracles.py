@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 
 from grader.testing.checks import expect_shape, fail
-from grader.testing.diagnosis import Detector, Suspects, tag
+from grader.testing.diagnosis import Detector, Suspects, close, tag
 
 
 def value_coefficients(out: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -174,8 +174,8 @@ def returned_before_dropout(
         same = returned.shape == eval_weights.shape and torch.allclose(
             returned.double(), eval_weights.double(), atol=1e-6
         )
-        differs = got.shape != expected.shape or not torch.allclose(
-            got.double(), expected.double(), atol=1e-5, rtol=1e-4
+        differs = not close(
+            got, expected, 0.0, 0.0
         )  # the output was not made from the weights returned
         return (
             "the weights you return are the ones before dropout, the output used the dropped ones"

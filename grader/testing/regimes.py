@@ -15,7 +15,6 @@ Shared by the hidden suites (and shippable: nothing here is an exercise's soluti
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -24,6 +23,7 @@ import torch
 from grader.protocol.errors import StudentError
 from grader.testing.checks import fail
 from grader.testing.diagnosis import Suspects, tag
+from grader.testing.misconceptions import TAG  # how a message names its ids
 
 __all__ = [
     "SHIFT",
@@ -174,9 +174,7 @@ def _broke(
 
 
 def _ids(line: str) -> set[str]:
-    return {
-        i for found in re.findall(r"diagnosis \[([a-z0-9, -]+)\]", line) for i in found.split(", ")
-    }
+    return {i for found in TAG.findall(line) for i in found.split(", ")}
 
 
 def _runs_finite(call: Callable[[], Any]) -> bool:
