@@ -107,8 +107,9 @@ AnyCard = Scorecard | dict[str, Any]
 
 def error_of(card: AnyCard) -> ErrorInfo:
     """The ``error`` of a card with ``status: error``: every card we write has one there
-    (:func:`grader.scoring.scorecard.with_error`), but scorecard schema v2 does not tie ``error`` to
-    ``status``, so a schema-valid card made elsewhere can lack it: a ``TypeError``, as indexing ``None`` was."""
+    (:func:`grader.scoring.scorecard.with_error`) and scorecard schema v3 requires it (v2 cards are read under
+    that rule: :data:`grader.schema.OLDER`), so a validated card always has one; a card never validated (one
+    built in a test) that lacks it raises ``TypeError``, as indexing ``None`` did."""
     error: ErrorInfo | None = card["error"]
     if error is None:
         raise TypeError("a scorecard with status error names no error")

@@ -19,11 +19,11 @@ _TAGGED = re.compile(
 )  # grader.testing.diagnosis.TAG's form
 
 
-def diagnosed(test: Mapping[str, Any]) -> Any:
-    """The misconception a failing test names: its ``diagnosis`` field, or the ``diagnosis [id]: `` tag in its
-    message (how the suites name one); None where it names none. The one place that reads it."""
+def diagnosed(test: Mapping[str, Any]) -> str | None:
+    """The misconception a failing test names: the ``diagnosis [id]: `` tag in its message (how the suites name
+    one: the scorecard's test entry has no field for it); None where it names none. The one place that reads it."""
     tagged = _TAGGED.search(str(test.get("message") or ""))
-    return test.get("diagnosis") or (tagged.group(1) if tagged else None)
+    return tagged.group(1) if tagged else None
 
 
 def split_message(message: str) -> tuple[str, str | None]:

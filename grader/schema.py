@@ -15,13 +15,18 @@ from typing import Any
 
 SCHEMAS = {
     "assignments": 1,
-    "scorecard": 2,  # 2: the attested isolation record; integrity findings' `severity` and `exercises`
+    "scorecard": 3,  # 2: the attested isolation record, integrity findings' `severity`; 3: `error` tied to `status`
     "summary": 3,  # 2: `cuda` (who was graded with CUDA); 3: integrity findings' `construct` and `severity`
     "shard": 1,  # grader batch --shard's manifest, read by grader merge
     "github-classroom": None,
     "gradescope-results": None,  # the whole results.json contract (grader release --gradescope)
     "classroom50-result": None,  # Classroom 50's result.json (grader release --classroom50)
 }
+
+# Older versions a reader still accepts, checked against the current schema: only where a bump added rules that
+# every document of that version this grader wrote already met (scorecard 3 ties `error` to `status`, and our
+# writers always did), so a hand-edited one that breaks them is refused like a current one. Writers emit SCHEMAS'.
+OLDER: dict[str, tuple[int, ...]] = {"scorecard": (2,)}
 
 
 class SchemaError(ValueError):
@@ -31,7 +36,9 @@ class SchemaError(ValueError):
 class SchemaVersionError(SchemaError):
     """A document declares a schema version this grader cannot read."""
 
-    def __init__(self, kind: str, actual: object, expected: int) -> None:
+    def __init__(
+        self, kind: str, actual: object, expected: int, older: tuple[int, ...] = ()
+    ) -> None:
         self.actual_version, self.expected_version = actual, expected
         if isinstance(actual, int) and actual < expected:
             hint = "it is too old: regenerate it with this grader"
@@ -39,7 +46,8 @@ class SchemaVersionError(SchemaError):
             hint = "it is too new: upgrade the grader (pip install -U attention-grader)"
         else:
             hint = "it has no usable schema_version"
-        super().__init__(f"{kind} schema_version {actual!r} is not {expected}: {hint}")
+        accepted = " or ".join(str(v) for v in sorted({expected, *older}))
+        super().__init__(f"{kind} schema_version {actual!r} is not {accepted}: {hint}")
 
 
 def _jsonschema() -> ModuleType:
@@ -69,17 +77,30 @@ def _validator(kind: str) -> Any:
     return js.Draft202012Validator(schema, format_checker=js.Draft202012Validator.FORMAT_CHECKER)
 
 
-def validate(kind: str, document: object) -> None:
-    """Raise :class:`SchemaVersionError` or :class:`SchemaError` unless ``document`` is valid."""
+def validate(kind: str, document: object, *, writing: bool = False) -> None:
+    """Raise :class:`SchemaVersionError` or :class:`SchemaError` unless ``document`` is valid. A reader accepts
+    the current version and those in :data:`OLDER` (under the current rules); ``writing``: only the current."""
     expected = SCHEMAS[kind]
-    if (
-        expected is not None
-        and isinstance(document, dict)
-        and document.get("schema_version") != expected
-    ):
-        raise SchemaVersionError(kind, document.get("schema_version"), expected)
+    if expected is not None and isinstance(document, dict):
+        older = () if writing else OLDER.get(kind, ())
+        version = document.get("schema_version")
+        if version != expected:
+            if not (version in older and type(version) is int):
+                raise SchemaVersionError(kind, version, expected, older)
+            document = {
+                **document,
+                "schema_version": expected,
+            }  # an older one, read by today's rules
     js = _jsonschema()
     error = js.exceptions.best_match(_validator(kind).iter_errors(document))
     if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise SchemaError(f"{kind}: at {where}: {error.message}")
+        raise SchemaError(_message(kind, error))
+
+
+def _message(kind: str, error: Any) -> str:
+    """The first offending path and what is wrong there; a rule tied to another field (``if``/``then``) also
+    says the rule, from the failing subschema's description."""
+    where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+    tied = {"then", "else"} & set(map(str, error.absolute_schema_path))
+    rule = error.schema.get("description") if tied and isinstance(error.schema, dict) else None
+    return f"{kind}: at {where}: {error.message}" + (f" ({rule})" if rule else "")

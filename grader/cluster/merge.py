@@ -31,6 +31,11 @@ from grader.intake.roster import Student
 from grader.sandbox.levels import LEVELS
 from grader.scoring import scorecard
 
+REGRADE = (  # what fixes an unusable card: grader batch regrades a card that fails its schema or its shard
+    "rerun their shard's command, which regrades only those students, or restore each card as the grader "
+    "wrote it; then merge again"
+)
+
 
 class MergeError(UsageError):
     """The shard outputs cannot be merged as given: the message lists every reason (exit 2)."""
@@ -126,14 +131,16 @@ def _cards(parts: list[Part]) -> tuple[dict[str, AnyCard], list[str]]:
                 continue
             card, problem = _parsed(text, part.doc)
             if problem:
-                invalid.append(f"{path}: {problem}")
+                invalid.append(
+                    f"{path} ({student['key']}, shard {part.doc['shard']['index']}): {problem}"
+                )
             else:
                 cards[student["key"]] = scorecard.slim(card)
     problems = (
         [names(f"{len(missing)} student(s) without a scorecard: ", missing)] if missing else []
     )
     if invalid:
-        problems.append(names(f"{len(invalid)} scorecard(s) unusable: ", invalid))
+        problems.append(names(f"{len(invalid)} scorecard(s) unusable ({REGRADE}): ", invalid))
     return cards, problems
 
 

@@ -4,8 +4,8 @@ A row holds what an instructor acts on for one student: points per exercise, sta
 integrity findings, withheld exercises, an identical-submission group, errors, a roster mismatch)
 and the failing tests with their messages (the drill-down), counting the tests a student tried and failed apart
 from those of work not submitted (a stub, a missing file or name). Common mistakes are grouped by what was
-misunderstood: a test's ``diagnosis`` (a misconception id, where the suites give one) or else the test (its name
-without parameters) and its message's first line with numbers masked; each group is counted by distinct
+misunderstood: the ``diagnosis [id]`` tag in a test's message (a misconception id, where the suites give one)
+or else the test (its name without parameters) and its message's first line with numbers masked; each group is counted by distinct
 students, its hint shown in full. Absent work is left out there: it says nothing about a misconception. Every
 string here comes from a card that :func:`grader.exports.outputs.clean_tree` has already made safe text.
 """
@@ -40,10 +40,9 @@ def failure_key(message: str) -> str:
 
 
 def mistake_key(exercise: str, test: TestEntry) -> tuple[str, dict[str, Any]]:
-    """The group a failing test belongs to, and what the report shows of it. With a ``diagnosis`` on the test
-    (a misconception id, or ``{"id": ..., "title": ...}``) or a ``diagnosis [id]: `` tag in its message (how the
-    suites name one) that is the key; else the test without its parameters
-    and :func:`failure_key` of its message. The one place the grouping is decided."""
+    """The group a failing test belongs to, and what the report shows of it. With a ``diagnosis [id]: `` tag in
+    its message (how the suites name a misconception: :func:`grader.gradetext.diagnosed`) that is the key; else
+    the test without its parameters and :func:`failure_key` of its message. The one place the grouping is decided."""
     head, hint = split_message(test["message"])
     shown = {
         "test": f"{exercise}::{_PARAMS.sub('', test['name'])}",
@@ -51,13 +50,7 @@ def mistake_key(exercise: str, test: TestEntry) -> tuple[str, dict[str, Any]]:
         "hint": (hint or "")[:HINT_CHARS],
     }
     diagnosis = diagnosed(test)
-    if isinstance(diagnosis, dict) and isinstance(diagnosis.get("id"), str):
-        return f"diagnosis:{diagnosis['id']}", {
-            **shown,
-            "diagnosis": diagnosis["id"],
-            "message": str(diagnosis.get("title") or shown["message"]),
-        }
-    if isinstance(diagnosis, str) and diagnosis:
+    if diagnosis:
         return f"diagnosis:{diagnosis}", {**shown, "diagnosis": diagnosis}
     return f"{shown['test']}\0{shown['message']}", shown
 

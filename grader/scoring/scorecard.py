@@ -52,7 +52,7 @@ def environment() -> dict[str, Any]:
     }
 
 
-SCHEMA_VERSION = 2  # 2: the attested isolation record; integrity findings' severity and exercises
+SCHEMA_VERSION = 3  # 2: the attested isolation record, integrity severity; 3: error tied to status (grader.schema)
 
 
 def new(
@@ -182,7 +182,7 @@ def _capped(tests: list[TestEntry], score: ExerciseScore) -> list[TestEntry]:
 
 def write(card: AnyCard, out: Path) -> None:
     """Validate, then write atomically (temp file in the same folder + ``os.replace``)."""
-    schema.validate("scorecard", card)
+    schema.validate("scorecard", card, writing=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     try:
@@ -207,7 +207,7 @@ def slim(card: AnyCard) -> dict[str, Any]:
 
 
 def dumps(card: AnyCard) -> str:
-    schema.validate("scorecard", card)
+    schema.validate("scorecard", card, writing=True)
     return json.dumps(card, indent=2)
 
 

@@ -3,8 +3,9 @@
 Each failed test's ``wrong_answer`` (a digest of the values the student's code gave back, taken by the trusted
 runner: :mod:`grader.scoring.answers`) is comparable only with the same test graded on the same seed. A wrong
 answer more than ``few`` students share is a common mistake (students make it independently), never evidence, nor
-is a failure whose test names its misconception (a ``diagnosis`` from the feedback catalogue, where the scorecard
-carries one); what is left groups the students who share it, and a group is listed when they share at least ``min_tests`` of them.
+is a failure whose message names its misconception (a ``diagnosis [id]`` tag from the feedback catalogue:
+:func:`grader.gradetext.diagnosed`); what is left groups the students who share it, and a group is listed
+when they share at least ``min_tests`` of them.
 """
 
 from __future__ import annotations

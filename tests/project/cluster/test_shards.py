@@ -20,6 +20,7 @@ import pytest
 from grader import schema
 from grader.cli.main import main
 from grader.cluster import shard
+from grader.cluster.mergecheck import card_name
 from grader.errors import UsageError
 from grader.intake import classfolder as discover
 from tests.project.support.common import CORPUS, ROOT
@@ -284,6 +285,36 @@ def test_merge_names_a_missing_shard_a_missing_student_and_a_duplicate(runs, tmp
     err = _refused(capsys, str(again), str(s2), "--out", str(tmp_path / "out"))
     assert "shard 2/2" in err and "did not finish" in err
     assert not (tmp_path / "out").exists()
+
+
+def _card_of(folders: list[Path], key: str) -> Path:
+    for folder in folders:
+        doc = json.loads(next(folder.glob("shard-*-of-*.json")).read_text())
+        for student in doc["students"]:
+            if student["key"] == key:
+                return folder / card_name(student)
+    raise AssertionError(f"no shard lists {key}")
+
+
+def test_merge_refuses_an_error_card_without_its_error_and_reads_a_version_2_one(
+    runs, tmp_path, capsys
+):
+    """Scorecard schema 3 ties ``error`` to ``status``: a hand-edited error card with ``error: null`` is
+    named (file, student, shard) with what to do, before the summary would fail on it; schema 2 still merges."""
+    base = runs[0]
+    s1, s2 = _copy(runs, tmp_path, "s1", "s2")
+    broken = _card_of([s1, s2], "broken")  # an intake error card
+    _edit(broken, lambda d: d.update(error=None))
+    err = _refused(capsys, str(s1), str(s2), "--out", str(tmp_path / "out"))
+    assert "1 scorecard(s) unusable (rerun their shard's command" in err
+    assert f"{broken} (broken, shard " in err and "at error: None is not of type 'object'" in err
+    assert "status error names its error" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+    _edit(broken, lambda d: d.update(error={"kind": "intake", "message": "x"}, schema_version=2))
+    assert main(["merge", str(s1), str(s2), "--out", str(tmp_path / "old")]) == 1
+    assert (tmp_path / "old" / "gradebook.csv").read_text() == (
+        base / "single" / "gradebook.csv"
+    ).read_text()
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,7 @@ def card(
     }
     graded = error is None
     return {
-        "schema_version": 2,
+        "schema_version": 3,
         "assignment": "attention-basics",
         "submission": {
             "path": f"/class/{student}{text}",

@@ -1,8 +1,8 @@
 """The report's "Common mistakes" and students table (issue 28.10).
 
-- One mistake is one row: grouped by the misconception a test diagnosed where the scorecard carries one (a test's
-  ``diagnosis``), else by the test without its parameters and the message's first line with numbers masked; the
-  hint is shown in full. On 4ad1d57 300 students making one mistake on varied inputs gave up to 15 rows of raw
+- One mistake is one row: grouped by the misconception a test diagnosed where its message names one (a
+  ``diagnosis [id]:`` tag), else by the test without its parameters and the message's first line with numbers
+  masked; the hint is shown in full. On 4ad1d57 300 students making one mistake on varied inputs gave up to 15 rows of raw
   assertion text (one per distinct message), the hint cut off at 240 characters and never shown on its own.
 - Each student's failing count tells "tried and failed" apart from "not submitted".
 - Sorting works from the keyboard: a real Tab and Enter in headless Chromium sort the students table.
@@ -84,42 +84,12 @@ def test_three_hundred_students_with_one_mistake_make_one_row_with_its_hint_in_f
     assert row["message"].startswith("softmax_stable(#x#): got inf at [#, #]")
 
 
-def test_a_diagnosis_on_the_test_is_the_group_whatever_the_message():
-    """The suites' diagnosis (a misconception id, or an object with one) groups failures of different tests."""
-    named = [
-        (
-            "a",
-            _card(
-                "a",
-                [
-                    _test(
-                        "test_rows_sum_to_one", "rows sum to 3.2, expected 1", diagnosis="sums-dim0"
-                    )
-                ],
-            ),
-        ),
-        (
-            "b",
-            _card(
-                "b",
-                [
-                    _test(
-                        "test_matches_torch",
-                        "max error 0.41 at [2, 1]",
-                        diagnosis={
-                            "id": "sums-dim0",
-                            "title": "normalises over the wrong dimension",
-                        },
-                    )
-                ],
-            ),
-        ),
-        ("c", _card("c", [_test("test_matches_torch", "max error 0.41 at [2, 1]")])),
-    ]
-    rows = students.common_mistakes(named)
-    by = {r.get("diagnosis", "-"): r for r in rows}
-    assert set(by) == {"sums-dim0", "-"} and by["sums-dim0"]["count"] == 2 and by["-"]["count"] == 1
-    assert by["sums-dim0"]["students"] == ["a", "b"]
+def test_a_diagnosis_is_named_in_the_message_never_in_a_field_of_the_test():
+    """The scorecard's test entry has no ``diagnosis`` field (the suites tag the message: grader.testing.diagnosis),
+    so the schema refuses a card with one; grader.gradetext.diagnosed reads only the tag."""
+    card = _card("a", [_test("test_rows_sum_to_one", "rows sum to 3.2", diagnosis="sums-dim0")])
+    with pytest.raises(schema.SchemaError, match=r"Additional properties.*'diagnosis'"):
+        schema.validate("scorecard", card)
 
 
 def test_a_diagnosis_tag_in_the_message_is_the_group_and_its_text_the_hint():
@@ -142,6 +112,8 @@ def test_a_diagnosis_tag_in_the_message_is_the_group_and_its_text_the_hint():
         ("b", _card("b", [tagged[1]])),
         ("c", _card("c", [_test("test_matches_torch", "max error 0.41 at [2, 1]")])),
     ]
+    for _, card in named:
+        schema.validate("scorecard", card)
     rows = students.common_mistakes(named)
     by = {r.get("diagnosis", "-"): r for r in rows}
     assert set(by) == {"softmax-wrong-dim", "-"} and by["softmax-wrong-dim"]["students"] == [

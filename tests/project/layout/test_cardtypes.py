@@ -18,7 +18,7 @@ PARTS = [
     (cardtypes.Submission, SCHEMA["properties"]["submission"]),
     (cardtypes.StudentOutput, SCHEMA["properties"]["student_output"]),
     (cardtypes.GraderInfo, SCHEMA["properties"]["grader"]),
-    (cardtypes.ErrorInfo, SCHEMA["properties"]["error"]["oneOf"][1]),
+    (cardtypes.ErrorInfo, SCHEMA["$defs"]["error"]),
 ]
 
 

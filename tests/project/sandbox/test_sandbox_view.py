@@ -238,7 +238,7 @@ def test_the_worker_queues_its_gpu_memory_cap_without_touching_cuda():
 
 def _card(isolation_record: dict) -> dict:
     return {
-        "schema_version": 2,
+        "schema_version": 3,
         "assignment": "a",
         "submission": {"path": "p", "sha256": "", "layout": "folder", "files": []},
         "status": "graded",

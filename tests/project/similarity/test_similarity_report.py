@@ -71,10 +71,12 @@ def test_same_wrong_answers_group_and_common_mistakes_are_left_out():
         found,
         0,
     )  # answer 4 now counts, but five students share only that one
-    for _, c in named[
-        :2
-    ]:  # a misconception the feedback names (a test's diagnosis) is never evidence
-        c["exercises"][0]["tests"][1]["diagnosis"] = "scale-by-d-out"
+    for _, c in named[:2]:  # a misconception the feedback names (a diagnosis tag) is never evidence
+        test = c["exercises"][0]["tests"][1]
+        test["message"] += "\n  diagnosis [scale-by-d-out]: your output is scaled by 1/d_out"
+        schema.validate(
+            "scorecard", c
+        )  # the tag is in the message: the test entry has no such field
     found, left_out = answers.groups(named)
     assert (found, left_out) == ([], 2)  # ann and ben now share test 3 only: under min_tests
 
