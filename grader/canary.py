@@ -1,15 +1,16 @@
 """The grader proves it can grade before it scores anyone: the canary.
 
 Before ``grader grade`` or ``grader batch`` grades a student, the reference solutions and the stubs
-are graded in the same sandbox configuration (backend, limits, exercises, time limits). The solutions
-must get full marks and the stubs zero; otherwise the run is refused with the reason ("reference
-solutions scored 0/100 here: RuntimeError: Numpy is not available") and no student scorecard is
-written. A machine that cannot grade (a missing dependency, a broken sandbox, CUDA that does not
-initialise) then fails loudly instead of giving every student 0.
+are graded in the same sandbox configuration (backend, limits, exercises, time limits). The
+solutions must get full marks and the stubs zero; otherwise the run is refused with the reason
+("reference solutions scored 0/100 here: RuntimeError: Numpy is not available") and no student
+scorecard is written. A machine that cannot grade (a missing dependency, a broken sandbox, CUDA that
+does not initialise) then fails loudly instead of giving every student 0.
 
-The proof is cached (:mod:`grader.proofs`) per (grader source, manifest and suites, environment, launch
-configuration, exercises): a batch pays for it once, and so does every later run on an unchanged machine.
-It keeps the CPU time each reference test took, from which the grades after it take their per-test limits.
+The proof is cached (:mod:`grader.proofs`) per (grader source, manifest and suites, environment,
+launch configuration, exercises): a batch pays for it once, and so does every later run on an
+unchanged machine. It keeps the CPU time each reference test took, from which the grades after it
+take their per-test limits.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ class CanaryFailed(GraderFault):
 @dataclass(frozen=True)
 class Attested:
     """What a run attests before it grades anyone (:func:`attest`): ``record``, the proof's
-    (:meth:`Proof.record`; None: the canary is off), and ``zygote``, the one the proof's workers forked from
-    (the caller's now, to grade from or close)."""
+    (:meth:`Proof.record`; None: the canary is off), and ``zygote``, the one the proof's workers
+    forked from (the caller's now, to grade from or close)."""
 
     record: dict[str, Any] | None
     zygote: SharedZygote | None = None
@@ -97,12 +98,13 @@ def attest(
     fork: bool = False,
     say: Callable[[str], None] | None = None,
 ) -> Attested:
-    """Prove, then grade: the one decision every path that grades students makes first. ``enabled`` False (the
-    project's own tests): nothing proven, nothing attested. Else a proof that is due is announced to ``say``
-    (it takes tens of seconds), its workers fork from this user's zygote when ``fork`` (started now, as the
-    students' will fork: :func:`zygote_for_proof`), and its record is what the run attests. A machine that
-    cannot grade raises :class:`CanaryFailed`: the caller refuses to grade (or reports it, where refusing is
-    another machine's decision); the zygote is closed then, else handed to the caller."""
+    """Prove, then grade: the one decision every path that grades students makes first. ``enabled``
+    False (the project's own tests): nothing proven, nothing attested. Else a proof that is due is
+    announced to ``say`` (it takes tens of seconds), its workers fork from this user's zygote when
+    ``fork`` (started now, as the students' will fork: :func:`zygote_for_proof`), and its record is
+    what the run attests. A machine that cannot grade raises :class:`CanaryFailed`: the caller
+    refuses to grade (or reports it, where refusing is another machine's decision); the zygote is
+    closed then, else handed to the caller."""
     if not enabled:
         return Attested(None)
     where = _Where(backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit)
@@ -135,10 +137,11 @@ def prove(
     per_test_time_limit: float | None = None,
     starter: WorkerStarter | None = None,
 ) -> Proof:
-    """Grade solutions and stubs under ``backend`` (or reuse a cached proof); raise :class:`CanaryFailed`.
+    """Grade solutions and stubs under ``backend`` (or reuse a cached proof); raise
+    :class:`CanaryFailed`.
 
-    ``starter`` starts their sandboxed workers the way the students' will be started (forks of this user's
-    zygote, where the command uses one); None: freshly exec'd workers."""
+    ``starter`` starts their sandboxed workers the way the students' will be started (forks of this
+    user's zygote, where the command uses one); None: freshly exec'd workers."""
     key = cache_key(
         assignment, backend=backend, exercises=exercises, per_test_time_limit=per_test_time_limit
     )
@@ -208,9 +211,10 @@ def zygote_for_proof(
     exercises: list[str] | None = None,
     per_test_time_limit: float | None = None,
 ) -> SharedZygote | None:
-    """This user's zygote, started now when a proof is due under a backend that forks; None when a cached proof
-    will do or the backend cannot fork. Started before the caller imports the grading side, it warms up meanwhile,
-    and the proof's workers fork from it as the students' will (two cold workers were 3 CPU-seconds of a first run)."""
+    """This user's zygote, started now when a proof is due under a backend that forks; None when a
+    cached proof will do or the backend cannot fork. Started before the caller imports the grading
+    side, it warms up meanwhile, and the proof's workers fork from it as the students' will (two
+    cold workers were 3 CPU-seconds of a first run)."""
     from grader.sandbox import shared_zygote
     from grader.sandbox.zygote_client import FORKABLE
 

@@ -1,9 +1,11 @@
-"""The scorecard's shape as types: :class:`Scorecard` and its parts, checked against the scorecard schema's
-required and optional keys (tests/project/scoring/test_cardtypes.py), so the code and the schema cannot drift.
+"""The scorecard's shape as types: :class:`Scorecard` and its parts, checked against the scorecard
+schema's required and optional keys (tests/project/scoring/test_cardtypes.py), so the code and the
+schema cannot drift.
 
-No ``from __future__ import annotations`` here: TypedDict reads ``NotRequired`` from evaluated annotations.
-``timings`` is filled in as a grade goes (``started`` first, ``finished`` and ``total_s`` at the end), so its
-type has every key optional; the schema requires the three on a written card.
+No ``from __future__ import annotations`` here: TypedDict reads ``NotRequired`` from evaluated
+annotations. ``timings`` is filled in as a grade goes (``started`` first, ``finished`` and
+``total_s`` at the end), so its type has every key optional; the schema requires the three on a
+written card.
 """
 
 from typing import Any, Literal, NotRequired, TypedDict, TypeGuard, get_args
@@ -100,16 +102,18 @@ class Scorecard(TypedDict):
     canary: NotRequired[dict[str, Any]]
 
 
-# A scorecard made in this process (typed), or one read back as JSON from a pipe or a file (checked by the schema
-# where it was written), or its slim form (grader.scoring.scorecard.slim): what the batch and the exports hold.
+# A scorecard made in this process (typed), or one read back as JSON from a pipe or a file (checked
+# by the schema where it was written), or its slim form (grader.scoring.scorecard.slim): what the
+# batch and the exports hold.
 AnyCard = Scorecard | dict[str, Any]
 
 
 def error_of(card: AnyCard) -> ErrorInfo:
     """The ``error`` of a card with ``status: error``: every card we write has one there
-    (:func:`grader.scoring.scorecard.with_error`) and scorecard schema v3 requires it (v2 cards are read under
-    that rule: :data:`grader.schema.OLDER`), so a validated card always has one; a card never validated (one
-    built in a test) that lacks it raises ``TypeError``, as indexing ``None`` did."""
+    (:func:`grader.scoring.scorecard.with_error`) and scorecard schema v3 requires it (v2 cards are
+    read under that rule: :data:`grader.schema.OLDER`), so a validated card always has one; a card
+    never validated (one built in a test) that lacks it raises ``TypeError``, as indexing ``None``
+    did."""
     error: ErrorInfo | None = card["error"]
     if error is None:
         raise TypeError("a scorecard with status error names no error")

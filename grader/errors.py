@@ -7,7 +7,8 @@
 - :class:`SubmissionError`: a submission that cannot be read as given (intake). It becomes an
   intake-error scorecard, never an exit of its own.
 
-What student code raises is not here: it crosses the wall as plain data (:mod:`grader.protocol.errors`).
+What student code raises is not here: it crosses the wall as plain data
+(:mod:`grader.protocol.errors`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import sys
 from enum import IntEnum
 from typing import NoReturn
 
-# torch's import warning without numpy (not a dependency, never used here): every command filters it (the grader's,
-# a student's `grader check`/`ci`, a student repository's pytest ini), as nothing a student can act on
+# torch's import warning without numpy (not a dependency, never used here): every command filters it
+# (the grader's, a student's `grader check`/`ci`, a student repository's pytest ini), as nothing a
+# student can act on
 NO_NUMPY = "Failed to initialize NumPy"
 
 
@@ -33,16 +35,18 @@ class ExitCode(IntEnum):
 
 
 def exit_now(code: int) -> NoReturn:
-    """End a quick command (``grader grade``/``check``/``ci``) without the interpreter's teardown: with torch and
-    pytest loaded it takes 0.3 s after the result is out. Callers have written their results (atomically) and
-    reaped their workers in ``finally`` blocks already; only the output buffers are left to flush."""
+    """End a quick command (``grader grade``/``check``/``ci``) without the interpreter's teardown:
+    with torch and pytest loaded it takes 0.3 s after the result is out. Callers have written their
+    results (atomically) and reaped their workers in ``finally`` blocks already; only the output
+    buffers are left to flush."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 
 
 class GraderError(Exception):
-    """Base of every error the trusted side raises on purpose; ``label`` is how the CLI introduces it."""
+    """Base of every error the trusted side raises on purpose; ``label`` is how the CLI introduces
+    it."""
 
     label = "error"
 

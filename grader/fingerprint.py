@@ -1,15 +1,17 @@
 """What decides a grade, fingerprinted: the one place that says which inputs a scorecard depends on.
 
-A scorecard records :func:`record` (``grader.fingerprint``): one digest per part that can change a grade (the
-grader's source, the assignment's manifest entry, its hidden suites, the reference solutions, torch, Python,
-the isolation level and the grading options) and ``key``, a digest of them all. ``grader batch`` keeps a
-scorecard only while its record equals the one this run would write (:func:`changed` names what differs, and
-:data:`REASONS` says it in words), so an instructor who fixes a hidden test, a point value or a reference and
-reruns gets new grades and is told how many and why. The canary's cache key (:mod:`grader.canary`) and the
-agreement of shards and Dask workers (:func:`inputs_digest`) are made from the same file lists.
+A scorecard records :func:`record` (``grader.fingerprint``): one digest per part that can change a
+grade (the grader's source, the assignment's manifest entry, its hidden suites, the reference
+solutions, torch, Python, the isolation level and the grading options) and ``key``, a digest of them
+all. ``grader batch`` keeps a scorecard only while its record equals the one this run would write
+(:func:`changed` names what differs, and :data:`REASONS` says it in words), so an instructor who
+fixes a hidden test, a point value or a reference and reruns gets new grades and is told how many
+and why. The canary's cache key (:mod:`grader.canary`) and the agreement of shards and Dask workers
+(:func:`inputs_digest`) are made from the same file lists.
 
-Files are named by their path relative to the grader package or the manifest's folder, so the record is the
-same wherever a checkout lives (on every machine of a cluster). Reading torch's version costs no import.
+Files are named by their path relative to the grader package or the manifest's folder, so the record
+is the same wherever a checkout lives (on every machine of a cluster). Reading torch's version costs
+no import.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ PACKAGE = Path(__file__).resolve().parent
 
 
 def files(assignment: manifest.Assignment) -> dict[str, list[Path]]:
-    """The files behind each part of the record, and ``stubs`` (``exercises/``: only the canary grades them)."""
+    """The files behind each part of the record, and ``stubs`` (``exercises/``: only the canary
+    grades them)."""
     root = assignment.root
     return {
         "grader": sorted({*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.json")}),
@@ -59,7 +62,8 @@ def record(
     require_cuda: bool = False,
     per_test_time_limit: float | None = None,
 ) -> dict[str, str]:
-    """The scorecard's ``grader.fingerprint``: each part's digest (or its plain value) and ``key`` over all."""
+    """The scorecard's ``grader.fingerprint``: each part's digest (or its plain value) and ``key``
+    over all."""
     found = files(assignment)
     parts = {
         "grader": _digest(found["grader"], assignment),
@@ -75,8 +79,9 @@ def record(
 
 
 def changed(old: dict[str, Any] | None, new: dict[str, str]) -> list[str]:
-    """The parts of ``new`` that ``old`` (a scorecard's record, None when it has none) does not match, in
-    :data:`PARTS` order; ``["missing"]`` when there is no record; [] when the scorecard is current."""
+    """The parts of ``new`` that ``old`` (a scorecard's record, None when it has none) does not
+    match, in :data:`PARTS` order; ``["missing"]`` when there is no record; [] when the scorecard is
+    current."""
     if not isinstance(old, dict):
         return ["missing"]
     if old.get("key") == new["key"]:
@@ -85,8 +90,9 @@ def changed(old: dict[str, Any] | None, new: dict[str, str]) -> list[str]:
 
 
 def inputs_digest(assignment: manifest.Assignment) -> str:
-    """The machine-independent files a grade and the canary's proof depend on (grader, manifest, suites,
-    references, stubs), by relative name: equal on every host with the same checkout (shards, Dask workers)."""
+    """The machine-independent files a grade and the canary's proof depend on (grader, manifest,
+    suites, references, stubs), by relative name: equal on every host with the same checkout
+    (shards, Dask workers)."""
     digest = hashlib.sha256(f"{__version__}\0{assignment.id}\0".encode())
     for part, paths in files(assignment).items():
         digest.update(f"{part}\0{_digest(paths, assignment)}\0".encode())
@@ -104,8 +110,9 @@ def torch_version() -> str:
 
 
 def _digest(paths: list[Path], assignment: manifest.Assignment) -> str:
-    """sha256 over the files' relative names and contents; reused while no file's size or mtime changed (a slot
-    process records it for every submission it grades: 35 ms of hashing each time, 1 ms of ``stat``)."""
+    """sha256 over the files' relative names and contents; reused while no file's size or mtime
+    changed (a slot process records it for every submission it grades: 35 ms of hashing each time, 1
+    ms of ``stat``)."""
     stats = []
     for path in paths:
         try:
@@ -128,7 +135,8 @@ _DIGESTS: dict[tuple[str, tuple[tuple[str, int, int, int], ...]], str] = {}
 
 
 def _name(path: Path, assignment: manifest.Assignment) -> str:
-    """``path`` relative to the grader package or the manifest's folder: the same on every machine."""
+    """``path`` relative to the grader package or the manifest's folder: the same on every
+    machine."""
     resolved = path.resolve()
     for base, label in ((PACKAGE, "grader"), (assignment.root.resolve(), "assignment")):
         if resolved.is_relative_to(base):

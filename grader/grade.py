@@ -40,7 +40,8 @@ class GradeRefused(UsageError):
 
 
 class OptionChanges(TypedDict, total=False):
-    """``grade(sub, isolation="process", seed=1)``: short for ``options=GradeOptions(isolation=..., seed=...)``."""
+    """``grade(sub, isolation="process", seed=1)``: short for ``options=GradeOptions(isolation=...,
+    seed=...)``."""
 
     isolation: str
     require_isolation: str | None
@@ -64,7 +65,8 @@ def grade(
 
     ``assignment`` is the loaded assignment (default: ``options.load()``); ``starter`` starts the
     sandboxed workers (:mod:`grader.sandbox.starters`: cold by default, a pre-started worker, or
-    forks of a zygote) and gives their launch slot; keyword ``changes`` override fields of ``options``.
+    forks of a zygote) and gives their launch slot; keyword ``changes`` override fields of
+    ``options``.
     """
     options, starter = _resolve(options or GradeOptions(), starter, changes)
     started, t0 = scorecard.now(), time.monotonic()
@@ -121,8 +123,8 @@ def grade(
 
 
 def _check_view(launch: iso.LaunchSpec, assignment: manifest.Assignment) -> None:
-    """A leased uid with no view of its own must be able to read what the worker needs; and where only file
-    permissions stand between it and the secrets, they must hold."""
+    """A leased uid with no view of its own must be able to read what the worker needs; and where
+    only file permissions stand between it and the secrets, they must hold."""
     missing = launch.unreadable()
     if missing:
         raise choice.IsolationError(
@@ -225,7 +227,8 @@ def _run(
     if code == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt
     if makers.sandbox is not None and makers.sandbox.grader_fault is not None:
-        raise makers.sandbox.grader_fault  # pytest saw only failed tests: the fault is the grader's, not the student's
+        # pytest saw only failed tests: the fault is the grader's, not the student's
+        raise makers.sandbox.grader_fault
     card["timings"]["tests_s"] = round(time.monotonic() - t, 4)
     ids = {e.id for e in chosen}
     scores = [
@@ -235,7 +238,8 @@ def _run(
     scorecard.scored(card, scores, require_cuda=require_cuda)
     # `integrity` findings, per-exercise `withheld`, the total without them
     withhold.annotate(card, verdict)
-    # from the record made before grading: asking the spec again would re-create the groups just removed
+    # from the record made before grading: asking the spec again would re-create the groups just
+    # removed
     card["isolation"]["memory_figure"] = (
         "cgroup" if card["isolation"]["cgroup"] != "none" else "in-process"
     )
@@ -267,16 +271,14 @@ def _skeleton(
     student_id: str | None,
     exercises: list[str] | None,
 ) -> Scorecard:
-    isolation = (
-        launch.describe()
-        if backend != "inprocess"
-        else {
-            **launch.describe(),
+    isolation = launch.describe()
+    if backend == "inprocess":  # nothing isolated: the card says so, whatever was asked for
+        isolation = {
+            **isolation,
             "backend": "inprocess",
             "cgroup": "none",
             "file_view": "inprocess",
         }
-    )
     # an intake error's card is out of what was to be graded
     chosen = set(exercises or assignment.ids())
     max_score = sum(e.points for e in assignment.exercises if e.id in chosen)

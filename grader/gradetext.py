@@ -1,8 +1,9 @@
-"""What ``grader grade`` says to a person: the total, one line per exercise, the reason for an error.
+"""What ``grader grade`` says to a person: the total, one line per exercise, the reason for an
+error.
 
-Plain text (it goes to a terminal, a pipe or a CI log alike); every student-influenced part passes through
-:mod:`grader.safetext` (a test message cannot forge a line). The scorecard itself is JSON on request
-(``--json``) or in a file (``--out``).
+Plain text (it goes to a terminal, a pipe or a CI log alike); every student-influenced part passes
+through :mod:`grader.safetext` (a test message cannot forge a line). The scorecard itself is JSON on
+request (``--json``) or in a file (``--out``).
 """
 
 from __future__ import annotations
@@ -20,16 +21,18 @@ _TAGGED = re.compile(
 
 
 def diagnosed(test: Mapping[str, Any]) -> str | None:
-    """The misconception a failing test names: the ``diagnosis [id]: `` tag in its message (how the suites name
-    one: the scorecard's test entry has no field for it); None where it names none. The one place that reads it."""
+    """The misconception a failing test names: the ``diagnosis [id]: `` tag in its message (how the
+    suites name one: the scorecard's test entry has no field for it); None where it names none. The
+    one place that reads it."""
     tagged = _TAGGED.search(str(test.get("message") or ""))
     return tagged.group(1) if tagged else None
 
 
 def split_message(message: str) -> tuple[str, str | None]:
-    """(the failure without its diagnosis or hint, that diagnosis or hint or None): a check ends its message with
-    ``\\n  diagnosis [id]: ...`` (what the output shows, :mod:`grader.testing.diagnosis`) or ``\\n  hint: ...``
-    (:func:`grader.testing.checks.fail`). Light: ``grader check``, this summary and the batch report share it."""
+    """(the failure without its diagnosis or hint, that diagnosis or hint or None): a check ends its
+    message with ``\\n  diagnosis [id]: ...`` (what the output shows,
+    :mod:`grader.testing.diagnosis`) or ``\\n  hint: ...`` (:func:`grader.testing.checks.fail`).
+    Light: ``grader check``, this summary and the batch report share it."""
     found = re.search(r"\n  (diagnosis \[[a-z0-9, -]+\]: |hint: )", message)
     if not found:
         return message.strip(), None
@@ -39,7 +42,8 @@ def split_message(message: str) -> tuple[str, str | None]:
 
 
 def summary(card: Scorecard) -> list[str]:
-    """The human summary of one scorecard, first line ``graded: 87/100 ...`` or ``error (intake): why``."""
+    """The human summary of one scorecard, first line ``graded: 87/100 ...`` or ``error (intake):
+    why``."""
     if card["status"] == "error":
         error = card["error"]
         kind, message = (error["kind"], error["message"]) if error else ("grader", "")

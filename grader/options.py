@@ -1,8 +1,9 @@
 """How submissions are graded, as one frozen object: :class:`GradeOptions`.
 
-``grade()``, ``grader grade``, ``grader batch`` (whose :class:`grader.batch.results.Options` adds the
-batch's own fields) and the canary take it, and the CLIs read their argparse defaults from it. A module
-of its own, light to import: ``grader --help`` must not load pytest or torch to show a default.
+``grade()``, ``grader grade``, ``grader batch`` (whose :class:`grader.batch.results.Options` adds
+the batch's own fields) and the canary take it, and the CLIs read their argparse defaults from it. A
+module of its own, light to import: ``grader --help`` must not load pytest or torch to show a
+default.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ __all__ = ["DEFAULTS", "GradeOptions", "launch_spec"]
 @dataclass(frozen=True, kw_only=True)
 class GradeOptions:
     """How submissions are graded: one object for ``grader grade``, ``grader batch`` (whose
-    :class:`grader.batch.results.Options` adds its own) and the canary; the CLIs' defaults are read from it."""
+    :class:`grader.batch.results.Options` adds its own) and the canary; the CLIs' defaults are read
+    from it."""
 
-    assignment: str | None = (
-        None  # the assignment's id in the manifest (None: the manifest's default one)
-    )
+    # the assignment's id in the manifest (None: the manifest's default one)
+    assignment: str | None = None
     manifest_path: Path | None = None  # assignments.json (default: this checkout's)
     isolation: str = "auto"
     require_isolation: str | None = None
@@ -33,9 +34,8 @@ class GradeOptions:
     threads: int = 1  # torch threads of each sandboxed worker
     exercises: list[str] | None = None  # grade only these exercise ids (quick checks, tests)
     per_test_time_limit: float | None = None  # overrides the manifest's per-exercise limits
-    canary: bool = (
-        True  # the commands prove the machine first (False: the project's own tests only)
-    )
+    # the commands prove the machine first (False: the project's own tests only)
+    canary: bool = True
 
     def load(self) -> manifest.Assignment:
         """The assignment these options name, its hidden suites and references there (raises
@@ -49,7 +49,8 @@ DEFAULTS = GradeOptions()  # what the CLIs show and use when an option is not gi
 def launch_spec(
     assignment: manifest.Assignment, backend: BackendName, *, slot: int = 0, threads: int = 1
 ) -> iso.LaunchSpec:
-    """The worker launch spec ``grade()`` uses (so a caller can pre-start a matching warm worker)."""
+    """The worker launch spec ``grade()`` uses (so a caller can pre-start a matching warm
+    worker)."""
     lim = assignment.limits
     limits = iso.Limits(
         memory_mb=lim.memory_mb,

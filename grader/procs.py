@@ -28,8 +28,9 @@ _BOOT = (
 
 
 def module_argv(module: str, *args: str, site: bool = True) -> list[str]:
-    """``python -I`` running ``module`` as ``__main__`` with ``grader`` imported from :data:`LIB_ROOT` only
-    (``site=False``: also ``-S``, for a stdlib-only module: no site-packages, a 0.1 s faster start)."""
+    """``python -I`` running ``module`` as ``__main__`` with ``grader`` imported from
+    :data:`LIB_ROOT` only (``site=False``: also ``-S``, for a stdlib-only module: no site-packages,
+    a 0.1 s faster start)."""
     return [
         sys.executable,
         "-I",
@@ -43,7 +44,8 @@ def module_argv(module: str, *args: str, site: bool = True) -> list[str]:
 
 
 def env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a trusted subprocess gets: a few plain variables and our own ``GRADER_*`` ones."""
+    """The environment a trusted subprocess gets: a few plain variables and our own ``GRADER_*``
+    ones."""
     kept = {k: v for k, v in os.environ.items() if k in _PASS_ENV or k.startswith("GRADER_")}
     kept.setdefault("PATH", "/usr/bin:/bin")
     kept.setdefault("LANG", "C.UTF-8")
@@ -56,8 +58,8 @@ def popen_kwargs(extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def cache_root() -> Path:
-    """This user's cache folder for the grader (``$GRADER_CACHE_DIR``, else the XDG cache): the canary's proofs
-    and the long-lived zygote's socket live below it."""
+    """This user's cache folder for the grader (``$GRADER_CACHE_DIR``, else the XDG cache): the
+    canary's proofs and the long-lived zygote's socket live below it."""
     base = (
         os.environ.get(CACHE_ENV) or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     )
@@ -65,8 +67,9 @@ def cache_root() -> Path:
 
 
 def own_folder(candidates: Sequence[Path], mode: int) -> Path | None:
-    """The first of ``candidates`` that is (or is made now as) a real folder of ours that no one else may write:
-    not a link, not another user's, not group- or world-writable (a planted folder under /tmp is none of these)."""
+    """The first of ``candidates`` that is (or is made now as) a real folder of ours that no one
+    else may write: not a link, not another user's, not group- or world-writable (a planted folder
+    under /tmp is none of these)."""
     for path in candidates:
         try:
             path.mkdir(mode=mode, parents=True, exist_ok=True)
@@ -79,7 +82,8 @@ def own_folder(candidates: Sequence[Path], mode: int) -> Path | None:
 
 
 def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (another user's process counts: signalling it is refused, not missing)."""
+    """Whether process ``pid`` exists (another user's process counts: signalling it is refused, not
+    missing)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -90,8 +94,9 @@ def alive(pid: int) -> bool:
 
 
 def limit_self(*, cpu_s: int, memory_bytes: int) -> None:
-    """Cap this process's address space at ``memory_bytes`` and its CPU time at ``cpu_s`` (SIGXCPU, then SIGKILL
-    a second later): the first thing a :func:`run_bounded` child does, before it reads a byte of its input."""
+    """Cap this process's address space at ``memory_bytes`` and its CPU time at ``cpu_s`` (SIGXCPU,
+    then SIGKILL a second later): the first thing a :func:`run_bounded` child does, before it reads
+    a byte of its input."""
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
@@ -101,9 +106,10 @@ def limit_self(*, cpu_s: int, memory_bytes: int) -> None:
 def run_bounded(
     module: str, *args: str, what: str, wall_s: float, cpu_s: float, **io: Any
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run stdlib-only ``module`` (which limits its own CPU time and memory) to completion, its output captured;
-    ``io``: ``stdin=`` or ``input=``. A child that cannot start, or runs ``wall_s`` without using its ``cpu_s``
-    (the machine is starved), is the grader's problem: :class:`~grader.errors.GraderFault` naming ``what``."""
+    """Run stdlib-only ``module`` (which limits its own CPU time and memory) to completion, its
+    output captured; ``io``: ``stdin=`` or ``input=``. A child that cannot start, or runs ``wall_s``
+    without using its ``cpu_s`` (the machine is starved), is the grader's problem:
+    :class:`~grader.errors.GraderFault` naming ``what``."""
     from grader.errors import GraderFault
 
     try:

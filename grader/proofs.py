@@ -1,14 +1,15 @@
 """The canary's proofs, cached, and what they teach the grades after them: per-test time limits.
 
-A proof (:mod:`grader.canary`) is cached per (grader source, manifest and suites, environment, launch
-configuration, exercises): a batch pays for it once, and so does every later run on an unchanged machine.
-It also keeps the CPU time each reference test took in the sandbox, measured there, and the per-test
-limit derived from it (:func:`limit_for`): ``FACTOR`` times the reference's own time, never under
-``FLOOR_S`` and never over the manifest's limit for the exercise. An infinite loop then costs a couple of
-seconds a test instead of the manifest's 10-30, while a correct but slow solution (Python loops where the
-reference vectorises) keeps a margin of ``FACTOR``. Kept below :mod:`grader.grade`, which reads the limits
-for its own configuration from here, so that every path that grades (a command, a batch slot, Gradescope,
-a cluster worker) uses them without passing them along.
+A proof (:mod:`grader.canary`) is cached per (grader source, manifest and suites, environment,
+launch configuration, exercises): a batch pays for it once, and so does every later run on an
+unchanged machine. It also keeps the CPU time each reference test took in the sandbox, measured
+there, and the per-test limit derived from it (:func:`limit_for`): ``FACTOR`` times the reference's
+own time, never under ``FLOOR_S`` and never over the manifest's limit for the exercise. An infinite
+loop then costs a couple of seconds a test instead of the manifest's 10-30, while a correct but slow
+solution (Python loops where the reference vectorises) keeps a margin of ``FACTOR``. Kept below
+:mod:`grader.grade`, which reads the limits for its own configuration from here, so that every path
+that grades (a command, a batch slot, Gradescope, a cluster worker) uses them without passing them
+along.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def limit_for(reference_cpu_s: float, exercise_limit_s: float) -> float:
 
 
 def limits_from(card: Scorecard, assignment: manifest.Assignment) -> dict[str, float]:
-    """Per-test limits from the reference solutions' scorecard (tests that ran in a sandbox: ``cpu_s``)."""
+    """Per-test limits from the reference solutions' scorecard (tests that ran in a sandbox:
+    ``cpu_s``)."""
     ceiling = {e.id: e.time_limit_s for e in assignment.exercises}
     return {
         t["id"]: limit_for(t["cpu_s"], ceiling[e["id"]])
@@ -79,8 +81,8 @@ def limits(
     exercises: list[str] | None,
     per_test_time_limit: float | None,
 ) -> dict[str, float]:
-    """The per-test limits a grade in this configuration uses: the cached proof's ({} when there is none, or when
-    an explicit per-test limit overrides them all)."""
+    """The per-test limits a grade in this configuration uses: the cached proof's ({} when there is
+    none, or when an explicit per-test limit overrides them all)."""
     if per_test_time_limit is not None or backend == "inprocess":
         return {}
     proof = cached(assignment, backend=backend, exercises=exercises, per_test_time_limit=None)
@@ -94,7 +96,8 @@ def cached(
     exercises: list[str] | None = None,
     per_test_time_limit: float | None = None,
 ) -> Proof | None:
-    """The cached proof for this configuration, or None when :func:`grader.canary.prove` would have to grade."""
+    """The cached proof for this configuration, or None when :func:`grader.canary.prove` would have
+    to grade."""
     return read(
         cache_key(
             assignment,
@@ -112,10 +115,11 @@ def cache_key(
     exercises: list[str] | None,
     per_test_time_limit: float | None,
 ) -> str:
-    """A hash of everything that could change the canary's outcome on this machine: what decides a grade
-    (:func:`grader.fingerprint.record`, the scorecard's own record), the stubs, and this machine's particulars,
-    the launch configuration the proof's workers actually get included (uid drop, file view, filters, limits):
-    a proof made under one configuration is never reused for another that may not even start a worker."""
+    """A hash of everything that could change the canary's outcome on this machine: what decides a
+    grade (:func:`grader.fingerprint.record`, the scorecard's own record), the stubs, and this
+    machine's particulars, the launch configuration the proof's workers actually get included (uid
+    drop, file view, filters, limits): a proof made under one configuration is never reused for
+    another that may not even start a worker."""
     from grader import fingerprint
     from grader.options import launch_spec
 
@@ -143,7 +147,8 @@ def cache_key(
 
 
 def _torch_build() -> str:
-    """torch's version file (release, CUDA, git revision), read without importing torch (about a second)."""
+    """torch's version file (release, CUDA, git revision), read without importing torch (about a
+    second)."""
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
         return "no torch"

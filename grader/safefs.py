@@ -1,4 +1,5 @@
-"""Intake's file-system layer: look at a submission without ever following a link or opening a special file.
+"""Intake's file-system layer: look at a submission without ever following a link or opening a
+special file.
 
 A submission is hostile input. A symlink (``exercises -> /proc/self/cwd/solutions``, or
 ``-> ../alice/exercises``) would make the grader read someone else's files as the student's; a FIFO
@@ -18,10 +19,11 @@ from typing import BinaryIO
 from grader import safetext
 from grader.errors import SubmissionError
 
-# One size budget: the sandbox's ``/box`` (a tmpfs of BOX_BYTES and BOX_INODES under `namespace`) holds the
-# submission's modules and whatever its code writes while it runs. Intake admits modules of at most half of it,
-# counted as tmpfs counts them (whole pages), so copying them in can never fail: a submission that does not
-# fit is refused here, as the student's, never found at sandbox set-up as a grader fault.
+# One size budget: the sandbox's ``/box`` (a tmpfs of BOX_BYTES and BOX_INODES under `namespace`)
+# holds the submission's modules and whatever its code writes while it runs. Intake admits modules
+# of at most half of it, counted as tmpfs counts them (whole pages), so copying them in can never
+# fail: a submission that does not fit is refused here, as the student's, never found at sandbox
+# set-up as a grader fault.
 BOX_BYTES = 64 << 20
 BOX_INODES = 4096
 PAGE_BYTES = 4096
@@ -33,7 +35,8 @@ MAX_TOTAL_BYTES = 64 << 20  # an archive unpacked, or one notebook
 MAX_RATIO = 100  # compression ratio of one zip member
 MAX_WALK = 10_000  # entries walked in a submission folder
 MAX_NAME_CHARS = 1024  # one archive member's path
-# folders a student's tools make (a virtual environment's links, caches, git's objects): never read, never refused
+# folders a student's tools make (a virtual environment's links, caches, git's objects): never read,
+# never refused
 TOOL_FOLDERS = frozenset(
     {
         ".venv",
@@ -91,8 +94,9 @@ def lstat(path: Path) -> os.stat_result:
 
 
 def check_tree(root: Path) -> None:
-    """Refuse ``root`` or anything under it that is a link, FIFO, socket or device (capped walk); whatever is
-    inside a tool's folder (:data:`TOOL_FOLDERS`) is left alone, as intake never reads it."""
+    """Refuse ``root`` or anything under it that is a link, FIFO, socket or device (capped walk);
+    whatever is inside a tool's folder (:data:`TOOL_FOLDERS`) is left alone, as intake never reads
+    it."""
     mode = lstat(root).st_mode
     if special(mode):
         raise refuse(label(root), special(mode))
@@ -104,7 +108,8 @@ def check_tree(root: Path) -> None:
             for entry in entries:
                 seen += 1
                 if entry.name in TOOL_FOLDERS:
-                    continue  # never read: a .venv's links to its interpreter are not the student's code
+                    # never read: a .venv's links to its interpreter are not the student's code
+                    continue
                 if seen > MAX_WALK:
                     raise IntakeError(
                         f"{label(root)}: more than {MAX_WALK} files and folders; "
@@ -128,7 +133,8 @@ def is_dir(path: Path) -> bool:
 
 
 def regular_files(folder: Path, suffix: str) -> list[Path]:
-    """The regular files (never links) directly in ``folder`` whose name ends with ``suffix``, sorted."""
+    """The regular files (never links) directly in ``folder`` whose name ends with ``suffix``,
+    sorted."""
     with os.scandir(folder) as entries:
         found = [
             Path(e.path)
@@ -167,13 +173,15 @@ def read_regular(path: Path, limit: int) -> bytes:
 
 
 class Box:
-    """The staging folder the sandbox's ``/box`` is filled from: modules written within the one size budget."""
+    """The staging folder the sandbox's ``/box`` is filled from: modules written within the one size
+    budget."""
 
     def __init__(self, path: Path) -> None:
         self.path, self.used = path, 0
 
     def write(self, name: str, data: bytes) -> None:
-        """Write module ``name`` (our own folder: no link can be there), refusing past :data:`MAX_SUBMISSION_BYTES`."""
+        """Write module ``name`` (our own folder: no link can be there), refusing past
+        :data:`MAX_SUBMISSION_BYTES`."""
         self.used += -(-len(data) // PAGE_BYTES) * PAGE_BYTES
         if self.used > MAX_SUBMISSION_BYTES:
             raise IntakeError(

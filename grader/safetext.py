@@ -8,7 +8,8 @@ is stored in a scorecard, printed on a progress line or rendered in a report. Wh
 - C0 and C1 control characters (terminal escapes; a newline in a name forged progress lines);
 - bidirectional overrides and isolates (a name that reads differently from what it is).
 
-Each is replaced by a visible escape (``\\x1b``, ``\\u202e``) so an instructor still sees it was there.
+Each is replaced by a visible escape (``\\x1b``, ``\\u202e``) so an instructor still sees it was
+there.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def text(value: object, limit: int = 4000) -> str:
-    """Multi-line text (messages): newlines and tabs kept, everything unsafe escaped, length capped."""
+    """Multi-line text (messages): newlines and tabs kept, everything unsafe escaped, length
+    capped."""
     return _UNSAFE_TEXT.sub(_escape, _str(value))[:limit]
 
 

@@ -1,7 +1,8 @@
 """Versioned JSON Schemas (draft 2020-12): load, check, validate, with clear version errors.
 
 jsonschema is imported lazily: with the optional ``rfc3987_syntax`` installed (nbgrader brings it)
-``import jsonschema`` costs about 1.3 s instead of 0.13 s, and we use no IRI formats, so we block it.
+``import jsonschema`` costs about 1.3 s instead of 0.13 s, and we use no IRI formats, so we block
+it.
 """
 
 from __future__ import annotations
@@ -15,17 +16,20 @@ from typing import Any
 
 SCHEMAS = {
     "assignments": 1,
-    "scorecard": 3,  # 2: the attested isolation record, integrity findings' `severity`; 3: `error` tied to `status`
-    "summary": 3,  # 2: `cuda` (who was graded with CUDA); 3: integrity findings' `construct` and `severity`
+    # 2: the attested isolation record, integrity findings' `severity`; 3: `error` tied to `status`
+    "scorecard": 3,
+    # 2: `cuda` (who was graded with CUDA); 3: integrity findings' `construct` and `severity`
+    "summary": 3,
     "shard": 1,  # grader batch --shard's manifest, read by grader merge
     "github-classroom": None,
     "gradescope-results": None,  # the whole results.json contract (grader release --gradescope)
     "classroom50-result": None,  # Classroom 50's result.json (grader release --classroom50)
 }
 
-# Older versions a reader still accepts, checked against the current schema: only where a bump added rules that
-# every document of that version this grader wrote already met (scorecard 3 ties `error` to `status`, and our
-# writers always did), so a hand-edited one that breaks them is refused like a current one. Writers emit SCHEMAS'.
+# Older versions a reader still accepts, checked against the current schema: only where a bump added
+# rules that every document of that version this grader wrote already met (scorecard 3 ties `error`
+# to `status`, and our writers always did), so a hand-edited one that breaks them is refused like a
+# current one. Writers emit SCHEMAS'.
 OLDER: dict[str, tuple[int, ...]] = {"scorecard": (2,)}
 
 
@@ -54,9 +58,8 @@ def _jsonschema() -> ModuleType:
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # see module docstring
     import jsonschema
 
-    module: ModuleType = (
-        jsonschema  # untyped (no py.typed, no stubs installed): typed here as what it is
-    )
+    # untyped (no py.typed, no stubs installed): typed here as what it is
+    module: ModuleType = jsonschema
     return module
 
 
@@ -78,8 +81,9 @@ def _validator(kind: str) -> Any:
 
 
 def validate(kind: str, document: object, *, writing: bool = False) -> None:
-    """Raise :class:`SchemaVersionError` or :class:`SchemaError` unless ``document`` is valid. A reader accepts
-    the current version and those in :data:`OLDER` (under the current rules); ``writing``: only the current."""
+    """Raise :class:`SchemaVersionError` or :class:`SchemaError` unless ``document`` is valid. A
+    reader accepts the current version and those in :data:`OLDER` (under the current rules);
+    ``writing``: only the current."""
     expected = SCHEMAS[kind]
     if expected is not None and isinstance(document, dict):
         older = () if writing else OLDER.get(kind, ())
@@ -98,8 +102,8 @@ def validate(kind: str, document: object, *, writing: bool = False) -> None:
 
 
 def _message(kind: str, error: Any) -> str:
-    """The first offending path and what is wrong there; a rule tied to another field (``if``/``then``) also
-    says the rule, from the failing subschema's description."""
+    """The first offending path and what is wrong there; a rule tied to another field
+    (``if``/``then``) also says the rule, from the failing subschema's description."""
     where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
     tied = {"then", "else"} & set(map(str, error.absolute_schema_path))
     rule = error.schema.get("description") if tied and isinstance(error.schema, dict) else None

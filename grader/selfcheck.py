@@ -1,14 +1,14 @@
 """``grader selfcheck [--cuda]``: the instructor's check of the reference ``efficient_attention``.
 
-Trusted side, not an exercise: the reference is loaded by path from ``solutions/`` beside the manifest
-(:mod:`grader.course.references`), never imported from ``sys.path``. Without ``--cuda``: quick CPU checks of the
-reference ``flash_attention`` and ``sdpa_attention`` against independent oracles (SDPA's math backend, a
-float64 hand computation). With ``--cuda``: the reference functions in fp16 and bf16 against
-``F.scaled_dot_product_attention`` forced onto the FLASH_ATTENTION kernel (head dim 64, L in {128, 1024},
-causal and not, B=2, H=4), then every assignment's reference solutions graded through the hidden suites in the
-sandbox on the GPU, listing each CUDA test (RoPE, GQA, the KV cache, sliding windows and the flash backward of
-``attention-modern`` included). Exit status: 0 all checks pass, 1 some check failed, 2 nothing was verified
-(no CUDA device).
+Trusted side, not an exercise: the reference is loaded by path from ``solutions/`` beside the
+manifest (:mod:`grader.course.references`), never imported from ``sys.path``. Without ``--cuda``:
+quick CPU checks of the reference ``flash_attention`` and ``sdpa_attention`` against independent
+oracles (SDPA's math backend, a float64 hand computation). With ``--cuda``: the reference functions
+in fp16 and bf16 against ``F.scaled_dot_product_attention`` forced onto the FLASH_ATTENTION kernel
+(head dim 64, L in {128, 1024}, causal and not, B=2, H=4), then every assignment's reference
+solutions graded through the hidden suites in the sandbox on the GPU, listing each CUDA test (RoPE,
+GQA, the KV cache, sliding windows and the flash backward of ``attention-modern`` included). Exit
+status: 0 all checks pass, 1 some check failed, 2 nothing was verified (no CUDA device).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ SuiteRow = tuple[str, str, str, bool]  # assignment, test id, outcome, ok
 
 
 def reference(root: Path | None = None) -> ModuleType:
-    """The reference ``efficient_attention`` from ``root/solutions`` (default: beside the default manifest)."""
+    """The reference ``efficient_attention`` from ``root/solutions`` (default: beside the default
+    manifest)."""
     references.solutions_package(root or manifest.REPO_ROOT)
     return importlib.import_module(f"{references.PACKAGE}.{MODULE}")
 
@@ -148,8 +149,9 @@ def cpu_checks(ref: ModuleType) -> list[CpuRow]:
 
 
 def cuda_checks(ref: ModuleType) -> list[CudaRow]:
-    """(function, dtype, L, causal, mean error, the flash kernel's mean error, ok) per case, both against float64;
-    ok: within the factors the hidden CUDA tests allow students (:mod:`grader.testing.precision`)."""
+    """(function, dtype, L, causal, mean error, the flash kernel's mean error, ok) per case, both
+    against float64; ok: within the factors the hidden CUDA tests allow students
+    (:mod:`grader.testing.precision`)."""
     g = torch.Generator().manual_seed(0)
     rows = []
     fns: dict[str, Callable[..., torch.Tensor]] = {
@@ -187,8 +189,9 @@ def cuda_checks(ref: ModuleType) -> list[CudaRow]:
 
 
 def suite_rows(root: Path | None = None) -> list[SuiteRow]:
-    """Grade each assignment's reference solutions (sandboxed, CUDA tests counted): a row per assignment (ok when
-    every other test passed) and one per CUDA test (ok when it passed: a skip verifies nothing)."""
+    """Grade each assignment's reference solutions (sandboxed, CUDA tests counted): a row per
+    assignment (ok when every other test passed) and one per CUDA test (ok when it passed: a skip
+    verifies nothing)."""
     from grader.grade import (
         grade,
     )  # the trusted grading path: imported only when the suites are run
@@ -250,7 +253,8 @@ def _print_cuda_table(rows: list[CudaRow]) -> None:
 
 
 def main(*, cuda: bool = False, root: Path | None = None) -> int:
-    """Run the checks, print a table; 0 if all pass, 1 if one fails, 2 if CUDA was asked for but is absent."""
+    """Run the checks, print a table; 0 if all pass, 1 if one fails, 2 if CUDA was asked for but is
+    absent."""
     ref = reference(
         root
     )  # first, as before the move: no reference beside the manifest is the caller's mistake

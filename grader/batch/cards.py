@@ -1,5 +1,5 @@
-"""Scorecards the batch engine makes itself (clash, dead slot, watchdog), the resume check, and the class's
-scorecards read back from disk one at a time (:class:`Shelf`)."""
+"""Scorecards the batch engine makes itself (clash, dead slot, watchdog), the resume check, and the
+class's scorecards read back from disk one at a time (:class:`Shelf`)."""
 
 from __future__ import annotations
 
@@ -68,9 +68,9 @@ def stale(
     exercise_ids: list[str],
     grading: dict[str, str],
 ) -> list[str]:
-    """Why ``card`` does not already grade this content, assignment and exercise set with what decides a grade
-    now (``grading``: :func:`grader.fingerprint.record`); [] when it does. The reasons are keys of
-    :data:`REASONS` (``grader.fingerprint.REASONS`` names the parts)."""
+    """Why ``card`` does not already grade this content, assignment and exercise set with what
+    decides a grade now (``grading``: :func:`grader.fingerprint.record`); [] when it does. The
+    reasons are keys of :data:`REASONS` (``grader.fingerprint.REASONS`` names the parts)."""
     if card is None or not sha256:
         return ["new"]
     error = card["error"]
@@ -96,11 +96,13 @@ REASONS = {
 
 
 class Shelf(Collection[tuple[str, AnyCard]]):
-    """The scorecards of ``keys`` in the batch folder ``out``, in order, each read from disk when it is reached and let go
-    after: what the exports walk instead of a list of whole cards (each about 160 KB of Python objects).
+    """The scorecards of ``keys`` in the batch folder ``out``, in order, each read from disk when it
+    is reached and let go after: what the exports walk instead of a list of whole cards (each about
+    160 KB of Python objects).
 
-    Not validated again: the engine validated each one as it wrote it (or, for an unchanged submission, when it
-    read it back to plan the run). One that is gone or unreadable now is a grader fault: a rerun regrades it."""
+    Not validated again: the engine validated each one as it wrote it (or, for an unchanged
+    submission, when it read it back to plan the run). One that is gone or unreadable now is a
+    grader fault: a rerun regrades it."""
 
     def __init__(self, out: Path, keys: list[str]) -> None:
         self.out, self.keys = out, keys

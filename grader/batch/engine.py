@@ -1,12 +1,13 @@
 """The batch engine: resumable, one scorecard written atomically as soon as it is ready.
 
-It decides what to grade (a rerun skips submissions whose content, assignment and exercise set are unchanged
-and whose scorecard records what decides a grade as it is now: :mod:`grader.fingerprint`), hands the rest to
-a :class:`Grading` and writes what comes back. By default that is
-:class:`LocalGrading`: the :class:`grader.batch.pool.Pool` of slots on this machine (each a long-lived
-trusted process in its own session, with its own uids and cgroups under the namespace backend and
-sandboxed workers forked from a zygote that has already imported torch), proven by the canary here
-first. ``grader batch --dask`` hands the same plan to a Dask cluster (:mod:`grader.cluster.grading`).
+It decides what to grade (a rerun skips submissions whose content, assignment and exercise set are
+unchanged and whose scorecard records what decides a grade as it is now: :mod:`grader.fingerprint`),
+hands the rest to a :class:`Grading` and writes what comes back. By default that is
+:class:`LocalGrading`: the :class:`grader.batch.pool.Pool` of slots on this machine (each a
+long-lived trusted process in its own session, with its own uids and cgroups under the namespace
+backend and sandboxed workers forked from a zygote that has already imported torch), proven by the
+canary here first. ``grader batch --dask`` hands the same plan to a Dask cluster
+(:mod:`grader.cluster.grading`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ __all__ = [
 
 
 class Grading(Protocol):
-    """Where the submissions the engine could not skip are graded, and the proof that it grades correctly."""
+    """Where the submissions the engine could not skip are graded, and the proof that it grades
+    correctly."""
 
     backend: BackendName  # the sandbox level every submission is graded under
     slots: int  # how many submissions are graded at once (known once ``grade`` was called)
@@ -61,7 +63,8 @@ class Grading(Protocol):
         """Stop whatever still runs (idempotent; Ctrl-C calls it mid-way)."""
 
     def figures(self) -> dict[str, Any]:
-        """What the run measured of itself (``slot_starts``, ``slot_deaths``, ...), for ``Run.meta``."""
+        """What the run measured of itself (``slot_starts``, ``slot_deaths``, ...), for
+        ``Run.meta``."""
 
 
 class GradingFactory(Protocol):
@@ -144,13 +147,14 @@ def run(
     grading: GradingFactory | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> Run:
-    """Grade ``entries`` into ``out/scorecards``; return every entry's result (skipped ones read back).
+    """Grade ``entries`` into ``out/scorecards``; return every entry's result (skipped ones read
+    back).
 
-    ``assignment`` is the one the command loaded (default: ``options.load()``); ``grading`` says where
-    (default: :class:`LocalGrading`); ``on_phase`` hears what is happening between results (the canary's proof,
-    slots starting), one line each. Raises ``manifest.ManifestError`` / ``choice.IsolationError`` before
-    anything starts, :class:`BatchFault` when slots cannot start, :class:`BatchInterrupted` on Ctrl-C
-    (finished scorecards stay).
+    ``assignment`` is the one the command loaded (default: ``options.load()``); ``grading`` says
+    where (default: :class:`LocalGrading`); ``on_phase`` hears what is happening between results
+    (the canary's proof, slots starting), one line each. Raises ``manifest.ManifestError`` /
+    ``choice.IsolationError`` before anything starts, :class:`BatchFault` when slots cannot start,
+    :class:`BatchInterrupted` on Ctrl-C (finished scorecards stay).
     """
     t0 = time.monotonic()
     assignment = assignment or options.load()
@@ -207,7 +211,8 @@ def run(
 
 
 def _deliver(result: Result, on_result: Callable[[Result], None] | None) -> None:
-    """``on_result`` hears the whole card; the run keeps only its slim form (the whole one is on disk)."""
+    """``on_result`` hears the whole card; the run keeps only its slim form (the whole one is on
+    disk)."""
     if on_result:
         on_result(result)
     result.card = scorecard.slim(result.card)
@@ -220,9 +225,9 @@ def _plan(
     assignment: manifest.Assignment,
     backend: BackendName,
 ) -> tuple[dict[str, Result], list[Entry], dict[str, int]]:
-    """The unchanged submissions' results (read back), the entries to grade (clashes are in neither), and how
-    many earlier scorecards are graded again, by their reasons (``+``-joined keys of
-    :data:`grader.batch.cards.REASONS`)."""
+    """The unchanged submissions' results (read back), the entries to grade (clashes are in
+    neither), and how many earlier scorecards are graded again, by their reasons (``+``-joined keys
+    of :data:`grader.batch.cards.REASONS`)."""
     ids = options.exercises or assignment.ids()
     modules = {e.module for e in assignment.exercises}
     grading = fingerprint.record(

@@ -1,20 +1,20 @@
-"""A Dask worker's self-check, measured on the worker's host by one of its grading slots (never by the Dask
-worker process, which only relays).
+"""A Dask worker's self-check, measured on the worker's host by one of its grading slots (never by
+the Dask worker process, which only relays).
 
 Before a Dask worker grades anyone, the coordinator must know:
 
-- the sandbox level it grades under: ``namespace``, or it is refused (the worker's plugin reads the level
-  itself, :func:`level`, and starts no slot below it);
-- that its sandbox cannot reach the network: a sandboxed worker, started exactly as a student's is (forked
-  from the slot's zygote), tries to connect to the Dask worker's own listening address, its nanny's and the
-  scheduler's, and every attempt must fail (the Dask protocol unpickles what it receives: student code
-  reaching that port would be code execution on the trusted side);
-- that it grades correctly (the canary, :mod:`grader.canary`, cached per host) and with the same grading
-  inputs as the coordinator (:func:`grader.fingerprint.inputs_digest`, compared there).
+- the sandbox level it grades under: ``namespace``, or it is refused (the worker's plugin reads the
+  level itself, :func:`level`, and starts no slot below it);
+- that its sandbox cannot reach the network: a sandboxed worker, started exactly as a student's is
+  (forked from the slot's zygote), tries to connect to the Dask worker's own listening address, its
+  nanny's and the scheduler's, and every attempt must fail (the Dask protocol unpickles what it
+  receives: student code reaching that port would be code execution on the trusted side);
+- that it grades correctly (the canary, :mod:`grader.canary`, cached per host) and with the same
+  grading inputs as the coordinator (:func:`grader.fingerprint.inputs_digest`, compared there).
 
-The slot runs :func:`check` when asked (``{"key", "check": CONFIG}`` on its job stream) and replies with the
-record, judged by :func:`grader.cluster.messages.problems`; a failure of the check itself is reported in
-``error``, never as a pass.
+The slot runs :func:`check` when asked (``{"key", "check": CONFIG}`` on its job stream) and replies
+with the record, judged by :func:`grader.cluster.messages.problems`; a failure of the check itself
+is reported in ``error``, never as a pass.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ CONNECT_TIMEOUT_S = 60.0
 def reach(
     targets: list[tuple[str, int]], *, launch: iso.LaunchSpec, starter: WorkerStarter | None = None
 ) -> dict[str, str]:
-    """From inside a sandbox launched as ``spec``, try to connect to each target; ``"host:port" -> outcome``."""
+    """From inside a sandbox launched as ``spec``, try to connect to each target; ``"host:port" ->
+    outcome``."""
     from grader.sandbox import sweep
     from grader.sandbox.remote import SandboxBackend
 
@@ -92,7 +93,8 @@ def level() -> dict[str, Any]:
 
 
 def check(config: dict[str, Any], *, starter: WorkerStarter | None = None) -> dict[str, Any]:
-    """The self-check of this host for ``config`` (targets, assignment, manifest, exercises, time limit, canary)."""
+    """The self-check of this host for ``config`` (targets, assignment, manifest, exercises, time
+    limit, canary)."""
     record: dict[str, Any] = {
         **level(),
         "pid": os.getppid(),
@@ -114,8 +116,8 @@ def check(config: dict[str, Any], *, starter: WorkerStarter | None = None) -> di
 
 
 def _assignment(config: dict[str, Any]) -> manifest.Assignment:
-    """The coordinator's manifest where this host has it at the same path, else this checkout's own (the
-    fingerprint then tells the coordinator whether the two agree)."""
+    """The coordinator's manifest where this host has it at the same path, else this checkout's own
+    (the fingerprint then tells the coordinator whether the two agree)."""
     path = Path(config["manifest"])
     return manifest.load(path if path.is_file() else None, config["assignment"])
 

@@ -44,14 +44,14 @@ def batch(
     grading: engine.GradingFactory | None = None,
     similarity: bool = False,
 ) -> Outcome:
-    """Grade every submission under ``submissions`` into ``out`` (see ``grader batch --help``); ``grading``
-    says where (default: this machine's slots; ``grader batch --dask``: a Dask cluster); ``similarity``: add the
-    class's code similarity and same-wrong-answer groups to the summary and report (:mod:`grader.similarity`)."""
+    """Grade every submission under ``submissions`` into ``out`` (see ``grader batch --help``);
+    ``grading`` says where (default: this machine's slots; ``grader batch --dask``: a Dask cluster);
+    ``similarity``: add the class's code similarity and same-wrong-answer groups to the summary and
+    report (:mod:`grader.similarity`)."""
     options = options or engine.Options()
     out = Path(out)
-    assignment = (
-        options.load()
-    )  # once for the whole command: discovery, the engine, the canary and the summary
+    # once for the whole command: discovery, the engine, the canary and the summary
+    assignment = options.load()
     found = disc.discover(submissions, assignment=assignment.id)
     entries = [
         e for e in found.entries if not _is_output(e.path, out)

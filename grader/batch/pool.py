@@ -36,7 +36,8 @@ def slot_config(
 ) -> dict[str, Any]:
     """The JSON configuration of slot ``n`` (``python -m grader.batch.slot CONFIG``): plain data."""
     o = options
-    # the manifest this command loaded, absolute: the slot runs in /, and must grade what the canary proved
+    # the manifest this command loaded, absolute: the slot runs in /, and must grade what the canary
+    # proved
     return {
         "slot": n,
         "threads": o.threads,
@@ -52,7 +53,8 @@ def slot_config(
 
 
 class SlotProcess:
-    """One ``python -m grader.batch.slot`` process, seen from the engine: a job in, JSON lines out."""
+    """One ``python -m grader.batch.slot`` process, seen from the engine: a job in, JSON lines
+    out."""
 
     def __init__(self, n: int, config: dict[str, Any], log: Path) -> None:
         self.n, self.deadline, self.ready, self.buffer = n, 0.0, False, b""
@@ -123,7 +125,8 @@ class SlotProcess:
 
 
 class Pool:
-    """The slots of one run: start them, feed them one submission each, replace a dead or hung one."""
+    """The slots of one run: start them, feed them one submission each, replace a dead or hung
+    one."""
 
     def __init__(
         self, *, out: Path, options: Options, assignment: manifest.Assignment, backend: BackendName
@@ -144,9 +147,10 @@ class Pool:
         }
 
     def _share_zygote(self) -> None:
-        """Every slot forks its workers from this user's zygote (:mod:`grader.sandbox.shared_zygote`), started
-        now if none runs, while the slots import torch: one zygote for the whole batch (and the runs after it)
-        instead of one per slot, each 1.4-2 CPU-seconds. Off with ``--warm start/off`` or ``GRADER_KEEP_WARM=0``."""
+        """Every slot forks its workers from this user's zygote
+        (:mod:`grader.sandbox.shared_zygote`), started now if none runs, while the slots import
+        torch: one zygote for the whole batch (and the runs after it) instead of one per slot, each
+        1.4-2 CPU-seconds. Off with ``--warm start/off`` or ``GRADER_KEEP_WARM=0``."""
         from grader.sandbox import shared_zygote
         from grader.sandbox.zygote_client import FORKABLE
 

@@ -1,4 +1,5 @@
-"""Progress for a batch: a rich bar (counts, ETA, failures as they happen) on a terminal, else one line each."""
+"""Progress for a batch: a rich bar (counts, ETA, failures as they happen) on a terminal, else one
+line each."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from grader.cardtypes import error_of
 
 
 def describe(result: Result) -> str:
-    """One line: every student-influenced part goes through ``safetext.name`` (a newline cannot forge a line)."""
+    """One line: every student-influenced part goes through ``safetext.name`` (a newline cannot
+    forge a line)."""
     card = result.card
     who = safetext.name(result.entry.key)
     if result.skipped:
@@ -69,7 +71,8 @@ class Progress:
             self._bar.__exit__(*exc)
 
     def plan(self, total: int, skipped: int, stale: dict[str, int] | None = None) -> None:
-        """What the run will do: ``skipped`` scorecards kept, and the earlier ones ``stale`` regrades, by reason."""
+        """What the run will do: ``skipped`` scorecards kept, and the earlier ones ``stale``
+        regrades, by reason."""
         self.total = total
         if self._bar is not None:
             self._bar.update(self._task, total=total)
@@ -78,8 +81,8 @@ class Progress:
             self.say(line)
 
     def say(self, line: str) -> None:
-        """One line about what is happening between results, on a terminal (above the bar) and off it (flushed
-        at once: a CI log shows it while the step runs)."""
+        """One line about what is happening between results, on a terminal (above the bar) and off
+        it (flushed at once: a CI log shows it while the step runs)."""
         if self._bar is not None:
             self._bar.console.print(_escape(safetext.name(line, 1000)))
         else:
@@ -99,9 +102,9 @@ class Progress:
 
 
 def plan_line(total: int, skipped: int, stale: dict[str, int]) -> str:
-    """``12 submissions: 3 unchanged since the last run; 9 earlier scorecards graded again: the hidden suites
-    changed (9)``; ``stale`` counts earlier scorecards by their reasons, ``+``-joined keys of
-    :data:`grader.batch.cards.REASONS`."""
+    """``12 submissions: 3 unchanged since the last run; 9 earlier scorecards graded again: the
+    hidden suites changed (9)``; ``stale`` counts earlier scorecards by their reasons, ``+``-joined
+    keys of :data:`grader.batch.cards.REASONS`."""
     from grader.batch.cards import REASONS
 
     parts = [f"{skipped} unchanged since the last run"] if skipped else []

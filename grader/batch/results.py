@@ -22,8 +22,8 @@ class BatchInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True, kw_only=True)
 class Options(GradeOptions):
-    """A batch's options: how every submission is graded (:class:`GradeOptions`, one seed for all when
-    ``seed`` is given), and the batch's own."""
+    """A batch's options: how every submission is graded (:class:`GradeOptions`, one seed for all
+    when ``seed`` is given), and the batch's own."""
 
     jobs: int | None = None  # parallel grading slots (None: one per core)
     force: bool = False  # regrade submissions whose scorecard is up to date
@@ -33,8 +33,8 @@ class Options(GradeOptions):
 @dataclass
 class Result:
     """One submission's outcome. ``card`` is the whole scorecard while it is delivered (the engine's
-    ``on_result``); the run then keeps its slim form (:func:`grader.scoring.scorecard.slim`), and the whole
-    card is read from disk (:class:`grader.batch.cards.Shelf`)."""
+    ``on_result``); the run then keeps its slim form (:func:`grader.scoring.scorecard.slim`), and
+    the whole card is read from disk (:class:`grader.batch.cards.Shelf`)."""
 
     entry: Entry
     card: AnyCard

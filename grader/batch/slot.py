@@ -1,15 +1,16 @@
 """One grading slot: a long-lived trusted process that grades submissions one after another.
 
-Run as ``python -m grader.batch.slot CONFIG_JSON`` by the batch pool (:mod:`grader.batch.pool`), or by a Dask
-worker (:mod:`grader.cluster.worker`). Jobs arrive as JSON lines on stdin (``{"key", "path", "student"}``;
-a Dask worker's self-check is ``{"key", "check"}``); one JSON line per job goes back on the protocol stream
-(the original stdout; fd 1 is pointed at stderr so nothing else can write there). Every grade goes
-through :func:`grader.grade.grade` (sandboxed workers), never in this process.
+Run as ``python -m grader.batch.slot CONFIG_JSON`` by the batch pool (:mod:`grader.batch.pool`), or
+by a Dask worker (:mod:`grader.cluster.worker`). Jobs arrive as JSON lines on stdin (``{"key",
+"path", "student"}``; a Dask worker's self-check is ``{"key", "check"}``); one JSON line per job
+goes back on the protocol stream (the original stdout; fd 1 is pointed at stderr so nothing else can
+write there). Every grade goes through :func:`grader.grade.grade` (sandboxed workers), never in this
+process.
 
 Warm workers (:class:`grader.sandbox.starters.SlotStarters`): by default every sandboxed worker is
-forked from this user's zygote, which imported torch once (milliseconds instead of 1-2 CPU-seconds per
-worker) and which every slot of the batch shares (a zygote of the slot's own where sharing is off); where no
-zygote can run, the worker for *k+1* is pre-started while *k* is graded.
+forked from this user's zygote, which imported torch once (milliseconds instead of 1-2 CPU-seconds
+per worker) and which every slot of the batch shares (a zygote of the slot's own where sharing is
+off); where no zygote can run, the worker for *k+1* is pre-started while *k* is graded.
 
 Ctrl-C is the engine's business: this process ignores SIGINT and stops cleanly on SIGTERM.
 """
@@ -60,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _watch_parent(parent: int) -> None:
-    """Stop (as on SIGTERM) as soon as the process that started us is gone: a Dask worker killed mid-grade
-    must not leave its slot grading for nobody (the engine's slots learn it from stdin between jobs)."""
+    """Stop (as on SIGTERM) as soon as the process that started us is gone: a Dask worker killed
+    mid-grade must not leave its slot grading for nobody (the engine's slots learn it from stdin
+    between jobs)."""
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -145,7 +147,8 @@ def _options(config: dict[str, Any]) -> GradeOptions:
 
 
 def _check(job: dict[str, Any], starts: SlotStarters) -> dict[str, Any]:
-    """A Dask worker's self-check (:mod:`grader.batch.hostcheck`), its network probe forked from our zygote."""
+    """A Dask worker's self-check (:mod:`grader.batch.hostcheck`), its network probe forked from our
+    zygote."""
     from grader.batch import hostcheck
 
     starter = starts.next()

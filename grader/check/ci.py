@@ -2,8 +2,8 @@
 
 The tests run in a child process (``python -m grader.check.local``) under a wall-clock limit, so
 a submission that hangs or kills its interpreter still yields a runner JSON with a ``tests`` array
-(the reporter throws without one). The JSON is :func:`grader.exports.rows.to_github_classroom` of the
-scorecard: each test carries its real points, because the reporter sums ``tests[].score``.
+(the reporter throws without one). The JSON is :func:`grader.exports.rows.to_github_classroom` of
+the scorecard: each test carries its real points, because the reporter sums ``tests[].score``.
 
 Points in CI come from the public tests only; the runner's ``message`` says so.
 """
@@ -43,7 +43,8 @@ def run_card(
     exercises: Sequence[str] = (),
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Scorecard:
-    """The public-test scorecard of ``spec``, computed in a child process; an error scorecard on timeout or crash."""
+    """The public-test scorecard of ``spec``, computed in a child process; an error scorecard on
+    timeout or crash."""
     root = assignment.root
     started, t0 = scorecard.now(), time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grader-ci-") as tmp:
@@ -127,7 +128,8 @@ def encode(result: dict[str, Any]) -> str:
 def emit(
     result: dict[str, Any], *, github_output: str | None = None, stream: TextIO | None = None
 ) -> str:
-    """Append ``result=<base64>`` to ``$GITHUB_OUTPUT`` when set, else print the JSON; say where it went."""
+    """Append ``result=<base64>`` to ``$GITHUB_OUTPUT`` when set, else print the JSON; say where it
+    went."""
     github_output = github_output if github_output is not None else os.environ.get("GITHUB_OUTPUT")
     if github_output:
         with open(github_output, "a", encoding="utf-8") as fh:
@@ -144,7 +146,8 @@ def ci(
     exercises: Sequence[str] = (),
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> dict[str, Any]:
-    """Run ``spec``'s public tests (its ``exercises/`` beside its manifest) and return the result in ``fmt``."""
+    """Run ``spec``'s public tests (its ``exercises/`` beside its manifest) and return the result in
+    ``fmt``."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     return github_classroom(run_card(assignment, exercises=exercises, timeout_s=timeout_s))

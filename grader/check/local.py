@@ -30,13 +30,15 @@ PUBLIC_ONLY = (
 
 
 class CheckError(UsageError):
-    """``grader check`` cannot start (no exercises folder, unknown exercise); the message says what to do."""
+    """``grader check`` cannot start (no exercises folder, unknown exercise); the message says what
+    to do."""
 
 
 def load(
     *, manifest_path: Path | None = None, root: Path | None = None, assignment: str | None = None
 ) -> manifest.Assignment:
-    """The assignment from ``manifest_path``, else from the repository found from here (or ``root``)."""
+    """The assignment from ``manifest_path``, else from the repository found from here (or
+    ``root``)."""
     path = manifest_path or (root or manifest.find_root(Path.cwd())) / "assignments.json"
     try:
         return manifest.check_paths(manifest.load(path, assignment), ("public",))
@@ -55,8 +57,8 @@ def check(
 ) -> Scorecard:
     """Run the public tests of ``exercises`` (all when empty); return a schema-valid scorecard dict.
 
-    ``assignment`` is an id in the manifest of ``root`` (default: found from the current folder), or an
-    assignment already loaded, whose suites and ``exercises/`` sit beside its manifest.
+    ``assignment`` is an id in the manifest of ``root`` (default: found from the current folder), or
+    an assignment already loaded, whose suites and ``exercises/`` sit beside its manifest.
     """
     started, t0 = scorecard.now(), time.monotonic()
     spec = (
@@ -108,7 +110,8 @@ def failed(card: Scorecard) -> bool:
     )
 
 
-# -- advice ------------------------------------------------------------------------------------------
+# -- advice
+# ------------------------------------------------------------------------------------------
 _ADVICE: tuple[tuple[str, str], ...] = (
     (
         r"TODO: implement ([\w.]+) in",
@@ -147,7 +150,8 @@ _ADVICE: tuple[tuple[str, str], ...] = (
 
 
 def advice(message: str, module: str, test: str = "") -> str:
-    """The next thing to do about a failure: the test's own hint, a mapped common case, or how to debug."""
+    """The next thing to do about a failure: the test's own hint, a mapped common case, or how to
+    debug."""
     head, hint = split_message(message)
     for pattern, template in _ADVICE:
         found = re.search(pattern, head)
@@ -159,7 +163,8 @@ def advice(message: str, module: str, test: str = "") -> str:
     return f"read the message, then debug with: pytest {where} --pdb"
 
 
-# -- rendering ---------------------------------------------------------------------------------------
+# -- rendering
+# ---------------------------------------------------------------------------------------
 def rows(card: Scorecard) -> list[tuple[str, str, str, str]]:
     """(exercise, points, first failure, next step) per exercise, in manifest order."""
     out = []
@@ -220,8 +225,8 @@ def render(card: Scorecard, stream: TextIO | None = None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m grader.check.local OUT MANIFEST ASSIGNMENT [EXERCISE...]``: write the scorecard to OUT
-    (used by ``grader ci``, which has loaded the assignment and names it)."""
+    """``python -m grader.check.local OUT MANIFEST ASSIGNMENT [EXERCISE...]``: write the scorecard
+    to OUT (used by ``grader ci``, which has loaded the assignment and names it)."""
     args = list(sys.argv[1:] if argv is None else argv)
     out, path, assignment, exercises = Path(args[0]), Path(args[1]), args[2], args[3:]
     card = check(exercises=exercises, assignment=load(manifest_path=path, assignment=assignment))

@@ -99,7 +99,8 @@ def seed_for(test_file: str, test_name: str, grading_seed: int = 0) -> int:
 def run(
     test: Callable[..., Any], names: dict[str, Any], *, test_file: str, grading_seed: int = 0
 ) -> None:
-    """Run one public test against the notebook's ``names``; raise ``AssertionError`` when it fails."""
+    """Run one public test against the notebook's ``names``; raise ``AssertionError`` when it
+    fails."""
     __tracebackhide__ = True
     proxy = StudentProxy(NotebookBackend(names))
     seed = seed_for(test_file, test.__name__, grading_seed)
@@ -130,7 +131,8 @@ def load_tests(path: Path | str) -> types.ModuleType:
 
 
 def public_tests(names: dict[str, Any], path: Path | str) -> Callable[[Callable[..., Any]], None]:
-    """The ``@public_test`` decorator of a notebook: run the decorated test against ``names`` at once."""
+    """The ``@public_test`` decorator of a notebook: run the decorated test against ``names`` at
+    once."""
     module = load_tests(path)
 
     def public_test(test: Callable[..., Any]) -> None:

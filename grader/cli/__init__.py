@@ -1,1 +1,2 @@
-"""The ``grader`` command line only: one module per command family, thin shells over keyword-only library functions."""
+"""The ``grader`` command line only: one module per command family, thin shells over keyword-only
+library functions."""

@@ -74,8 +74,8 @@ def _cmd_batch(args: argparse.Namespace) -> int:
 
 
 def _seed(args: argparse.Namespace) -> int | None:
-    """``--seed``; with ``--similarity`` and no seed, one drawn for the whole class: wrong answers compare only
-    between cards graded on the same seed (grader.similarity.answers)."""
+    """``--seed``; with ``--similarity`` and no seed, one drawn for the whole class: wrong answers
+    compare only between cards graded on the same seed (grader.similarity.answers)."""
     if args.seed is None and args.similarity:
         import secrets
 

@@ -1,5 +1,5 @@
-"""What every batch-like command (``batch``, ``batch --dask``, ``batch --shard``, ``merge``, ``export``) shares:
-the export formats, the roster option, and the closing lines and exit codes.
+"""What every batch-like command (``batch``, ``batch --dask``, ``batch --shard``, ``merge``,
+``export``) shares: the export formats, the roster option, and the closing lines and exit codes.
 
 Kept apart so the command modules import it and never each other (no cycle: test_layers).
 """

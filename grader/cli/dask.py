@@ -1,4 +1,5 @@
-"""CLI for grading a class on a Dask cluster: ``grader batch … --dask ADDRESS|local:N`` (a thin shell).
+"""CLI for grading a class on a Dask cluster: ``grader batch … --dask ADDRESS|local:N`` (a thin
+shell).
 
 This module imports no Dask: ``grader batch`` registers its options on every run, and only a run
 with ``--dask`` loads :mod:`grader.cluster.grading` (and Dask with it). Exit codes as ``grader
@@ -76,8 +77,8 @@ def batch_dask(args: argparse.Namespace, options: Options) -> int:
     options = _absolute(options)
     roster = cli.roster_of(args.roster)
     cli.warn_exports(args.export or (), roster)
-    # local worker processes are spawned with `python -c`, which puts their working folder first on sys.path:
-    # never the class folder (a student's planted module), so they start, and we run, in /
+    # local worker processes are spawned with `python -c`, which puts their working folder first on
+    # sys.path: never the class folder (a student's planted module), so they start, and we run, in /
     os.chdir("/")
     from grader.cluster.grading import DaskGrading
 

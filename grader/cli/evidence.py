@@ -1,6 +1,7 @@
-"""The class's similar code and same wrong answers, computed for a person to review (never a penalty): what
-``grader similarity`` and ``grader merge --similarity`` share, kept apart so neither command module imports the
-other (test_layers). A batch output's summary and report are rewritten with the evidence."""
+"""The class's similar code and same wrong answers, computed for a person to review (never a
+penalty): what ``grader similarity`` and ``grader merge --similarity`` share, kept apart so neither
+command module imports the other (test_layers). A batch output's summary and report are rewritten
+with the evidence."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ def similarity(
     exercises: list[str] | None = None,
     as_json: bool = False,
 ) -> int:
-    """Print the evidence for ``path`` (a batch output, its ``scorecards/``, or a class folder: code only; with
-    ``klass``, that class's code too) and rewrite a batch output's summary and report with it; the exit code."""
+    """Print the evidence for ``path`` (a batch output, its ``scorecards/``, or a class folder: code
+    only; with ``klass``, that class's code too) and rewrite a batch output's summary and report
+    with it; the exit code."""
     from grader.course import manifest
     from grader.intake import classfolder as discover
     from grader.similarity import summary
@@ -66,7 +68,8 @@ def _cards(folder: Path) -> list[tuple[str, Scorecard]]:
 
 
 def _scorecards(path: Path) -> Path | None:
-    """The scorecards folder PATH names (itself, or a batch output's ``scorecards/``); ``None``: a class."""
+    """The scorecards folder PATH names (itself, or a batch output's ``scorecards/``); ``None``: a
+    class."""
     if (path / "scorecards").is_dir():
         return path / "scorecards"
     return path if any(path.glob("*.json")) and not any(path.glob("*.py")) else None
@@ -90,7 +93,8 @@ def _print(section: dict[str, Any]) -> None:
 
 
 def _rewrite(out: Path, section: dict[str, Any]) -> None:
-    """The batch output's summary.json and report.html, with the evidence (the summary is validated first)."""
+    """The batch output's summary.json and report.html, with the evidence (the summary is validated
+    first)."""
     from grader import schema
     from grader.exports import lastrun, outputs, report
 

@@ -1,4 +1,5 @@
-"""Subcommands beyond build/schema/selfcheck: each a thin shell over a keyword-only library function."""
+"""Subcommands beyond build/schema/selfcheck: each a thin shell over a keyword-only library
+function."""
 
 from __future__ import annotations
 
@@ -64,8 +65,9 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 
 
 def _shared_zygote(backend: BackendName) -> SharedZygote | None:
-    """This user's long-lived zygote (:mod:`grader.sandbox.shared_zygote`) already running for this grader, if
-    any, where the canary started none (it does when it has to grade first: :func:`grader.canary.attest`)."""
+    """This user's long-lived zygote (:mod:`grader.sandbox.shared_zygote`) already running for this
+    grader, if any, where the canary started none (it does when it has to grade first:
+    :func:`grader.canary.attest`)."""
     from grader.sandbox import shared_zygote
     from grader.sandbox.zygote_client import FORKABLE
 
@@ -78,7 +80,8 @@ def _say(line: str) -> None:
 
 
 def _keep_warm(backend: BackendName) -> None:
-    """After this run's work is written: start the long-lived zygote the next run will fork its workers from."""
+    """After this run's work is written: start the long-lived zygote the next run will fork its
+    workers from."""
     from grader.sandbox import shared_zygote
     from grader.sandbox.zygote_client import FORKABLE
 
@@ -92,10 +95,11 @@ def _prestart(
     backend: BackendName,
     zygote: Zygote | None,
 ) -> WarmChannel | None:
-    """The submission's first worker, started before ``grader.grade`` (torch, pytest) is imported: forked from
-    ``zygote`` in milliseconds, or a cold one whose torch import overlaps ours. It is untrusted from its first
-    instruction and holds nothing secret (see :class:`grader.sandbox.warm.WarmChannel`); a worker that fails to
-    start only means a cold one later."""
+    """The submission's first worker, started before ``grader.grade`` (torch, pytest) is imported:
+    forked from ``zygote`` in milliseconds, or a cold one whose torch import overlaps ours. It is
+    untrusted from its first instruction and holds nothing secret (see
+    :class:`grader.sandbox.warm.WarmChannel`); a worker that fails to start only means a cold one
+    later."""
     from grader.sandbox.warm import WarmChannel
 
     if backend == "inprocess":
@@ -116,9 +120,8 @@ def _grade(
     from grader.grade import grade
     from grader.sandbox.starters import PrestartedStarter, ZygoteStarter
 
-    then = (
-        ZygoteStarter(zygote) if zygote is not None else None
-    )  # restarts after a timeout or crash fork too
+    # restarts after a timeout or crash fork too
+    then = ZygoteStarter(zygote) if zygote is not None else None
     return grade(
         submission,
         options=options,
@@ -128,8 +131,8 @@ def _grade(
 
 
 def _emit(card: Scorecard, out: Path | None, *, as_json: bool) -> None:
-    """The scorecard to ``out`` and/or as JSON on stdout (``--json``), and the human summary: on stdout when it is
-    all that is printed, else on stderr (stdout then holds only the JSON)."""
+    """The scorecard to ``out`` and/or as JSON on stdout (``--json``), and the human summary: on
+    stdout when it is all that is printed, else on stderr (stdout then holds only the JSON)."""
     from grader import gradetext
     from grader.schema import SchemaError
     from grader.scoring import scorecard

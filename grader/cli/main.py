@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C: sandboxes killed, temporary folders removed
+    # SIGTERM cleans up like Ctrl-C: sandboxes killed, temporary folders removed
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,8 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``grader`` console script and ``python -m grader``: :func:`main`, then :func:`grader.errors.exit_now`
-    after the quick commands (0.3 s of module teardown saved on each)."""
+    """The ``grader`` console script and ``python -m grader``: :func:`main`, then
+    :func:`grader.errors.exit_now` after the quick commands (0.3 s of module teardown saved on
+    each)."""
     argv = sys.argv[1:]
     code = main(argv)
     if argv[:1] and argv[0] in QUICK:

@@ -1,9 +1,10 @@
-"""``grader release``: the student repository (grader.release.repository), an nbgrader course, and the
-``--gradescope ZIP`` and ``--classroom50 DIR`` bundles built on them (this package).
+"""``grader release``: the student repository (grader.release.repository), an nbgrader course, and
+the ``--gradescope ZIP`` and ``--classroom50 DIR`` bundles built on them (this package).
 
 The manifest is read once; each output is written for the assignment chosen (``--assignment``, by
 default the manifest's default one). With ``--assignment all`` every output is written once per
-assignment, under a name that ends in the assignment's id (``OUT/<id>``, ``ZIP`` -> ``<stem>-<id>.zip``).
+assignment, under a name that ends in the assignment's id (``OUT/<id>``, ``ZIP`` ->
+``<stem>-<id>.zip``).
 """
 
 from __future__ import annotations
@@ -45,14 +46,16 @@ def _cmd_release(args: argparse.Namespace) -> int:
 def chosen(
     *, manifest_path: Path | None = None, assignment: str | None = None
 ) -> list[manifest.Assignment]:
-    """The assignments to release: ``assignment`` (``all``: every one) from the manifest, loaded once."""
+    """The assignments to release: ``assignment`` (``all``: every one) from the manifest, loaded
+    once."""
     if assignment == ALL:
         return manifest.load_all(manifest_path)
     return [manifest.load(manifest_path, assignment)]
 
 
 def output(path: str, assignment: manifest.Assignment, *, many: bool) -> Path:
-    """Where ``spec``'s copy of an output goes: ``path`` itself, or (several assignments) a name ending in its id."""
+    """Where ``spec``'s copy of an output goes: ``path`` itself, or (several assignments) a name
+    ending in its id."""
     given = Path(path)
     if not many:
         return given
@@ -64,9 +67,9 @@ def output(path: str, assignment: manifest.Assignment, *, many: bool) -> Path:
 
 
 def release_one(args: argparse.Namespace, assignment: manifest.Assignment, *, many: bool) -> None:
-    """Write every output the options ask for, for ``spec``; ``ReleaseError`` says what went wrong, and
-    ``ManifestError`` names a suite file the manifest gives wrong (every release ships the public suites; the
-    Gradescope zip the hidden ones and the references too)."""
+    """Write every output the options ask for, for ``spec``; ``ReleaseError`` says what went wrong,
+    and ``ManifestError`` names a suite file the manifest gives wrong (every release ships the
+    public suites; the Gradescope zip the hidden ones and the references too)."""
     from grader.release import repository as release
 
     manifest.check_paths(assignment, ("public", "hidden") if args.gradescope else ("public",))
@@ -119,7 +122,8 @@ def release_deliveries(
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``grader release``: the student repository, an nbgrader course, the Gradescope and Classroom 50 bundles."""
+    """``grader release``: the student repository, an nbgrader course, the Gradescope and Classroom
+    50 bundles."""
     p = sub.add_parser("release", help="build the student repository (and/or an nbgrader course)")
     p.add_argument(
         "out", nargs="?", help="folder for the student template repository (must be new or empty)"

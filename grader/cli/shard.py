@@ -1,4 +1,5 @@
-"""CLI for grading a class across machines: ``grader batch --shard K/N|auto`` and ``grader merge`` (thin shells).
+"""CLI for grading a class across machines: ``grader batch --shard K/N|auto`` and ``grader merge``
+(thin shells).
 
 Exit codes as ``grader batch``: 0 done, 1 some submission ended in an error, 2 usage error (a bad
 ``--shard``, shard outputs that do not belong together, a missing shard or student), 3 grader fault,

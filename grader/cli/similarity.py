@@ -1,8 +1,9 @@
-"""``grader similarity PATH``: the class's similar code and same wrong answers (thin shell over grader.similarity).
+"""``grader similarity PATH``: the class's similar code and same wrong answers (thin shell over
+grader.similarity).
 
-PATH is a ``grader batch`` output folder (its ``scorecards/``; with ``--class``, the class's code too: the
-summary and report there are rewritten with the evidence), a folder of scorecards, or a class folder (code only).
-Exit codes: 0 done (whatever was found), 2 usage error.
+PATH is a ``grader batch`` output folder (its ``scorecards/``; with ``--class``, the class's code
+too: the summary and report there are rewritten with the evidence), a folder of scorecards, or a
+class folder (code only). Exit codes: 0 done (whatever was found), 2 usage error.
 """
 
 from __future__ import annotations

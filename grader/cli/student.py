@@ -106,13 +106,14 @@ def _add_manifest_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``check`` and ``ci`` for the instructor's ``grader`` (``release`` is the delivery package's)."""
+    """``check`` and ``ci`` for the instructor's ``grader`` (``release`` is the delivery
+    package's)."""
     _add_student_commands(sub)
 
 
 def student_run() -> None:
-    """The ``grader`` console script of a student repository: :func:`student_main`, then a quick exit (every
-    student command is a quick one: see :func:`grader.errors.exit_now`)."""
+    """The ``grader`` console script of a student repository: :func:`student_main`, then a quick
+    exit (every student command is a quick one: see :func:`grader.errors.exit_now`)."""
     exit_now(student_main(sys.argv[1:]))
 
 

@@ -1,8 +1,10 @@
-"""Which Dask workers may grade this run: at least one has joined (one offering the GPU when asked), and
-every worker's self-check (:func:`grader.cluster.worker.self_check`) is judged before anything is sent.
+"""Which Dask workers may grade this run: at least one has joined (one offering the GPU when asked),
+and every worker's self-check (:func:`grader.cluster.worker.self_check`) is judged before anything
+is sent.
 
-Kept apart from :mod:`grader.cluster.grading` (sending the submissions and taking the scorecards back):
-this is the admission decision alone, which refuses by name every worker that may not grade and why.
+Kept apart from :mod:`grader.cluster.grading` (sending the submissions and taking the scorecards
+back): this is the admission decision alone, which refuses by name every worker that may not grade
+and why.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ class WorkerRefused(UsageError):
 
 
 def joined(client: Client, *, gpu: bool) -> None:
-    """At least one worker has joined, and one offers the ``GPU`` resource when the run asks for it."""
+    """At least one worker has joined, and one offers the ``GPU`` resource when the run asks for
+    it."""
     try:
         client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
     except TimeoutError:

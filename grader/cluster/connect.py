@@ -4,11 +4,12 @@ Dask's protocol unpickles the control messages it receives, and a scheduler or w
 interface without authentication by default (dask/distributed issue #9283): whoever can connect can
 run code there. So:
 
-- ``local:N`` starts a :class:`distributed.LocalCluster` of N worker processes bound to 127.0.0.1 only,
-  with TLS and a throw-away certificate made for this run (``Security.temporary``): not even another
-  user of this host can talk to it;
+- ``local:N`` starts a :class:`distributed.LocalCluster` of N worker processes bound to 127.0.0.1
+  only, with TLS and a throw-away certificate made for this run (``Security.temporary``): not even
+  another user of this host can talk to it;
 - ``tls://HOST:PORT`` connects with mutual TLS: a CA and a client certificate (and key) from
-  ``--dask-tls-ca/--dask-tls-cert/--dask-tls-key`` or Dask's own ``distributed.comm.tls.*`` configuration;
+  ``--dask-tls-ca/--dask-tls-cert/--dask-tls-key`` or Dask's own ``distributed.comm.tls.*``
+  configuration;
 - ``tcp://HOST:PORT`` (or a bare ``HOST:PORT``) is accepted only when HOST is this host's loopback
   (``127.0.0.0/8``, ``::1``, ``localhost``); any other host is a usage error, without a connection
   attempt and without a name lookup (a name may point elsewhere tomorrow).
@@ -55,7 +56,8 @@ def parse(
     tls_cert: str | None = None,
     tls_key: str | None = None,
 ) -> Target:
-    """The cluster ``--dask value`` names; a :class:`UsageError` saying why when it may not be used."""
+    """The cluster ``--dask value`` names; a :class:`UsageError` saying why when it may not be
+    used."""
     text = value.strip()
     match = LOCAL.fullmatch(text)
     files = [os.path.abspath(f) if f else None for f in (tls_ca, tls_cert, tls_key)]
@@ -114,7 +116,8 @@ def is_loopback(host: str) -> bool:
 
 
 def security(target: Target) -> Any:
-    """The ``distributed.Security`` for a ``tls://`` target: the flags first, then Dask's configuration."""
+    """The ``distributed.Security`` for a ``tls://`` target: the flags first, then Dask's
+    configuration."""
     from distributed import Security
 
     given = {
@@ -146,8 +149,8 @@ class Session:
         from distributed import Client, LocalCluster, Security
 
         self.cluster: Any = None
-        # each worker takes one task per thread, the rest wait at the scheduler: a class balances to the last
-        # submission, and a worker that dies takes no queue of others' submissions with it
+        # each worker takes one task per thread, the rest wait at the scheduler: a class balances to
+        # the last submission, and a worker that dies takes no queue of others' submissions with it
         with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
             try:
                 if target.address is None:

@@ -1,19 +1,22 @@
-"""``grader batch --dask``: the batch engine's grading (:class:`grader.batch.engine.Grading`) on a Dask cluster.
+"""``grader batch --dask``: the batch engine's grading (:class:`grader.batch.engine.Grading`) on a
+Dask cluster.
 
-The engine plans as for one machine (unchanged submissions skipped, ``--force``), writes every scorecard
-atomically as it arrives and keeps them on Ctrl-C; only where the grading happens changes:
+The engine plans as for one machine (unchanged submissions skipped, ``--force``), writes every
+scorecard atomically as it arrives and keeps them on Ctrl-C; only where the grading happens changes:
 
-- **proof** (:meth:`DaskGrading.prove`): connect (:mod:`grader.cluster.connect`), register this run's
-  :class:`grader.cluster.worker.GradingPlugin` and wait for every worker's self-check, judged by
-  :mod:`grader.cluster.admission`. A worker below the namespace sandbox, whose sandbox reaches the
-  network, that grades with other grading inputs, or that offers a GPU it does not have, is refused
-  by name (exit 2, nothing graded); one whose canary fails refuses the run (exit 3). Nothing to grade: no cluster at all.
-- **grading** (:meth:`DaskGrading.grade`): each submission is read here (:func:`grader.cluster.messages.take`)
-  and sent as plain bytes in one task; the JSON text that comes back is bounded, strictly parsed and
-  checked (:func:`grader.cluster.messages.accept`) before the engine writes it. A task whose worker died
-  is run again elsewhere by the scheduler (``distributed.scheduler.allowed-failures``); one that fails for
-  good, or returns something unacceptable, becomes a ``grader`` error scorecard (a rerun retries it),
-  never lost points. One result per student: the first valid one.
+- **proof** (:meth:`DaskGrading.prove`): connect (:mod:`grader.cluster.connect`), register this
+  run's :class:`grader.cluster.worker.GradingPlugin` and wait for every worker's self-check, judged
+  by :mod:`grader.cluster.admission`. A worker below the namespace sandbox, whose sandbox reaches
+  the network, that grades with other grading inputs, or that offers a GPU it does not have, is
+  refused by name (exit 2, nothing graded); one whose canary fails refuses the run (exit 3). Nothing
+  to grade: no cluster at all.
+- **grading** (:meth:`DaskGrading.grade`): each submission is read here
+  (:func:`grader.cluster.messages.take`) and sent as plain bytes in one task; the JSON text that
+  comes back is bounded, strictly parsed and checked (:func:`grader.cluster.messages.accept`) before
+  the engine writes it. A task whose worker died is run again elsewhere by the scheduler
+  (``distributed.scheduler.allowed-failures``); one that fails for good, or returns something
+  unacceptable, becomes a ``grader`` error scorecard (a rerun retries it), never lost points. One
+  result per student: the first valid one.
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ from grader.sandbox.levels import BackendName
 
 
 class DaskGrading:
-    """Grading on the Dask cluster ``target`` (``gpu``: only on workers that offer the ``GPU`` resource)."""
+    """Grading on the Dask cluster ``target`` (``gpu``: only on workers that offer the ``GPU``
+    resource)."""
 
     backend: BackendName = wire.REQUIRED_LEVEL
 
@@ -67,7 +71,8 @@ class DaskGrading:
             gpu,
         )
         self.say = say or (lambda line: None)
-        self.name = f"attention-grader-{secrets.token_hex(6)}"  # this run's plugin: runs sharing a cluster stay apart
+        # this run's plugin: runs sharing a cluster stay apart
+        self.name = f"attention-grader-{secrets.token_hex(6)}"
         self.session: Session | None = None
         self.records: dict[str, dict[str, Any]] = {}
         self.slots, self.rejected = 1, 0
@@ -81,8 +86,8 @@ class DaskGrading:
     def prove(self, pending: list[Entry]) -> dict[str, Any] | None:
         self.read(pending)
         if not any(isinstance(p, wire.Payload) for p in self.payloads.values()):
-            # nothing a worker could grade (every submission unchanged or unreadable): no cluster, and the
-            # canary of the run that graded what is kept
+            # nothing a worker could grade (every submission unchanged or unreadable): no cluster,
+            # and the canary of the run that graded what is kept
             kept = (lastrun.read_summary(self.out / "summary.json") or {}).get("canary")
             return kept if wire.is_canary(kept) else None
         self.say(
@@ -131,7 +136,8 @@ class DaskGrading:
         }
 
     def read(self, entries: list[Entry]) -> None:
-        """Each submission as its payload, read here (or why it cannot be read): before any cluster is asked."""
+        """Each submission as its payload, read here (or why it cannot be read): before any cluster
+        is asked."""
         modules = {e.module for e in self.assignment.exercises}
         for entry in entries:
             if entry.key not in self.payloads:
@@ -183,11 +189,13 @@ class DaskGrading:
             result = self.result(future, entry, payload)
             self._log(entry, future.key, result)
             yield result
-        # last: their cards are made here, and the first one imports torch (a second or two) while nobody waits
+        # last: their cards are made here, and the first one imports torch (a second or two) while
+        # nobody waits
         yield from (self._error(entry, kind, message) for entry, (kind, message) in unreadable)
 
     def result(self, future: Future[str], entry: Entry, payload: wire.Payload) -> Result:
-        """The engine's result for a finished task: its checked scorecard, or a grader error card."""
+        """The engine's result for a finished task: its checked scorecard, or a grader error
+        card."""
         if future.status != "finished":
             exc = future.exception()
             return self._error(
@@ -199,7 +207,8 @@ class DaskGrading:
         return self.accept(future.result(), entry, payload)
 
     def accept(self, text: object, entry: Entry, payload: wire.Payload) -> Result:
-        """A task's reply turned into the engine's result (a rejected one into a grader error card)."""
+        """A task's reply turned into the engine's result (a rejected one into a grader error
+        card)."""
         try:
             reply = wire.accept(
                 text,
@@ -225,8 +234,8 @@ class DaskGrading:
                 entry, "grader", f"grader fault on the Dask cluster: {reply['fault']}", wall
             )
         card = reply["card"]
-        # as this machine's slots record it: the path given (absolute) and the layout as read here, not the
-        # worker's copy; the canary of the worker that graded it
+        # as this machine's slots record it: the path given (absolute) and the layout as read here,
+        # not the worker's copy; the canary of the worker that graded it
         card["submission"].update(
             path=safetext.name(os.path.abspath(entry.path), 1000), layout=payload.layout
         )
@@ -251,7 +260,8 @@ class DaskGrading:
         return Result(entry, card, wall_s=seconds)
 
     def _log(self, entry: Entry, task: object, result: Result) -> None:
-        """One line per submission in ``logs/dask.log``: which worker graded it (or why nobody did)."""
+        """One line per submission in ``logs/dask.log``: which worker graded it (or why nobody
+        did)."""
         card = result.card
         what = (
             f"{card['score']:g}/{card['max_score']:g}"

@@ -1,13 +1,14 @@
-"""``grader merge``: check that shard outputs belong together, then write what a single batch writes.
+"""``grader merge``: check that shard outputs belong together, then write what a single batch
+writes.
 
 Each folder given is a shard's ``--out`` (it holds ``shard-K-of-N.json``), or holds several (shards
 that shared one ``--out``, or one sub-folder per shard). The merge refuses, naming every problem at
 once and writing nothing, when the shards disagree (grader version, assignment, exercises, seed,
 canary, the class they saw, the number of shards), when a shard is missing or unfinished, when a
 student is graded by two shards or has no scorecard, or when a scorecard is invalid. Otherwise it
-copies the scorecards into ``OUT/scorecards`` and hands the combined run to the single-machine batch's
-own writers (:func:`grader.batch.job.finish`): gradebook, summary, report and exports come out exactly
-as ``grader batch`` writes them. Every file is written atomically.
+copies the scorecards into ``OUT/scorecards`` and hands the combined run to the single-machine
+batch's own writers (:func:`grader.batch.job.finish`): gradebook, summary, report and exports come
+out exactly as ``grader batch`` writes them. Every file is written atomically.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from grader.intake.roster import Student
 from grader.sandbox.levels import LEVELS
 from grader.scoring import scorecard
 
-REGRADE = (  # what fixes an unusable card: grader batch regrades a card that fails its schema or its shard
+# what fixes an unusable card: grader batch regrades a card that fails its schema or its shard
+REGRADE = (
     "rerun their shard's command, which regrades only those students, or restore each card as the grader "
     "wrote it; then merge again"
 )
@@ -49,7 +51,8 @@ def merge(
     roster: list[Student] | None = None,
     manifest_path: Path | None = None,
 ) -> job.Outcome:
-    """Combine the shard outputs in ``folders`` into ``out`` (see the module docstring); raise :class:`MergeError`."""
+    """Combine the shard outputs in ``folders`` into ``out`` (see the module docstring); raise
+    :class:`MergeError`."""
     out = Path(out)
     parts = find(folders)
     cards, problems = _cards(parts)
@@ -117,8 +120,8 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _cards(parts: list[Part]) -> tuple[dict[str, AnyCard], list[str]]:
-    """Each student's scorecard in its slim form (the end step reads the whole ones from ``OUT/scorecards``),
-    and what is missing or invalid."""
+    """Each student's scorecard in its slim form (the end step reads the whole ones from
+    ``OUT/scorecards``), and what is missing or invalid."""
     cards: dict[str, AnyCard] = {}
     missing, invalid = [], []
     for part in parts:
@@ -182,7 +185,8 @@ def _copy_cards(parts: list[Part], out: Path) -> None:
 
 
 def combined(parts: list[Part], cards: dict[str, AnyCard]) -> Run:
-    """One :class:`Run` as if a single machine had graded the class: class order, every shard's figures."""
+    """One :class:`Run` as if a single machine had graded the class: class order, every shard's
+    figures."""
     students = sorted((s for p in parts for s in p.doc["students"]), key=lambda s: s["order"])
     figures = {r["key"]: r for p in parts for r in p.doc["run"]["results"]}
     results = [_result(s["key"], cards[s["key"]], figures.get(s["key"], {})) for s in students]
@@ -220,7 +224,8 @@ def _rank(backend: str) -> int:
 
 
 def _wall_s(parts: list[Part]) -> float:
-    """From the first shard's start to the last one's end: the class's wall time, however the shards ran."""
+    """From the first shard's start to the last one's end: the class's wall time, however the shards
+    ran."""
     starts = [datetime.fromisoformat(p.doc["started"]) for p in parts]
     ends = [datetime.fromisoformat(p.doc["finished"]) for p in parts]
     return round(max(0.0, (max(ends) - min(starts)).total_seconds()), 3)

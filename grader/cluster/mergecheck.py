@@ -1,8 +1,8 @@
 """Whether shard outputs belong together: every reason a set of shard manifests cannot be merged.
 
-Kept apart from :mod:`grader.cluster.merge` (which finds the manifests, reads the scorecards and writes
-the merged run): these are the pure checks on the manifests, each naming what is wrong and what to do,
-so the merge can refuse with every problem at once before it writes anything.
+Kept apart from :mod:`grader.cluster.merge` (which finds the manifests, reads the scorecards and
+writes the merged run): these are the pure checks on the manifests, each naming what is wrong and
+what to do, so the merge can refuse with every problem at once before it writes anything.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def check(parts: list[Part]) -> list[str]:
 
 
 def _facet(name: str, doc: dict[str, Any]) -> object:
-    """What every shard must agree on, by name (``canary``: whether it was required and what it proved)."""
+    """What every shard must agree on, by name (``canary``: whether it was required and what it
+    proved)."""
     record = doc["canary"]["record"] or {}
     return {
         "grader version": doc["grader"]["version"],
@@ -77,7 +78,8 @@ def _mixed(name: str, parts: list[Part]) -> str:
             and part.doc["canary"]["required"]
             and part.doc["canary"]["record"] is None
         ):
-            continue  # required but not run (nobody to grade, or unfinished, said apart): nothing to compare
+            # required but not run (nobody to grade, or unfinished, said apart): nothing to compare
+            continue
         values.setdefault(repr(_facet(name, part.doc)), []).append(part.label)
     if len(values) < 2:
         return ""
@@ -107,7 +109,8 @@ def _missing_shards(parts: list[Part]) -> list[str]:
 
 
 def _misplaced(parts: list[Part]) -> list[str]:
-    """Keys a manifest claims that its shard does not own (a manifest from another split, or edited)."""
+    """Keys a manifest claims that its shard does not own (a manifest from another split, or
+    edited)."""
     wrong = [
         f"{s['key']} ({p.label})"
         for p in parts

@@ -1,17 +1,21 @@
-"""What crosses between the coordinator of ``grader batch --dask`` and a Dask worker: plain data, bounded, checked.
+"""What crosses between the coordinator of ``grader batch --dask`` and a Dask worker: plain data,
+bounded, checked.
 
 Nothing here imports Dask. Three things cross, and each is checked by the side that receives it:
 
-- **a submission** (coordinator → worker): the intake's normalised file map (module name → bytes, at most
-  :data:`MAX_PAYLOAD_BYTES` in all), the single-module name and the layout. The coordinator reads the
-  submission (:func:`take`), so no worker needs the coordinator's file system; the worker checks the map
-  again (:func:`check_payload`) and writes it back as a folder or a single file (:func:`unpack`), which its
-  own intake takes exactly as the original (same files, same hash, same single module).
-- **a result** (worker → coordinator): one JSON text of at most :data:`MAX_RESULT_BYTES`, parsed strictly
-  (no NaN, no duplicate keys) and checked by :func:`accept`: its shape, its key, and a scorecard that is
-  schema-valid, for this assignment and exercises, for the very content that was sent (its hash), with a
-  score inside its maximum. Anything else raises :class:`ResultRejected`: a grader error, never a grade.
-- **a worker's self-check** (:mod:`grader.batch.hostcheck`), judged by :func:`problems` on both sides.
+- **a submission** (coordinator → worker): the intake's normalised file map (module name → bytes, at
+  most :data:`MAX_PAYLOAD_BYTES` in all), the single-module name and the layout. The coordinator
+  reads the submission (:func:`take`), so no worker needs the coordinator's file system; the worker
+  checks the map again (:func:`check_payload`) and writes it back as a folder or a single file
+  (:func:`unpack`), which its own intake takes exactly as the original (same files, same hash, same
+  single module).
+- **a result** (worker → coordinator): one JSON text of at most :data:`MAX_RESULT_BYTES`, parsed
+  strictly (no NaN, no duplicate keys) and checked by :func:`accept`: its shape, its key, and a
+  scorecard that is schema-valid, for this assignment and exercises, for the very content that was
+  sent (its hash), with a score inside its maximum. Anything else raises :class:`ResultRejected`: a
+  grader error, never a grade.
+- **a worker's self-check** (:mod:`grader.batch.hostcheck`), judged by :func:`problems` on both
+  sides.
 """
 
 from __future__ import annotations
@@ -26,9 +30,8 @@ from grader import safetext, schema
 from grader.intake import submission as intake
 from grader.sandbox.levels import Level
 
-MAX_PAYLOAD_BYTES = (
-    intake.MAX_SUBMISSION_BYTES
-)  # a submission's modules, all together (intake's one size budget)
+# a submission's modules, all together (intake's one size budget)
+MAX_PAYLOAD_BYTES = intake.MAX_SUBMISSION_BYTES
 MAX_RESULT_BYTES = 8 << 20  # one task's JSON reply (a scorecard is tens of KiB)
 MAX_RECORD_BYTES = 64 << 10  # one worker's self-check
 REQUIRED_LEVEL: Level = "namespace"
@@ -70,7 +73,8 @@ class Payload:
 
 
 def take(path: Path, *, modules: set[str]) -> Payload:
-    """Read ``path`` through the intake (raises ``intake.IntakeError``; its size budget bounds the payload)."""
+    """Read ``path`` through the intake (raises ``intake.IntakeError``; its size budget bounds the
+    payload)."""
     sub = intake.take(path, modules=modules)
     try:
         files = {f.name: f.read_bytes() for f in sorted(sub.box.iterdir())}
@@ -80,7 +84,8 @@ def take(path: Path, *, modules: set[str]) -> Payload:
 
 
 def check_payload(plain: object) -> Payload:
-    """The worker's own check of a payload: names that are plain module files, sizes within the intake's caps."""
+    """The worker's own check of a payload: names that are plain module files, sizes within the
+    intake's caps."""
     if not isinstance(plain, dict) or set(plain) != {"files", "single_module", "layout", "sha256"}:
         raise MessageError("a payload is a mapping of files, single_module, layout and sha256")
     files, single = plain["files"], plain["single_module"]
@@ -116,7 +121,8 @@ def _module_file(name: str) -> bool:
 
 
 def unpack(payload: Payload, folder: Path) -> Path:
-    """Write ``payload`` under ``folder`` (empty, ours) as what to grade: its single module as a file, else a folder."""
+    """Write ``payload`` under ``folder`` (empty, ours) as what to grade: its single module as a
+    file, else a folder."""
     if payload.single_module is not None:
         path = folder / f"{payload.single_module}.py"
         path.write_bytes(payload.files[path.name])
@@ -129,7 +135,8 @@ def unpack(payload: Payload, folder: Path) -> Path:
 
 
 def strict_json(text: str) -> Any:
-    """``json.loads`` that refuses NaN and infinities and duplicate keys (the parse our checks rely on)."""
+    """``json.loads`` that refuses NaN and infinities and duplicate keys (the parse our checks rely
+    on)."""
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         keys = [k for k, _ in items]
@@ -146,7 +153,8 @@ def strict_json(text: str) -> Any:
 def accept(
     text: object, *, key: str, sha256: str, assignment: str, exercises: list[str]
 ) -> dict[str, Any]:
-    """The reply of the task that graded ``key``, checked (see the module docstring); raises :class:`ResultRejected`."""
+    """The reply of the task that graded ``key``, checked (see the module docstring); raises
+    :class:`ResultRejected`."""
     if not isinstance(text, str):
         raise ResultRejected(f"the task returned {type(text).__name__}, not JSON text")
     if len(text) > MAX_RESULT_BYTES:
@@ -219,7 +227,8 @@ def is_canary(record: object) -> bool:
 
 
 def read_record(text: object) -> dict[str, Any]:
-    """A worker's self-check (JSON text from :mod:`grader.batch.hostcheck`), bounded and strictly parsed."""
+    """A worker's self-check (JSON text from :mod:`grader.batch.hostcheck`), bounded and strictly
+    parsed."""
     if not isinstance(text, str) or len(text) > MAX_RECORD_BYTES:
         raise MessageError("a self-check is JSON text of at most 64 KiB")
     return check_record(strict_json(text))

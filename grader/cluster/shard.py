@@ -1,4 +1,5 @@
-"""Which part of a class one machine grades: ``--shard K/N`` (or ``--shard auto``) and the stable split.
+"""Which part of a class one machine grades: ``--shard K/N`` (or ``--shard auto``) and the stable
+split.
 
 Shards are numbered **1..N**. A submission belongs to shard ``sha256(key) mod N + 1``, where ``key``
 is the name :mod:`grader.intake.classfolder` gives its scorecard (the safe student id): the same on
@@ -34,7 +35,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Shard:
-    """Shard ``index`` of ``count`` (1-based); ``source`` says where it came from (for the manifest)."""
+    """Shard ``index`` of ``count`` (1-based); ``source`` says where it came from (for the
+    manifest)."""
 
     index: int
     count: int
@@ -48,12 +50,14 @@ class Shard:
         return shard_of(key, self.count) == self.index
 
     def select(self, items: Sequence[T], key: str = "key") -> list[T]:
-        """The items (discovered entries) whose ``key`` attribute falls in this shard, order kept."""
+        """The items (discovered entries) whose ``key`` attribute falls in this shard, order
+        kept."""
         return [item for item in items if self.owns(getattr(item, key))]
 
 
 def shard_of(key: str, count: int) -> int:
-    """The 1-based shard of ``key`` among ``count``: stable across machines, processes and Python versions."""
+    """The 1-based shard of ``key`` among ``count``: stable across machines, processes and Python
+    versions."""
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "big") % count + 1
 

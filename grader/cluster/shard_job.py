@@ -1,11 +1,12 @@
-"""``grader batch --shard K/N``: grade one shard of a class and leave a manifest for ``grader merge``.
+"""``grader batch --shard K/N``: grade one shard of a class and leave a manifest for ``grader
+merge``.
 
-A shard discovers the whole class (so every shard sees, and records, the same class), grades only its
-own part through the same engine as a single-machine batch (scorecards written atomically as they are
-ready, resumable, Ctrl-C keeps what is finished), and writes ``shard-K-of-N.json`` (schema ``shard``)
-beside them twice: when it starts (its responsibilities) and when it ends (the run's figures). The
-gradebook, summary, report and exports are left to ``grader merge``, so N shards may share one
-``--out`` folder on a shared file system as well as use one each.
+A shard discovers the whole class (so every shard sees, and records, the same class), grades only
+its own part through the same engine as a single-machine batch (scorecards written atomically as
+they are ready, resumable, Ctrl-C keeps what is finished), and writes ``shard-K-of-N.json`` (schema
+``shard``) beside them twice: when it starts (its responsibilities) and when it ends (the run's
+figures). The gradebook, summary, report and exports are left to ``grader merge``, so N shards may
+share one ``--out`` folder on a shared file system as well as use one each.
 """
 
 from __future__ import annotations
@@ -52,11 +53,11 @@ def grade_shard(
     shard: Shard,
     progress: Progress | None = None,
 ) -> ShardOutcome:
-    """Grade the part of ``submissions`` that falls in ``shard`` into ``out`` (see the module docstring)."""
+    """Grade the part of ``submissions`` that falls in ``shard`` into ``out`` (see the module
+    docstring)."""
     out = Path(out)
-    assignment = (
-        options.load()
-    )  # once for the whole command: discovery, the engine, the canary and the summary
+    # once for the whole command: discovery, the engine, the canary and the summary
+    assignment = options.load()
     found = disc.discover(submissions, assignment=assignment.id)
     entries = [
         e for e in found.entries if os.path.abspath(e.path) != os.path.abspath(out)
@@ -160,13 +161,15 @@ def write(path: Path, doc: dict[str, Any]) -> None:
 
 
 def class_digest(keys: list[str]) -> str:
-    """One hash of the whole class's keys in class order: equal on every shard that saw the same class."""
+    """One hash of the whole class's keys in class order: equal on every shard that saw the same
+    class."""
     return hashlib.sha256(
         "".join(f"{k}\n" for k in keys).encode("utf-8", "surrogatepass")
     ).hexdigest()
 
 
 def fingerprint(assignment: manifest.Assignment) -> str:
-    """sha256 of the files a grade and the canary's proof depend on, named by relative path (the checkout may sit
-    elsewhere on each machine): :func:`grader.fingerprint.inputs_digest`, the one list of them."""
+    """sha256 of the files a grade and the canary's proof depend on, named by relative path (the
+    checkout may sit elsewhere on each machine): :func:`grader.fingerprint.inputs_digest`, the one
+    list of them."""
     return grading_fingerprint.inputs_digest(assignment)

@@ -1,17 +1,18 @@
-"""The Dask worker's side of ``grader batch --dask``: a worker plugin that keeps grading slots, and the tasks.
+"""The Dask worker's side of ``grader batch --dask``: a worker plugin that keeps grading slots, and
+the tasks.
 
-Loaded only where Dask is (the coordinator of a ``--dask`` run and the Dask workers): ``grader batch``
-without ``--dask`` never imports this module or Dask.
+Loaded only where Dask is (the coordinator of a ``--dask`` run and the Dask workers): ``grader
+batch`` without ``--dask`` never imports this module or Dask.
 
 :class:`GradingPlugin` is registered by the coordinator for one run. On each Dask worker, present or
 joining later, it starts a :class:`Host`: one grading slot per worker thread (``python -m
 grader.batch.slot``, the very process a single-machine batch uses, with its zygote; the Dask worker
 process itself only relays and never imports torch or runs pytest) and the worker's self-check
-(:mod:`grader.batch.hostcheck`) in the background. A task (:func:`grade_task`) refuses to grade until
-that check has passed, writes the submission it was sent into a private folder, hands it to an idle
-slot and returns the slot's reply as JSON text. A slot that dies or overruns its watchdog is replaced
-and the reply says so (a grader error for the coordinator); a Dask worker that dies takes its slots
-with it (they watch their parent) and the scheduler runs its tasks elsewhere.
+(:mod:`grader.batch.hostcheck`) in the background. A task (:func:`grade_task`) refuses to grade
+until that check has passed, writes the submission it was sent into a private folder, hands it to an
+idle slot and returns the slot's reply as JSON text. A slot that dies or overruns its watchdog is
+replaced and the reply says so (a grader error for the coordinator); a Dask worker that dies takes
+its slots with it (they watch their parent) and the scheduler runs its tasks elsewhere.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ class GradingPlugin(WorkerPlugin):
 
 
 def targets(worker: Worker) -> list[tuple[str, int]]:
-    """Every address of the Dask side this worker's sandbox must not reach: its listeners, nanny, scheduler."""
+    """Every address of the Dask side this worker's sandbox must not reach: its listeners, nanny,
+    scheduler."""
     addresses = [listener.contact_address for listener in worker.listeners]
     addresses += [a for a in (worker.nanny, worker.scheduler.address) if a]
     found: list[tuple[str, int]] = []
@@ -128,8 +130,9 @@ class Host:
     def _prepare(
         self, targets: list[tuple[str, int]], nthreads: int, facts: dict[str, Any]
     ) -> None:
-        """Below the namespace sandbox: the record says so and no slot starts. Else start the slots, and the
-        first one checks the network from a sandbox and the canary before anyone is graded."""
+        """Below the namespace sandbox: the record says so and no slot starts. Else start the slots,
+        and the first one checks the network from a sandbox and the canary before anyone is
+        graded."""
         try:
             record = {**hostcheck.level(), "pid": os.getpid()}
             if record["level"] == wire.REQUIRED_LEVEL:
@@ -161,7 +164,8 @@ class Host:
         return "; ".join(found + ([canary] if canary else []))
 
     def grade(self, key: str, student: str, plain: object) -> dict[str, Any]:
-        """Grade one submission on an idle slot; the slot's reply, with this worker's name and canary."""
+        """Grade one submission on an idle slot; the slot's reply, with this worker's name and
+        canary."""
         reason = self.verdict()
         if reason:
             return {"key": key, "refused": f"Dask worker {self.address} may not grade: {reason}"}
@@ -188,7 +192,8 @@ class Host:
     def _ask(
         self, slot: SlotProcess, job: dict[str, Any], limit: float
     ) -> tuple[SlotProcess, dict[str, Any]]:
-        """Send ``job`` to ``slot``, wait for its reply; a dead or overrunning slot is replaced (its reply: a fault)."""
+        """Send ``job`` to ``slot``, wait for its reply; a dead or overrunning slot is replaced (its
+        reply: a fault)."""
         if slot.proc.poll() is not None:
             slot = self._replace(slot)
         deadline = time.monotonic() + limit + (0 if slot.ready else STARTUP_S)
@@ -253,13 +258,15 @@ def _host(name: str, worker: Worker) -> Host:
 
 
 def grade_task(name: str, key: str, student: str, payload: object) -> str:
-    """One submission, graded on the Dask worker that runs this task: the reply as JSON text (plain data)."""
+    """One submission, graded on the Dask worker that runs this task: the reply as JSON text (plain
+    data)."""
     worker = get_worker()
     return json.dumps(_host(name, worker).grade(key, student, payload))
 
 
 async def self_check(name: str, dask_worker: Worker) -> str:
-    """This worker's self-check record as JSON text, once done (for ``Client.run``: it does not block the loop)."""
+    """This worker's self-check record as JSON text, once done (for ``Client.run``: it does not
+    block the loop)."""
     host = _host(name, dask_worker)
     await asyncio.to_thread(host.checked.wait, CHECK_TIMEOUT_S)
     return json.dumps(host.record or {"level": "unknown", "error": "the self-check did not finish"})

@@ -70,7 +70,8 @@ class Assignment:
         return {e.module: e for e in self.exercises}
 
     def bans(self) -> dict[str, tuple[str, ...]]:
-        """Banned APIs keyed by module (whole exercise) and by ``module.Name`` (one function or class)."""
+        """Banned APIs keyed by module (whole exercise) and by ``module.Name`` (one function or
+        class)."""
         out: dict[str, tuple[str, ...]] = {}
         for e in self.exercises:
             out[e.module] = e.banned
@@ -88,8 +89,9 @@ class Assignment:
 
 
 def find_root(start: Path | None = None) -> Path:
-    """The repository root: the nearest of ``start`` and its parents holding ``assignments.json`` and
-    ``exercises/`` (a student's repository, found from the current folder), else this checkout's."""
+    """The repository root: the nearest of ``start`` and its parents holding ``assignments.json``
+    and ``exercises/`` (a student's repository, found from the current folder), else this
+    checkout's."""
     if start is None:
         return REPO_ROOT
     here = start.resolve()
@@ -101,9 +103,9 @@ def find_root(start: Path | None = None) -> Path:
 
 def load(path: Path | None = None, assignment: str | None = None) -> Assignment:
     """Load, validate and return one assignment from the manifest: ``assignment``, or by default
-    :data:`DEFAULT_ASSIGNMENT` where the manifest has it, else its first (a student repository released
-    for another assignment holds only that one). A caller that will use its suites checks them with
-    :func:`check_paths`."""
+    :data:`DEFAULT_ASSIGNMENT` where the manifest has it, else its first (a student repository
+    released for another assignment holds only that one). A caller that will use its suites checks
+    them with :func:`check_paths`."""
     path = Path(path) if path else DEFAULT_MANIFEST
     document = _document(path)
     ids = [a["id"] for a in document["assignments"]]
@@ -121,9 +123,10 @@ def load_all(path: Path | None = None) -> list[Assignment]:
 
 
 def check_paths(assignment: Assignment, suites: tuple[str, ...]) -> Assignment:
-    """``spec`` when every file of ``suites`` it names is a file inside its folder (and, for ``hidden``, each
-    exercise's reference ``solutions/<module>.py``); else :class:`ManifestError` naming each, with its line in the
-    manifest: a misspelled path is the caller's mistake, found before anything is graded, not a broken machine."""
+    """``spec`` when every file of ``suites`` it names is a file inside its folder (and, for
+    ``hidden``, each exercise's reference ``solutions/<module>.py``); else :class:`ManifestError`
+    naming each, with its line in the manifest: a misspelled path is the caller's mistake, found
+    before anything is graded, not a broken machine."""
     wrong = [
         f"{assignment.manifest}:{_line(assignment.manifest, field, name)}: {field} of exercise {e.id!r}: {why}"
         for e in assignment.exercises
@@ -169,7 +172,8 @@ def _near(target: Path) -> str:
 
 
 def _line(path: Path, field: str, value: str) -> int:
-    """The first line of the manifest giving ``field`` the value ``value`` (else holding the value; else 1)."""
+    """The first line of the manifest giving ``field`` the value ``value`` (else holding the value;
+    else 1)."""
     lines = path.read_text("utf-8").splitlines()
     quoted = json.dumps(value)
     for wanted in (f'"{field}"', ""):
@@ -187,7 +191,8 @@ def text_of(assignment: Assignment) -> str:
 
 
 def _document(path: Path) -> dict[str, Any]:
-    """The manifest's JSON, schema-checked; :class:`ManifestError` with a one-line reason otherwise."""
+    """The manifest's JSON, schema-checked; :class:`ManifestError` with a one-line reason
+    otherwise."""
     try:
         document = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:

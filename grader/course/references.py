@@ -1,4 +1,5 @@
-"""Where the trusted side finds the reference solutions: ``solutions/`` beside the manifest, by path.
+"""Where the trusted side finds the reference solutions: ``solutions/`` beside the manifest, by
+path.
 
 Never from ``sys.path`` and never installed: a packaged copy would land in site-packages, which
 a sandbox might be able to read. The folder is registered as the ``solutions`` package, so
@@ -18,7 +19,8 @@ PACKAGE = "solutions"
 
 
 class ReferencesMissing(UsageError, FileNotFoundError):
-    """There is no ``solutions/`` package beside the manifest: a grading host needs the course checkout."""
+    """There is no ``solutions/`` package beside the manifest: a grading host needs the course
+    checkout."""
 
 
 def solutions_package(root: Path) -> ModuleType:

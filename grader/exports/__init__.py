@@ -1,1 +1,2 @@
-"""What grades become: gradebook, summary, report, LMS and Gradescope files, one builder per format."""
+"""What grades become: gradebook, summary, report, LMS and Gradescope files, one builder per
+format."""

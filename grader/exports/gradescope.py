@@ -1,4 +1,5 @@
-"""A scorecard as Gradescope's ``results.json``: the one builder, for ``run_autograder`` and for batch exports.
+"""A scorecard as Gradescope's ``results.json``: the one builder, for ``run_autograder`` and for
+batch exports.
 
 Per test: name, number, score, max_score, status, the message as Markdown (in a code fence: a
 student-controlled message can never become a link, an image or HTML), tags, ``visibility``
@@ -6,9 +7,10 @@ student-controlled message can never become a link, an image or HTML), tags, ``v
 score (after any late penalty: Gradescope lets it override the tests' sum), ``execution_time``,
 ``output_format: md``, ``stdout_visibility: hidden`` (the grader's log is for instructors), and
 ``extra_data`` with the seed, grader version, isolation record and canary. A grader that failed
-writes no results.json at all (:mod:`grader.release.gradescope_run`); a batch's export of a card that
-ended in a grader error says so in general terms (the instructor has the details), never as the student's fault.
-Every document is checked against the ``gradescope-results`` schema before it is handed out.
+writes no results.json at all (:mod:`grader.release.gradescope_run`); a batch's export of a card
+that ended in a grader error says so in general terms (the instructor has the details), never as the
+student's fault. Every document is checked against the ``gradescope-results`` schema before it is
+handed out.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ def fence(text: str) -> str:
 
 
 def document(card: AnyCard, *, visibility: str = "visible") -> dict[str, Any]:
-    """``results.json`` for any scorecard a batch exports: graded, or the grader's error (never a reason to lose
-    points: no tests, the error kept for the instructor in ``extra_data``)."""
+    """``results.json`` for any scorecard a batch exports: graded, or the grader's error (never a
+    reason to lose points: no tests, the error kept for the instructor in ``extra_data``)."""
     if card["status"] == "error":
         out = {
             "score": 0,
@@ -116,7 +118,8 @@ def _summary(card: AnyCard, late: dict[str, Any] | None) -> str:
 
 
 def intake_rejected(card: AnyCard, *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The submission itself could not be read (no Python files, a bad archive): 0, with the reason."""
+    """The submission itself could not be read (no Python files, a bad archive): 0, with the
+    reason."""
     message = error_of(card)["message"]
     out = {
         "score": 0,
@@ -142,7 +145,8 @@ def intake_rejected(card: AnyCard, *, extra: dict[str, Any] | None = None) -> di
 
 
 def write_atomic(path: Path, document: dict[str, Any]) -> None:
-    """Write ``document`` next to ``path`` and rename it into place: Gradescope never reads half a file."""
+    """Write ``document`` next to ``path`` and rename it into place: Gradescope never reads half a
+    file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results-", suffix=".json")
     try:

@@ -1,5 +1,6 @@
-"""The figures of the last run that graded something: a rerun that only kept unchanged scorecards measured
-nothing, so its summary keeps the previous one's (from ``last_graded_run``, or an older summary's top level)."""
+"""The figures of the last run that graded something: a rerun that only kept unchanged scorecards
+measured nothing, so its summary keeps the previous one's (from ``last_graded_run``, or an older
+summary's top level)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def rate(count: int, wall_s: float) -> float:
 def figures(
     count: int, wall_s: float, slots: int, previous: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """This run's figures when it graded something, else the last real ones (an older summary's top level too)."""
+    """This run's figures when it graded something, else the last real ones (an older summary's top
+    level too)."""
     fresh = {
         "generated": scorecard.now(),
         "graded": max(count, 0),
@@ -47,7 +49,8 @@ def _int(value: object) -> int:
 
 
 def _is_run(run: dict[str, Any]) -> bool:
-    """``run`` has the shape of ``last_graded_run`` and measured something (the old file may hold anything)."""
+    """``run`` has the shape of ``last_graded_run`` and measured something (the old file may hold
+    anything)."""
     numbers = [run.get(k) for k in ("wall_s", "submissions_per_minute")]
     return (
         set(run) == {"generated", "graded", "wall_s", "submissions_per_minute", "slots"}

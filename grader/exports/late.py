@@ -1,9 +1,11 @@
-"""An optional late policy, applied where the platform tells us when the student submitted (Gradescope).
+"""An optional late policy, applied where the platform tells us when the student submitted
+(Gradescope).
 
 The manifest's assignment may carry ``late_policy``: ``per_day`` (the fraction of the earned score
 lost per started day after the due date), ``max_fraction`` (the most that can be lost, default 1)
 and ``grace_minutes``. Gradescope's ``submission_metadata.json`` gives ``created_at`` and
-``assignment.due_date`` / ``assignment.late_due_date``; without a policy or a due date nothing changes.
+``assignment.due_date`` / ``assignment.late_due_date``; without a policy or a due date nothing
+changes.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ def policy(manifest_path: Path, assignment: str) -> dict[str, Any] | None:
 
 
 def metadata(path: Path) -> dict[str, Any]:
-    """Gradescope's submission metadata; empty when absent or unreadable (grading goes on without it)."""
+    """Gradescope's submission metadata; empty when absent or unreadable (grading goes on without
+    it)."""
     try:
         data = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
@@ -44,7 +47,8 @@ def _when(text: object) -> datetime | None:
 def assess(
     score: float, rules: dict[str, Any] | None, meta: dict[str, Any]
 ) -> dict[str, Any] | None:
-    """What the policy does to ``score``: None when it does not apply (no policy, no dates, on time)."""
+    """What the policy does to ``score``: None when it does not apply (no policy, no dates, on
+    time)."""
     created = _when(meta.get("created_at"))
     due = _when((meta.get("assignment") or {}).get("due_date"))
     if not rules or created is None or due is None or created.tzinfo is None or due.tzinfo is None:

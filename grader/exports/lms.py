@@ -31,7 +31,8 @@ Cell = Callable[[object], object]  # escapes one CSV cell (outputs.csv_cell)
 
 @dataclass(frozen=True)
 class Line:
-    """One gradebook line: a scorecard (``None``: on the roster, no submission) and its roster entry."""
+    """One gradebook line: a scorecard (``None``: on the roster, no submission) and its roster
+    entry."""
 
     key: str
     card: AnyCard | None
@@ -42,7 +43,8 @@ class Line:
         return self.card["status"] if self.card else "missing"
 
     def grade(self) -> float | str:
-        """Points to upload: the score, 0 when missing, blank when grading failed (nothing to upload)."""
+        """Points to upload: the score, 0 when missing, blank when grading failed (nothing to
+        upload)."""
         if self.card is None:
             return 0
         return self.card["score"] if self.card["status"] == "graded" else ""
@@ -56,7 +58,8 @@ class Line:
 
 
 def join(named: list[tuple[str, AnyCard]], students: list[Student] | None) -> list[Line]:
-    """Roster students in roster order (their card or none), then submissions from logins not on it."""
+    """Roster students in roster order (their card or none), then submissions from logins not on
+    it."""
     cards = dict(named)
     lines = [Line(s.key, cards.get(s.key), s) for s in students or []]
     listed = {line.key for line in lines}
@@ -64,7 +67,8 @@ def join(named: list[tuple[str, AnyCard]], students: list[Student] | None) -> li
 
 
 def warning(formats: tuple[str, ...] | list[str], roster: list[Student] | None) -> str | None:
-    """What an export without a roster leaves out, and what to pass; None when nothing is left out."""
+    """What an export without a roster leaves out, and what to pass; None when nothing is left
+    out."""
     if "canvas" not in formats or roster is not None:
         return None
     return (

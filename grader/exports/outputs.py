@@ -2,8 +2,8 @@
 (``summary.json``: :mod:`grader.exports.summary`).
 
 With a roster (:mod:`grader.intake.roster`) the gradebook gains the name, email and LMS id of each
-student, and a roster student with no submission gets a row with 0 and status ``missing``; Canvas and
-Moodle files come from :mod:`grader.exports.lms`.
+student, and a roster student with no submission gets a row with 0 and status ``missing``; Canvas
+and Moodle files come from :mod:`grader.exports.lms`.
 
 Every output must survive any scorecard, old ones on disk included: each card is passed through
 :func:`clean_tree` (:mod:`grader.safetext` on every string: no lone surrogate can break an encoder,
@@ -56,14 +56,15 @@ def clean_tree(value: Any) -> Any:
 def _cleaned(
     named: Iterable[tuple[str, AnyCard]], *, whole: bool = True
 ) -> Iterator[tuple[str, AnyCard]]:
-    """Each (key, card) made safe text, one at a time; ``whole=False``: its slim form, for a list of the
-    class (:func:`grader.scoring.scorecard.slim`)."""
+    """Each (key, card) made safe text, one at a time; ``whole=False``: its slim form, for a list of
+    the class (:func:`grader.scoring.scorecard.slim`)."""
     for key, card in named:
         yield safetext.name(key), clean_tree(card if whole else scorecard.slim(card))
 
 
 def csv_cell(value: object) -> object:
-    """A text cell starting with ``= + - @``, tab or CR gets a leading ``'``; numbers stay numbers."""
+    """A text cell starting with ``= + - @``, tab or CR gets a leading ``'``; numbers stay
+    numbers."""
     if isinstance(value, str) and value.startswith(_FORMULA):
         return "'" + value
     return value
@@ -87,8 +88,8 @@ def gradebook_csv(
 ) -> str:
     """One row per student (``exports.csv_row``), keyed by the scorecard's name, every cell escaped.
 
-    With ``roster``: its columns after ``student``, roster order first, a ``missing`` row (0) for each
-    roster student without a submission, then the submissions whose login is not on the roster.
+    With ``roster``: its columns after ``student``, roster order first, a ``missing`` row (0) for
+    each roster student without a submission, then the submissions whose login is not on the roster.
     """
     buffer = io.StringIO()
     fields = list(exports.csv_row(_blank(exercise_ids), exercise_ids))

@@ -1,13 +1,15 @@
-"""``report.html``: one self-contained page (inline CSS, SVG and one small script, no network) from ``summary.json``.
+"""``report.html``: one self-contained page (inline CSS, SVG and one small script, no network) from
+``summary.json``.
 
-Rendered with Jinja2, autoescape on: every student-influenced string (ids, failure messages) is escaped,
-after :func:`grader.exports.outputs.clean_tree` has made every string safe text (a lone surrogate in an
-old summary once made the page fail to encode, so no report and no exports, on every rerun).
+Rendered with Jinja2, autoescape on: every student-influenced string (ids, failure messages) is
+escaped, after :func:`grader.exports.outputs.clean_tree` has made every string safe text (a lone
+surrogate in an old summary once made the page fail to encode, so no report and no exports, on every
+rerun).
 
-The only script is :data:`SORT_SCRIPT` (a column heading is a button: click it, or Tab to it and press Enter
-or Space, to sort its table; ``#sort=<column>`` in the address sorts on load). The page's
-Content-Security-Policy allows that script by its SHA-256 and nothing else: even a string that escaped
-escaping could not run.
+The only script is :data:`SORT_SCRIPT` (a column heading is a button: click it, or Tab to it and
+press Enter or Space, to sort its table; ``#sort=<column>`` in the address sorts on load). The
+page's Content-Security-Policy allows that script by its SHA-256 and nothing else: even a string
+that escaped escaping could not run.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Exporters: plain mappings from a scorecard to GitHub Classroom and CSV rows (Gradescope: :mod:`grader.exports.gradescope`).
+"""Exporters: plain mappings from a scorecard to GitHub Classroom and CSV rows (Gradescope:
+:mod:`grader.exports.gradescope`).
 
 Each export is validated against the schema we keep for it (grader/schemas). GitHub Classroom's
 reporter sums ``tests[].score``, so each test carries its real points; a scorecard with

@@ -1,13 +1,14 @@
 """Per-student rows and class-wide mistakes for ``summary.json`` and the report.
 
-A row holds what an instructor acts on for one student: points per exercise, status, flags (timeouts,
-integrity findings, withheld exercises, an identical-submission group, errors, a roster mismatch)
-and the failing tests with their messages (the drill-down), counting the tests a student tried and failed apart
-from those of work not submitted (a stub, a missing file or name). Common mistakes are grouped by what was
-misunderstood: the ``diagnosis [id]`` tag in a test's message (a misconception id, where the suites give one)
-or else the test (its name without parameters) and its message's first line with numbers masked; each group is counted by distinct
-students, its hint shown in full. Absent work is left out there: it says nothing about a misconception. Every
-string here comes from a card that :func:`grader.exports.outputs.clean_tree` has already made safe text.
+A row holds what an instructor acts on for one student: points per exercise, status, flags
+(timeouts, integrity findings, withheld exercises, an identical-submission group, errors, a roster
+mismatch) and the failing tests with their messages (the drill-down), counting the tests a student
+tried and failed apart from those of work not submitted (a stub, a missing file or name). Common
+mistakes are grouped by what was misunderstood: the ``diagnosis [id]`` tag in a test's message (a
+misconception id, where the suites give one) or else the test (its name without parameters) and its
+message's first line with numbers masked; each group is counted by distinct students, its hint shown
+in full. Absent work is left out there: it says nothing about a misconception. Every string here
+comes from a card that :func:`grader.exports.outputs.clean_tree` has already made safe text.
 """
 
 from __future__ import annotations
@@ -34,15 +35,17 @@ _PARAMS = re.compile(r"\[.*\]$")
 
 
 def failure_key(message: str) -> str:
-    """A message's first line with numbers as ``#``: one key for the same mistake on other inputs."""
+    """A message's first line with numbers as ``#``: one key for the same mistake on other
+    inputs."""
     first = message.strip().splitlines()[0] if message.strip() else "(no message)"
     return _NUMBER.sub("#", first)[:240]
 
 
 def mistake_key(exercise: str, test: TestEntry) -> tuple[str, dict[str, Any]]:
-    """The group a failing test belongs to, and what the report shows of it. With a ``diagnosis [id]: `` tag in
-    its message (how the suites name a misconception: :func:`grader.gradetext.diagnosed`) that is the key; else
-    the test without its parameters and :func:`failure_key` of its message. The one place the grouping is decided."""
+    """The group a failing test belongs to, and what the report shows of it. With a ``diagnosis
+    [id]: `` tag in its message (how the suites name a misconception:
+    :func:`grader.gradetext.diagnosed`) that is the key; else the test without its parameters and
+    :func:`failure_key` of its message. The one place the grouping is decided."""
     head, hint = split_message(test["message"])
     shown = {
         "test": f"{exercise}::{_PARAMS.sub('', test['name'])}",
@@ -56,7 +59,8 @@ def mistake_key(exercise: str, test: TestEntry) -> tuple[str, dict[str, Any]]:
 
 
 def is_absent(message: str) -> bool:
-    """The test failed because the work is not there (a stub, a missing file or name) or was never run."""
+    """The test failed because the work is not there (a stub, a missing file or name) or was never
+    run."""
     return bool(_ABSENT.search(message))
 
 
@@ -83,7 +87,8 @@ def _failed_tests(card: AnyCard) -> list[tuple[ExerciseEntry, TestEntry]]:
 
 
 def _drill_down(failing: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each real failure, and one line per exercise for its absent work (``N tests``: not 40 copies of a stub)."""
+    """Each real failure, and one line per exercise for its absent work (``N tests``: not 40 copies
+    of a stub)."""
     out: list[dict[str, Any]] = []
     absent: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for failure in failing:
@@ -110,7 +115,8 @@ def _flags(card: AnyCard) -> list[str]:
 def row(
     key: str, card: AnyCard, exercise_ids: list[str], group: int | None = None
 ) -> dict[str, Any]:
-    """One student's row (schema ``summary``, ``students[]``); ``group``: its identical-submission group."""
+    """One student's row (schema ``summary``, ``students[]``); ``group``: its identical-submission
+    group."""
     points = {ex["id"]: ex["score"] for ex in card["exercises"]}
     error, failing = card.get("error") or None, _failing(card)
     return {
@@ -177,7 +183,8 @@ def rows(
 
 
 def grouped(rows: list[dict[str, Any]], identical: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` in key order, each in an identical-submission group numbered (1, 2, ...) and flagged."""
+    """``rows`` in key order, each in an identical-submission group numbered (1, 2, ...) and
+    flagged."""
     group = {key: n for n, g in enumerate(identical, 1) for key in g["students"]}
     out = []
     for r in sorted(rows, key=lambda r: r["key"]):
@@ -191,7 +198,8 @@ def grouped(rows: list[dict[str, Any]], identical: list[dict[str, Any]]) -> list
 
 
 def common_mistakes(named: Named, top: int = 15) -> list[dict[str, Any]]:
-    """Mistakes (:func:`mistake_key`) by the number of distinct students who made them (absent work left out)."""
+    """Mistakes (:func:`mistake_key`) by the number of distinct students who made them (absent work
+    left out)."""
     mistakes = Mistakes()
     for key, card in named:
         if card["status"] == "graded":
@@ -201,7 +209,8 @@ def common_mistakes(named: Named, top: int = 15) -> list[dict[str, Any]]:
 
 @dataclass
 class Mistakes:
-    """The class's mistakes so far: who made each, in how many tests, in which exercises, and how it is shown."""
+    """The class's mistakes so far: who made each, in how many tests, in which exercises, and how it
+    is shown."""
 
     students: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     tests: dict[str, int] = field(default_factory=lambda: defaultdict(int))

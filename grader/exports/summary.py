@@ -1,9 +1,11 @@
-"""``summary.json`` in one pass over the class: each scorecard is read once, folded into small tallies, and let go.
+"""``summary.json`` in one pass over the class: each scorecard is read once, folded into small
+tallies, and let go.
 
-A batch of 1,000 holds 1,000 whole scorecards only if something keeps them (about 160 KB of Python objects
-each): the summary keeps per student what its row shows (:func:`grader.exports.students.row`), per exercise
-and per test their counts, and per mistake its students, so the cards can come one at a time from disk
-(:class:`grader.batch.cards.Shelf`). Every card is first made safe text (:func:`outputs.clean_tree`).
+A batch of 1,000 holds 1,000 whole scorecards only if something keeps them (about 160 KB of Python
+objects each): the summary keeps per student what its row shows
+(:func:`grader.exports.students.row`), per exercise and per test their counts, and per mistake its
+students, so the cards can come one at a time from disk (:class:`grader.batch.cards.Shelf`). Every
+card is first made safe text (:func:`outputs.clean_tree`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ class Seen:
 
 @dataclass
 class ExerciseTally:
-    """Per exercise, in the order first seen: its scores, full marks, and each counted test's passes."""
+    """Per exercise, in the order first seen: its scores, full marks, and each counted test's
+    passes."""
 
     exercises: dict[str, dict[str, Any]] = field(default_factory=dict)
     tests: dict[str, dict[str, list[int]]] = field(default_factory=dict)
@@ -89,7 +92,8 @@ class ExerciseTally:
 
 @dataclass
 class Tally:
-    """The class so far: :meth:`add` each (key, card); :func:`summarize` makes the document from it."""
+    """The class so far: :meth:`add` each (key, card); :func:`summarize` makes the document from
+    it."""
 
     exercise_ids: list[str]
     seen: list[Seen] = field(default_factory=list)
@@ -138,10 +142,12 @@ def summarize(
     previous: dict[str, Any] | None = None,
     exercise_ids: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The ``summary`` document (schema ``summary``): counts, score distribution, pass rates, students, mistakes.
+    """The ``summary`` document (schema ``summary``): counts, score distribution, pass rates,
+    students, mistakes.
 
-    ``named`` is read once. ``previous`` is the summary this one replaces: when this run graded nothing (every
-    submission unchanged), its ``last_graded_run`` figures are kept instead of a run that measured nothing.
+    ``named`` is read once. ``previous`` is the summary this one replaces: when this run graded
+    nothing (every submission unchanged), its ``last_graded_run`` figures are kept instead of a run
+    that measured nothing.
     """
     tally = Tally(list(exercise_ids or assignment.ids()))
     for key, card in named:
@@ -247,7 +253,8 @@ def _pct(seen: Seen) -> float:
 
 
 def _cuda(graded: list[Seen]) -> dict[str, Any]:
-    """Who was graded where CUDA was available: each graded card whose ``environment.cuda`` names a device."""
+    """Who was graded where CUDA was available: each graded card whose ``environment.cuda`` names a
+    device."""
     found = [{"student": s.key, "device": s.cuda} for s in graded if s.cuda]
     return {"graded": len(found), "submissions": found}
 

@@ -1,10 +1,12 @@
-"""The operators behind each banned API: data shared by the worker's runtime ban and the trusted static scan.
+"""The operators behind each banned API: data shared by the worker's runtime ban and the trusted
+static scan.
 
-A banned API has many names (``torch.softmax``, ``torch._C._VariableFunctions.softmax``, ``torch._softmax``,
-``torch.ops.aten._softmax.default``, ``torch._C.TensorBase.softmax``, a Python original captured before the ban
-was installed); every one of them reaches torch's function dispatch as one of these operators, so the runtime ban
-refuses them by operator (:mod:`grader.inside.bans`) and the scan resolves a torch path ending in one of them to
-the banned API (:mod:`grader.scoring.banned`). No torch import here: the trusted side reads this table too.
+A banned API has many names (``torch.softmax``, ``torch._C._VariableFunctions.softmax``,
+``torch._softmax``, ``torch.ops.aten._softmax.default``, ``torch._C.TensorBase.softmax``, a Python
+original captured before the ban was installed); every one of them reaches torch's function dispatch
+as one of these operators, so the runtime ban refuses them by operator (:mod:`grader.inside.bans`)
+and the scan resolves a torch path ending in one of them to the banned API
+(:mod:`grader.scoring.banned`). No torch import here: the trusted side reads this table too.
 """
 
 from __future__ import annotations

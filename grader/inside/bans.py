@@ -4,14 +4,15 @@ The patches exist only inside a window (an import or a call into the exercise's 
 stay harmless after the window: a stub captured by ``from torch.nn.functional import ...`` during
 an import forwards to the original whenever its name is not banned at that moment.
 
-Two layers, both inside the window: the stubs (a clear message for the direct call), and a torch function
-mode that refuses the banned operators (:mod:`grader.inside.banned_ops`) whatever name reached them:
-``torch._C._nn.scaled_dot_product_attention``, ``torch.ops.aten._softmax.default``, a getattr chain built at run
-time, an original captured while another exercise's window was open. Switching the mode off takes torch's private
-mode stack, which the trusted side's static scan reports (grader.scoring.integrity): student code shares this
-process, so this is the first line, not the enforcement. The cheap tricks fail here too: the active set is a
-frozenset that is replaced, never mutated (``_ACTIVE.clear()`` raises), and a stub's closure holds only the API's
-name, never the original (``stub.__closure__`` yields no way around the ban).
+Two layers, both inside the window: the stubs (a clear message for the direct call), and a torch
+function mode that refuses the banned operators (:mod:`grader.inside.banned_ops`) whatever name
+reached them: ``torch._C._nn.scaled_dot_product_attention``, ``torch.ops.aten._softmax.default``, a
+getattr chain built at run time, an original captured while another exercise's window was open.
+Switching the mode off takes torch's private mode stack, which the trusted side's static scan
+reports (grader.scoring.integrity): student code shares this process, so this is the first line, not
+the enforcement. The cheap tricks fail here too: the active set is a frozenset that is replaced,
+never mutated (``_ACTIVE.clear()`` raises), and a stub's closure holds only the API's name, never
+the original (``stub.__closure__`` yields no way around the ban).
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ _NAMED_BY_OPERATOR = (
 
 
 def _operator(func: object) -> str:
-    """The operator a torch callable runs: an ``OpOverload``'s or ``OpOverloadPacket``'s schema name, a C
-    function's own name; '' for a Python function (those are refused by identity)."""
+    """The operator a torch callable runs: an ``OpOverload``'s or ``OpOverloadPacket``'s schema
+    name, a C function's own name; '' for a Python function (those are refused by identity)."""
     schema = getattr(func, "_schema", None)
     if schema is not None:
         return str(getattr(schema, "name", "")).rsplit("::", 1)[-1]
@@ -112,7 +113,8 @@ def _operator(func: object) -> str:
 
 
 class _Refusal(TorchFunctionMode):
-    """Refuses every torch call that runs one of the banned APIs' operators, or a banned Python original."""
+    """Refuses every torch call that runs one of the banned APIs' operators, or a banned Python
+    original."""
 
     def __init__(self, names: tuple[str, ...]) -> None:
         super().__init__()
@@ -120,9 +122,10 @@ class _Refusal(TorchFunctionMode):
         for name in names:  # the first banned name of an operator is the one the message shows
             for op in operators(name):
                 self.by_operator.setdefault(op, name)
-        # ids of the originals, which _resolve's cache keeps alive: no other object can take their ids meanwhile
-        # (a cache of verdicts by id could: a property getter made and freed per access, then an operator made
-        # lazily at the same address; so each call is judged afresh, about a microsecond)
+        # ids of the originals, which _resolve's cache keeps alive: no other object can take their
+        # ids meanwhile (a cache of verdicts by id could: a property getter made and freed per
+        # access, then an operator made lazily at the same address; so each call is judged afresh,
+        # about a microsecond)
         self.by_identity = {id(_resolve(name)[2]): name for name in names}
 
     def __torch_function__(

@@ -1,5 +1,5 @@
-"""Runs student code: serves the proxy's operations over a submission's modules (:mod:`grader.inside.loading`
-imports them and guards every run of their code).
+"""Runs student code: serves the proxy's operations over a submission's modules
+(:mod:`grader.inside.loading` imports them and guards every run of their code).
 
 This is the untrusted side of the door. The in-process backend calls it directly; the sandbox
 worker runs the very same class inside an isolated interpreter. It must never import tests or
@@ -83,8 +83,9 @@ class Executor(StudentCode):
     def measure(
         self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object = None
     ) -> tuple[Any, dict[str, float]]:
-        """Call a function and report the largest tensor storage any torch op produced meanwhile; with a
-        ``grad_output``, its forward AND backward as :meth:`grads` runs them (the value is ``grads``'s)."""
+        """Call a function and report the largest tensor storage any torch op produced meanwhile;
+        with a ``grad_output``, its forward AND backward as :meth:`grads` runs them (the value is
+        ``grads``'s)."""
         from grader.inside.peak import PeakStorage
 
         target, where = self._lookup(module, name), _where(module, name)
@@ -109,8 +110,9 @@ class Executor(StudentCode):
     def grads(
         self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object
     ) -> tuple[Any, tuple[Any, ...]]:
-        """One forward and backward of a function: ``(output, input_grads)`` for ``grad_output`` (a tensor, or a
-        tuple with a tensor or None per output); the floating-point positional tensors are the inputs."""
+        """One forward and backward of a function: ``(output, input_grads)`` for ``grad_output`` (a
+        tensor, or a tuple with a tensor or None per output); the floating-point positional tensors
+        are the inputs."""
         target = self._lookup(module, name)
         where = _where(module, name)
         if isinstance(target, type) or not callable(target):
@@ -128,14 +130,16 @@ class Executor(StudentCode):
         return plain
 
     def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
-        """Call a function with every tensor argument moved to the ``meta`` device, and every module handle as a
-        copy moved there; describe what it returned (meta tensors have no data: only device, shape and dtype)."""
+        """Call a function with every tensor argument moved to the ``meta`` device, and every module
+        handle as a copy moved there; describe what it returned (meta tensors have no data: only
+        device, shape and dtype)."""
         target = self._lookup(module, name)
         where = _where(module, name)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
         args, kwargs = handles.resolve(args, kwargs, self.handles)
-        # the copies inside the guard: copying a student module runs its code (__deepcopy__, an overridden _apply)
+        # the copies inside the guard: copying a student module runs its code (__deepcopy__, an
+        # overridden _apply)
         return ops.describe(
             self._guarded(
                 where,
@@ -160,7 +164,8 @@ class Executor(StudentCode):
                 f"{type(m).__name__}.{name}", args, kwargs, lambda: method(*args, **kwargs)
             )
 
-    # structure is read from nn.Module's registries (grader.inside.structure), never asked of the student's methods
+    # structure is read from nn.Module's registries (grader.inside.structure), never asked of the
+    # student's methods
     def _m_state_dict(self, m: nn.Module) -> dict[str, Any]:
         return structure.state_dict(m)
 
@@ -207,8 +212,8 @@ class Executor(StudentCode):
                 raise ValueError(
                     f"forward returned shape {tuple(out.shape)}, expected {tuple(grad_output.shape)}"
                 )
-            # the vector-Jacobian product with grad_output, exactly (1 * g == g); out.backward(g) would
-            # import sympy on first use: 0.5 s in every fresh worker
+            # the vector-Jacobian product with grad_output, exactly (1 * g == g); out.backward(g)
+            # would import sympy on first use: 0.5 s in every fresh worker
             (out * grad_output).sum().backward()
         input_grads = tuple(
             x.grad if isinstance(x, torch.Tensor) and x.requires_grad else None for x in leaves
@@ -217,8 +222,8 @@ class Executor(StudentCode):
         return out.detach(), input_grads, param_grads
 
     def _m_meta_forward(self, m: nn.Module, *args: object, **kwargs: object) -> object:
-        """``forward`` of a copy moved to ``meta`` (parameters and registered buffers follow ``.to``), on meta
-        inputs; the handle's own module keeps its weights."""
+        """``forward`` of a copy moved to ``meta`` (parameters and registered buffers follow
+        ``.to``), on meta inputs; the handle's own module keeps its weights."""
         twin = ops.to_meta(m)
         return ops.describe(ops.on_meta(lambda: twin(*ops.to_meta(args), **ops.to_meta(kwargs))))
 
@@ -235,7 +240,8 @@ def _where(module: str, name: str) -> str:
 
 
 def _plain(value: object, where: str) -> Any:
-    """Convert a student result; a value that may not cross is the student's error, not the test's."""
+    """Convert a student result; a value that may not cross is the student's error, not the
+    test's."""
     try:
         return to_plain(value, where)
     except ValueRejected as exc:

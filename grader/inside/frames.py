@@ -20,7 +20,8 @@ def student_frames(exc: BaseException, root: Path) -> tuple[str, ...]:
     """The traceback lines that point into the submission, oldest first (never grader frames)."""
     frames = []
     for fs in traceback.extract_tb(exc.__traceback__):
-        # "<frozen importlib._bootstrap>" is no path: resolved against a cwd inside the submission it would pass
+        # "<frozen importlib._bootstrap>" is no path: resolved against a cwd inside the submission
+        # it would pass
         if not fs.filename.startswith("<") and _inside(fs.filename, root):
             frames.append(
                 f"{Path(fs.filename).name}, line {fs.lineno}, in {fs.name}: {(fs.line or '').strip()}"

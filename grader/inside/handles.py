@@ -1,8 +1,9 @@
 """Module handles given back to the student's code: arguments that name a handle, and ``invoke``.
 
 A test may pass a handle it holds to another call (``decode(model, cache, x)``): on the wire it is a
-:class:`HandleRef`; here it becomes the module it names again. ``invoke`` reaches a public method that
-the student's own class defines (``cache.update(k, v)``), never one ``nn.Module`` itself provides.
+:class:`HandleRef`; here it becomes the module it names again. ``invoke`` reaches a public method
+that the student's own class defines (``cache.update(k, v)``), never one ``nn.Module`` itself
+provides.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from grader.protocol.values import Args, HandleRef, Kwargs, View
 def resolve(
     args: Args, kwargs: Kwargs, handles: Mapping[int, tuple[nn.Module, str]]
 ) -> tuple[Args, Kwargs]:
-    """``args``/``kwargs`` with every :class:`HandleRef` (at any depth) replaced by the module it names, and every
-    :class:`View` by the view it asks for (one object per ``share`` key)."""
+    """``args``/``kwargs`` with every :class:`HandleRef` (at any depth) replaced by the module it
+    names, and every :class:`View` by the view it asks for (one object per ``share`` key)."""
     shared: dict[int, torch.Tensor] = {}
 
     def swap(value: object) -> object:
@@ -54,7 +55,8 @@ def _view(view: View, shared: dict[int, torch.Tensor]) -> torch.Tensor:
 
 
 def method_of(m: nn.Module, name: str) -> Callable[..., Any]:
-    """The bound public method ``name`` defined by a class of the student's (not by ``nn.Module``)."""
+    """The bound public method ``name`` defined by a class of the student's (not by
+    ``nn.Module``)."""
     if not name.isidentifier() or name.startswith("_"):
         raise StudentAPIError(f"invoke: {name[:40]!r} is not a public method name")
     for cls in type(m).__mro__:

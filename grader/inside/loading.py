@@ -1,14 +1,15 @@
 """A submission's code as the executor reaches it: its modules, and every run of its code.
 
-Each module is imported once, into a package of its own over the submission folder (two submissions in one
-process never share module objects); an import's failure is remembered, not retried. An exercise graded
-*isolated* gets a second package in which the classes it builds on are the grader's stand-ins
-(:mod:`grader.inside.standins`), so a bug in those exercises is not charged to it again. Every run of student
-code happens under the bans of its scope (:mod:`grader.inside.bans`), and whatever it raises becomes the
-:class:`~grader.protocol.errors.StudentError` the trusted side is told about.
+Each module is imported once, into a package of its own over the submission folder (two submissions
+in one process never share module objects); an import's failure is remembered, not retried. An
+exercise graded *isolated* gets a second package in which the classes it builds on are the grader's
+stand-ins (:mod:`grader.inside.standins`), so a bug in those exercises is not charged to it again.
+Every run of student code happens under the bans of its scope (:mod:`grader.inside.bans`), and
+whatever it raises becomes the :class:`~grader.protocol.errors.StudentError` the trusted side is
+told about.
 
-Kept apart from :mod:`grader.inside.executor` (the operations the proxy asks for, and the module handles):
-:class:`~grader.inside.executor.Executor` is a :class:`StudentCode` that serves them.
+Kept apart from :mod:`grader.inside.executor` (the operations the proxy asks for, and the module
+handles): :class:`~grader.inside.executor.Executor` is a :class:`StudentCode` that serves them.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class Options(TypedDict, total=False):
 
 
 class StudentCode:
-    """The modules of the submission in ``root``, imported on first use, and the guard every run goes through."""
+    """The modules of the submission in ``root``, imported on first use, and the guard every run
+    goes through."""
 
     def __init__(
         self,
@@ -75,9 +77,8 @@ class StudentCode:
             try:
                 self._modules[module] = self._load(module)
             except StudentError as exc:
-                self._modules[module] = (
-                    exc  # import side effects happen once; the failure is remembered
-                )
+                # import side effects happen once; the failure is remembered
+                self._modules[module] = exc
         found = self._modules[module]
         if isinstance(found, StudentError):
             raise found
@@ -110,8 +111,9 @@ class StudentCode:
         return loaded
 
     def _isolated_package(self, module: str) -> str:
-        """A second package over the submission in which the classes ``module`` builds on are stand-ins,
-        so a bug (even an import error) in those exercises is not charged again to this one."""
+        """A second package over the submission in which the classes ``module`` builds on are
+        stand-ins, so a bug (even an import error) in those exercises is not charged again to this
+        one."""
         package = f"{self.package}_{module}_isolated"
         if package not in sys.modules:
             _install_package(package, self.root)
@@ -120,8 +122,9 @@ class StudentCode:
         return package
 
     def _sibling(self, package: str, sibling: str) -> types.ModuleType:
-        """The student's own ``sibling`` module in ``package`` (its other helpers stay importable), or an
-        empty module when it cannot be imported (that failure is the sibling exercise's to charge)."""
+        """The student's own ``sibling`` module in ``package`` (its other helpers stay importable),
+        or an empty module when it cannot be imported (that failure is the sibling exercise's to
+        charge)."""
         name = f"{package}.{sibling}"
         if self.single_module is None and (self.root / f"{sibling}.py").is_file():
             try:

@@ -1,10 +1,12 @@
 """How the executor runs one call for the tests' special questions (inside the sandbox).
 
-- :func:`unchanged`: the call must leave the caller's tensors as they were (inputs are the caller's);
+- :func:`unchanged`: the call must leave the caller's tensors as they were (inputs are the
+  caller's);
 - :func:`vjp`: a function's output and its vector-Jacobian product (gradients of plain functions);
 - :func:`on_meta` / :func:`to_meta` / :func:`describe`: run on the ``meta`` device and report only
-  where, what shape and what dtype each result is (tensors made inside must follow the input's device); a module
-  among the arguments (a handle: ``decode(model, cache, x)``) goes there as a copy, the handle's own keeps its data.
+  where, what shape and what dtype each result is (tensors made inside must follow the input's
+  device); a module among the arguments (a handle: ``decode(model, cache, x)``) goes there as a
+  copy, the handle's own keeps its data.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def _safe(exc: BaseException) -> str:
 
 
 def unchanged(where: str, args: Args, kwargs: Kwargs, run: Callable[[], Any]) -> Any:
-    """Run ``run`` and make sure it left the caller's tensors as they were (inputs are the caller's)."""
+    """Run ``run`` and make sure it left the caller's tensors as they were (inputs are the
+    caller's)."""
     given = [
         *((f"argument {i + 1}", a) for i, a in enumerate(args)),
         *((f"argument {k!r}", v) for k, v in kwargs.items()),
@@ -57,7 +60,8 @@ def same(now: torch.Tensor, before: torch.Tensor) -> bool:
 def vjp(
     fn: Callable[..., Any], args: Args, kwargs: Kwargs, grad_output: object
 ) -> tuple[Any, tuple[Any, ...]]:
-    """``fn``'s output and the vector-Jacobian product of ``grad_output`` with it, per positional input."""
+    """``fn``'s output and the vector-Jacobian product of ``grad_output`` with it, per positional
+    input."""
     leaves = [
         a.detach().clone().requires_grad_(True)
         if isinstance(a, torch.Tensor) and a.is_floating_point()
@@ -91,8 +95,8 @@ def vjp_term(out: object, grad: torch.Tensor, i: int) -> torch.Tensor:
 
 
 def on_meta(run: Callable[[], Any]) -> Any:
-    """Run without autograd; torch's NotImplementedError for an op meta cannot do (``.cpu()``, ``.item()``) is no
-    stub of the student's: it becomes a RuntimeError with the same traceback."""
+    """Run without autograd; torch's NotImplementedError for an op meta cannot do (``.cpu()``,
+    ``.item()``) is no stub of the student's: it becomes a RuntimeError with the same traceback."""
     try:
         with torch.no_grad():
             return run()
@@ -103,8 +107,9 @@ def on_meta(run: Callable[[], Any]) -> Any:
 
 
 def to_meta(value: object) -> Any:
-    """``value`` with every tensor on ``meta``; a module becomes a copy whose parameters and registered buffers are
-    there (its plain attributes, a cache's ``length``, are copied as they are)."""
+    """``value`` with every tensor on ``meta``; a module becomes a copy whose parameters and
+    registered buffers are there (its plain attributes, a cache's ``length``, are copied as they
+    are)."""
     if isinstance(value, torch.Tensor):
         return value.to("meta")
     if isinstance(value, nn.Module):

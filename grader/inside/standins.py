@@ -1,14 +1,16 @@
 """Stand-ins: the grader's own versions of the exercise classes another exercise builds on.
 
-An exercise is graded on its own: the multi-head wrapper's tests must not charge a bug in the student's
-`CausalAttention` a second time. When a test asks for an *isolated* module (``student.isolated.<module>``),
-the executor imports a fresh copy of that module in which the classes it builds on are these stand-ins.
+An exercise is graded on its own: the multi-head wrapper's tests must not charge a bug in the
+student's `CausalAttention` a second time. When a test asks for an *isolated* module
+(``student.isolated.<module>``), the executor imports a fresh copy of that module in which the
+classes it builds on are these stand-ins.
 
-A stand-in has the constructor and the parameter names of the class it replaces, but it is deliberately
-not attention (it gives nothing away): a causal running mean of the values, gated by the queries and
-keys token by token. The hidden tests compute the same formula from the parameters they load.
-Functions have stand-ins too (``rope_frequencies``/``apply_rope`` for the modern assignment's GQA and KV cache):
-position-dependent maps that are not RoPE, computed again by the tests.
+A stand-in has the constructor and the parameter names of the class it replaces, but it is
+deliberately not attention (it gives nothing away): a causal running mean of the values, gated by
+the queries and keys token by token. The hidden tests compute the same formula from the parameters
+they load. Functions have stand-ins too (``rope_frequencies``/``apply_rope`` for the modern
+assignment's GQA and KV cache): position-dependent maps that are not RoPE, computed again by the
+tests.
 """
 
 from __future__ import annotations
@@ -30,9 +32,8 @@ __all__ = [
     "stand_in_rope_frequencies",
 ]
 
-ISOLATED_SUFFIX = (
-    ":isolated"  # appended to a module name on the wire: "multihead_attention:isolated"
-)
+# appended to a module name on the wire: "multihead_attention:isolated"
+ISOLATED_SUFFIX = ":isolated"
 
 
 def stand_in_head(
@@ -49,8 +50,9 @@ def stand_in_head(
 
 
 class StandInCausalAttention(nn.Module):
-    """Replaces the student's ``CausalAttention`` while another exercise is graded: same arguments, same
-    parameters (``W_query``, ``W_key``, ``W_value``), causal, dropout on its gate in training mode."""
+    """Replaces the student's ``CausalAttention`` while another exercise is graded: same arguments,
+    same parameters (``W_query``, ``W_key``, ``W_value``), causal, dropout on its gate in training
+    mode."""
 
     def __init__(
         self,
@@ -78,16 +80,18 @@ class StandInCausalAttention(nn.Module):
         return stand_in_head(q, k, v, self.drop)
 
 
-# ------------------------------------------------------------------------------------------------- RoPE, GQA
-# The grouped-query module builds on rope.py, and KV-cache decoding on both. Their stand-ins are position
-# dependent and mix features (so a wrong position, a missing call or a call on the values shows), but they are
-# not rotations: nothing of RoPE's solution is given away. The hidden tests compute the same formulas.
+# -------------------------------------------------------------------------------------------------
+# RoPE, GQA The grouped-query module builds on rope.py, and KV-cache decoding on both. Their
+# stand-ins are position dependent and mix features (so a wrong position, a missing call or a call
+# on the values shows), but they are not rotations: nothing of RoPE's solution is given away. The
+# hidden tests compute the same formulas.
 
 
 def stand_in_rope_frequencies(
     head_dim: int, max_len: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two (max_len, head_dim // 2) tables, smooth in the position and different per column and per base."""
+    """Two (max_len, head_dim // 2) tables, smooth in the position and different per column and per
+    base."""
     if head_dim % 2 or head_dim <= 0 or max_len <= 0:
         raise ValueError(
             f"the grader's stand-in rope_frequencies({head_dim}, {max_len}) needs an even head_dim "
@@ -107,13 +111,13 @@ def stand_in_apply_rope(
     second: torch.Tensor,
     positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """x * [first | first reversed] + (x rolled by one feature) * [second | -second], the tables' rows taken at
-    ``positions`` (None: 0 .. T-1; (T,) or (B, T) absolute positions), in x's dtype."""
+    """x * [first | first reversed] + (x rolled by one feature) * [second | -second], the tables'
+    rows taken at ``positions`` (None: 0 .. T-1; (T,) or (B, T) absolute positions), in x's
+    dtype."""
     width, tokens = x.shape[-1], x.shape[-2]
     rows = torch.arange(tokens, device=x.device) if positions is None else positions
-    last = (
-        int(rows.max()) if rows.numel() and rows.device.type != "meta" else 0
-    )  # meta tensors hold no values
+    # meta tensors hold no values
+    last = int(rows.max()) if rows.numel() and rows.device.type != "meta" else 0
     if width != 2 * first.shape[-1] or last >= first.shape[0] or tokens > first.shape[0]:
         raise ValueError(
             f"the grader's stand-in apply_rope got x with {width} features at positions up to "
@@ -129,8 +133,8 @@ def stand_in_apply_rope(
 
 
 class CountingLinear(nn.Linear):
-    """An ``nn.Linear`` that counts the token rows it has projected, in its buffer ``rows`` (read by the grader
-    through ``named_buffers()``: decoding with a KV cache projects each token once)."""
+    """An ``nn.Linear`` that counts the token rows it has projected, in its buffer ``rows`` (read by
+    the grader through ``named_buffers()``: decoding with a KV cache projects each token once)."""
 
     rows: torch.Tensor
 
@@ -146,10 +150,10 @@ class CountingLinear(nn.Linear):
 
 
 class StandInGroupedQueryAttention(nn.Module):
-    """Replaces the student's ``GroupedQueryAttention`` while kv_cache is graded: same arguments, parameters and
-    attributes (W_query, W_key, W_value, out_proj, dropout, num_heads, num_kv_heads, head_dim, max_len, use_rope,
-    rope_cos, rope_sin: the stand-in tables above). It has no forward of its own: decoding goes through these
-    attributes, which is what the kv_cache exercise asks."""
+    """Replaces the student's ``GroupedQueryAttention`` while kv_cache is graded: same arguments,
+    parameters and attributes (W_query, W_key, W_value, out_proj, dropout, num_heads, num_kv_heads,
+    head_dim, max_len, use_rope, rope_cos, rope_sin: the stand-in tables above). It has no forward
+    of its own: decoding goes through these attributes, which is what the kv_cache exercise asks."""
 
     def __init__(
         self,

@@ -1,12 +1,13 @@
 """A module's structure read from ``nn.Module``'s own registries, never asked of the student's code.
 
-``m.named_buffers()`` or ``m.state_dict()`` are methods the student's class can override: a ``CausalAttention``
-that keeps its mask as a plain attribute and answers ``named_buffers()`` with a made-up ``mask`` would earn the
-"mask is a buffer" point. So the handle's structure questions are answered here from the registries that
-``nn.Module`` itself keeps (``_parameters``, ``_buffers``, ``_modules``, ``_non_persistent_buffers_set``), read
-through the instance-dict descriptor captured from ``nn.Module`` before any student code ran (a class may
-override ``__dict__`` or ``__getattr__``; ``type()`` and the descriptor cannot be overridden), and walked with
-``dict``'s own methods. Loading a state dict writes into the same registries, so what a test loads is what the
+``m.named_buffers()`` or ``m.state_dict()`` are methods the student's class can override: a
+``CausalAttention`` that keeps its mask as a plain attribute and answers ``named_buffers()`` with a
+made-up ``mask`` would earn the "mask is a buffer" point. So the handle's structure questions are
+answered here from the registries that ``nn.Module`` itself keeps (``_parameters``, ``_buffers``,
+``_modules``, ``_non_persistent_buffers_set``), read through the instance-dict descriptor captured
+from ``nn.Module`` before any student code ran (a class may override ``__dict__`` or
+``__getattr__``; ``type()`` and the descriptor cannot be overridden), and walked with ``dict``'s own
+methods. Loading a state dict writes into the same registries, so what a test loads is what the
 registries hold. The order is ``nn.Module``'s: the module itself, then its children depth first.
 """
 
@@ -28,7 +29,8 @@ _REGISTRY_TYPES = (dict, OrderedDict)
 
 
 def _registry(m: nn.Module, name: str) -> dict[str, Any]:
-    """One of ``m``'s registries, exactly a dict (a replaced or subclassed registry could answer anything)."""
+    """One of ``m``'s registries, exactly a dict (a replaced or subclassed registry could answer
+    anything)."""
     found = dict.get(_INSTANCE_DICT.__get__(m, type(m)), name)
     if found is None:
         return {}
@@ -46,9 +48,9 @@ def _items(registry: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def named_modules(root: nn.Module, *, every_path: bool = False) -> Iterator[tuple[str, nn.Module]]:
-    """``(prefix, module)`` for ``root`` and every registered submodule in ``named_modules()``'s order: each module
-    once, or (``every_path``, as ``state_dict()`` walks) under each of its names, a module that contains itself
-    cut where it recurs."""
+    """``(prefix, module)`` for ``root`` and every registered submodule in ``named_modules()``'s
+    order: each module once, or (``every_path``, as ``state_dict()`` walks) under each of its names,
+    a module that contains itself cut where it recurs."""
     seen: set[int] = set()
     todo: list[tuple[str, nn.Module, frozenset[int]]] = [("", root, frozenset())]
     while todo:
@@ -105,7 +107,8 @@ def _persistent(module: nn.Module, name: str) -> bool:
 
 
 def _slots(root: nn.Module) -> dict[str, torch.Tensor]:
-    """What a state dict holds: every parameter and every persistent buffer, under each of its names."""
+    """What a state dict holds: every parameter and every persistent buffer, under each of its
+    names."""
     slots = {full: value for full, _, _, value in _members(root, "_parameters", every_path=True)}
     slots.update(
         (full, value)
@@ -123,8 +126,8 @@ def state_dict(root: nn.Module) -> dict[str, torch.Tensor]:
 def load_state_dict(
     root: nn.Module, state: Mapping[str, Any], strict: bool = True
 ) -> dict[str, list[str]]:
-    """Copy ``state`` into the registered tensors (as ``load_state_dict()``: missing and unexpected keys, an error
-    for a wrong shape or, when ``strict``, for any key that does not match)."""
+    """Copy ``state`` into the registered tensors (as ``load_state_dict()``: missing and unexpected
+    keys, an error for a wrong shape or, when ``strict``, for any key that does not match)."""
     slots = _slots(root)
     missing = [k for k in slots if k not in state]
     unexpected = [k for k in state if k not in slots]

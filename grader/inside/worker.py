@@ -1,4 +1,5 @@
-"""The sandboxed worker: a fresh interpreter that imports torch, then the student's modules, and serves calls.
+"""The sandboxed worker: a fresh interpreter that imports torch, then the student's modules, and
+serves calls.
 
 Started as ``python -I -S -B worker.py CONFIG_JSON`` by a launcher, or forked from the zygote
 (:mod:`grader.sandbox.zygote`), never from a process that has loaded tests or references. It is
@@ -35,7 +36,8 @@ def main() -> int:
 
 
 def serve_forever(*, threads: int, response_fd: int) -> int:
-    """Say ready, load the submission from the setup frame, then answer requests until EOF or ``exit``.
+    """Say ready, load the submission from the setup frame, then answer requests until EOF or
+    ``exit``.
 
     Also the entry point of a worker forked from the zygote (torch already imported there).
     """
@@ -52,7 +54,8 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
     wire.write_frame(
         responses, {"ready": True, "torch": str(torch.__version__), "pid": os.getpid()}
     )
-    # while the trusted side takes in the submission; always to the end: a test's CPU limit must not pay for it
+    # while the trusted side takes in the submission; always to the end: a test's CPU limit must not
+    # pay for it
     warmup.warm_up()
     setup = wireparse.read_frame(requests, allow_cuda=True)
     executor = _executor(setup)
@@ -80,8 +83,9 @@ def _executor(setup: dict[str, Any]) -> Executor:
 
 
 def _seed(value: object) -> None:
-    """Seed torch's global generators for the next test: a worker is forked from a zygote (or started) in the
-    same state every time, so without this every grading drew the same dropout masks whatever its seed."""
+    """Seed torch's global generators for the next test: a worker is forked from a zygote (or
+    started) in the same state every time, so without this every grading drew the same dropout masks
+    whatever its seed."""
     import torch
 
     from grader.protocol.errors import StudentAPIError
@@ -94,7 +98,8 @@ def _seed(value: object) -> None:
 
 
 def _before(executor: Executor, request: dict[str, Any]) -> None:
-    """What a request may carry besides its operation: handles to drop, and the seed of a test's first request."""
+    """What a request may carry besides its operation: handles to drop, and the seed of a test's
+    first request."""
     for handle in request.get("release") or ():
         if type(handle) is int:
             executor.release(handle)
@@ -103,8 +108,9 @@ def _before(executor: Executor, request: dict[str, Any]) -> None:
 
 
 def serve(executor: Executor, request: dict[str, Any]) -> bytes:
-    """Run one request; every outcome becomes a plain response frame (never an exception here). The value is
-    encoded once, inside the guard: a value that cannot be sent is the student's error, not a lost reply."""
+    """Run one request; every outcome becomes a plain response frame (never an exception here). The
+    value is encoded once, inside the guard: a value that cannot be sent is the student's error, not
+    a lost reply."""
     from grader.protocol import wire
     from grader.protocol.errors import StudentAPIError, StudentError
 

@@ -1,1 +1,2 @@
-"""Where a submission enters: a folder, ``.py``, ``.ipynb`` or an archive; class folders, their layouts and rosters."""
+"""Where a submission enters: a folder, ``.py``, ``.ipynb`` or an archive; class folders, their
+layouts and rosters."""

@@ -7,8 +7,9 @@ size cap, extended headers (pax, GNU long names) larger than :data:`MAX_HEADER_B
 before they are read, and members are counted as they come. A zip's member count and central
 directory size are read from its end record before :class:`zipfile.ZipFile` parses the directory,
 and each member is copied in chunks with its real size compared to the declared one. Only regular
-files and folders are written (by this module, not by ``extract``), inside ``dest``; members inside the
-folders a student's tools make (``.venv`` with its links, ``.git``) are counted against the caps and skipped.
+files and folders are written (by this module, not by ``extract``), inside ``dest``; members inside
+the folders a student's tools make (``.venv`` with its links, ``.git``) are counted against the caps
+and skipped.
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ def _mkdir(dest: Path, pure: PurePosixPath) -> None:
 
 
 def _tools(pure: PurePosixPath) -> bool:
-    """A member inside a folder a student's tools made (a ``.venv`` and its links, ``.git``): counted, never written."""
+    """A member inside a folder a student's tools made (a ``.venv`` and its links, ``.git``):
+    counted, never written."""
     return not TOOL_FOLDERS.isdisjoint(pure.parts)
 
 
@@ -154,7 +156,8 @@ def _unzip(fh: BinaryIO, dest: Path) -> None:
 
 
 def _check_directory(fh: BinaryIO) -> None:
-    """Member count and central directory size from the end record, before anything parses the directory."""
+    """Member count and central directory size from the end record, before anything parses the
+    directory."""
     # zipfile's private end-record reader and field indexes: typeshed has no stubs for them
     end = zipfile._EndRecData(fh)  # type: ignore[attr-defined]
     if end is None:
@@ -173,7 +176,8 @@ def _check_directory(fh: BinaryIO) -> None:
 
 
 class _CappedInfo(tarfile.TarInfo):
-    """A tar header whose extended headers (pax, GNU long names) are size-checked before being read."""
+    """A tar header whose extended headers (pax, GNU long names) are size-checked before being
+    read."""
 
     def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
         if self.type in _EXTENDED and self.size > MAX_HEADER_BYTES:
@@ -186,7 +190,8 @@ class _CappedInfo(tarfile.TarInfo):
 
 
 class _Bounded(io.RawIOBase):
-    """The decompressed archive, refusing to give more than ``limit`` bytes (decompression bombs)."""
+    """The decompressed archive, refusing to give more than ``limit`` bytes (decompression
+    bombs)."""
 
     def __init__(self, raw: BinaryIO, limit: int) -> None:
         super().__init__()

@@ -1,4 +1,5 @@
-"""Read a notebook in a child process with CPU and memory limits: no notebook can cost the trusted process.
+"""Read a notebook in a child process with CPU and memory limits: no notebook can cost the trusted
+process.
 
 A notebook is JSON whose code cells are parsed (``json.loads``, ``ast.parse``, ``ast.literal_eval``)
 to take its definitions. Done in the trusted process, a 6 MiB list literal in one cell took a batch
@@ -7,8 +8,9 @@ f-string of replacement fields takes minutes of CPU (Python 3.11's f-string pars
 So :func:`notebook_module` hands the open file to a fresh ``python -I -S`` (stdlib and
 :mod:`grader.intake.notebook` only) that limits its own address space and CPU time before reading
 a byte, checks sizes before parsing, and answers one line of JSON: the module text or why the
-notebook cannot be read. Running out of either limit is the notebook's doing (an :class:`IntakeError`);
-a reader that cannot start or fails otherwise is the grader's (:class:`~grader.errors.GraderFault`).
+notebook cannot be read. Running out of either limit is the notebook's doing (an
+:class:`IntakeError`); a reader that cannot start or fails otherwise is the grader's
+(:class:`~grader.errors.GraderFault`).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from grader.errors import GraderFault
 from grader.safefs import MAX_TOTAL_BYTES, IntakeError
 
 CPU_S = 5  # CPU seconds to read one notebook (an honest one takes well under 0.1 s)
-MEMORY_BYTES = (
-    768 << 20
-)  # the reader's address space: a 64 MiB notebook of outputs with one emoji takes 400 MiB
-WALL_S = 120  # past this with CPU to spare, the machine is starved: the grader's problem, not the notebook's
+# the reader's address space: a 64 MiB notebook of outputs with one emoji takes 400 MiB
+MEMORY_BYTES = 768 << 20
+# past this with CPU to spare, the machine is starved: the grader's problem, not the notebook's
+WALL_S = 120
 _KILLED = (
     -signal.SIGXCPU,
     -signal.SIGKILL,
@@ -34,7 +36,8 @@ _KILLED = (
 
 
 def notebook_module(name: str, source: BinaryIO) -> str:
-    """The module text of notebook ``name`` (sanitised), read from the open file ``source`` by a bounded child."""
+    """The module text of notebook ``name`` (sanitised), read from the open file ``source`` by a
+    bounded child."""
     done = procs.run_bounded(
         "grader.intake.bounded",
         name,

@@ -8,10 +8,11 @@ Layouts (checked in this order):
 - a plain class folder: per-student folders, ``.zip``/``.tar.gz``/``.tgz`` archives, single
   ``alice.py`` files (and ``.ipynb`` notebooks, which intake decides about).
 
-Ids are made safe as file names (the key) and as text (the id shown, via :mod:`grader.safetext`). Two
-entries claiming one id are a *clash*: each clashing entry is kept, under a distinct key, with ``clash``
-set, so the engine gives it an intake-error scorecard. An entry that is a symlink, FIFO, socket or
-device is never followed or opened (everything here uses ``lstat``): it is kept with ``clash`` saying so.
+Ids are made safe as file names (the key) and as text (the id shown, via :mod:`grader.safetext`).
+Two entries claiming one id are a *clash*: each clashing entry is kept, under a distinct key, with
+``clash`` set, so the engine gives it an intake-error scorecard. An entry that is a symlink, FIFO,
+socket or device is never followed or opened (everything here uses ``lstat``): it is kept with
+``clash`` saying so.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 :func:`download_entries` yields (login, repository folder) for the folder ``gh teacher download``
 writes: ``<classroom>-<assignment>_submissions_<timestamp>/<classroom>-<assignment>-<login>/`` with
 ``scores.csv`` at its root, or with ``-d DIR --by-pattern`` the same repositories in ``DIR`` with no
-``scores.csv``: the login is then what follows ``-<assignment>-``, as the timestamped folder's prefix gives it.
+``scores.csv``: the login is then what follows ``-<assignment>-``, as the timestamped folder's
+prefix gives it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def _lmode(path: Path) -> int:
 
 
 def _repos(root: Path) -> list[Path]:
-    """Every entry but regular files (scores.csv): folders, and links or devices for the caller to refuse."""
+    """Every entry but regular files (scores.csv): folders, and links or devices for the caller to
+    refuse."""
     return sorted(
         p
         for p in root.iterdir()
@@ -47,8 +49,9 @@ def _logins(root: Path) -> list[str]:
 
 
 def is_download(root: Path, assignment: str | None = None) -> bool:
-    """``root`` looks like what ``gh teacher download`` wrote: its name, ``scores.csv``, or (``-d DIR
-    --by-pattern``, which writes neither) repositories all named ``<classroom>-<assignment>-<login>``."""
+    """``root`` looks like what ``gh teacher download`` wrote: its name, ``scores.csv``, or (``-d
+    DIR --by-pattern``, which writes neither) repositories all named
+    ``<classroom>-<assignment>-<login>``."""
     root = Path(root)
     if not stat.S_ISDIR(_lmode(root)):
         return False
@@ -63,7 +66,8 @@ def is_download(root: Path, assignment: str | None = None) -> bool:
 
 
 def _by_pattern(name: str, assignment: str) -> str | None:
-    """The login in ``<classroom>-<assignment>-<login>`` (the first ``-<assignment>-`` in the name), else None."""
+    """The login in ``<classroom>-<assignment>-<login>`` (the first ``-<assignment>-`` in the name),
+    else None."""
     found = re.match(rf"^.+?-{re.escape(assignment.lower())}-(?P<login>.+)$", name.lower())
     return name[found.start("login") :] if found else None
 
@@ -71,8 +75,9 @@ def _by_pattern(name: str, assignment: str) -> str | None:
 def download_entries(root: Path, assignment: str | None = None) -> Iterator[tuple[str, Path]]:
     """(login, repository folder) for each entry of a ``gh teacher download`` folder, links included
     (never followed here: the caller refuses them). The login is the repository name without the
-    ``<classroom>-<assignment>-`` prefix: matched against ``scores.csv`` when present, else the prefix the
-    folder's name gives, else (``--by-pattern`` into a folder of any name) what follows ``-<assignment>-``."""
+    ``<classroom>-<assignment>-`` prefix: matched against ``scores.csv`` when present, else the
+    prefix the folder's name gives, else (``--by-pattern`` into a folder of any name) what follows
+    ``-<assignment>-``."""
     root = Path(root)
     named = DOWNLOAD_NAME.match(root.name)
     prefix = named["prefix"].lower() + "-" if named else ""

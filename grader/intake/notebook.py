@@ -35,9 +35,8 @@ from grader.safefs import MAX_FILE_BYTES, IntakeError
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _REDO = "save it again from Jupyter, or submit a .py file"
 _TEST_DECORATOR = "public_test"  # grader.release.nbgrader' test cells
-_MAX_NODES = (
-    100  # a constant's expression: more is exploratory code, not a constant (and bounds recursion)
-)
+# a constant's expression: more is exploratory code, not a constant (and bounds recursion)
+_MAX_NODES = 100
 _EXPR_NODES = (
     ast.Constant,
     ast.Name,
@@ -114,7 +113,8 @@ def notebook_module(name: str, data: bytes) -> str:
                 parts.append(
                     _literal(node, lines) if _is_literal(node) else _guarded(node, "Exception")
                 )
-    # the notebook's name stays out of its module: two students' identical code hashes the same, whatever its file is called
+    # the notebook's name stays out of its module: two students' identical code hashes the same,
+    # whatever its file is called
     header = (
         "# Taken from a notebook by the grader: imports, functions, classes and constants only.\n"
     )
@@ -131,7 +131,8 @@ def _source(node: ast.stmt, lines: list[str]) -> str:
 
 
 def _literal(node: ast.stmt, lines: list[str]) -> str:
-    """A literal constant as written, unless another statement shares its lines (``X = 1; os.system(...)``)."""
+    """A literal constant as written, unless another statement shares its lines (``X = 1;
+    os.system(...)``)."""
     last = lines[(node.end_lineno or node.lineno) - 1].encode("utf-8", "surrogatepass")
     tail = last[
         node.end_col_offset or 0 :
@@ -142,7 +143,8 @@ def _literal(node: ast.stmt, lines: list[str]) -> str:
 
 
 def _guarded(node: ast.stmt, caught: str) -> str:
-    """``node`` as one line (``ast.unparse``: multi-line strings keep their text) in a ``try`` block."""
+    """``node`` as one line (``ast.unparse``: multi-line strings keep their text) in a ``try``
+    block."""
     return f"try:\n    {ast.unparse(node)}\nexcept {caught}:  # as in Jupyter, a failed cell leaves the rest usable\n    pass\n"
 
 
@@ -172,9 +174,9 @@ def _code_cells(name: str, data: bytes) -> list[tuple[int, str]]:
 
 
 def _lines(text: str) -> list[str]:
-    """``text``'s lines as Python's tokenizer splits them: at ``\\n``, ``\\r\\n`` and ``\\r`` only. (``str.splitlines``
-    also splits at U+2028, U+000C, U+001C... which may sit inside a comment or a string: the rest of the
-    comment then became code.)"""
+    """``text``'s lines as Python's tokenizer splits them: at ``\\n``, ``\\r\\n`` and ``\\r`` only.
+    (``str.splitlines`` also splits at U+2028, U+000C, U+001C... which may sit inside a comment or a
+    string: the rest of the comment then became code.)"""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
@@ -257,7 +259,8 @@ def _is_literal(node: ast.stmt) -> bool:
 
 
 def _is_simple(value: ast.expr, imported: set[str]) -> bool:
-    """A literal, or only literal-like nodes, and calls of a builtin in :data:`_BUILTIN_CALLS` or of an imported module."""
+    """A literal, or only literal-like nodes, and calls of a builtin in :data:`_BUILTIN_CALLS` or of
+    an imported module."""
     nodes = []
     for node in ast.walk(value):  # iterative: a deep expression cannot exhaust the stack here
         nodes.append(node)
@@ -267,7 +270,8 @@ def _is_simple(value: ast.expr, imported: set[str]) -> bool:
 
 
 def _callee_allowed(func: ast.expr, imported: set[str]) -> bool:
-    """``float(...)``, ``math.sqrt(...)``, ``torch.finfo(torch.float32).min``-style chains: no notebook function."""
+    """``float(...)``, ``math.sqrt(...)``, ``torch.finfo(torch.float32).min``-style chains: no
+    notebook function."""
     while isinstance(func, (ast.Attribute, ast.Call, ast.Subscript)):
         func = func.func if isinstance(func, ast.Call) else func.value
     if not isinstance(func, ast.Name):

@@ -49,7 +49,8 @@ class Student:
 
     @property
     def key(self) -> str:
-        """The scorecard key a submission by this login gets (see :func:`grader.intake.classfolder.safe_id`)."""
+        """The scorecard key a submission by this login gets (see
+        :func:`grader.intake.classfolder.safe_id`)."""
         return safe_id(self.login)
 
 

@@ -1,12 +1,13 @@
-"""Where a submission enters: a folder, a single ``.py`` or ``.ipynb``, or a ``.zip``/``.tar.gz`` of either.
+"""Where a submission enters: a folder, a single ``.py`` or ``.ipynb``, or a ``.zip``/``.tar.gz`` of
+either.
 
 Every shape a student uploads is taken: files, a repository (modules in ``exercises/``), a folder or
-a zip one level down (Gradescope unpacks a zipped folder so), an archive. Everything is copied into a
-fresh staging folder holding only regular ``.py`` files, within one size budget (:class:`Box`: what
-fits the sandbox's ``/box``) and caps on count. A submission is hostile input: a link, FIFO, socket
-or device anywhere in it (the submission itself included) is refused, never followed or opened
-(:mod:`grader.safefs`), except inside the folders a student's tools make (``.venv``, ``.git``...),
-which are never read; archives are unpacked with every cap checked while streaming
+a zip one level down (Gradescope unpacks a zipped folder so), an archive. Everything is copied into
+a fresh staging folder holding only regular ``.py`` files, within one size budget (:class:`Box`:
+what fits the sandbox's ``/box``) and caps on count. A submission is hostile input: a link, FIFO,
+socket or device anywhere in it (the submission itself included) is refused, never followed or
+opened (:mod:`grader.safefs`), except inside the folders a student's tools make (``.venv``,
+``.git``...), which are never read; archives are unpacked with every cap checked while streaming
 (:mod:`grader.intake.archive`); a notebook is never executed, and is read by a child process with
 CPU and memory limits (:mod:`grader.intake.bounded`). Whatever in a submission stops it from being
 read raises :class:`IntakeError` with a message for the scorecard; only a failure that does not
@@ -103,7 +104,8 @@ def take(path: Path | str, *, modules: set[str]) -> Submission:
 
 @dataclass
 class _Reader:
-    """One submission being read: where it is staged, the exercise modules, and whether an archive was opened."""
+    """One submission being read: where it is staged, the exercise modules, and whether an archive
+    was opened."""
 
     staging: Path
     box: Box
@@ -112,7 +114,8 @@ class _Reader:
 
 
 def _guarded(path: Path, reader: _Reader) -> Submission:
-    """:func:`_take`, with any failure to read the submission turned into an :class:`IntakeError`."""
+    """:func:`_take`, with any failure to read the submission turned into an
+    :class:`IntakeError`."""
     try:
         sub = _take(path, reader, 0)
         sub.files = _hashes(reader.box.path)
@@ -181,8 +184,8 @@ def _module_folder(folder: Path) -> Path:
 
 def _inner(folder: Path, reader: _Reader) -> Path | None:
     """What a folder stands for when it holds one thing besides tools' folders and dot-files, and no
-    ``exercises/``: a folder (Gradescope unpacks a zipped folder one level down), an archive (not inside
-    another), or a file of every exercise (a module's own file is a folder of modules)."""
+    ``exercises/``: a folder (Gradescope unpacks a zipped folder one level down), an archive (not
+    inside another), or a file of every exercise (a module's own file is a folder of modules)."""
     if _module_folder(folder) != folder:
         return None
     entries = [
@@ -213,15 +216,16 @@ def _copy_modules(src: Path, box: Box) -> str:
 
 
 def _write_notebook(src: Path, box: Box, name: str) -> None:
-    """Write the definitions of notebook ``src`` as module ``name``, without running any cell (read in a bounded
-    child process: :mod:`grader.intake.bounded`)."""
+    """Write the definitions of notebook ``src`` as module ``name``, without running any cell (read
+    in a bounded child process: :mod:`grader.intake.bounded`)."""
     with open_regular(src) as fh:
         box.write(name, bounded.notebook_module(label(src), fh).encode("utf-8"))
 
 
 def _digest(files: list[dict[str, object]], single_module: str | None) -> str:
-    """The submission's hash: each module's name and content; a file of every exercise is its content only
-    (its name is whatever the student called it: two students sending the same file hash the same)."""
+    """The submission's hash: each module's name and content; a file of every exercise is its
+    content only (its name is whatever the student called it: two students sending the same file
+    hash the same)."""
     return hashlib.sha256(
         "".join(f"{'' if single_module else f['name']}:{f['sha256']};" for f in files).encode()
     ).hexdigest()

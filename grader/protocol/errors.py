@@ -21,8 +21,10 @@ class StudentError(Exception):
 
     kind = "exception"
     outcome = "failed"
-    hint: str  # only when set, by grader.testing.checks.hinted on the trusted side (read with getattr)
-    diagnosis: str  # only when set, by grader.testing.diagnosis.watching on the trusted side (read with getattr)
+    # only when set, by grader.testing.checks.hinted on the trusted side (read with getattr)
+    hint: str
+    # only when set, by grader.testing.diagnosis.watching on the trusted side (read with getattr)
+    diagnosis: str
 
     def __init__(self, message: str, *, exc_type: str = "", frames: tuple[str, ...] = ()) -> None:
         super().__init__(message)

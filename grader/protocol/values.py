@@ -36,10 +36,11 @@ MAX_SHARE = 8  # how many distinct shared tensors one call may name
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """A test's instruction to the worker: pass ``base`` as a view the wire cannot carry (it sends only contiguous
-    bytes): ``base.permute(permute)`` (a transposed view), then ``.narrow(*narrow)`` (a slice of it). Every ``View``
-    of one call with the same ``share`` key becomes one tensor object (the first one made): the same tensor passed
-    as query, key and value. Plain data, checked here on both sides (:func:`checked_view`)."""
+    """A test's instruction to the worker: pass ``base`` as a view the wire cannot carry (it sends
+    only contiguous bytes): ``base.permute(permute)`` (a transposed view), then ``.narrow(*narrow)``
+    (a slice of it). Every ``View`` of one call with the same ``share`` key becomes one tensor
+    object (the first one made): the same tensor passed as query, key and value. Plain data, checked
+    here on both sides (:func:`checked_view`)."""
 
     base: torch.Tensor
     permute: tuple[int, ...] | None = None
@@ -48,7 +49,8 @@ class View:
 
 
 def checked_view(view: View) -> View:
-    """``view`` if every field is in range for its base, else :class:`ValueRejected` (a malformed instruction)."""
+    """``view`` if every field is in range for its base, else :class:`ValueRejected` (a malformed
+    instruction)."""
     n = view.base.dim()
     if view.permute is not None and (
         type(view.permute) is not tuple
@@ -78,7 +80,8 @@ def checked_view(view: View) -> View:
 
 
 def plain_tensor(t: torch.Tensor) -> torch.Tensor:
-    """A detached, contiguous copy whose type is exactly ``torch.Tensor`` (subclass hooks disabled)."""
+    """A detached, contiguous copy whose type is exactly ``torch.Tensor`` (subclass hooks
+    disabled)."""
     with torch._C.DisableTorchFunctionSubclass():
         base = torch.Tensor.as_subclass(t, torch.Tensor)
         return torch.Tensor.contiguous(torch.Tensor.clone(torch.Tensor.detach(base)))

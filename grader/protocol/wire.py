@@ -129,7 +129,8 @@ def _enc_tensor(
 
 
 def fail(message: str) -> NoReturn:
-    """Raise :class:`WireError`: for the places an expression must do it (both the encoder and the parser)."""
+    """Raise :class:`WireError`: for the places an expression must do it (both the encoder and the
+    parser)."""
     raise WireError(message)
 
 

@@ -1,9 +1,10 @@
-"""The wire's strict parser: a frame, from bytes or from a stream, back into plain values (:mod:`wire`).
+"""The wire's strict parser: a frame, from bytes or from a stream, back into plain values
+(:mod:`wire`).
 
-Kept apart from :mod:`grader.protocol.wire` (the format, its limits and the encoder) because this is the side
-that reads what the other side of the wall wrote: every field is checked before it is used, tensors are
-materialised lazily from the frame's own bytes, and anything unexpected is a :class:`~wire.WireError`.
-Nothing is ever unpickled or ``torch.load``-ed (sandbox.md §5).
+Kept apart from :mod:`grader.protocol.wire` (the format, its limits and the encoder) because this is
+the side that reads what the other side of the wall wrote: every field is checked before it is used,
+tensors are materialised lazily from the frame's own bytes, and anything unexpected is a
+:class:`~wire.WireError`. Nothing is ever unpickled or ``torch.load``-ed (sandbox.md §5).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def _decode(frame: bytes, max_payload: int, allow_cuda: bool) -> Any:
 
 
 class _Tensors:
-    """The tensor table, materialised lazily: an entry is decoded when the value tree reaches it, once."""
+    """The tensor table, materialised lazily: an entry is decoded when the value tree reaches it,
+    once."""
 
     def __init__(
         self,
@@ -189,7 +191,8 @@ def _dec_tagged(tag: str, body: object, tensors: _Tensors, depth: int) -> Any:
 
 
 def _dec_view(body: object, tensors: _Tensors) -> View:
-    """``[{"$t": i}, permute | null, narrow | null, share | null]``, every field checked against its base."""
+    """``[{"$t": i}, permute | null, narrow | null, share | null]``, every field checked against its
+    base."""
     if (
         type(body) is not list
         or len(body) != 4

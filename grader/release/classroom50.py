@@ -1,8 +1,8 @@
 """``grader release --classroom50 DIR``: Classroom 50's template repository and autograder bundle.
 
 ``DIR/template/`` is the template repository (what ``grader release`` writes, without the retired
-GitHub Classroom workflow: Classroom 50 adds its own on accept). ``DIR/autograders/<assignment>/`` is
-the per-assignment bundle to copy into ``classroom50/<CLASSROOM>/autograders/<assignment>/``: an
+GitHub Classroom workflow: Classroom 50 adds its own on accept). ``DIR/autograders/<assignment>/``
+is the per-assignment bundle to copy into ``classroom50/<CLASSROOM>/autograders/<assignment>/``: an
 ``autograder.py`` honouring Classroom 50's contract, the public tests, the student runtime and the
 manifest. Classroom 50's own docs say the bundle is served publicly and the workflow is not a
 security boundary, so the bundle never holds a hidden test or a solution line: the release is
@@ -75,16 +75,18 @@ def _bundle(dest: Path, assignment: manifest.Assignment) -> list[Path]:
 
 
 def scale(public_tests: list[Path]) -> int:
-    """Units per point that make every public test's points a whole number (result.json wants integers)."""
+    """Units per point that make every public test's points a whole number (result.json wants
+    integers)."""
     values = [Fraction(v) for p in public_tests for v in POINTS.findall(p.read_text("utf-8"))]
     return next((k for k in SCALES if all((v * k).denominator == 1 for v in values)), SCALES[-1])
 
 
 def leaks(bundle: Path, assignment: manifest.Assignment, *, shown: Path) -> list[str]:
-    """What the bundle must never publish: hidden test files or lines, solution lines (empty when clean).
+    """What the bundle must never publish: hidden test files or lines, solution lines (empty when
+    clean).
 
-    A hidden test's line counts only when the students do not already have it (``shown``: the template
-    repository, e.g. ``__tracebackhide__ = True`` is in the runtime too).
+    A hidden test's line counts only when the students do not already have it (``shown``: the
+    template repository, e.g. ``__tracebackhide__ = True`` is in the runtime too).
     """
     found = [
         f"{p.relative_to(bundle)} (a hidden-tests path)"

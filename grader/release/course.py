@@ -1,4 +1,5 @@
-"""The course checkout a delivery carries, file by file: what goes in, and a zip writer that keeps modes.
+"""The course checkout a delivery carries, file by file: what goes in, and a zip writer that keeps
+modes.
 
 A Gradescope zip carries the whole course (manifest, solutions, stubs, both suites, the grader's
 source): it is unpacked on a machine only the instructor and Gradescope control. A Classroom 50
@@ -42,7 +43,8 @@ def _tree(folder: Path, prefix: str) -> list[tuple[Path, str]]:
 
 
 def write_zip(out: Path, files: list[tuple[Path, str]], texts: dict[str, tuple[str, int]]) -> Path:
-    """A zip of ``files`` (mode 0644) and generated ``texts`` ({name: (text, mode)}), written atomically."""
+    """A zip of ``files`` (mode 0644) and generated ``texts`` ({name: (text, mode)}), written
+    atomically."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.partial")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -64,7 +66,8 @@ def _info(name: str, mode: int) -> zipfile.ZipInfo:
 
 
 def extract(zip_path: Path, dest: Path) -> None:
-    """Unpack keeping the executable bits (what Gradescope's image build does with run_autograder)."""
+    """Unpack keeping the executable bits (what Gradescope's image build does with
+    run_autograder)."""
     with zipfile.ZipFile(zip_path) as zf:
         for info in zf.infolist():
             target = dest / info.filename

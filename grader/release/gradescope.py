@@ -20,14 +20,17 @@ from grader.release import course, texts
 CONFIG_NAME = "gradescope.json"
 DEFAULT_CONFIG = {
     "assignment": manifest.DEFAULT_ASSIGNMENT,
-    "hidden_visibility": "after_published",  # Gradescope: shown once the instructor publishes grades
-    "isolation": "auto",  # the strongest backend the container allows (`process` + a leased uid as root)
+    # Gradescope: shown once the instructor publishes grades
+    "hidden_visibility": "after_published",
+    # the strongest backend the container allows (`process` + a leased uid as root)
+    "isolation": "auto",
     "canary": True,  # grade solutions and stubs first: a broken image never scores anyone
 }
 
 
 def fill(name: str, **values: str) -> str:
-    """A template of ``grader/release/templates`` with each ``@KEY@`` replaced (shell scripts: no ``$`` games)."""
+    """A template of ``grader/release/templates`` with each ``@KEY@`` replaced (shell scripts: no
+    ``$`` games)."""
     text = resources.files("grader.release").joinpath("templates", name).read_text("utf-8")
     for key, value in values.items():
         text = text.replace(f"@{key}@", value)

@@ -1,20 +1,21 @@
-"""What a Gradescope ``run_autograder`` runs: grade ``/autograder/submission``, write ``results.json``.
+"""What a Gradescope ``run_autograder`` runs: grade ``/autograder/submission``, write
+``results.json``.
 
 Run as root by Gradescope, as ``python -I -m grader.release.gradescope_run --root /autograder``
 (``--root`` or ``GRADER_AUTOGRADER_ROOT`` moves the tree, for tests). The student's code never runs
 as root: Gradescope's containers cannot create namespaces, so the strongest backend there is
 ``process`` (rlimits, seccomp, no_new_privs, a Landlock file view where the kernel has one) with a
-leased unprivileged uid, which cannot read ``source/tests/hidden`` or ``source/solutions`` (outside the
-Landlock view, and ``setup.sh`` made them root-only). Where namespaces do work, ``auto`` takes them. The backend and
-uid used are recorded in ``extra_data.isolation``.
+leased unprivileged uid, which cannot read ``source/tests/hidden`` or ``source/solutions`` (outside
+the Landlock view, and ``setup.sh`` made them root-only). Where namespaces do work, ``auto`` takes
+them. The backend and uid used are recorded in ``extra_data.isolation``.
 
 Any failure of the grader (the canary refusing this machine, a crash, an error scorecard of kind
-``grader``) writes **no** ``results.json`` and exits 1, with the reason on stdout. That is Gradescope's
-own failure signal (its autograder documentation, "Troubleshooting": no valid results.json gives "The
-autograder failed to execute correctly"): the submission is marked failed, not scored, the instructor
-sees the reason in the autograder output and can rerun it once the cause is fixed; a results.json of 0
-would be a grade. A submission that cannot be read as uploaded is the student's: a results.json of 0
-that says why (:func:`gradescope_results.intake_rejected`).
+``grader``) writes **no** ``results.json`` and exits 1, with the reason on stdout. That is
+Gradescope's own failure signal (its autograder documentation, "Troubleshooting": no valid
+results.json gives "The autograder failed to execute correctly"): the submission is marked failed,
+not scored, the instructor sees the reason in the autograder output and can rerun it once the cause
+is fixed; a results.json of 0 would be a grade. A submission that cannot be read as uploaded is the
+student's: a results.json of 0 that says why (:func:`gradescope_results.intake_rejected`).
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def config(tree: Tree) -> dict[str, Any]:
 
 
 def choose_backend(requested: str) -> BackendName:
-    """The strongest backend here (as root without namespaces: ``process``, whose student code runs as a leased
-    uid like every level's under root); never ``none``."""
+    """The strongest backend here (as root without namespaces: ``process``, whose student code runs
+    as a leased uid like every level's under root); never ``none``."""
     from grader.sandbox import choice
 
     backend = choice.choose(requested)
@@ -138,7 +139,8 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
 
 
 def run(tree: Tree, isolation: str | None = None) -> int:
-    """Grade and write results.json (exit 0, whatever the score); on a grader failure, no results.json (exit 1)."""
+    """Grade and write results.json (exit 0, whatever the score); on a grader failure, no
+    results.json (exit 1)."""
     tree.results.unlink(missing_ok=True)  # no earlier run's results may stand for this one
     try:
         settings = config(tree)
@@ -155,10 +157,11 @@ def run(tree: Tree, isolation: str | None = None) -> int:
 
 
 def prove_image(tree: Tree, isolation: str | None = None) -> int:
-    """``setup.sh``'s step: prove the grader once, in the image, under the configuration ``run_autograder`` will use.
-    The proof is cached under its key (the launch configuration, torch, Python, the kernel, the suites: as for any
-    proof), so each submission's run finds it instead of grading the references again; a run whose configuration
-    differs (another kernel on the grading host) does not match the key and proves again, never trusting it."""
+    """``setup.sh``'s step: prove the grader once, in the image, under the configuration
+    ``run_autograder`` will use. The proof is cached under its key (the launch configuration, torch,
+    Python, the kernel, the suites: as for any proof), so each submission's run finds it instead of
+    grading the references again; a run whose configuration differs (another kernel on the grading
+    host) does not match the key and proves again, never trusting it."""
     from grader import canary
 
     settings = config(tree)

@@ -31,7 +31,8 @@ KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python
 def write_course(
     course: Path, *, assignment: manifest.Assignment, force: bool = False
 ) -> list[Path]:
-    """Write the nbgrader ``source/<assignment>`` tree and config into ``course``; return the files written."""
+    """Write the nbgrader ``source/<assignment>`` tree and config into ``course``; return the files
+    written."""
     import nbformat
 
     root = assignment.root
@@ -123,7 +124,8 @@ def docstring(source: str) -> str:
 
 
 def code(module: str, solutions: Path) -> str:
-    """The module's source without its docstring and its relative imports (the notebook defines those names)."""
+    """The module's source without its docstring and its relative imports (the notebook defines
+    those names)."""
     source = (solutions / f"{module}.py").read_text("utf-8")
     tree = ast.parse(source)
     drop: set[int] = set()
@@ -139,7 +141,8 @@ def code(module: str, solutions: Path) -> str:
 
 
 def dependencies(module: str, solutions: Path, seen: tuple[str, ...] = ()) -> list[str]:
-    """Modules that ``module`` imports relatively (``from .causal_attention import ...``), deepest first."""
+    """Modules that ``module`` imports relatively (``from .causal_attention import ...``), deepest
+    first."""
     found: list[str] = []
     tree = ast.parse((solutions / f"{module}.py").read_text("utf-8"))
     for node in tree.body:
@@ -164,7 +167,8 @@ def setup_source(exercise: manifest.Exercise) -> str:
 
 
 def tests(test_file: Path) -> list[tuple[str, float, str]]:
-    """(name, points, source without decorators) of each top-level test function (CUDA tests left out)."""
+    """(name, points, source without decorators) of each top-level test function (CUDA tests left
+    out)."""
     source = test_file.read_text("utf-8")
     lines = source.splitlines()
     out = []

@@ -1,8 +1,8 @@
 """``grader release OUT``: build the student template repository.
 
 What goes out: ``exercises/`` (the stubs), ``tests/public/``, the manifest, the runtime part of
-``grader`` that the public tests and ``grader check``/``grader ci`` need (:data:`RUNTIME`), a student
-``pyproject.toml`` and README, and ``.github/workflows/classroom.yml``. What never goes out:
+``grader`` that the public tests and ``grader check``/``grader ci`` need (:data:`RUNTIME`), a
+student ``pyproject.toml`` and README, and ``.github/workflows/classroom.yml``. What never goes out:
 ``solutions/``, ``tests/hidden/``, the sandbox, batch grading, intake and the stub builder. Before
 returning, :func:`scan` searches every written file for every line of every solution region and
 the release is refused (and removed) if one is found.
@@ -120,7 +120,8 @@ def release(out: Path, *, assignment: manifest.Assignment, force: bool = False) 
 
 
 def prepare(out: Path, *, force: bool, marker: str) -> None:
-    """``out`` must be new or empty; with ``force``, an earlier release there (it has ``marker``) is replaced."""
+    """``out`` must be new or empty; with ``force``, an earlier release there (it has ``marker``) is
+    replaced."""
     if out.exists() and not out.is_dir():
         raise ReleaseError(f"{out} is a file: give a folder for the release")
     if out.is_dir() and any(out.iterdir()):
@@ -151,7 +152,8 @@ def copy_public_tests(assignment: manifest.Assignment, out: Path) -> list[Path]:
 
 
 def copy_runtime(dest: Path) -> list[Path]:
-    """The :data:`RUNTIME` files into ``dest`` (a ``grader`` folder), with a student ``__main__``."""
+    """The :data:`RUNTIME` files into ``dest`` (a ``grader`` folder), with a student
+    ``__main__``."""
     written = [copy_file(PACKAGE / rel, dest / rel) for rel in RUNTIME]
     return [*written, write_file(dest / "__main__.py", texts.STUDENT_MAIN)]
 
@@ -189,10 +191,11 @@ def _write_texts(assignment: manifest.Assignment, out: Path) -> list[Path]:
 
 
 def solution_lines(solutions: Path, *, public: Path | None = None) -> set[str]:
-    """Every non-trivial stripped line inside a ``### BEGIN/END SOLUTION`` region of ``solutions/*.py``.
+    """Every non-trivial stripped line inside a ``### BEGIN/END SOLUTION`` region of
+    ``solutions/*.py``.
 
-    Lines that the public tests already contain verbatim (hints such as ``self.heads = nn.ModuleList(``)
-    are public by the instructor's choice and left out.
+    Lines that the public tests already contain verbatim (hints such as ``self.heads =
+    nn.ModuleList(``) are public by the instructor's choice and left out.
     """
     shown = "\n".join(p.read_text("utf-8") for p in sorted(public.glob("*.py"))) if public else ""
     found: set[str] = set()
@@ -218,7 +221,8 @@ def scan(out: Path, lines: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def copy_file(src: Path, dst: Path) -> Path:
-    """Copy ``src`` to ``dst``, making its folder; ``dst`` (the release and its bundles list what they wrote)."""
+    """Copy ``src`` to ``dst``, making its folder; ``dst`` (the release and its bundles list what
+    they wrote)."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dst)
     return dst

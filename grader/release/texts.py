@@ -1,12 +1,13 @@
-"""The files ``grader release`` writes from templates: student README, pyproject, Classroom workflow.
+"""The files ``grader release`` writes from templates: student README, pyproject, Classroom
+workflow.
 
 The workflow follows what GitHub Classroom generates (name ``Autograding Tests``, one job
 ``run-autograding-tests``, a runner step with an ``id`` whose ``result`` output the
 ``autograding-grading-reporter`` reads from ``<ID>_RESULTS``). The runner id must be alphanumeric:
 the reporter checks ``runners`` against ``^([a-zA-Z0-9]+,)*[a-zA-Z0-9]+$``. GitHub Classroom was
 retired on 2026-08-28; the workflow stays for organisations with old repositories. Its actions are
-the Node 24 majors (``actions/checkout@v6``, ``actions/setup-python@v6``): GitHub removes Node 20 from
-its runners in September 2026.
+the Node 24 majors (``actions/checkout@v6``, ``actions/setup-python@v6``): GitHub removes Node 20
+from its runners in September 2026.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from string import Template
 from grader.course import manifest
 
 RUNNER_ID = "grader"
-# what the student README says of CI (no platform named: GitHub Classroom is retired; a Classroom 50 template
-# replaces it with what Classroom 50 does)
+# what the student README says of CI (no platform named: GitHub Classroom is retired; a Classroom 50
+# template replaces it with what Classroom 50 does)
 CI = (
     "- If your course runs the tests on each push (continuous integration set up by your instructor), those\n"
     "  points also come from the public tests only."
@@ -28,8 +29,8 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def readme(assignment: manifest.Assignment, *, torch: str, index: str) -> str:
-    """The student README of ``assignment``: every exercise, file and test name it shows is one of this assignment's
-    (a test runs each command it shows in a released repository)."""
+    """The student README of ``assignment``: every exercise, file and test name it shows is one of
+    this assignment's (a test runs each command it shows in a released repository)."""
     first, one = (
         assignment.exercises[0],
         assignment.exercises[min(1, len(assignment.exercises) - 1)],
@@ -57,7 +58,8 @@ def readme(assignment: manifest.Assignment, *, torch: str, index: str) -> str:
 
 
 def _first_test(path: Path) -> str:
-    """The name of the first test function in a public suite (what ``pytest -k`` is shown selecting)."""
+    """The name of the first test function in a public suite (what ``pytest -k`` is shown
+    selecting)."""
     found = re.search(r"^def (test_\w+)", path.read_text("utf-8"), re.MULTILINE)
     return found[1] if found else "test"
 

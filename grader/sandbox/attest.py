@@ -104,9 +104,10 @@ def problems(seen: Observed, expected: Expected) -> list[str]:
 def attest(root: int, request_pipe: int, expected: Expected) -> Observed:
     """Check the sandbox launched as process ``root``; return what its worker showed.
 
-    The worker is the process of the tree that holds the read end of ``request_pipe`` (our write end's
-    fd). Every descendant of ``root`` must match, and ``root`` itself when it is the worker (a cold
-    ``process`` launch execs the worker in place); a ``root`` that is only a proxy never runs student code."""
+    The worker is the process of the tree that holds the read end of ``request_pipe`` (our write
+    end's fd). Every descendant of ``root`` must match, and ``root`` itself when it is the worker (a
+    cold ``process`` launch execs the worker in place); a ``root`` that is only a proxy never runs
+    student code."""
     tree = [root, *descendants(root)]
     pipe = f"pipe:[{os.fstat(request_pipe).st_ino}]"
     workers = [pid for pid in tree if _holds(pid, pipe)]
@@ -153,7 +154,8 @@ def descendants(pid: int) -> list[int]:
 
 
 def _children(pid: int) -> list[int]:
-    """From each thread's ``children`` file; by a scan of every process's parent where the kernel has none."""
+    """From each thread's ``children`` file; by a scan of every process's parent where the kernel
+    has none."""
     kids: list[int] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")

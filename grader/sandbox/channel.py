@@ -6,7 +6,8 @@ Starting, attesting and ending the worker process is :mod:`grader.sandbox.worker
 Replies are read from their own pipe with caps; the worker's stdout/stderr are drained and kept
 only up to 64 KiB each (the rest is counted, and past the output cap the worker is killed). Exactly
 one frame answers each request: a second frame, stray bytes or bytes before any request are a
-protocol violation. Replies always decode to CPU tensors; the sandbox's CPU time is read from outside.
+protocol violation. Replies always decode to CPU tensors; the sandbox's CPU time is read from
+outside.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
 
 
 def _wire() -> ModuleType:
-    """The wire format, imported at the first frame: it imports torch (about a second), and a command that
-    starts its worker first (``grader grade``) lets the worker import torch while it imports its own."""
+    """The wire format, imported at the first frame: it imports torch (about a second), and a
+    command that starts its worker first (``grader grade``) lets the worker import torch while it
+    imports its own."""
     from grader.protocol import wire
 
     return wire
@@ -39,7 +41,8 @@ CPU_POLL_S = 0.1
 
 
 class ChannelError(Exception):
-    """The worker timed out, died or broke the protocol; ``kind`` is timeout | crash | protocol | output."""
+    """The worker timed out, died or broke the protocol; ``kind`` is timeout | crash | protocol |
+    output."""
 
     def __init__(self, kind: str, message: str, *, cpu: bool = False) -> None:
         super().__init__(message)
@@ -50,7 +53,8 @@ class ChannelError(Exception):
 
 
 class Channel(WorkerProcess):
-    """The request/reply protocol with one worker: one frame answers each request, read under the test's limits."""
+    """The request/reply protocol with one worker: one frame answers each request, read under the
+    test's limits."""
 
     # -- requests -----------------------------------------------------------------------------
     def send(self, value: object) -> None:
@@ -66,7 +70,8 @@ class Channel(WorkerProcess):
             raise ChannelError("crash", self._ended("before it could read the request")) from None
 
     def _expect_silence(self) -> None:
-        """Nothing may wait on the reply pipe before a request: an unasked-for frame is a violation."""
+        """Nothing may wait on the reply pipe before a request: an unasked-for frame is a
+        violation."""
         try:
             self._buffer += os.read(self._resp_r, 1 << 16)
         except (BlockingIOError, OSError):
@@ -81,10 +86,11 @@ class Channel(WorkerProcess):
         stall_s: float | None = None,
         cpu_now: float | None = None,
     ) -> Any:
-        """The next reply frame; a timeout once ``cpu_seconds()`` reaches ``cpu_until``, past ``timeout`` wall
-        seconds, or after ``stall_s`` wall seconds in which the sandbox used (almost) no CPU: a sleeping worker is
-        stopped as soon as before, a busy one starved by a loaded machine runs on to its CPU limit. ``cpu_now``: a
-        reading the caller took just before (most replies come within the first poll, and then need none here)."""
+        """The next reply frame; a timeout once ``cpu_seconds()`` reaches ``cpu_until``, past
+        ``timeout`` wall seconds, or after ``stall_s`` wall seconds in which the sandbox used
+        (almost) no CPU: a sleeping worker is stopped as soon as before, a busy one starved by a
+        loaded machine runs on to its CPU limit. ``cpu_now``: a reading the caller took just before
+        (most replies come within the first poll, and then need none here)."""
         start = time.monotonic()
         deadline = start + max(timeout, 0.0)
         next_cpu = 0.0 if cpu_now is None else start + CPU_POLL_S
@@ -124,7 +130,8 @@ class Channel(WorkerProcess):
             self._selector.unregister(key.fileobj)
             if key.data == "reply":
                 ended = self._ended("during the call")
-                self._drain_output()  # what it printed last (a set-up failure says why) stays in the record
+                # what it printed last (a set-up failure says why) stays in the record
+                self._drain_output()
                 raise ChannelError("crash", ended)
             return
         if key.data == "reply":
@@ -139,7 +146,8 @@ class Channel(WorkerProcess):
             )
 
     def _drain_output(self) -> None:
-        """Read what the worker's stdout/stderr still hold, without waiting (bounded by the output cap)."""
+        """Read what the worker's stdout/stderr still hold, without waiting (bounded by the output
+        cap)."""
         for key in [k for k in self._selector.get_map().values() if k.data != "reply"]:
             while (
                 key.fileobj in self._selector.get_map()

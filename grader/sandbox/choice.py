@@ -1,4 +1,5 @@
-"""Which isolation level a grade runs under: probe what this machine offers (strongest first) and choose.
+"""Which isolation level a grade runs under: probe what this machine offers (strongest first) and
+choose.
 
 Levels, strongest first: ``namespace`` (root on Linux), ``bwrap`` (non-root, unprivileged user
 namespaces), ``process`` (separate process with rlimits, seccomp and a Landlock file view where
@@ -55,7 +56,8 @@ def choose(requested: str = "auto", required: str | None = None) -> BackendName:
     ``--require-isolation``; refuse, as a non-root user, ``process`` (student code would run as this
     user, able to read the solutions, the hidden suites and this user's zygote socket).
 
-    ``inprocess`` (the project's own tests and students' local runs: no worker at all) is passed through.
+    ``inprocess`` (the project's own tests and students' local runs: no worker at all) is passed
+    through.
     """
     if requested == "inprocess":
         return "inprocess"
@@ -86,11 +88,13 @@ def choose(requested: str = "auto", required: str | None = None) -> BackendName:
 
 
 def is_root() -> bool:
-    """Whether this grader runs as root (on a POSIX system): it then drops every worker to a leased uid."""
+    """Whether this grader runs as root (on a POSIX system): it then drops every worker to a leased
+    uid."""
     return os.name == "posix" and os.geteuid() == 0
 
 
-LANDLOCK_ENV = "GRADER_LANDLOCK"  # "off": act as on a kernel without Landlock (tests, or a kernel that misreports)
+# "off": act as on a kernel without Landlock (tests, or a kernel that misreports)
+LANDLOCK_ENV = "GRADER_LANDLOCK"
 
 
 @functools.cache

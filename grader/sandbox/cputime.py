@@ -25,7 +25,8 @@ MAX_PROCS = 4096
 
 
 def cpuacct_group(slot: int) -> str | None:
-    """This grader process's cpuacct group for ``slot`` (made on first use); None where unavailable."""
+    """This grader process's cpuacct group for ``slot`` (made on first use); None where
+    unavailable."""
     if not (CPUACCT / "cpuacct.usage").exists():
         return None
     path = CPUACCT / "attention-grader" / f"p{os.getpid()}-slot-{slot}"
@@ -39,9 +40,9 @@ def cpuacct_group(slot: int) -> str | None:
 class CpuMeter:
     """CPU seconds used by one sandbox (monotonic while it lives; compare two readings).
 
-    A group's counter file stays open and is re-read with ``pread`` (about 2 µs): a grade reads it once or twice
-    per request to its worker, and opening it by path each time cost a third of a millisecond of the trusted
-    process's CPU (a full grade made about 3,400 readings)."""
+    A group's counter file stays open and is re-read with ``pread`` (about 2 µs): a grade reads it
+    once or twice per request to its worker, and opening it by path each time cost a third of a
+    millisecond of the trusted process's CPU (a full grade made about 3,400 readings)."""
 
     def __init__(self, root_pid: int, group: str | None) -> None:
         self.root_pid, self.group = root_pid, group
@@ -63,7 +64,8 @@ class CpuMeter:
         return sum(_stat_ticks(pid) for pid in self._pids) / TICK
 
     def _group_seconds(self, group: str) -> float:
-        """A v1 cpuacct group's ``cpuacct.usage`` (ns), or a v2 group's ``cpu.stat`` ``usage_usec``."""
+        """A v1 cpuacct group's ``cpuacct.usage`` (ns), or a v2 group's ``cpu.stat``
+        ``usage_usec``."""
         if self._fd is None:
             self._v1 = os.path.exists(os.path.join(group, "cpuacct.usage"))
             self._fd = os.open(
@@ -125,7 +127,8 @@ MIN_CPU_RATE = 0.02  # a sandbox using less of a core than this makes no progres
 
 
 class Progress:
-    """Since when a sandbox has used no CPU time worth counting (under ``MIN_CPU_RATE`` of a core)."""
+    """Since when a sandbox has used no CPU time worth counting (under ``MIN_CPU_RATE`` of a
+    core)."""
 
     def __init__(self, now: float, cpu: float) -> None:
         self.since, self.checked, self.cpu = now, now, cpu

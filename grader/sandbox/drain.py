@@ -1,4 +1,5 @@
-"""Wait until a killed sandbox's processes are really gone before the next one starts (trusted side).
+"""Wait until a killed sandbox's processes are really gone before the next one starts (trusted
+side).
 
 A killed namespace takes a moment to tear down (a fork bomb's 64 processes, a memory bomb's
 gigabytes). A fresh worker started before that shares the slot's pids and memory cgroups with the
@@ -21,7 +22,8 @@ def wait_drained(
 ) -> bool:
     """True once no process is left in ``groups``; False if some are still there after ``timeout``.
 
-    Stragglers still there after ``kill_after`` seconds are killed (these groups are the grader's own).
+    Stragglers still there after ``kill_after`` seconds are killed (these groups are the grader's
+    own).
     """
     start = time.monotonic()
     while True:

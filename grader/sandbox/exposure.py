@@ -2,9 +2,9 @@
 
 ``process`` without Landlock (an old kernel, or a container whose seccomp profile refuses it) has no
 allowlist of its own: a leased uid can read whatever any user may read. That is acceptable only when
-the secrets are not among it, as after Gradescope's ``setup.sh`` (``solutions/`` and the hidden suites
-root-only). So before such a grade, an unprivileged probe, started as the leased uid, tries to open
-each secret; if it can, grading is refused with what to do instead.
+the secrets are not among it, as after Gradescope's ``setup.sh`` (``solutions/`` and the hidden
+suites root-only). So before such a grade, an unprivileged probe, started as the leased uid, tries
+to open each secret; if it can, grading is refused with what to do instead.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from grader.course import manifest
 from grader.sandbox import view
 from grader.sandbox.choice import IsolationError
 
-# stdlib only, in a fresh interpreter that already is the probed uid (subprocess drops it before exec)
+# stdlib only, in a fresh interpreter that already is the probed uid (subprocess drops it before
+# exec)
 _PROBE = """import json, os, sys
 seen = []
 for path in sys.argv[1:]:
@@ -37,7 +38,8 @@ class SecretsExposed(IsolationError):
 
 
 def secrets(assignment: manifest.Assignment) -> list[str]:
-    """What no student code may read: the reference solutions, the hidden suites, this user's zygote sockets."""
+    """What no student code may read: the reference solutions, the hidden suites, this user's zygote
+    sockets."""
     root = assignment.root
     found = [root / "solutions", *sorted((root / "solutions").glob("*.py"))]
     found += [root / e.hidden_tests for e in assignment.exercises]
@@ -48,9 +50,8 @@ def secrets(assignment: manifest.Assignment) -> list[str]:
 @functools.cache
 def readable(uid: int, paths: tuple[str, ...]) -> tuple[str, ...]:
     """Which of ``paths`` a process running as ``uid`` (no groups) can open."""
-    python = (
-        view.worker_python() or sys.executable
-    )  # an interpreter the uid can run (grade() checked there is one)
+    # an interpreter the uid can run (grade() checked there is one)
+    python = view.worker_python() or sys.executable
     done = subprocess.run(
         [python, "-I", "-S", "-c", _PROBE, *paths],
         user=uid,

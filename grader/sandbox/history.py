@@ -34,7 +34,8 @@ class History:
         self.reset()
 
     def to_worker(self, request: dict[str, Any]) -> dict[str, Any]:
-        """``request`` with the worker's ids for the test's virtual ones (the target and any handle argument)."""
+        """``request`` with the worker's ids for the test's virtual ones (the target and any handle
+        argument)."""
         mapped = {
             k: self._real_refs(v) if k in ("args", "kwargs") else v for k, v in request.items()
         }
@@ -52,7 +53,8 @@ class History:
         return value
 
     def record(self, request: dict[str, Any], key: str, body: object) -> object:
-        """Log ``request`` (as the test made it); a new handle in the reply is given a virtual id."""
+        """Log ``request`` (as the test made it); a new handle in the reply is given a virtual
+        id."""
         created = None
         if key == "ok" and type(body) is HandleRef:
             created = next(self._ids)
@@ -66,12 +68,13 @@ class History:
         return body
 
     def release(self, handle: int) -> int | None:
-        """A test let go of ``handle``: the current worker's id for it (None if that worker never made it); the
-        replay then skips whatever was aimed at it."""
+        """A test let go of ``handle``: the current worker's id for it (None if that worker never
+        made it); the replay then skips whatever was aimed at it."""
         return self.real.pop(handle, None)
 
     def replay(self, exchange: Callable[[dict[str, Any]], tuple[str, Any]]) -> None:
-        """Send the test's earlier requests to a fresh worker (``exchange`` sends one, returns its reply)."""
+        """Send the test's earlier requests to a fresh worker (``exchange`` sends one, returns its
+        reply)."""
         log, self.log, old = self.log, [], dict(self.real)
         self.real.clear()
         for request, created in log:

@@ -1,5 +1,6 @@
-"""What one launch looks like at a chosen isolation level: its limits, its uid, its configuration and the
-isolation record the scorecard gets. Which level a grade runs under is :mod:`grader.sandbox.choice`'s.
+"""What one launch looks like at a chosen isolation level: its limits, its uid, its configuration
+and the isolation record the scorecard gets. Which level a grade runs under is
+:mod:`grader.sandbox.choice`'s.
 
 Student code never runs with the grader's authority: under every level a root grader runs it as
 a leased, unprivileged uid with no capability (never an opt-in), and a non-root grader refuses
@@ -23,9 +24,8 @@ from grader.sandbox.attest import Expected
 from grader.sandbox.levels import BackendName
 from grader.sandbox.rootfs import INSIDE_PACKAGES
 
-LIB_ROOT = (
-    Path(__file__).resolve().parents[2]
-)  # the folder holding the `grader` package (the trusted side's)
+# the folder holding the `grader` package (the trusted side's)
+LIB_ROOT = Path(__file__).resolve().parents[2]
 UID_BASE = uids.FIRST  # sandbox uids are leased machine-wide from uids.FIRST on
 NAMESPACE_KINDS = (
     "mnt",
@@ -78,22 +78,24 @@ class LaunchSpec:
 
     @property
     def drops_uid(self) -> bool:
-        """Whether student code runs as a leased, unprivileged uid: always, under every level, when we are root
-        (bwrap never runs as root: it maps its sandbox uid to root then, sandbox.md §2)."""
+        """Whether student code runs as a leased, unprivileged uid: always, under every level, when
+        we are root (bwrap never runs as root: it maps its sandbox uid to root then, sandbox.md
+        §2)."""
         return self.backend != "bwrap" and choice.is_root()
 
     @property
     def file_view(self) -> str:
-        """What limits the files the worker can reach: ``namespace``/``bwrap`` (a private mount tree),
-        ``landlock`` (``process`` where the kernel has it), ``permissions`` (``process`` without it: only
-        the leased uid's file permissions, checked by :func:`grader.sandbox.secrets.check`), ``none``."""
+        """What limits the files the worker can reach: ``namespace``/``bwrap`` (a private mount
+        tree), ``landlock`` (``process`` where the kernel has it), ``permissions`` (``process``
+        without it: only the leased uid's file permissions, checked by
+        :func:`grader.sandbox.secrets.check`), ``none``."""
         if self.backend == "process":
             return "landlock" if choice.landlock_abi() > 0 else "permissions"
         return self.backend
 
     def fingerprint(self) -> str:
-        """What of this launch decides whether a proof made under it holds for another (the canary's cache key):
-        without side effects (no uid is leased, no cgroup made)."""
+        """What of this launch decides whether a proof made under it holds for another (the canary's
+        cache key): without side effects (no uid is leased, no cgroup made)."""
         return json.dumps(
             {
                 "backend": self.backend,
@@ -110,14 +112,15 @@ class LaunchSpec:
         )
 
     def unreadable(self) -> list[str]:
-        """What this launch's worker needs but its leased uid cannot read ([] when it can, or keeps our uid, or
-        gets a view of its own)."""
+        """What this launch's worker needs but its leased uid cannot read ([] when it can, or keeps
+        our uid, or gets a view of its own)."""
         if not self.drops_uid or self.backend not in ("process", "none"):
             return []
         return mirror.unreachable()
 
     def expected(self) -> Expected:
-        """What every process of a worker launched under this spec must show in /proc (:mod:`attest`)."""
+        """What every process of a worker launched under this spec must show in /proc
+        (:mod:`attest`)."""
         return Expected(
             uid=self.uid,
             seccomp=self.seccomp,
@@ -130,7 +133,8 @@ class LaunchSpec:
         )
 
     def _wants_cgroups(self) -> bool:
-        # a root `process` sandbox is held by the cgroups as much as `namespace` (the leased uid's RLIMIT_NPROC too)
+        # a root `process` sandbox is held by the cgroups as much as `namespace` (the leased uid's
+        # RLIMIT_NPROC too)
         return self.backend == "namespace" or (self.backend == "process" and choice.is_root())
 
     def cgroup_paths(self) -> list[str]:
@@ -142,14 +146,16 @@ class LaunchSpec:
 
     @property
     def seccomp(self) -> bool:
-        """Whether the launch installs the filter (it then fails, exit 125, rather than run without it)."""
+        """Whether the launch installs the filter (it then fails, exit 125, rather than run without
+        it)."""
         return self.backend in ("namespace", "process") and seccomp.supported()
 
     def gpus(self) -> list[str]:
         return gpu_devices() if self.backend in ("namespace", "process") else []
 
     def describe(self) -> dict[str, Any]:
-        """The isolation record as launched; ``attested`` turns true once /proc confirmed it (:mod:`attest`)."""
+        """The isolation record as launched; ``attested`` turns true once /proc confirmed it
+        (:mod:`attest`)."""
         groups = self.cgroup_paths()
         record = {
             "backend": self.backend,
@@ -214,8 +220,8 @@ class LaunchSpec:
 
 
 def site_dirs() -> list[str]:
-    """The worker's package folders (after its own lib): where torch and its dependency closure live, or their
-    mirrors where a leased uid cannot reach them (:mod:`grader.sandbox.mirror`)."""
+    """The worker's package folders (after its own lib): where torch and its dependency closure
+    live, or their mirrors where a leased uid cannot reach them (:mod:`grader.sandbox.mirror`)."""
     return mirror.site_dirs()
 
 
@@ -229,13 +235,14 @@ def gpu_env(gpus: list[str], limits: Limits) -> dict[str, str]:
 
 
 def gpu_record(gpus: list[str], limits: Limits, cgroup: bool) -> dict[str, Any]:
-    """What the isolation record says about a GPU sandbox, honestly: which limits the kernel enforces.
+    """What the isolation record says about a GPU sandbox, honestly: which limits the kernel
+    enforces.
 
-    CUDA initialisation fails under RLIMIT_AS (4 and 16 GiB measured on an H100), so host memory is held by
-    RLIMIT_DATA instead (CUDA starts under it; private anonymous memory, torch's CPU tensors, stays capped) and by
-    the cgroup where one is writable (it also holds shared and kernel memory). GPU memory has no kernel-enforced
-    per-process limit without MIG/MPS: the worker sets torch's per-process memory fraction, which
-    student code can raise again.
+    CUDA initialisation fails under RLIMIT_AS (4 and 16 GiB measured on an H100), so host memory is
+    held by RLIMIT_DATA instead (CUDA starts under it; private anonymous memory, torch's CPU
+    tensors, stays capped) and by the cgroup where one is writable (it also holds shared and kernel
+    memory). GPU memory has no kernel-enforced per-process limit without MIG/MPS: the worker sets
+    torch's per-process memory fraction, which student code can raise again.
     """
     return {
         "devices": gpus,

@@ -30,13 +30,12 @@ FS_BY_ABI = {
     3: (1 << 15) - 1,
     5: (1 << 16) - 1,
 }  # all rights each ABI knows
-FILE_RIGHTS = (
-    EXECUTE | WRITE_FILE | READ_FILE | (1 << 14) | (1 << 15)
-)  # the only ones a rule on a file may carry
+# the only ones a rule on a file may carry
+FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | (1 << 14) | (1 << 15)
 NET_ALL, SCOPE_ALL = 0b11, 0b11  # TCP bind+connect (ABI 4); abstract UNIX sockets+signals (ABI 6)
 ALL = -1  # every right the ABI handles
-# what each kind of rule allows beneath its path: "list" lets the import system list a site folder whose
-# entries other than torch's closure stay unreadable; "device" is /dev/null and friends
+# what each kind of rule allows beneath its path: "list" lets the import system list a site folder
+# whose entries other than torch's closure stay unreadable; "device" is /dev/null and friends
 KINDS = {
     "read": READ_FILE | READ_DIR,
     "list": READ_DIR,
@@ -58,7 +57,8 @@ class _PathBeneath(ctypes.Structure):
 
 
 def abi() -> int:
-    """The kernel's Landlock ABI version; 0 where there is none (old kernel, disabled, or refused by seccomp)."""
+    """The kernel's Landlock ABI version; 0 where there is none (old kernel, disabled, or refused by
+    seccomp)."""
     version = _libc.syscall(CREATE_RULESET, None, 0, VERSION_FLAG)
     return int(version) if version > 0 else 0
 
@@ -68,9 +68,10 @@ def _fs_rights(version: int) -> int:
 
 
 def ruleset(rules: dict[str, list[str]]) -> int:
-    """A ruleset fd allowing ``rules`` ({kind of :data:`KINDS`: paths}), built by the caller while it can still open
-    every path (before its uid drop: a leased uid cannot open paths under a 0700 home, while the rule made from an
-    fd opened as root still lets it read beneath). Raises OSError when Landlock is missing or a call fails."""
+    """A ruleset fd allowing ``rules`` ({kind of :data:`KINDS`: paths}), built by the caller while
+    it can still open every path (before its uid drop: a leased uid cannot open paths under a 0700
+    home, while the rule made from an fd opened as root still lets it read beneath). Raises OSError
+    when Landlock is missing or a call fails."""
     version = abi()
     if version < 1:
         raise OSError("Landlock is not available here")
@@ -89,8 +90,8 @@ def ruleset(rules: dict[str, list[str]]) -> int:
 
 
 def enforce(fd: int) -> None:
-    """Restrict this process (and its future children) to the ruleset ``fd`` for good; ``no_new_privs`` must
-    already be set. The fd is closed."""
+    """Restrict this process (and its future children) to the ruleset ``fd`` for good;
+    ``no_new_privs`` must already be set. The fd is closed."""
     try:
         _checked(_libc.syscall(RESTRICT_SELF, fd, 0), "restrict this process")
     finally:

@@ -11,10 +11,11 @@ sets up isolation and then ``exec``s the worker (sandbox.md §6.1):
   (:mod:`grader.sandbox.seccomp`);
 - ``namespace`` (root): mount/net/ipc/uts/pid namespaces, a tmpfs root holding only an allowlist
   of read-only binds (:mod:`grader.sandbox.view`; mounted by :mod:`grader.sandbox.rootfs`), ``/box``
-  on tmpfs, cgroup memory/pids when writable, a fresh session keyring, a leased uid, a mini-init as pid 1, ``no_new_privs``, the
-  seccomp filter, then rlimits and exec.
+  on tmpfs, cgroup memory/pids when writable, a fresh session keyring, a leased uid, a mini-init as
+  pid 1, ``no_new_privs``, the seccomp filter, then rlimits and exec.
 
-A filter the isolation record promises is installed or the launch fails (exit 125, a set-up failure).
+A filter the isolation record promises is installed or the launch fails (exit 125, a set-up
+failure).
 
 The runner kills the whole sandbox by killing this process's group (``none``/``process``) or the
 namespace's pid 1, whose host pid it reads from the status fd.
@@ -31,9 +32,8 @@ import signal
 import sys
 from collections.abc import Callable
 
-TYPE_CHECKING = (
-    False  # not `typing.TYPE_CHECKING`: importing typing would add ~9 ms to every cold start
-)
+# not `typing.TYPE_CHECKING`: importing typing would add ~9 ms to every cold start
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
@@ -58,7 +58,8 @@ SETUP_FAILED = 125
 
 
 def _sibling(name: str) -> ModuleType:
-    """A stdlib-only sibling module: imported normally, or by path when run as ``python -I -S launcher.py``."""
+    """A stdlib-only sibling module: imported normally, or by path when run as ``python -I -S
+    launcher.py``."""
     if __package__:
         return importlib.import_module(f"{__package__}.{name}")
     path = os.path.join(os.path.dirname(__file__), f"{name}.py")
@@ -75,8 +76,9 @@ seccomp, workerenv, privileges, landlock, rootfs = (
 
 
 def set_limits(limits: dict[str, Any], address_space: bool = True) -> None:
-    """The rlimits. Memory: RLIMIT_AS, or RLIMIT_DATA where a GPU is exposed (CUDA cannot start under RLIMIT_AS of
-    4 or 16 GiB on an H100, but starts under RLIMIT_DATA, which still holds every private writable mapping)."""
+    """The rlimits. Memory: RLIMIT_AS, or RLIMIT_DATA where a GPU is exposed (CUDA cannot start
+    under RLIMIT_AS of 4 or 16 GiB on an H100, but starts under RLIMIT_DATA, which still holds every
+    private writable mapping)."""
     mb = 1 << 20
     memory = resource.RLIMIT_AS if address_space else resource.RLIMIT_DATA
     table = [
@@ -105,8 +107,8 @@ def fresh_keyring() -> None:
 
 
 def lock_down(cfg: Config, view: int | None = None) -> None:
-    """After the uid drop: no_new_privs, the Landlock ``view`` (a ruleset fd made before the drop), then the
-    seccomp filter."""
+    """After the uid drop: no_new_privs, the Landlock ``view`` (a ruleset fd made before the drop),
+    then the seccomp filter."""
     rootfs.check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if view is not None:
         landlock.enforce(view)
@@ -136,11 +138,10 @@ def run_plain(cfg: Config) -> None:
 
 
 def isolate_plain(cfg: Config) -> None:
-    """``process`` and ``none``, in the worker's own process before it becomes the worker: a root grader's
-    student code runs as the leased uid under both; ``process`` adds everything else."""
-    view = (
-        landlock.ruleset(cfg["landlock"]) if cfg.get("landlock") else None
-    )  # paths opened while still root
+    """``process`` and ``none``, in the worker's own process before it becomes the worker: a root
+    grader's student code runs as the leased uid under both; ``process`` adds everything else."""
+    # paths opened while still root
+    view = landlock.ruleset(cfg["landlock"]) if cfg.get("landlock") else None
     if cfg["mode"] == "process":
         join_cgroups(cfg)
         limits_of(cfg)
@@ -159,7 +160,8 @@ def join_cgroups(cfg: Config) -> None:
 
 
 def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
-    """pid 1 of the new pid namespace: build the root, drop to the slot uid, reap until the worker ends.
+    """pid 1 of the new pid namespace: build the root, drop to the slot uid, reap until the worker
+    ends.
 
     The worker is pid 2: an exec'd fresh interpreter, or (from the zygote) ``become_worker()``.
     """
@@ -189,7 +191,8 @@ def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
 
 
 def reap_until(child: int) -> int:
-    """Reap every child (a mini-init's duty) until ``child`` ends; return its exit code (128+signal if killed)."""
+    """Reap every child (a mini-init's duty) until ``child`` ends; return its exit code (128+signal
+    if killed)."""
     while True:
         pid, status = os.wait()
         if pid == child:
@@ -227,7 +230,8 @@ def run_namespace(
     become_worker: Callable[[], None] | None = None,
     report_exit: bool = False,
 ) -> None:
-    """Unshare, fork pid 1 and wait for it; its host pid goes to ``status_fd`` (and, if asked, its exit code)."""
+    """Unshare, fork pid 1 and wait for it; its host pid goes to ``status_fd`` (and, if asked, its
+    exit code)."""
     join_cgroups(cfg)
     rootfs.check(libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
     child = os.fork()

@@ -30,8 +30,8 @@ MAX_DEPTH = 8
 
 
 def scratch(launch: LaunchSpec) -> Path | None:
-    """A new scratch folder for one ``process``/``none`` worker (None for the namespace levels): ours, with a
-    ``tmp`` inside owned by the worker's uid, private to it."""
+    """A new scratch folder for one ``process``/``none`` worker (None for the namespace levels):
+    ours, with a ``tmp`` inside owned by the worker's uid, private to it."""
     if launch.backend not in ("process", "none"):
         return None
     holder = sweep.tempdir("scratch")  # named after us, so a run that dies leaves it for the sweep
@@ -44,7 +44,8 @@ def scratch(launch: LaunchSpec) -> Path | None:
 
 
 def clear(launch: LaunchSpec, inner: Path | None) -> None:
-    """After the worker was killed: its uid's processes, its scratch folder, and its files elsewhere."""
+    """After the worker was killed: its uid's processes, its scratch folder, and its files
+    elsewhere."""
     if launch.drops_uid:
         uids.clear(launch.uid)
     if inner is not None:
@@ -55,8 +56,9 @@ def clear(launch: LaunchSpec, inner: Path | None) -> None:
 
 
 def remove_owned(folder: Path, uid: int, depth: int = 0) -> int:
-    """Remove every entry below ``folder`` owned by ``uid``; descend only into folders others may write to
-    (the only ones a uid without a home can have written into). Returns how many entries went."""
+    """Remove every entry below ``folder`` owned by ``uid``; descend only into folders others may
+    write to (the only ones a uid without a home can have written into). Returns how many entries
+    went."""
     removed = 0
     try:
         entries = list(os.scandir(folder))

@@ -23,5 +23,6 @@ def is_backend(name: object) -> TypeGuard[BackendName]:
 
 
 def is_level(name: object) -> TypeGuard[Level]:
-    """Whether ``name`` is one of :data:`LEVELS` (what a scorecard, a manifest or a command line may say)."""
+    """Whether ``name`` is one of :data:`LEVELS` (what a scorecard, a manifest or a command line may
+    say)."""
     return name in LEVELS

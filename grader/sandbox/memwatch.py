@@ -18,13 +18,15 @@ from pathlib import Path
 
 
 class MemoryWatch:
-    """One measurement window over one memory cgroup: ``start()`` before the request, ``delta()`` after."""
+    """One measurement window over one memory cgroup: ``start()`` before the request, ``delta()``
+    after."""
 
     def __init__(self, group: Path, before: int, peak_fd: int | None) -> None:
         self.group, self.before, self._peak_fd = group, before, peak_fd
 
     def delta(self) -> int | None:
-        """Bytes charged to the group at its peak since ``start()``, above the usage just before it."""
+        """Bytes charged to the group at its peak since ``start()``, above the usage just before
+        it."""
         try:
             peak = self._read_peak()
         except (OSError, ValueError):
@@ -45,8 +47,9 @@ class MemoryWatch:
 
 
 def figures(stats: object, watch: MemoryWatch | None) -> dict[str, float]:
-    """A measured call's figures: the worker's own numbers (advisory), and ``max_memory_bytes`` only as read here
-    from the cgroup through ``watch`` (a worker's own claim to it is dropped; absent without a cgroup)."""
+    """A measured call's figures: the worker's own numbers (advisory), and ``max_memory_bytes`` only
+    as read here from the cgroup through ``watch`` (a worker's own claim to it is dropped; absent
+    without a cgroup)."""
     numbers = dict(stats) if isinstance(stats, dict) else {}
     kept = {
         str(k): float(v)
@@ -60,7 +63,8 @@ def figures(stats: object, watch: MemoryWatch | None) -> dict[str, float]:
 
 
 def start(group: str | Path | None) -> MemoryWatch | None:
-    """Reset the group's peak and remember its usage; ``None`` when the group cannot be read or reset."""
+    """Reset the group's peak and remember its usage; ``None`` when the group cannot be read or
+    reset."""
     if not group:
         return None
     path = Path(group)
@@ -83,7 +87,8 @@ def _start_v1(path: Path) -> MemoryWatch:
 
 
 def _start_v2(path: Path) -> MemoryWatch:
-    # v2 (kernel 6.12+): writing to an open memory.peak resets the peak seen through that descriptor only
+    # v2 (kernel 6.12+): writing to an open memory.peak resets the peak seen through that descriptor
+    # only
     fd = os.open(path / "memory.peak", os.O_RDWR)
     try:
         os.write(fd, b"reset\n")
@@ -99,7 +104,8 @@ def _read_int(path: Path) -> int:
 
 
 def usage(group: str | Path | None) -> int | None:
-    """Bytes charged to the group now (v1 ``memory.usage_in_bytes``, v2 ``memory.current``); None if unknown."""
+    """Bytes charged to the group now (v1 ``memory.usage_in_bytes``, v2 ``memory.current``); None if
+    unknown."""
     if not group:
         return None
     for name in ("memory.usage_in_bytes", "memory.current"):
@@ -111,6 +117,7 @@ def usage(group: str | Path | None) -> int | None:
 
 
 def source(cgroup_paths: list[str]) -> str:
-    """What ``measure()``'s memory figure comes from for a sandbox with these groups (for the scorecard)."""
+    """What ``measure()``'s memory figure comes from for a sandbox with these groups (for the
+    scorecard)."""
     memory = [p for p in cgroup_paths if "/memory/" in p or Path(p, "memory.peak").exists()]
     return "cgroup" if memory else "in-process"

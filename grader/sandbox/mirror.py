@@ -1,15 +1,17 @@
-"""What a leased uid needs but cannot reach (torch in a venv under a 0700 folder), linked where it can.
+"""What a leased uid needs but cannot reach (torch in a venv under a 0700 folder), linked where it
+can.
 
-A root grader's workers run as leased uids. Under ``process`` and ``none`` they read torch and its closure
-through the machine's own folders, so a venv inside a folder closed to other users (a 0700 home, a
-``mktemp -d`` checkout) stopped every worker at its first import. Here each site folder a leased uid
-cannot reach gets a mirror: a tree of hard links to the same files (nothing is copied, every file keeps
-its own permissions), holding only torch's closure, in a folder any user may enter, on the same
-filesystem. It is named after the distributions it holds (their names, versions and RECORDs), built
-beside its final name and renamed into place, never changed; every level's workers and zygotes of this
-grader then see torch there (``namespace`` binds the mirror's entries as it binds the originals).
-Where no mirror can be made (another filesystem), :func:`site_dirs` keeps the original and the grade is
-refused with the reason (:func:`grader.sandbox.view.unreadable_for_workers`).
+A root grader's workers run as leased uids. Under ``process`` and ``none`` they read torch and its
+closure through the machine's own folders, so a venv inside a folder closed to other users (a 0700
+home, a ``mktemp -d`` checkout) stopped every worker at its first import. Here each site folder a
+leased uid cannot reach gets a mirror: a tree of hard links to the same files (nothing is copied,
+every file keeps its own permissions), holding only torch's closure, in a folder any user may enter,
+on the same filesystem. It is named after the distributions it holds (their names, versions and
+RECORDs), built beside its final name and renamed into place, never changed; every level's workers
+and zygotes of this grader then see torch there (``namespace`` binds the mirror's entries as it
+binds the originals). Where no mirror can be made (another filesystem), :func:`site_dirs` keeps the
+original and the grade is refused with the reason
+(:func:`grader.sandbox.view.unreadable_for_workers`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ SOURCE = ".source"  # in each mirror: the site folder it mirrors (for sweep)
 
 @functools.cache
 def mapping() -> dict[str, str]:
-    """{original site folder: its mirror} for every site folder a root grader's leased uids cannot reach."""
+    """{original site folder: its mirror} for every site folder a root grader's leased uids cannot
+    reach."""
     if os.name != "posix" or os.geteuid() != 0:
         return {}
     found = {}
@@ -45,8 +48,8 @@ def mapping() -> dict[str, str]:
 
 
 def unreachable() -> list[str]:
-    """What a leased uid needs but cannot read without a view of its own: a runnable interpreter of this version,
-    torch and its closure (mirrors included)."""
+    """What a leased uid needs but cannot read without a view of its own: a runnable interpreter of
+    this version, torch and its closure (mirrors included)."""
     missing = [] if view.worker_python() else [view.interpreter()]
     return missing + [p for p in (*site_dirs(), *packages()) if not view.reachable(p)]
 
@@ -113,8 +116,9 @@ def _build(parent: Path, target: Path, entries: list[str]) -> None:
 
 
 def sweep(*, keep_s: float = 3600.0) -> int:
-    """Remove the mirrors no grader needs: their site folder is gone, or a newer mirror of it is over ``keep_s``
-    old (a mirror holds its files' data alive after their venv is deleted or upgraded). Returns how many went."""
+    """Remove the mirrors no grader needs: their site folder is gone, or a newer mirror of it is
+    over ``keep_s`` old (a mirror holds its files' data alive after their venv is deleted or
+    upgraded). Returns how many went."""
     parent = (
         Path(tempfile.gettempdir())
         / f"attention-grader-mirror-{os.geteuid() if os.name == 'posix' else 0}"
@@ -144,9 +148,10 @@ def _age(folder: Path) -> float:
 
 
 def link_tree(source: str, dest: Path, *, skip: Sequence[str] = ()) -> None:
-    """``source`` (a file or a folder) again at ``dest`` as hard links: nothing copied, every file keeps its own
-    permissions, every folder 0755 (any user may enter it); names that match a pattern of ``skip`` (fnmatch) are
-    left out at any depth, a folder with all below it. ``dest``'s parent must exist, on the same filesystem."""
+    """``source`` (a file or a folder) again at ``dest`` as hard links: nothing copied, every file
+    keeps its own permissions, every folder 0755 (any user may enter it); names that match a pattern
+    of ``skip`` (fnmatch) are left out at any depth, a folder with all below it. ``dest``'s parent
+    must exist, on the same filesystem."""
     if not os.path.isdir(source):
         os.link(source, dest)
         return

@@ -46,7 +46,8 @@ def _empty_bounding_set() -> None:
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             if err == EPERM:
-                return  # no CAP_SETPCAP (a container): no_new_privs keeps an exec from regaining anything
+                # no CAP_SETPCAP (a container): no_new_privs keeps an exec from regaining anything
+                return
             if err != 22:  # EINVAL: a capability this kernel does not know
                 raise OSError(
                     err, f"cannot drop capability {cap} from the bounding set: {os.strerror(err)}"
@@ -58,7 +59,8 @@ def _last_cap() -> int:
         with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as fh:
             return int(fh.read())
     except (OSError, ValueError):
-        return 40  # CAP_CHECKPOINT_RESTORE, the last one as of Linux 5.9 (dropping unknown ones is harmless)
+        # CAP_CHECKPOINT_RESTORE, the last one as of Linux 5.9 (dropping unknown ones is harmless)
+        return 40
 
 
 def check(uid: int) -> None:

@@ -1,4 +1,5 @@
-"""The sandbox side's own library folder: the only part of ``grader`` a worker or a zygote has on its path.
+"""The sandbox side's own library folder: the only part of ``grader`` a worker or a zygote has on
+its path.
 
 A worker used to get the grader's folder (the checkout: ``solutions/``, ``tests/hidden/``, the whole
 trusted ``grader``) as the first entry of its ``sys.path`` under every level but ``namespace``. Now

@@ -1,5 +1,6 @@
-"""Ending a worker from outside: signals that may find nobody, cgroups emptied and removed, exit statuses
-said in words. Everything here is best effort by design: a process that is already gone is the goal."""
+"""Ending a worker from outside: signals that may find nobody, cgroups emptied and removed, exit
+statuses said in words. Everything here is best effort by design: a process that is already gone is
+the goal."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 
 
 def kill_cgroups(groups: Iterable[str], *, rounds: int) -> None:
-    """Kill what is left in each group (processes that left the process group with setsid), then remove
-    the empty groups; a busy one (a namespace still tearing down) stays, and a later worker reuses it."""
+    """Kill what is left in each group (processes that left the process group with setsid), then
+    remove the empty groups; a busy one (a namespace still tearing down) stays, and a later worker
+    reuses it."""
     for group in groups:
         procs = Path(group) / "cgroup.procs"
         for _ in range(rounds):

@@ -2,20 +2,22 @@
 
 Same surface as the in-process backend. Outcomes come from what this side observes (:mod:`replies`):
 
-- a per-test limit (the canary's, from the reference's time: :mod:`grader.proofs`; else the exercise's) counts
-  the sandbox's CPU seconds (:mod:`cputime`); wall-clock backstops: ``WALL_FACTOR`` × the limit + ``WALL_SLACK_S``
-  using no CPU (asleep), ``HARD_FACTOR`` × in all; only those are retried, once (the test's requests replayed,
-  :mod:`history`); after a counted timeout an exercise's remaining tests fail without running;
+- a per-test limit (the canary's, from the reference's time: :mod:`grader.proofs`; else the
+  exercise's) counts the sandbox's CPU seconds (:mod:`cputime`); wall-clock backstops:
+  ``WALL_FACTOR`` × the limit + ``WALL_SLACK_S`` using no CPU (asleep), ``HARD_FACTOR`` × in all;
+  only those are retried, once (the test's requests replayed, :mod:`history`); after a counted
+  timeout an exercise's remaining tests fail without running;
 - a crash or output flood fails the call as the student's; the next call starts a fresh worker;
 - a protocol violation (a malformed, unasked-for or misshapen reply) fails the rest of its exercise;
-- a worker that cannot start is never the student's fault (no student code runs before its "loaded" frame): it
-  is retried once the previous sandbox's processes are gone, then :class:`SandboxFault`, kept in ``grader_fault``
-  so that ``grade()`` makes an error card; so is, at once, a sandbox that /proc shows is not what its launch
-  promised (:mod:`grader.sandbox.attest`, read before the submission is sent to it).
+- a worker that cannot start is never the student's fault (no student code runs before its "loaded"
+  frame): it is retried once the previous sandbox's processes are gone, then :class:`SandboxFault`,
+  kept in ``grader_fault`` so that ``grade()`` makes an error card; so is, at once, a sandbox that
+  /proc shows is not what its launch promised (:mod:`grader.sandbox.attest`, read before the
+  submission is sent to it).
 
-Every incident is recorded for the scorecard, the first worker's attested isolation, and each test's CPU time.
-Starting, exchanging, retrying and recording are the worker session's (:mod:`grader.sandbox.session`); this
-module is the backend's surface on top of it.
+Every incident is recorded for the scorecard, the first worker's attested isolation, and each test's
+CPU time. Starting, exchanging, retrying and recording are the worker session's
+(:mod:`grader.sandbox.session`); this module is the backend's surface on top of it.
 """
 
 from __future__ import annotations
@@ -32,13 +34,13 @@ from grader.sandbox.session import WorkerSession
 from grader.sandbox.warm import WarmChannel
 
 __all__ = ["SandboxBackend", "SandboxRecord", "WarmChannel"]
-FRESH_AFTER_BYTES = (
-    256 << 20
-)  # memory an exercise may leave behind before the next one gets a fresh worker
+# memory an exercise may leave behind before the next one gets a fresh worker
+FRESH_AFTER_BYTES = 256 << 20
 
 
 class SandboxBackend(WorkerSession):
-    """The ``student`` backend over a :class:`WorkerSession`: the operations, handle releases and the record."""
+    """The ``student`` backend over a :class:`WorkerSession`: the operations, handle releases and
+    the record."""
 
     def record(self) -> SandboxRecord:
         """This backend's own account of the submission's sandbox, for the scorecard."""
@@ -56,14 +58,15 @@ class SandboxBackend(WorkerSession):
     # -- the plugin tells us which test runs, so its exercise's time limit applies -------------
     def begin_test(self, nodeid: str, exercise: str | None, seed: int | None = None) -> None:
         if (exercise or "") != self.current_exercise:
-            self._flush_releases()  # charged to the exercise that made them, before its memory is judged
+            # charged to the exercise that made them, before its memory is judged
+            self._flush_releases()
             if self._left_memory():
-                self.close()  # what one exercise's module hoarded must not starve the next one: a fresh worker
+                # what one exercise's module hoarded must not starve the next one: a fresh worker
+                self.close()
         self._note_cpu()
         self.current_test, self.current_exercise = nodeid, exercise or ""
-        self.pending_seed = (
-            seed  # sent with the test's first request (and replayed with it after a restart)
-        )
+        # sent with the test's first request (and replayed with it after a restart)
+        self.pending_seed = seed
         self.test_limit = self.test_limits.get(nodeid) or self.time_limits.get(exercise or "", 30.0)
         self.retried = False
         self.history.reset()
@@ -97,8 +100,9 @@ class SandboxBackend(WorkerSession):
     def measure(
         self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object = None
     ) -> tuple[Any, dict[str, float]]:
-        """A call's figures (with ``grad_output``: its ``grads``): the worker's own (advisory) and ``max_memory_bytes``
-        read here from the sandbox's memory cgroup, where the student cannot switch it off (absent without one)."""
+        """A call's figures (with ``grad_output``: its ``grads``): the worker's own (advisory) and
+        ``max_memory_bytes`` read here from the sandbox's memory cgroup, where the student cannot
+        switch it off (absent without one)."""
         watch = self._memory_watch()
         try:
             value, stats = self._about(
@@ -125,7 +129,8 @@ class SandboxBackend(WorkerSession):
         )
 
     def _memory_watch(self) -> memwatch.MemoryWatch | None:
-        """Start the worker if needed, then reset its memory cgroup's peak (None: no cgroup to read)."""
+        """Start the worker if needed, then reset its memory cgroup's peak (None: no cgroup to
+        read)."""
         if self.test_end - time.monotonic() <= 0:
             return None  # _request refuses the call anyway
         return memwatch.start(
@@ -133,8 +138,9 @@ class SandboxBackend(WorkerSession):
         )  # a failed start raises as _request would
 
     def release(self, handle: int) -> None:
-        """Let the worker drop a module handle: sent with the next request (a round trip of its own for each
-        handle of each test was a tenth of a grade's requests), or before the next exercise starts."""
+        """Let the worker drop a module handle: sent with the next request (a round trip of its own
+        for each handle of each test was a tenth of a grade's requests), or before the next exercise
+        starts."""
         real = self.history.release(handle)
         if self.channel is not None and real is not None:
             self.releases.append(real)
@@ -154,7 +160,8 @@ class SandboxBackend(WorkerSession):
             self.channel = None
 
     def _left_memory(self) -> bool:
-        """The live worker holds more memory than after loading the submission, by over FRESH_AFTER_BYTES."""
+        """The live worker holds more memory than after loading the submission, by over
+        FRESH_AFTER_BYTES."""
         now = memwatch.usage(self.channel.memory_cgroup()) if self.channel is not None else None
         return (
             now is not None

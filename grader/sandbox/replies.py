@@ -24,7 +24,8 @@ WORKER_KINDS: dict[str, type[errors.StudentError]] = {
     "not_found": errors.StudentNotFound,
     "banned": errors.BannedAPIError,
 }
-# names of the grader's own labels: Worker*, Student*, Grader*, … as a whole word anywhere in the name
+# names of the grader's own labels: Worker*, Student*, Grader*, … as a whole word anywhere in the
+# name
 _RESERVED = re.compile(
     r"(?<![a-z0-9])(worker|student|grader|channel|wire|sandbox|suite|bannedapierror)", re.IGNORECASE
 )
@@ -32,7 +33,8 @@ MAX_MESSAGE, MAX_FRAMES, MAX_FRAME = 2000, 20, 300
 
 
 def check(reply: object, op: object = None) -> tuple[str, Any]:
-    """``(key, body)`` of a well-formed reply to ``op``; ``ChannelError("protocol")`` for any other shape."""
+    """``(key, body)`` of a well-formed reply to ``op``; ``ChannelError("protocol")`` for any other
+    shape."""
     if type(reply) is not dict or len(reply) != 1:
         raise ChannelError("protocol", "the reply is not a one-key object")
     ((key, body),) = reply.items()

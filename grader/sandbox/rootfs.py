@@ -1,10 +1,11 @@
-"""The ``namespace`` sandbox's file system: a tmpfs root holding only an allowlist of read-only binds.
+"""The ``namespace`` sandbox's file system: a tmpfs root holding only an allowlist of read-only
+binds.
 
-Built by the namespace's pid 1 before it chroots (:func:`grader.sandbox.launcher.pid1`): ``/box`` (the
-submission's files, on a tmpfs of intake's size), ``/tmp``, a few device nodes, ``/proc``, the read-only
-binds of :mod:`grader.sandbox.view` with the Python package folders emptied and only torch's closure put
-back, and the inside of the wall of ``grader`` (never its trusted side) at ``/sandbox-lib``. Then the
-root itself is made read-only.
+Built by the namespace's pid 1 before it chroots (:func:`grader.sandbox.launcher.pid1`): ``/box``
+(the submission's files, on a tmpfs of intake's size), ``/tmp``, a few device nodes, ``/proc``, the
+read-only binds of :mod:`grader.sandbox.view` with the Python package folders emptied and only
+torch's closure put back, and the inside of the wall of ``grader`` (never its trusted side) at
+``/sandbox-lib``. Then the root itself is made read-only.
 
 Kept apart from the launcher (which isolates a process and execs the worker) as the one place that
 mounts. Stdlib only, like the launcher: loaded by path when the launcher runs as a script.
@@ -35,7 +36,8 @@ _libc.mount.argtypes = [
 
 
 def check(rc: int, what: str) -> None:
-    """A libc call's failure (``rc`` not 0) as ``OSError``, with errno's words (the launcher's calls too)."""
+    """A libc call's failure (``rc`` not 0) as ``OSError``, with errno's words (the launcher's calls
+    too)."""
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
@@ -51,9 +53,10 @@ def mount(
 
 
 def bind_ro(src: str, dst: str) -> None:
-    """Bind ``src`` read-only at ``dst``, making the mount point only where none exists: ``dst`` may already be
-    visible through an earlier bind (the interpreter /usr/bin/python3.12 under /usr), and opening that file to
-    create it fails (ETXTBSY for the running interpreter, EROFS in a read-only bind)."""
+    """Bind ``src`` read-only at ``dst``, making the mount point only where none exists: ``dst`` may
+    already be visible through an earlier bind (the interpreter /usr/bin/python3.12 under /usr), and
+    opening that file to create it fails (ETXTBSY for the running interpreter, EROFS in a read-only
+    bind)."""
     if os.path.isdir(src):
         os.makedirs(dst, exist_ok=True)
     elif not os.path.lexists(dst):
@@ -68,7 +71,8 @@ def build_root(cfg: Config, root: str) -> None:
     mount(None, "/", None, REC | PRIVATE)
     mount("tmpfs", root, "tmpfs", NOSUID | NODEV, "size=1m,mode=755")
     os.makedirs(root + "/box")
-    box = f"size={cfg['box_bytes']},nr_inodes={cfg['box_inodes']},mode=700,uid={uid},gid={uid}"  # intake's budget
+    # intake's budget
+    box = f"size={cfg['box_bytes']},nr_inodes={cfg['box_inodes']},mode=700,uid={uid},gid={uid}"
     mount("tmpfs", root + "/box", "tmpfs", NOSUID | NODEV, box)
     for name in os.listdir(
         cfg["box"]

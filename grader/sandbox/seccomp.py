@@ -218,7 +218,8 @@ def program(arch: str | None = None) -> list[tuple[int, int, int, int]]:
 
 
 def _link(code: list[_Insn], labels: dict[str, list[_Insn]]) -> list[tuple[int, int, int, int]]:
-    """Append the labelled blocks and turn label jumps into relative offsets (each must fit in a byte)."""
+    """Append the labelled blocks and turn label jumps into relative offsets (each must fit in a
+    byte)."""
     where: dict[str, int] = {}
     for name, block in labels.items():
         where[name] = len(code)

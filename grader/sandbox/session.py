@@ -5,8 +5,8 @@ that /proc shows is not what its launch promised is a grader fault at once), exc
 under the current test's CPU limit and wall-clock backstops, retrying a wall-clock timeout once on a
 fresh worker after replaying the test's earlier requests, and recording every incident and the
 output the workers wrote. Kept apart from the backend's surface (the operations the tests call, the
-per-test bookkeeping, the record for the scorecard), which :class:`~grader.sandbox.remote.SandboxBackend`
-adds on top of :class:`WorkerSession`.
+per-test bookkeeping, the record for the scorecard), which
+:class:`~grader.sandbox.remote.SandboxBackend` adds on top of :class:`WorkerSession`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from grader.sandbox.starters import ColdStarter, WorkerStarter
 from grader.sandbox.warm import STARTUP_TIMEOUT, expect_message
 
 START_ATTEMPTS, START_BACKOFF_S = 3, 2.0
-MAX_TIMEOUTS = (
-    1  # an exercise stops at its first timeout: an infinite loop costs one limit, not one per test
-)
+# an exercise stops at its first timeout: an infinite loop costs one limit, not one per test
+MAX_TIMEOUTS = 1
 WALL_FACTOR, WALL_SLACK_S = (
     3.0,
     5.0,
@@ -39,11 +38,13 @@ HARD_FACTOR = 20.0  # and a busy one after this many times its limit, however st
 
 
 class SandboxFault(errors_tree.GraderFault):
-    """The grader could not run a test: the scorecard becomes ``status: error`` (kind ``grader``), regraded by a rerun."""
+    """The grader could not run a test: the scorecard becomes ``status: error`` (kind ``grader``),
+    regraded by a rerun."""
 
 
 class WorkerSession:
-    """A submission's sandboxed workers, one at a time, and what happened to them (see the module docstring)."""
+    """A submission's sandboxed workers, one at a time, and what happened to them (see the module
+    docstring)."""
 
     def __init__(
         self,
@@ -75,13 +76,11 @@ class WorkerSession:
         self.timeouts: dict[str, int] = {}
         self.poisoned: set[str] = set()  # exercises whose worker broke the protocol
         self.current_exercise = ""
-        self.loaded_bytes: int | None = (
-            None  # the worker's memory right after it loaded the submission
-        )
+        # the worker's memory right after it loaded the submission
+        self.loaded_bytes: int | None = None
         self.grader_fault: SandboxFault | None = None
-        self.observed: dict[str, object] | None = (
-            None  # the first worker's attested isolation (attest.py)
-        )
+        # the first worker's attested isolation (attest.py)
+        self.observed: dict[str, object] | None = None
         self.history = History()
         self.releases: list[
             int
@@ -131,9 +130,11 @@ class WorkerSession:
             )
 
     def _exchange(self, request: dict[str, Any]) -> tuple[str, Any]:
-        """Send one request, wait for its reply under the test's CPU and wall limits, check its shape."""
+        """Send one request, wait for its reply under the test's CPU and wall limits, check its
+        shape."""
         channel = self._ensure()
-        # the reading after this worker's last reply, if any: whatever it ran since (a thread of its own) counts too
+        # the reading after this worker's last reply, if any: whatever it ran since (a thread of its
+        # own) counts too
         cpu0 = self._cpu_mark[1] if self._cpu_mark[0] is channel else channel.cpu_seconds()
         if (
             self.releases
@@ -156,7 +157,8 @@ class WorkerSession:
         return replies.check(reply, request.get("op"))
 
     def _may_retry(self) -> bool:
-        """One retry per test (of a wall-clock timeout), while this exercise has no counted timeout."""
+        """One retry per test (of a wall-clock timeout), while this exercise has no counted
+        timeout."""
         return (
             not self.retried
             and not self.timeouts.get(self.current_exercise)
@@ -164,7 +166,8 @@ class WorkerSession:
         )
 
     def _retry(self, request: dict[str, Any], where: str, first: ChannelError) -> tuple[str, Any]:
-        """Run the timed-out request again on a fresh worker, after replaying the test's earlier ones."""
+        """Run the timed-out request again on a fresh worker, after replaying the test's earlier
+        ones."""
         self.retried = True
         self._drop(first, where, " (retried once on a fresh worker)")
         self._new_attempt()
@@ -185,7 +188,8 @@ class WorkerSession:
         return self.channel
 
     def _start(self) -> Channel:
-        """A ready worker: a failed start is retried on a fresh one once the last sandbox is gone."""
+        """A ready worker: a failed start is retried on a fresh one once the last sandbox is
+        gone."""
         problems: list[str] = []
         for attempt in range(START_ATTEMPTS):
             time.sleep(
@@ -214,7 +218,9 @@ class WorkerSession:
         try:
             if not (worker.ready and worker.files is not None):
                 expect_message(channel.receive(STARTUP_TIMEOUT), "ready")
-            try:  # every worker, from /proc, before the submission is sent to it: a mismatch is a grader fault
+            # every worker, from /proc, before the submission is sent to it: a mismatch is a grader
+            # fault
+            try:
                 seen = channel.attested().record()
             except AttestationError as exc:
                 channel.kill()
@@ -241,7 +247,8 @@ class WorkerSession:
         return channel
 
     def _fault(self, message: str) -> SandboxFault:
-        """Record the first grader fault (``grade()`` reads ``grader_fault``) and return one to raise."""
+        """Record the first grader fault (``grade()`` reads ``grader_fault``) and return one to
+        raise."""
         if self.grader_fault is None:
             self.grader_fault = SandboxFault(message)
         return SandboxFault(str(self.grader_fault))

@@ -1,27 +1,30 @@
 """This user's long-lived zygote, shared by ``grader grade`` runs (trusted side).
 
-A cold ``grader grade`` waited about 1.3 s for its sandboxed worker to import torch and warm up, longer than
-the trusted side takes to import everything it needs. A batch slot's zygote (:mod:`zygote_client`) solves this
-within one batch; here the same zygote program outlives one command: the first ``grader grade`` starts it
-after its own work is done, and later runs fork their workers from it in milliseconds.
+A cold ``grader grade`` waited about 1.3 s for its sandboxed worker to import torch and warm up,
+longer than the trusted side takes to import everything it needs. A batch slot's zygote
+(:mod:`zygote_client`) solves this within one batch; here the same zygote program outlives one
+command: the first ``grader grade`` starts it after its own work is done, and later runs fork their
+workers from it in milliseconds.
 
 What keeps it as safe as a batch slot's zygote (see :mod:`grader.sandbox.zygote`):
 
-- it is exec'd fresh (``python -I -S -B``, an allowlisted environment, ``/`` as its folder), imports only
-  torch and the sandbox side's own modules, never runs student code, and holds nothing secret: no tests,
-  references or seeds ever reach it, only launch configurations;
+- it is exec'd fresh (``python -I -S -B``, an allowlisted environment, ``/`` as its folder), imports
+  only torch and the sandbox side's own modules, never runs student code, and holds nothing secret:
+  no tests, references or seeds ever reach it, only launch configurations;
 - its socket sits in a folder only this user can enter, and it serves only processes of this user
-  (``SO_PEERCRED``); a sandboxed worker cannot see the folder (its own mount namespace, or Landlock, and
-  a leased uid), and the path is in no argv (the config comes on stdin);
-- the broker is authenticated to the client too (:func:`connect`): the peer a client reaches must be the
-  process named in the pid file beside the socket (same pid and start time), run by this user from this
-  interpreter, under no more confinement than this process (every sandboxed process has ``no_new_privs``
-  and a seccomp filter): a socket put there by anything else is removed, never used;
-- its name is a digest of everything it was started from (the interpreter, torch's folders, the sandbox
-  side's library, whether it drops privileges): a changed grader or environment starts a fresh zygote,
-  the old one goes idle, and a root zygote (whose workers drop to leased uids) is never a non-root one's;
-- it ends after ``$GRADER_KEEP_WARM`` idle seconds (default 900; ``0`` turns all of this off), and the
-  workers a client asked for die with that client's connection.
+  (``SO_PEERCRED``); a sandboxed worker cannot see the folder (its own mount namespace, or Landlock,
+  and a leased uid), and the path is in no argv (the config comes on stdin);
+- the broker is authenticated to the client too (:func:`connect`): the peer a client reaches must be
+  the process named in the pid file beside the socket (same pid and start time), run by this user
+  from this interpreter, under no more confinement than this process (every sandboxed process has
+  ``no_new_privs`` and a seccomp filter): a socket put there by anything else is removed, never
+  used;
+- its name is a digest of everything it was started from (the interpreter, torch's folders, the
+  sandbox side's library, whether it drops privileges): a changed grader or environment starts a
+  fresh zygote, the old one goes idle, and a root zygote (whose workers drop to leased uids) is
+  never a non-root one's;
+- it ends after ``$GRADER_KEEP_WARM`` idle seconds (default 900; ``0`` turns all of this off), and
+  the workers a client asked for die with that client's connection.
 """
 
 from __future__ import annotations
@@ -45,12 +48,14 @@ from grader.sandbox.zygote_client import Zygote, zygote_python, zygote_script
 
 ENV = "GRADER_KEEP_WARM"
 DEFAULT_IDLE_S = 900.0
-WARM_UP_WAIT_S = 30.0  # how long a command waits for a zygote it started to be warm (1.5-4 s; longer when loaded)
+# how long a command waits for a zygote it started to be warm (1.5-4 s; longer when loaded)
+WARM_UP_WAIT_S = 30.0
 MAX_PATH = 96  # sun_path holds 108 bytes, and the zygote binds "<path>.<pid>" first
 
 
 class SharedZygote(Zygote):
-    """A connection to the user's zygote: the launch protocol of :class:`Zygote`, without owning its process."""
+    """A connection to the user's zygote: the launch protocol of :class:`Zygote`, without owning its
+    process."""
 
     def __init__(self, sock: socket.socket) -> None:  # no process to start: it is already running
         self.sock, self.ready = sock, True
@@ -69,7 +74,8 @@ class SharedZygote(Zygote):
 
 
 def idle_seconds() -> float:
-    """How long the zygote waits for its next client; 0 when ``$GRADER_KEEP_WARM`` turns sharing off."""
+    """How long the zygote waits for its next client; 0 when ``$GRADER_KEEP_WARM`` turns sharing
+    off."""
     try:
         return max(0.0, float(os.environ.get(ENV, DEFAULT_IDLE_S)))
     except ValueError:
@@ -77,7 +83,8 @@ def idle_seconds() -> float:
 
 
 def connect() -> SharedZygote | None:
-    """The running zygote for this grader and environment, or None (none yet, sharing off, no safe folder)."""
+    """The running zygote for this grader and environment, or None (none yet, sharing off, no safe
+    folder)."""
     path = socket_path()
     if path is None:
         return None
@@ -99,7 +106,8 @@ def connect() -> SharedZygote | None:
 
 
 def authentic(sock: socket.socket, path: Path) -> bool:
-    """Whether the peer of ``sock`` is the zygote that published ``path`` (see the module docstring)."""
+    """Whether the peer of ``sock`` is the zygote that published ``path`` (see the module
+    docstring)."""
     pid, uid, _gid = struct.unpack(
         "3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     )
@@ -122,8 +130,9 @@ def authentic(sock: socket.socket, path: Path) -> bool:
 
 
 def connect_when_warm(wait_s: float) -> SharedZygote | None:
-    """:func:`connect`, waiting up to ``wait_s`` while a zygote for this grader is still warming up (its socket
-    is published under its name once torch is warm); None at once when none is running or warming."""
+    """:func:`connect`, waiting up to ``wait_s`` while a zygote for this grader is still warming up
+    (its socket is published under its name once torch is warm); None at once when none is running
+    or warming."""
     deadline = time.monotonic() + wait_s
     while True:
         zygote = connect()
@@ -133,7 +142,8 @@ def connect_when_warm(wait_s: float) -> SharedZygote | None:
 
 
 def warming() -> bool:
-    """Whether a zygote for this grader is alive and warming up (bound under ``<socket>.<pid>``, not yet renamed)."""
+    """Whether a zygote for this grader is alive and warming up (bound under ``<socket>.<pid>``, not
+    yet renamed)."""
     path = socket_path()
     if path is None:
         return False
@@ -145,8 +155,9 @@ def warming() -> bool:
 
 
 def warm(prepare: Callable[[], object] = lambda: None) -> SharedZygote | None:
-    """A connection to this grader's zygote, started now if none runs or warms up, once it is warm; ``prepare``
-    runs meanwhile (the caller's own imports). None: sharing is off, or none was warm within WARM_UP_WAIT_S."""
+    """A connection to this grader's zygote, started now if none runs or warms up, once it is warm;
+    ``prepare`` runs meanwhile (the caller's own imports). None: sharing is off, or none was warm
+    within WARM_UP_WAIT_S."""
     zygote = connect()
     if zygote is not None or not (warming() or start()):  # ensure(), less the connection just tried
         return zygote
@@ -155,7 +166,8 @@ def warm(prepare: Callable[[], object] = lambda: None) -> SharedZygote | None:
 
 
 def ensure() -> bool:
-    """This grader's zygote is running or starting (started now, in the background, if it was neither)."""
+    """This grader's zygote is running or starting (started now, in the background, if it was
+    neither)."""
     zygote = connect()
     if zygote is not None:
         zygote.close()
@@ -164,7 +176,8 @@ def ensure() -> bool:
 
 
 def start() -> bool:
-    """Start one in the background (it publishes its socket when warm, in about a second); False if not."""
+    """Start one in the background (it publishes its socket when warm, in about a second); False if
+    not."""
     path = socket_path()
     if path is None:
         return False
@@ -174,7 +187,8 @@ def start() -> bool:
         "listen": str(path),
         "idle_s": idle_seconds(),
     }
-    try:  # the config on stdin: the socket's path is never in an argv (/proc/<pid>/cmdline is public)
+    # the config on stdin: the socket's path is never in an argv (/proc/<pid>/cmdline is public)
+    try:
         subprocess.run(
             [zygote_python(), "-I", "-S", "-B", str(zygote_script()), "-"],
             check=True,
@@ -197,7 +211,8 @@ def start() -> bool:
 
 
 def socket_path() -> Path | None:
-    """``<cache>/zygotes/<digest>.sock`` in a folder private to this user; None when sharing is off or unsafe."""
+    """``<cache>/zygotes/<digest>.sock`` in a folder private to this user; None when sharing is off
+    or unsafe."""
     if idle_seconds() <= 0 or not hasattr(os, "getuid"):
         return None
     folder = procs.cache_root() / "zygotes"
@@ -207,14 +222,16 @@ def socket_path() -> Path | None:
     except OSError:
         return None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        return None  # a link, someone else's folder, or one others may enter: no socket of ours goes there
+        # a link, someone else's folder, or one others may enter: no socket of ours goes there
+        return None
     path = folder / f"{digest()}.sock"
     return path if len(str(path)) <= MAX_PATH else None
 
 
 def digest() -> str:
-    """Names the zygote after what it runs: the interpreter, torch's folders, the sandbox side's library (a folder
-    named after its content) and whether its workers drop privileges (root) or not."""
+    """Names the zygote after what it runs: the interpreter, torch's folders, the sandbox side's
+    library (a folder named after its content) and whether its workers drop privileges (root) or
+    not."""
     drops = hasattr(os, "geteuid") and os.geteuid() == 0
     what = [os.path.realpath(zygote_python()), str(privlib.ensure()), site_dirs(), drops]
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:24]

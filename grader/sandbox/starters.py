@@ -1,8 +1,9 @@
-"""How a sandboxed worker starts: one :class:`WorkerStarter` protocol, three ways, and a slot's lanes.
+"""How a sandboxed worker starts: one :class:`WorkerStarter` protocol, three ways, and a slot's
+lanes.
 
 - :class:`ColdStarter`: a fresh interpreter that imports torch itself (1-2 CPU-seconds);
-- :class:`PrestartedStarter`: a worker started before its submission was known (:class:`WarmChannel`),
-  taken for the first start of one submission, cold after that;
+- :class:`PrestartedStarter`: a worker started before its submission was known
+  (:class:`WarmChannel`), taken for the first start of one submission, cold after that;
 - :class:`ZygoteStarter`: every worker forked from a zygote that imported torch once (milliseconds).
 
 :class:`SlotStarters` is a batch slot's choice among them, submission after submission: the zygote
@@ -28,7 +29,8 @@ WARM_MODES = ("fork", "start", "off")  # `grader batch --warm`: zygote, pre-star
 
 
 def lane_slot(slot: int, lane: int) -> int:
-    """The launch slot (uid, cgroup names) of a batch slot's lane 0 or 1: no two lanes of any slots share one."""
+    """The launch slot (uid, cgroup names) of a batch slot's lane 0 or 1: no two lanes of any slots
+    share one."""
     return 2 * slot + lane
 
 
@@ -37,10 +39,10 @@ class Worker:
     """A started worker, before its setup frame."""
 
     channel: Channel
-    box: Path  # the folder it serves the submission from (a pre-started worker has its own, empty one)
-    files: dict[str, str] | None = (
-        None  # the submission's files, sent in its setup frame (pre-started only)
-    )
+    # the folder it serves the submission from (a pre-started worker has its own, empty one)
+    box: Path
+    # the submission's files, sent in its setup frame (pre-started only)
+    files: dict[str, str] | None = None
     ready: bool = False  # its "ready" frame (torch imported) was already read
 
 
@@ -50,7 +52,8 @@ class WorkerStarter(Protocol):
     slot: int
 
     def start(self, launch: LaunchSpec, box: Path, *, last_attempt: bool = False) -> Worker:
-        """A worker for ``box`` under ``launch`` (raises ``ChannelError``/``OSError`` when none starts)."""
+        """A worker for ``box`` under ``launch`` (raises ``ChannelError``/``OSError`` when none
+        starts)."""
         ...
 
 
@@ -65,8 +68,8 @@ class ColdStarter:
 
 
 class ZygoteStarter:
-    """Every worker forked from ``zygote`` where the backend allows it (not bwrap); the last attempt of a
-    start is cold, in case the zygote is what fails."""
+    """Every worker forked from ``zygote`` where the backend allows it (not bwrap); the last attempt
+    of a start is cold, in case the zygote is what fails."""
 
     def __init__(self, zygote: Zygote, slot: int = 0) -> None:
         self.zygote, self.slot = zygote, slot
@@ -77,7 +80,8 @@ class ZygoteStarter:
 
 
 class PrestartedStarter:
-    """The pre-started worker ``warm`` for the first start (when its spec matches), cold ones after it."""
+    """The pre-started worker ``warm`` for the first start (when its spec matches), cold ones after
+    it."""
 
     def __init__(
         self, warm: WarmChannel, slot: int = 0, *, then: WorkerStarter | None = None
@@ -101,7 +105,8 @@ class PrestartedStarter:
         return Worker(channel, self.warm.box, files, ready)
 
     def _take(self, box: Path) -> tuple[Channel, dict[str, str]] | None:
-        """The pre-started worker with this submission's files for its setup frame (first start only)."""
+        """The pre-started worker with this submission's files for its setup frame (first start
+        only)."""
         if self.warm.taken:
             return None
         try:
@@ -109,7 +114,8 @@ class PrestartedStarter:
         except (OSError, UnicodeDecodeError):
             return None  # not plain UTF-8 text: start a cold worker that sees the files as they are
         if self.warm.channel.proc.poll() is not None:
-            self.warm.discard()  # it died before seeing any student code: start a cold worker instead
+            # it died before seeing any student code: start a cold worker instead
+            self.warm.discard()
             return None
         channel = self.warm.take()
         return (channel, files) if channel is not None else None
@@ -123,15 +129,16 @@ class PrestartedStarter:
 
 
 class SlotStarters:
-    """A batch slot's starters: ``fork`` (a zygote), ``start`` (pre-started workers) or ``off`` (cold).
+    """A batch slot's starters: ``fork`` (a zygote), ``start`` (pre-started workers) or ``off``
+    (cold).
 
-    ``fork`` takes this user's zygote (:mod:`grader.sandbox.shared_zygote`) when one runs for this grader, waiting
-    up to ``shared_wait_s`` the first time for one still warming up (the batch starts it beside its slots), so
-    that the slots of a batch, and the batches after it, share one zygote instead of each starting its own
-    (1.4-2 CPU-seconds each); otherwise the slot starts its own. It falls back to ``start`` where no zygote can
-    run (bwrap) or it keeps failing. Submissions alternate between two lanes: the worker for k+1 imports torch
-    while k is graded, and two in-flight workers never share a uid or a cgroup (killing one must not touch the
-    other).
+    ``fork`` takes this user's zygote (:mod:`grader.sandbox.shared_zygote`) when one runs for this
+    grader, waiting up to ``shared_wait_s`` the first time for one still warming up (the batch
+    starts it beside its slots), so that the slots of a batch, and the batches after it, share one
+    zygote instead of each starting its own (1.4-2 CPU-seconds each); otherwise the slot starts its
+    own. It falls back to ``start`` where no zygote can run (bwrap) or it keeps failing. Submissions
+    alternate between two lanes: the worker for k+1 imports torch while k is graded, and two
+    in-flight workers never share a uid or a cgroup (killing one must not touch the other).
     """
 
     ZYGOTE_RESTARTS = 3
@@ -189,9 +196,8 @@ class SlotStarters:
         if self.zygote is not None:
             self.zygote.close()
         self.restarts += 1
-        wait = (
-            self.shared_wait_s if self.restarts == 1 else 0.0
-        )  # a restart: only one already running
+        # a restart: only one already running
+        wait = self.shared_wait_s if self.restarts == 1 else 0.0
         self.zygote = shared_zygote.connect_when_warm(wait)
         if self.zygote is None and self.restarts <= self.ZYGOTE_RESTARTS + 1:
             self.zygote = Zygote()

@@ -1,4 +1,5 @@
-"""Clean up after grader runs that could not clean up after themselves (SIGKILL, a crash, a power cut).
+"""Clean up after grader runs that could not clean up after themselves (SIGKILL, a crash, a power
+cut).
 
 Every temporary folder the trusted side makes is named ``grader-<kind>-<pid>-…`` (:func:`tempdir`),
 and every cgroup ``attention-grader/p<pid>-…``. A run's own ``finally`` blocks and signal handlers

@@ -34,7 +34,8 @@ class UidLeaseError(GraderFault):
 
 
 class Lease:
-    """One leased uid; released by :meth:`release`, by garbage collection, or by the holder's death."""
+    """One leased uid; released by :meth:`release`, by garbage collection, or by the holder's
+    death."""
 
     def __init__(self, uid: int, fd: int) -> None:
         self.uid, self._fd = uid, fd
@@ -55,9 +56,9 @@ _lock = threading.Lock()
 def lease_for_slot(slot: int) -> Lease:
     """This process's lease for ``slot``, taken on first use and kept until the process ends.
 
-    Kept, not retaken per sandbox: the previous sandbox of a slot is still being reaped when the next
-    starts, and clearing its stragglers cost 1.4-1.9 s per worker (measured); within this process they
-    are ours, and the runner kills each sandbox whole, as it did with fixed uids.
+    Kept, not retaken per sandbox: the previous sandbox of a slot is still being reaped when the
+    next starts, and clearing its stragglers cost 1.4-1.9 s per worker (measured); within this
+    process they are ours, and the runner kills each sandbox whole, as it did with fixed uids.
     """
     with _lock:
         lease = _by_slot.get(slot)
@@ -67,7 +68,8 @@ def lease_for_slot(slot: int) -> Lease:
 
 
 def acquire(directory: Path | None = None, first: int = FIRST, count: int = COUNT) -> Lease:
-    """Lease the lowest free uid of ``[first, first + count)`` whose leftover processes are all gone."""
+    """Lease the lowest free uid of ``[first, first + count)`` whose leftover processes are all
+    gone."""
     where = directory or lease_dir()
     for uid in range(first, first + count):
         if _has_account(uid):
@@ -110,7 +112,8 @@ def _try_lock(path: Path) -> int | None:
 
 
 def clear(uid: int, wait_s: float = CLEAR_WAIT_S) -> bool:
-    """Kill every process running under ``uid``; True once none is left (zombies count until reaped)."""
+    """Kill every process running under ``uid``; True once none is left (zombies count until
+    reaped)."""
     deadline = time.monotonic() + wait_s
     while True:
         alive = processes_of(uid)

@@ -14,9 +14,9 @@ The view is now an allowlist, computed once per process:
 
 The ``inside`` and ``protocol`` parts of ``grader`` and the submission are bound by the launcher.
 
-``process`` has no mount tree of its own; where the kernel has Landlock it gets the same allowlist as
-Landlock rules (:func:`landlock_rules`): the package folders themselves may only be listed, and only
-torch's closure beneath them read.
+``process`` has no mount tree of its own; where the kernel has Landlock it gets the same allowlist
+as Landlock rules (:func:`landlock_rules`): the package folders themselves may only be listed, and
+only torch's closure beneath them read.
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ SYSTEM_PYTHONS = (
 
 
 def reachable(path: str) -> bool:
-    """Whether any user may reach and read ``path`` by its permission bits: every folder above it lets others
-    through (o+x), and it lets others read (o+r; o+rx for a folder). A leased uid has no other way in."""
+    """Whether any user may reach and read ``path`` by its permission bits: every folder above it
+    lets others through (o+x), and it lets others read (o+r; o+rx for a folder). A leased uid has no
+    other way in."""
     try:
         info = os.stat(path)
         parents = [p for p in Path(path).parents if str(p) != "/"]
@@ -70,9 +71,10 @@ def reachable(path: str) -> bool:
 
 @functools.cache
 def worker_python() -> str | None:
-    """The interpreter a leased uid runs (``process``/``none`` as root, which have no view of their own): this
-    one where every user can run it and read its standard library, else one of the same version that they can
-    (pyenv's, under a 0700 /root, is neither: /usr/bin's is); None when there is none."""
+    """The interpreter a leased uid runs (``process``/``none`` as root, which have no view of their
+    own): this one where every user can run it and read its standard library, else one of the same
+    version that they can (pyenv's, under a 0700 /root, is neither: /usr/bin's is); None when there
+    is none."""
     minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
     if all(reachable(p) for p in interpreter_paths()):
         return interpreter()
@@ -85,7 +87,8 @@ def worker_python() -> str | None:
 
 
 def unreadable_for_workers() -> list[str]:
-    """What a leased uid needs but cannot read without a view of its own: the interpreter, torch and its closure."""
+    """What a leased uid needs but cannot read without a view of its own: the interpreter, torch and
+    its closure."""
     missing = [] if worker_python() else [interpreter()]
     return missing + [p for p in (*site_dirs(), *packages()) if not reachable(p)]
 
@@ -96,8 +99,9 @@ CPU_INFO = ("/proc", "/sys/devices/system/cpu")  # torch sizes its thread pools 
 def landlock_rules(
     box: Path, scratch: str, lib: str, gpu: bool, *, sites: list[str], entries: list[str]
 ) -> dict[str, list[str]]:
-    """The ``process`` sandbox's Landlock allowlist (:mod:`grader.sandbox.landlock`'s kinds); ``sites`` and
-    ``entries``: the site folders and torch's closure where the worker sees them (:mod:`grader.sandbox.mirror`)."""
+    """The ``process`` sandbox's Landlock allowlist (:mod:`grader.sandbox.landlock`'s kinds);
+    ``sites`` and ``entries``: the site folders and torch's closure where the worker sees them
+    (:mod:`grader.sandbox.mirror`)."""
     gpu_devices = [str(p) for p in Path("/dev").glob("nvidia*")] if gpu else []
     python = worker_python() or interpreter()
     stdlib = os.path.join(os.path.dirname(os.path.dirname(python)), "lib", os.path.basename(python))
@@ -114,13 +118,15 @@ def landlock_rules(
 
 
 def interpreter() -> str:
-    """The real interpreter binary (a venv's ``bin/python`` is a link into a prefix the sandbox lacks)."""
+    """The real interpreter binary (a venv's ``bin/python`` is a link into a prefix the sandbox
+    lacks)."""
     return os.path.realpath(sys.executable)
 
 
 @functools.cache
 def interpreter_paths() -> tuple[str, ...]:
-    """The binary, its shared libpython (if any) and the base standard library with its extension modules."""
+    """The binary, its shared libpython (if any) and the base standard library with its extension
+    modules."""
     base = {
         "base": sys.base_prefix,
         "platbase": sys.base_exec_prefix,
@@ -152,7 +158,8 @@ def binds(gpu: bool) -> list[str]:
 
 @functools.cache
 def masks(gpu: bool = False) -> tuple[str, ...]:
-    """Python package folders inside the binds (and the site folders torch lives in), to be emptied."""
+    """Python package folders inside the binds (and the site folders torch lives in), to be
+    emptied."""
     tops = binds(gpu)
     found: set[str] = set()
     for top in tops:
@@ -168,9 +175,11 @@ def masks(gpu: bool = False) -> tuple[str, ...]:
 
 
 def _seen_as(path: str, top: str, tops: list[str]) -> str:
-    """Where the sandbox sees ``path`` as a real folder ('' if nowhere): a link below a bind leads elsewhere.
+    """Where the sandbox sees ``path`` as a real folder ('' if nowhere): a link below a bind leads
+    elsewhere.
 
-    Masks are mounted before the chroot, so a path through a symbolic link would land on the host's view.
+    Masks are mounted before the chroot, so a path through a symbolic link would land on the host's
+    view.
     """
     real = os.path.realpath(path)
     if real == os.path.join(os.path.realpath(top), os.path.relpath(path, top)):
@@ -184,7 +193,8 @@ def _under_any(path: str, tops: list[str]) -> bool:
 
 @functools.cache
 def site_dirs() -> tuple[str, ...]:
-    """The folders holding the closure's distributions: the worker's ``sys.path`` after its own lib."""
+    """The folders holding the closure's distributions: the worker's ``sys.path`` after its own
+    lib."""
     found = {str(Path(str(d.locate_file(""))).resolve()) for d in closure()}
     torch_dir = _torch_dir()
     if torch_dir:  # torch without metadata (a vendored or unusual install) still goes in
@@ -200,7 +210,8 @@ def _torch_dir() -> str:
 
 @functools.cache
 def closure() -> tuple[metadata.Distribution, ...]:
-    """torch (and numpy when installed) and every installed distribution they require, recursively."""
+    """torch (and numpy when installed) and every installed distribution they require,
+    recursively."""
     seen: dict[str, metadata.Distribution] = {}
     todo = [r for r in ROOTS]
     while todo:
@@ -217,7 +228,8 @@ def closure() -> tuple[metadata.Distribution, ...]:
 
 
 def _needed(requires: list[str]) -> list[str]:
-    """Requirement names, leaving out extras (``; extra == "x"``): only what plain ``import torch`` may use."""
+    """Requirement names, leaving out extras (``; extra == "x"``): only what plain ``import torch``
+    may use."""
     names = []
     for line in requires:
         marker = line.partition(";")[2]
@@ -235,7 +247,8 @@ def _normal(name: str) -> str:
 
 @functools.cache
 def packages() -> tuple[str, ...]:
-    """Absolute paths of the closure's top-level entries (import packages, modules, .libs, .dist-info)."""
+    """Absolute paths of the closure's top-level entries (import packages, modules, .libs,
+    .dist-info)."""
     found: set[str] = set()
     for dist in closure():
         base = Path(str(dist.locate_file(""))).resolve()
@@ -249,8 +262,9 @@ def packages() -> tuple[str, ...]:
 
 
 def _top_level(dist: metadata.Distribution) -> set[str]:
-    """First path components of the files a distribution installed (its RECORD, read as text: ``dist.files``
-    builds one object per line and costs 0.4 s for torch), else its ``top_level.txt``."""
+    """First path components of the files a distribution installed (its RECORD, read as text:
+    ``dist.files`` builds one object per line and costs 0.4 s for torch), else its
+    ``top_level.txt``."""
     record = dist.read_text("RECORD")
     if record is None:
         return {

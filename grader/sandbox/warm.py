@@ -14,11 +14,13 @@ STARTUP_TIMEOUT = 120.0
 
 
 class WarmChannel:
-    """A worker started before its submission is known: it imports torch, then waits for its setup frame.
+    """A worker started before its submission is known: it imports torch, then waits for its setup
+    frame.
 
-    The worker is untrusted from its first instruction and holds nothing secret, so starting it early
-    is safe; its own empty box receives the submission's files through the setup frame. A backend
-    ``take()``s it at most once; whoever made it calls ``discard()`` afterwards (kills it if unused).
+    The worker is untrusted from its first instruction and holds nothing secret, so starting it
+    early is safe; its own empty box receives the submission's files through the setup frame. A
+    backend ``take()``s it at most once; whoever made it calls ``discard()`` afterwards (kills it if
+    unused).
     """
 
     def __init__(self, launch: LaunchSpec, zygote: Zygote | None = None) -> None:
@@ -33,7 +35,8 @@ class WarmChannel:
         )  # forked from ``zygote`` when given (a cold start if it fails)
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> bool:
-        """Block until the worker has imported torch; False if it died or took too long (then unusable)."""
+        """Block until the worker has imported torch; False if it died or took too long (then
+        unusable)."""
         if not self.ready and not self.taken:
             try:
                 expect_message(self.channel.receive(timeout), "ready")

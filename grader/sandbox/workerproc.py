@@ -1,9 +1,10 @@
 """One sandboxed worker as a process on the trusted side: started, measured, and ended.
 
 Started cold (a fresh launcher interpreter that isolates itself and execs the worker,
-:mod:`grader.sandbox.launcher`) or warm (forked by a zygote, :mod:`grader.sandbox.zygote_client`), with
-its request and reply pipes, its cgroups and its CPU meter; attested from /proc; ended by killing the
-whole sandbox (the namespace's pid 1, the process group, the cgroups) and clearing what it left behind.
+:mod:`grader.sandbox.launcher`) or warm (forked by a zygote, :mod:`grader.sandbox.zygote_client`),
+with its request and reply pipes, its cgroups and its CPU meter; attested from /proc; ended by
+killing the whole sandbox (the namespace's pid 1, the process group, the cgroups) and clearing what
+it left behind.
 
 Kept apart from the request/reply protocol spoken with it (:class:`grader.sandbox.channel.Channel`,
 which is a :class:`WorkerProcess`).
@@ -112,7 +113,8 @@ class WorkerProcess:
         return proc
 
     def _fork(self, zygote: Zygote, req_r: int, resp_w: int) -> ForkedWorker | None:
-        """A warm start: the zygote forks a worker with torch already imported; None if it cannot."""
+        """A warm start: the zygote forks a worker with torch already imported; None if it
+        cannot."""
         (status_r, status_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
         launched = zygote.launch(
             self._config(resp_w, status_w), [req_r, resp_w, out_w, err_w, status_w]
@@ -133,12 +135,14 @@ class WorkerProcess:
         return None
 
     def attested(self) -> Observed:
-        """What the kernel says this sandbox is (raises :class:`grader.sandbox.attest.AttestationError` unless
-        it is what its spec promised); call after the "ready" frame, before any student code is sent."""
+        """What the kernel says this sandbox is (raises
+        :class:`grader.sandbox.attest.AttestationError` unless it is what its spec promised); call
+        after the "ready" frame, before any student code is sent."""
         return attest(self.proc.pid, self._req_w, self.launch.expected())
 
     def memory_cgroup(self) -> str | None:
-        """The memory cgroup this worker (cold or forked) joined, read from outside by :mod:`memwatch`."""
+        """The memory cgroup this worker (cold or forked) joined, read from outside by
+        :mod:`memwatch`."""
         groups = getattr(self, "_cgroups", [])
         return next((g for g in groups if "/memory/" in g or Path(g, "memory.peak").exists()), None)
 
@@ -169,9 +173,9 @@ class WorkerProcess:
         self.close_fds()
 
     def _let_proxy_reap(self) -> None:
-        """Give the proxy (the namespace's parent) a moment to reap pid 1 before it is killed itself:
-        killed first, it would leave pid 1 a zombie for the host's init, still counted under the
-        sandbox's uid and pids cgroup for up to half a minute (sandbox.md §8, pitfall 4)."""
+        """Give the proxy (the namespace's parent) a moment to reap pid 1 before it is killed
+        itself: killed first, it would leave pid 1 a zombie for the host's init, still counted under
+        the sandbox's uid and pids cgroup for up to half a minute (sandbox.md §8, pitfall 4)."""
         try:
             self.proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
@@ -200,8 +204,8 @@ class WorkerProcess:
         """End the worker. It is disposable and holds nothing to flush, so it is killed at once: a
         polite exit would wait ~0.5 s for torch's interpreter teardown on every submission.
 
-        Its cgroups go too, once drained: left behind, every grade would leave empty groups (hundreds a
-        day); a later worker of the same slot simply makes them again."""
+        Its cgroups go too, once drained: left behind, every grade would leave empty groups
+        (hundreds a day); a later worker of the same slot simply makes them again."""
         self.kill()
         if drain.wait_drained(self._cgroups, timeout=3.0):
             reaping.remove_groups(self._cgroups)

@@ -1,4 +1,5 @@
-"""The zygote: a clean interpreter that imports torch once and forks one sandboxed worker per request.
+"""The zygote: a clean interpreter that imports torch once and forks one sandboxed worker per
+request.
 
 Run as ``python -I -S -B zygote.py CONFIG_JSON`` by :class:`grader.sandbox.zygote_client.Zygote`
 (one per batch slot). ``import torch`` costs 1.2-2 CPU-seconds, more than everything else a grade
@@ -15,14 +16,14 @@ What keeps this safe:
   op or initialised CUDA cannot fork usable children (sandbox.md §3.3, the "OpenMP fork trap").
 
 Protocol on the control socket (fd from CONFIG): the runner sends one JSON launch config with the
-worker's five fds attached (requests, responses, stdout, stderr, status); the zygote answers nothing.
-A config whose privilege class differs from the zygote's own is refused: a root zygote forks only
-workers that drop to a leased uid, a non-root one only workers that stay (so one zygote is never
-shared between levels that drop privileges and levels that do not). CONFIG is ``-`` when it comes
-on stdin: the long-lived zygote's socket path is never in an argv, which ``/proc`` shows to anyone.
-The status pipe carries ``proxy <pid>``, then ``<pid of the namespace's pid 1>`` (namespace mode),
-then ``exit <code>`` when the worker has ended. What each forked child does (isolate, become the worker) is
-:mod:`grader.sandbox.zygote_proxy`; this module serves requests and forks.
+worker's five fds attached (requests, responses, stdout, stderr, status); the zygote answers
+nothing. A config whose privilege class differs from the zygote's own is refused: a root zygote
+forks only workers that drop to a leased uid, a non-root one only workers that stay (so one zygote
+is never shared between levels that drop privileges and levels that do not). CONFIG is ``-`` when it
+comes on stdin: the long-lived zygote's socket path is never in an argv, which ``/proc`` shows to
+anyone. The status pipe carries ``proxy <pid>``, then ``<pid of the namespace's pid 1>`` (namespace
+mode), then ``exit <code>`` when the worker has ended. What each forked child does (isolate, become
+the worker) is :mod:`grader.sandbox.zygote_proxy`; this module serves requests and forks.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def main() -> int:
     launcher.libc.prctl(
         launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0
     )  # the slot dies: so do we
-    # a killed proxy orphans its namespace's pid 1: reap it here, not by a host init that may take seconds,
-    # since a zombie still counts against its (leased) uid's processes
+    # a killed proxy orphans its namespace's pid 1: reap it here, not by a host init that may take
+    # seconds, since a zombie still counts against its (leased) uid's processes
     launcher.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=int(config["control_fd"]))
     _warm_up()
@@ -70,7 +71,8 @@ def main() -> int:
 
 
 def _serve_one(control: socket.socket) -> int | None:
-    """Read one launch request and fork its worker: the proxy's pid, 0 for a malformed request, None on EOF."""
+    """Read one launch request and fork its worker: the proxy's pid, 0 for a malformed request, None
+    on EOF."""
     from grader.sandbox import zygote_proxy
 
     message, fds, _, _ = socket.recv_fds(control, 1 << 16, len(zygote_proxy.FDS))
@@ -93,19 +95,22 @@ def _serve_one(control: socket.socket) -> int | None:
 
 
 def _same_class(cfg: Config) -> bool:
-    """Whether ``cfg`` drops privileges exactly when this zygote could (root) : see the module docstring."""
+    """Whether ``cfg`` drops privileges exactly when this zygote could (root) : see the module
+    docstring."""
     if os.geteuid() == 0:
         return cfg.get("drop_uid") is True and isinstance(cfg.get("uid"), int) and cfg["uid"] > 0
     return not cfg.get("drop_uid")
 
 
 def _serve_listening(path: str, idle_s: float) -> int:
-    """A user's long-lived zygote (:mod:`grader.sandbox.shared_zygote`): detach, warm up, then publish a listening
-    socket at ``path`` and serve launch requests from processes of this uid until ``idle_s`` pass with no client.
+    """A user's long-lived zygote (:mod:`grader.sandbox.shared_zygote`): detach, warm up, then
+    publish a listening socket at ``path`` and serve launch requests from processes of this uid
+    until ``idle_s`` pass with no client.
 
-    The socket appears under its name only once torch is warm (bound under a temporary name, then renamed), so
-    a client that connects is served at once. A client's workers die with its connection: a grader killed
-    outright leaves no worker behind (the batch zygote gets the same from its PDEATHSIG chain)."""
+    The socket appears under its name only once torch is warm (bound under a temporary name, then
+    renamed), so a client that connects is served at once. A client's workers die with its
+    connection: a grader killed outright leaves no worker behind (the batch zygote gets the same
+    from its PDEATHSIG chain)."""
     if os.fork():
         os._exit(
             0
@@ -146,11 +151,11 @@ def _serve_listening(path: str, idle_s: float) -> int:
 
 
 def _write_pid_file(path: str) -> None:
-    """Who serves the socket (pid and start time), for clients to check the peer they reach is this zygote."""
+    """Who serves the socket (pid and start time), for clients to check the peer they reach is this
+    zygote."""
     with open(f"/proc/{os.getpid()}/stat", encoding="ascii") as fh:
-        started = (
-            fh.read().rpartition(")")[2].split()[19]
-        )  # field 22 of stat: start time in clock ticks
+        # field 22 of stat: start time in clock ticks
+        started = fh.read().rpartition(")")[2].split()[19]
     staging = f"{path}.{os.getpid()}"
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -159,7 +164,8 @@ def _write_pid_file(path: str) -> None:
 
 
 def _accept(listener: socket.socket, clients: dict[socket.socket, list[int]]) -> None:
-    """A new client, kept only when it runs as this zygote's own user (the folder is private too)."""
+    """A new client, kept only when it runs as this zygote's own user (the folder is private
+    too)."""
     conn, _ = listener.accept()
     _pid, uid, _gid = struct.unpack(
         "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -195,7 +201,8 @@ def _still_published(path: str, inode: int) -> bool:
 
 
 def _warm_up() -> None:
-    """Import torch and run, once and single-threaded, the first-use paths every worker would pay for."""
+    """Import torch and run, once and single-threaded, the first-use paths every worker would pay
+    for."""
     import torch
 
     torch.set_num_threads(1)
@@ -205,8 +212,9 @@ def _warm_up() -> None:
     warmup.warm_up()
     import gc
 
-    # every object so far goes to the permanent generation: a child's collections never touch (and so never copy)
-    # the pages holding torch's own objects; 0.2-0.3 s of each forked worker's grade went to those copies
+    # every object so far goes to the permanent generation: a child's collections never touch (and
+    # so never copy) the pages holding torch's own objects; 0.2-0.3 s of each forked worker's grade
+    # went to those copies
     gc.freeze()
 
 

@@ -27,15 +27,17 @@ STATUS_WAIT_S = 10.0
 
 
 def zygote_python() -> str:
-    """The zygote's interpreter: as root, the one a leased uid can run (:func:`grader.sandbox.view.worker_python`),
-    since a ``process`` worker it forks reads the rest of its standard library as that uid."""
+    """The zygote's interpreter: as root, the one a leased uid can run
+    (:func:`grader.sandbox.view.worker_python`), since a ``process`` worker it forks reads the rest
+    of its standard library as that uid."""
     if os.name == "posix" and os.geteuid() == 0:
         return view.worker_python() or sys.executable
     return sys.executable
 
 
 def zygote_script() -> Path:
-    """The zygote program, from the sandbox side's private library (:mod:`grader.sandbox.privlib`)."""
+    """The zygote program, from the sandbox side's private library
+    (:mod:`grader.sandbox.privlib`)."""
     return privlib.ensure() / "grader" / "sandbox" / "zygote.py"
 
 
@@ -69,7 +71,8 @@ class Zygote:
         self.started = time.monotonic()
 
     def wait_ready(self, timeout: float = 120.0) -> bool:
-        """True once the zygote has imported torch, single-threaded (a threaded zygote cannot fork safely)."""
+        """True once the zygote has imported torch, single-threaded (a threaded zygote cannot fork
+        safely)."""
         if not self.ready and self.proc.poll() is None:
             readable, _, _ = select.select([self.sock], [], [], timeout)
             try:
@@ -105,7 +108,8 @@ class Zygote:
 
 
 class ForkedWorker:
-    """A worker forked by the zygote, seen through its pipes and status lines (a small ``Popen`` look-alike)."""
+    """A worker forked by the zygote, seen through its pipes and status lines (a small ``Popen``
+    look-alike)."""
 
     def __init__(self, stdout: int, stderr: int, status: int) -> None:
         self.stdout: IO[bytes] = os.fdopen(stdout, "rb", buffering=0)
@@ -143,7 +147,8 @@ class ForkedWorker:
         return self.returncode
 
     def _line(self, timeout: float | None) -> str:
-        """The next status line, '' on EOF (then the status fd is closed) or when ``timeout`` passes."""
+        """The next status line, '' on EOF (then the status fd is closed) or when ``timeout``
+        passes."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self._pending and self._status >= 0:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())

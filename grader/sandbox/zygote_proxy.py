@@ -1,12 +1,13 @@
-"""The zygote's forked child (the proxy): take the worker's fds, isolate exactly as the launcher would, become
-the worker.
+"""The zygote's forked child (the proxy): take the worker's fds, isolate exactly as the launcher
+would, become the worker.
 
-:func:`proxy` runs in a child just forked by :mod:`grader.sandbox.zygote` and never returns: it puts the five fds
-of a launch request (:data:`FDS`, in the order they come) on the worker's fd numbers, then isolates through the
-launcher's own code (``namespace``: a fresh namespace whose pid 1 becomes the worker; ``none``/``process``: a
-child in its own folder with cgroups, rlimits, keyring, Landlock, seccomp) before the worker loads the
-submission. A set-up failure is reported on stderr and the status pipe, never run with less isolation.
-Loaded only inside the zygote (after its ``sys.path`` is set), from the sandbox side's library.
+:func:`proxy` runs in a child just forked by :mod:`grader.sandbox.zygote` and never returns: it puts
+the five fds of a launch request (:data:`FDS`, in the order they come) on the worker's fd numbers,
+then isolates through the launcher's own code (``namespace``: a fresh namespace whose pid 1 becomes
+the worker; ``none``/``process``: a child in its own folder with cgroups, rlimits, keyring,
+Landlock, seccomp) before the worker loads the submission. A set-up failure is reported on stderr
+and the status pipe, never run with less isolation. Loaded only inside the zygote (after its
+``sys.path`` is set), from the sandbox side's library.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ _TARGET = {"requests": 0, "stdout": 1, "stderr": 2, "responses": 3, "status": 4}
 
 
 def proxy(control: socket.socket, cfg: Config, fds: list[int], zygote: int) -> None:
-    """The forked child: take the worker's fds, then isolate exactly as the launcher would, never returning."""
+    """The forked child: take the worker's fds, then isolate exactly as the launcher would, never
+    returning."""
     try:
         from grader.sandbox import launcher
 
@@ -66,7 +68,8 @@ def _say(fd: int, text: str) -> None:
 
 
 def _run_plain(cfg: Config, status_fd: int) -> None:
-    """``none``/``process``: the worker is a child of this proxy in its own folder (and cgroups, rlimits)."""
+    """``none``/``process``: the worker is a child of this proxy in its own folder (and cgroups,
+    rlimits)."""
     from grader.sandbox import launcher
 
     child = os.fork()

@@ -1,20 +1,24 @@
-"""The same wrong answer: a digest of what a student's code gave back in a test it failed, taken on the trusted side.
+"""The same wrong answer: a digest of what a student's code gave back in a test it failed, taken on
+the trusted side.
 
-Two submissions that fail the same hidden test with the same wrong values are evidence of a shared solution even
-when their code differs (:mod:`grader.similarity.answers` groups them). The digest is made here, in the trusted
-runner, from the plain values that came back over the wire (:class:`Observing` wraps the backend the suites use):
-the student's worker never reports it, so it cannot forge or hide one.
+Two submissions that fail the same hidden test with the same wrong values are evidence of a shared
+solution even when their code differs (:mod:`grader.similarity.answers` groups them). The digest is
+made here, in the trusted runner, from the plain values that came back over the wire
+(:class:`Observing` wraps the backend the suites use): the student's worker never reports it, so it
+cannot forge or hide one.
 
-What it hashes, call after call in the test's order: each returned value's structure and, for a floating tensor, its
-dtype, shape, where it is not finite and three statistics of its finite part (mean, root mean square, and a
-projection on fixed pseudo-random weights) rounded to 3 significant digits (2 for 16-bit floats). Copies whose torch
-calls differ but compute the same thing differ in the last bits only, so they share a digest, and a different
-formula does not. Integer and boolean tensors are hashed exactly. A module handle counts as "a handle", a student
-exception raised and caught by the test as its type only: file names and line numbers would tell copies apart.
+What it hashes, call after call in the test's order: each returned value's structure and, for a
+floating tensor, its dtype, shape, where it is not finite and three statistics of its finite part
+(mean, root mean square, and a projection on fixed pseudo-random weights) rounded to 3 significant
+digits (2 for 16-bit floats). Copies whose torch calls differ but compute the same thing differ in
+the last bits only, so they share a digest, and a different formula does not. Integer and boolean
+tensors are hashed exactly. A module handle counts as "a handle", a student exception raised and
+caught by the test as its type only: file names and line numbers would tell copies apart.
 
-Comparable only between cards graded with the same seed: the hidden suites draw their inputs from it (``grader
-batch --similarity`` grades a class on one seed). The digest keeps nothing secret: it is a truncated hash of the
-student's own outputs (never of the expected ones, nor of the inputs), and the exports students see leave it out.
+Comparable only between cards graded with the same seed: the hidden suites draw their inputs from it
+(``grader batch --similarity`` grades a class on one seed). The digest keeps nothing secret: it is a
+truncated hash of the student's own outputs (never of the expected ones, nor of the inputs), and the
+exports students see leave it out.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ def _rounded(value: float, scale: float, digits: int) -> str:
 
 
 def _exact(t: torch.Tensor, code: str) -> bytes:
-    """An integer tensor's values as bytes, without NumPy (not a dependency: ``Tensor.numpy()`` raises without it)."""
+    """An integer tensor's values as bytes, without NumPy (not a dependency: ``Tensor.numpy()``
+    raises without it)."""
     return array.array(code, t.contiguous().reshape(-1).tolist()).tobytes()
 
 
@@ -90,8 +95,9 @@ def encode(value: object) -> bytes:
 
 
 class Recorder:
-    """One test's observed values (reset before each test), digested only when the test failed: a passing test,
-    the usual case, pays for a list append per call instead of encoding every value it got back."""
+    """One test's observed values (reset before each test), digested only when the test failed: a
+    passing test, the usual case, pays for a list append per call instead of encoding every value it
+    got back."""
 
     def __init__(self) -> None:
         self._seen: list[tuple[bool, object]] = []  # (already bytes, what was seen)
@@ -114,8 +120,9 @@ class Recorder:
 
 
 class Observing:
-    """A :class:`grader.student.proxy.Backend` that records every value (or student exception type) the wrapped
-    backend gives back; anything else (``begin_test``, ``close``...) is the wrapped backend's own."""
+    """A :class:`grader.student.proxy.Backend` that records every value (or student exception type)
+    the wrapped backend gives back; anything else (``begin_test``, ``close``...) is the wrapped
+    backend's own."""
 
     def __init__(self, backend: Any, recorder: Recorder) -> None:
         self._backend, self._recorder = backend, recorder
@@ -149,8 +156,9 @@ class Observing:
 
 
 class Answers:
-    """The runner's plugin: a fresh :class:`Recorder` per test; a test that failed on the values the student's code
-    gave back (not on a student exception, a timeout or a crash) gets the digest as its ``wrong_answer``."""
+    """The runner's plugin: a fresh :class:`Recorder` per test; a test that failed on the values the
+    student's code gave back (not on a student exception, a timeout or a crash) gets the digest as
+    its ``wrong_answer``."""
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder

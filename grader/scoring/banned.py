@@ -1,17 +1,19 @@
 """Banned APIs found by binding in the code an exercise runs: the scan's proof of a ban violation.
 
-For each exercise, the code that can run while its ban is active is followed from its roots: the exercise's own
-names (``banned``: the manifest's ``names``; ``banned_in``: the scoped function or class) and the module-level
-statements of its module that run code at import (calls; never the ``if __name__ == "__main__":`` block). From
-there, every module-level definition a reached name resolves to (by binding) is reached too, across the
-submission's modules (``from .helper import f`` reaches ``helper.f``, not the rest of ``helper``). A name in that
-code that resolves to a banned API, or to one of its aliases (another torch path to the same operator:
-``torch._C._nn.scaled_dot_product_attention``, ``torch.ops.aten._softmax``, a re-export), is a ``banned-api``
-finding for that exercise. A tensor method (``x.softmax(...)``) counts whatever ``x`` is, unless a class of the
-same file defines a method of that name (``x`` may be one of those).
+For each exercise, the code that can run while its ban is active is followed from its roots: the
+exercise's own names (``banned``: the manifest's ``names``; ``banned_in``: the scoped function or
+class) and the module-level statements of its module that run code at import (calls; never the ``if
+__name__ == "__main__":`` block). From there, every module-level definition a reached name resolves
+to (by binding) is reached too, across the submission's modules (``from .helper import f`` reaches
+``helper.f``, not the rest of ``helper``). A name in that code that resolves to a banned API, or to
+one of its aliases (another torch path to the same operator:
+``torch._C._nn.scaled_dot_product_attention``, ``torch.ops.aten._softmax``, a re-export), is a
+``banned-api`` finding for that exercise. A tensor method (``x.softmax(...)``) counts whatever ``x``
+is, unless a class of the same file defines a method of that name (``x`` may be one of those).
 
-So a self-test that compares with ``torch.softmax`` in a helper nothing calls, or in the main block, costs nothing;
-an alias captured in a helper module while another exercise's ban was active does not escape.
+So a self-test that compares with ``torch.softmax`` in a helper nothing calls, or in the main block,
+costs nothing; an alias captured in a helper module while another exercise's ban was active does not
+escape.
 """
 
 from __future__ import annotations
@@ -95,7 +97,8 @@ def _is_api(path: str, api: str) -> bool:
     return parts[0] == "torch" and any(p in names for p in parts[1:])
 
 
-# -- what can run -----------------------------------------------------------------------------------
+# -- what can run
+# -----------------------------------------------------------------------------------
 def reached(parsed: dict[str, Parsed], module: str, roots: tuple[str, ...]) -> list[Site]:
     """The statements that can run for ``roots`` of ``module`` (see the module docstring)."""
     todo: list[Site] = [*_import_time(parsed[module], module), *_named(parsed, module, set(roots))]
@@ -153,8 +156,9 @@ def _named(
     names: set[str] | None,
     chain: frozenset[tuple[str, str]] = frozenset(),
 ) -> list[Site]:
-    """The module-level statements binding ``names`` in ``stem`` (None: all of the module), following re-exports
-    (``from .a import f`` in ``b``) through the modules ``chain`` has not visited yet."""
+    """The module-level statements binding ``names`` in ``stem`` (None: all of the module),
+    following re-exports (``from .a import f`` in ``b``) through the modules ``chain`` has not
+    visited yet."""
     file = parsed.get(stem)
     if file is None or file.scopes is None or file.tree is None:
         return []
@@ -182,7 +186,8 @@ def _named(
 
 
 def _referenced(parsed: dict[str, Parsed], stem: str, statement: ast.AST) -> list[Site]:
-    """Statements that the names read in ``statement`` resolve to: module-level bindings, other modules' names."""
+    """Statements that the names read in ``statement`` resolve to: module-level bindings, other
+    modules' names."""
     scopes = parsed[stem].scopes
     assert scopes is not None
     out: list[Site] = []

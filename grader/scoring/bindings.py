@@ -1,15 +1,17 @@
 """Names resolved by binding, as Python resolves them: what a name in a submission can stand for.
 
-The integrity scan asks of a name what it is, never how it is spelt: a parameter or a local named ``eval`` is not
-the builtin, ``g = getattr`` makes ``g`` the builtin, ``from torch import nn`` makes ``nn.functional`` a torch path.
-Scopes follow the language (module, function, lambda, class, comprehension; ``global``/``nonlocal``; a class body
-is not visible from its methods). What a name may hold is the union over every binding of it in its scope
-(imports, assignments, ``for`` targets, definitions; a parameter holds anything), so a value is known only when
-every binding agrees: ``origins`` gives dotted paths (``torch.nn.functional.softmax``, ``builtins.getattr``,
-``@helper.f`` for a submission module's name) with ``?`` for anything unknown, and ``strings`` the literal
-strings an expression can only be (``for name in ("W_query", "W_key")``), or None.
+The integrity scan asks of a name what it is, never how it is spelt: a parameter or a local named
+``eval`` is not the builtin, ``g = getattr`` makes ``g`` the builtin, ``from torch import nn`` makes
+``nn.functional`` a torch path. Scopes follow the language (module, function, lambda, class,
+comprehension; ``global``/``nonlocal``; a class body is not visible from its methods). What a name
+may hold is the union over every binding of it in its scope (imports, assignments, ``for`` targets,
+definitions; a parameter holds anything), so a value is known only when every binding agrees:
+``origins`` gives dotted paths (``torch.nn.functional.softmax``, ``builtins.getattr``, ``@helper.f``
+for a submission module's name) with ``?`` for anything unknown, and ``strings`` the literal strings
+an expression can only be (``for name in ("W_query", "W_key")``), or None.
 
-Everything here is iterative or depth-capped: a hostile file cannot exhaust the trusted process's stack.
+Everything here is iterative or depth-capped: a hostile file cannot exhaust the trusted process's
+stack.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class Scopes(ScopeTree):
         self._truncated = False
 
     def resolve(self, name: str, scope: Scope) -> Scope | None:
-        """The scope whose binding ``name`` reads from ``scope``; None for a builtin (or nothing at all)."""
+        """The scope whose binding ``name`` reads from ``scope``; None for a builtin (or nothing at
+        all)."""
         if name in scope.declared_global:
             return self.module if name in self.module.bindings else None
         if name in scope.bindings and name not in scope.declared_nonlocal:
@@ -48,8 +51,9 @@ class Scopes(ScopeTree):
         return self.module if name in self.module.bindings else None
 
     def visible(self, node: ast.Name) -> tuple[list[Binding], bool]:
-        """The bindings a name read can see, and whether it may also read a builtin or a star import (a module or
-        class binding that is conditional, deleted, or made after a top-level read does not hide them)."""
+        """The bindings a name read can see, and whether it may also read a builtin or a star import
+        (a module or class binding that is conditional, deleted, or made after a top-level read does
+        not hide them)."""
         use = self.scope_of.get(id(node), self.module)
         scope = self.resolve(node.id, use)
         if scope is None:
@@ -63,11 +67,13 @@ class Scopes(ScopeTree):
         return found, self._falls_back(node.id)
 
     def _falls_back(self, name: str) -> bool:
-        """Whether an unbound module-level read can still find something: a builtin, or a star import's name."""
+        """Whether an unbound module-level read can still find something: a builtin, or a star
+        import's name."""
         return name in BUILTIN_NAMES or bool(self.module.star_imports)
 
     def _definite(self, scope: Scope, node: ast.Name, use: Scope) -> bool:
-        """A module or class binding certainly made before ``node`` is read (a loop's target inside its body)."""
+        """A module or class binding certainly made before ``node`` is read (a loop's target inside
+        its body)."""
         if node.id in scope.deleted:
             return False
         at = (node.lineno, node.col_offset)
@@ -90,7 +96,8 @@ class Scopes(ScopeTree):
         return False
 
     def origins(self, node: ast.AST, depth: int = 0) -> frozenset[str]:
-        """Dotted paths ``node`` may stand for (``builtins.getattr``, ``torch._C``, ``@helper.f``), ``?`` if unknown."""
+        """Dotted paths ``node`` may stand for (``builtins.getattr``, ``torch._C``, ``@helper.f``),
+        ``?`` if unknown."""
         key = id(node)
         if key in self._origins:
             return self._origins[key]
@@ -149,7 +156,8 @@ class Scopes(ScopeTree):
         return frozenset({UNKNOWN})
 
     def _call_origins(self, node: ast.Call, depth: int) -> frozenset[str]:
-        """``getattr(x, "name")`` and ``importlib.import_module("m")`` / ``__import__("m")`` with literal names."""
+        """``getattr(x, "name")`` and ``importlib.import_module("m")`` / ``__import__("m")`` with
+        literal names."""
         func = self.origins(node.func, depth + 1)
         if "builtins.getattr" in func and len(node.args) >= 2:
             names = self.strings(node.args[1])
@@ -175,7 +183,8 @@ class Scopes(ScopeTree):
         return frozenset({UNKNOWN})
 
     def strings(self, node: ast.AST, depth: int = 0) -> frozenset[str] | None:
-        """The literal strings ``node`` can only be, or None when it is not known before run time."""
+        """The literal strings ``node`` can only be, or None when it is not known before run
+        time."""
         if depth > MAX_DEPTH:
             return None
         if isinstance(node, ast.Constant):
@@ -218,7 +227,8 @@ class Scopes(ScopeTree):
         return None if any(p is None for p in parts) else _capped(frozenset().union(*parts))  # type: ignore[arg-type]
 
     def _literal_elements(self, node: ast.AST | str | None, depth: int) -> list[ast.expr] | None:
-        """The elements of a literal tuple, list or set, also through names bound only to one (``NAMES``)."""
+        """The elements of a literal tuple, list or set, also through names bound only to one
+        (``NAMES``)."""
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             return list(node.elts)
         if not isinstance(node, ast.Name) or depth > MAX_DEPTH:
@@ -265,8 +275,9 @@ def _product(pieces: list[frozenset[str] | None]) -> frozenset[str] | None:
 def accessor_operands(
     node: ast.Attribute, call: ast.Call, scopes: Scopes
 ) -> tuple[ast.AST | None, ast.AST | None]:
-    """(object, name) of ``X.__getattr__(...)``: on a class (``object.__setattr__(self, "x", v)``, unbound) the
-    object and the name are the first two arguments; on anything else (bound) the name is the first."""
+    """(object, name) of ``X.__getattr__(...)``: on a class (``object.__setattr__(self, "x", v)``,
+    unbound) the object and the name are the first two arguments; on anything else (bound) the name
+    is the first."""
     unbound = any(
         b.startswith("builtins.") or b.rsplit(".", 1)[-1][:1].isupper()
         for b in scopes.origins(node.value)

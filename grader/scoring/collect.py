@@ -26,15 +26,12 @@ class TestResult:
     message: str = ""
     duration: float = 0.0
     cuda: bool = False
-    severe: str | None = (
-        None  # what a failure breaks, for a test that caps its exercise when it fails
-    )
-    caps: str | None = (
-        None  # a failure of the class its severe marker names: what was observed (checks.fail)
-    )
-    wrong_answer: str | None = (
-        None  # digest of the values it failed on (grader.scoring.answers), trusted side
-    )
+    # what a failure breaks, for a test that caps its exercise when it fails
+    severe: str | None = None
+    # a failure of the class its severe marker names: what was observed (checks.fail)
+    caps: str | None = None
+    # digest of the values it failed on (grader.scoring.answers), trusted side
+    wrong_answer: str | None = None
 
     @property
     def points(self) -> float:

@@ -1,23 +1,27 @@
 """Static integrity scan of a submission, on the trusted side, before any of it runs.
 
-Bans and measurements inside the worker are advice: student code shares that process. So the scan reads every
-file (``ast`` only: nothing is imported or run) and reports two kinds of finding, each with its file and line:
+Bans and measurements inside the worker are advice: student code shares that process. So the scan
+reads every file (``ast`` only: nothing is imported or run) and reports two kinds of finding, each
+with its file and line:
 
-- ``withhold``: proof. The construct reaches what no exercise needs and what tampering is made of: the grader's own
-  modules, the module registry, the callers' frames or the whole object graph, a function's closure or globals
-  (where a ban stub's original would be), torch's mode stacks (where the bans and the memory measurement run); or
-  (:mod:`grader.scoring.banned`) the exercise's own code names, by binding, an API banned there. An exercise whose
-  code has one is withheld (:mod:`grader.scoring.withhold`).
-- ``review``: reach that is not proof, shown to the instructor as "needs review" and never costing a point: any
-  attribute or namespace access whose name is not known before run time, a dynamic builtin taken as a value, code
-  made at run time, a private torch entry point, a library patched, and any import outside the allow-list below.
+- ``withhold``: proof. The construct reaches what no exercise needs and what tampering is made of:
+  the grader's own modules, the module registry, the callers' frames or the whole object graph, a
+  function's closure or globals (where a ban stub's original would be), torch's mode stacks (where
+  the bans and the memory measurement run); or (:mod:`grader.scoring.banned`) the exercise's own
+  code names, by binding, an API banned there. An exercise whose code has one is withheld
+  (:mod:`grader.scoring.withhold`).
+- ``review``: reach that is not proof, shown to the instructor as "needs review" and never costing a
+  point: any attribute or namespace access whose name is not known before run time, a dynamic
+  builtin taken as a value, code made at run time, a private torch entry point, a library patched,
+  and any import outside the allow-list below.
 
-Names are resolved by binding (:mod:`grader.scoring.bindings`): a parameter named ``eval`` is not the builtin,
-``g = getattr`` makes ``g(torch, name)`` a dynamic access. Strings and comments are not code; a string is read only
-where it becomes a name (``getattr(torch, NAME)`` with ``NAME = "_C"`` is ``torch._C``). Imports are an allow-list
-(the scan is complete by construction: a module nobody listed is a finding, not a miss); within allowed modules,
-the few entry points that reach further (``sys.modules``, ``operator.attrgetter``, ``typing.get_type_hints``) are
-findings too. The rules are data: :mod:`grader.scoring.integrity_rules`, applied to each node by
+Names are resolved by binding (:mod:`grader.scoring.bindings`): a parameter named ``eval`` is not
+the builtin, ``g = getattr`` makes ``g(torch, name)`` a dynamic access. Strings and comments are not
+code; a string is read only where it becomes a name (``getattr(torch, NAME)`` with ``NAME = "_C"``
+is ``torch._C``). Imports are an allow-list (the scan is complete by construction: a module nobody
+listed is a finding, not a miss); within allowed modules, the few entry points that reach further
+(``sys.modules``, ``operator.attrgetter``, ``typing.get_type_hints``) are findings too. The rules
+are data: :mod:`grader.scoring.integrity_rules`, applied to each node by
 :mod:`grader.scoring.integrity_match`.
 """
 
@@ -36,9 +40,8 @@ from grader.scoring.integrity_rules import RULES as RULES
 from grader.scoring.integrity_rules import WITHHOLD as WITHHOLD
 
 MAX_NODES = 200_000  # an honest exercise module has a few thousand
-CACHED_BYTES = (
-    16 << 10
-)  # files up to this size are parsed once per process (see parse): a few MB at most
+# files up to this size are parsed once per process (see parse): a few MB at most
+CACHED_BYTES = 16 << 10
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class Parsed:
-    """One file read for the scan: its tree and its scopes (or the finding that it could not be read)."""
+    """One file read for the scan: its tree and its scopes (or the finding that it could not be
+    read)."""
 
     name: str
     tree: ast.Module | None
@@ -88,8 +92,8 @@ class Parsed:
 def parse(
     source: bytes | str, filename: str, local_modules: frozenset[str] = frozenset()
 ) -> Parsed:
-    """The file read for the scan; a small file seen before (the same bytes, name and neighbours) is not read again
-    (a class of submissions shares most of its helpers and untouched modules)."""
+    """The file read for the scan; a small file seen before (the same bytes, name and neighbours) is
+    not read again (a class of submissions shares most of its helpers and untouched modules)."""
     data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
     if len(data) <= CACHED_BYTES:
         return _parse_cached(data, filename, local_modules)

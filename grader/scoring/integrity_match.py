@@ -1,8 +1,9 @@
-"""Which integrity rules one syntax node breaks: the rules (:mod:`grader.scoring.integrity_rules`) applied.
+"""Which integrity rules one syntax node breaks: the rules (:mod:`grader.scoring.integrity_rules`)
+applied.
 
-Kept apart from :mod:`grader.scoring.integrity` (reading a file for the scan, and the findings it makes): this
-is the judgement of a single node, an import, an attribute, a name, a call or a definition, with every name
-resolved by binding (:mod:`grader.scoring.bindings`).
+Kept apart from :mod:`grader.scoring.integrity` (reading a file for the scan, and the findings it
+makes): this is the judgement of a single node, an import, an attribute, a name, a call or a
+definition, with every name resolved by binding (:mod:`grader.scoring.bindings`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from grader.scoring.integrity_rules import (
 
 
 def check(node: ast.AST, scopes: Scopes, calls: dict[int, ast.Call]) -> list[tuple[str, str]]:
-    """(rule, construct as written) for each rule ``node`` breaks (``calls``: the calls by id of their function)."""
+    """(rule, construct as written) for each rule ``node`` breaks (``calls``: the calls by id of
+    their function)."""
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return [hit for path in _imported(node, scopes) for hit in _module_rules(path)]
     if isinstance(node, ast.Attribute):
@@ -108,9 +110,10 @@ def _attribute_rules(attr: str, shown: str) -> list[tuple[str, str]]:
 
 
 def _accessor(node: ast.Attribute, call: ast.Call, scopes: Scopes) -> list[tuple[str, str]]:
-    """``X.__getattr__``/``__getattribute__``/``__setattr__``/``__delattr__`` called: unbound on a class
-    (``object.__setattr__(self, "x", v)``) the name is the second argument, bound (``super().__getattr__("x")``) the
-    first; a name known before run time is read as that attribute, any other is a dynamic access."""
+    """``X.__getattr__``/``__getattribute__``/``__setattr__``/``__delattr__`` called: unbound on a
+    class (``object.__setattr__(self, "x", v)``) the name is the second argument, bound
+    (``super().__getattr__("x")``) the first; a name known before run time is read as that
+    attribute, any other is a dynamic access."""
     target, name = accessor_operands(node, call, scopes)
     names = scopes.strings(name) if name is not None else None
     if names is None:
@@ -151,7 +154,8 @@ def _call_rules(node: ast.Call, scopes: Scopes) -> list[tuple[str, str]]:
 
 
 def _dynamic_attribute(node: ast.Call, scopes: Scopes, writes: bool) -> list[tuple[str, str]]:
-    """``getattr``/``setattr``/``delattr``: a name known before run time is read as the attribute it is."""
+    """``getattr``/``setattr``/``delattr``: a name known before run time is read as the attribute it
+    is."""
     shown = show(node)
     names = scopes.strings(node.args[1])
     if names is None:
@@ -170,12 +174,14 @@ def _dynamic_attribute(node: ast.Call, scopes: Scopes, writes: bool) -> list[tup
 
 
 def _library(origins: frozenset[str]) -> bool:
-    """An object imported from outside the submission (a module, a class, a function of a library)."""
+    """An object imported from outside the submission (a module, a class, a function of a
+    library)."""
     return any(o != UNKNOWN and not o.startswith(("@", "def:")) for o in origins)
 
 
 def show(node: ast.AST) -> str:
-    """The construct as written, short: a long or multi-line one is not unparsed whole (that is quadratic)."""
+    """The construct as written, short: a long or multi-line one is not unparsed whole (that is
+    quadratic)."""
     one_line = getattr(node, "lineno", 0) == getattr(node, "end_lineno", -1)
     if not one_line or (node.end_col_offset or 0) - node.col_offset > 100:  # type: ignore[attr-defined]
         tail = node.attr if isinstance(node, ast.Attribute) else type(node).__name__

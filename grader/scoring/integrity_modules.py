@@ -1,11 +1,12 @@
-"""Which modules a submission may import, for the integrity scan (:mod:`grader.scoring.integrity_match`).
+"""Which modules a submission may import, for the integrity scan
+(:mod:`grader.scoring.integrity_match`).
 
-Imports are an allow-list: a module nobody listed here is a ``module`` finding (``review``), never a miss.
-The exercises need torch, math and the standard library's plain data tools; ``MODULE_KINDS`` says, for the
-finding's text, why some unlisted modules matter. ``sys`` is allowed, but only the attributes in
-``SYS_PLAIN`` are plain data: any other is ``introspection``. Kept apart from the rules themselves
-(:mod:`grader.scoring.integrity_rules`, what a construct reaches and how much it costs) as the list an
-instructor reviews when an honest import is flagged.
+Imports are an allow-list: a module nobody listed here is a ``module`` finding (``review``), never a
+miss. The exercises need torch, math and the standard library's plain data tools; ``MODULE_KINDS``
+says, for the finding's text, why some unlisted modules matter. ``sys`` is allowed, but only the
+attributes in ``SYS_PLAIN`` are plain data: any other is ``introspection``. Kept apart from the
+rules themselves (:mod:`grader.scoring.integrity_rules`, what a construct reaches and how much it
+costs) as the list an instructor reviews when an honest import is flagged.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ ALLOWED_MODULES = frozenset(
         "unicodedata",
     }
 )
-MODULE_KINDS = {  # why an unlisted module matters, for the finding's text (any unlisted module is a finding)
+# why an unlisted module matters, for the finding's text (any unlisted module is a finding)
+MODULE_KINDS = {
     **dict.fromkeys(
         (
             "os",

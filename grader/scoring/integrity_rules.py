@@ -1,9 +1,10 @@
 """The integrity scan's rules, as data (read by :mod:`grader.scoring.integrity`).
 
-Each rule has a severity (``withhold``: proof, the exercise is withheld; ``review``: shown to the instructor as
-"needs review", costs nothing) and a reason. Imports are an allow-list: a module nobody listed is a ``module``
-finding, not a miss; within allowed modules the few entry points that reach further are listed by path.
-The allow-list itself, and which attributes of ``sys`` are plain, are :mod:`grader.scoring.integrity_modules`.
+Each rule has a severity (``withhold``: proof, the exercise is withheld; ``review``: shown to the
+instructor as "needs review", costs nothing) and a reason. Imports are an allow-list: a module
+nobody listed is a ``module`` finding, not a miss; within allowed modules the few entry points that
+reach further are listed by path. The allow-list itself, and which attributes of ``sys`` are plain,
+are :mod:`grader.scoring.integrity_modules`.
 """
 
 from __future__ import annotations

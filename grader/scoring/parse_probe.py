@@ -1,11 +1,13 @@
-"""Whether a large source file parses within bounds, tried in a child: no file can cost the trusted scan minutes.
+"""Whether a large source file parses within bounds, tried in a child: no file can cost the trusted
+scan minutes.
 
-The integrity scan parses every ``.py`` file of a submission in the trusted process (it needs the tree). Python
-3.11's parser is quadratic on some sources: a 1 MiB module of f-string replacement fields took 157 s of CPU and
-678 MiB to parse, within intake's size caps. A file above :data:`PROBE_BYTES` is therefore parsed first by a fresh
-``python -I -S`` that limits its own CPU time and address space (as :mod:`grader.intake.bounded` does for
-notebooks); only a file that parses there within the limits is parsed here. A file that exhausts them is the
-submission's doing: the scan reports it ``unscannable``. A probe that cannot run is the grader's fault.
+The integrity scan parses every ``.py`` file of a submission in the trusted process (it needs the
+tree). Python 3.11's parser is quadratic on some sources: a 1 MiB module of f-string replacement
+fields took 157 s of CPU and 678 MiB to parse, within intake's size caps. A file above
+:data:`PROBE_BYTES` is therefore parsed first by a fresh ``python -I -S`` that limits its own CPU
+time and address space (as :mod:`grader.intake.bounded` does for notebooks); only a file that parses
+there within the limits is parsed here. A file that exhausts them is the submission's doing: the
+scan reports it ``unscannable``. A probe that cannot run is the grader's fault.
 """
 
 from __future__ import annotations
@@ -16,14 +18,12 @@ import sys
 from grader import procs
 from grader.errors import GraderFault
 
-PROBE_BYTES = (
-    64 << 10
-)  # below this a parse is cheap whatever the source (the quadratic case: 0.6 s at 64 KiB)
+# below this a parse is cheap whatever the source (the quadratic case: 0.6 s at 64 KiB)
+PROBE_BYTES = 64 << 10
 CPU_S = 5  # an honest 1 MiB module parses in well under a second
 MEMORY_BYTES = 1 << 30
-WALL_S = (
-    120  # past this with CPU to spare, the machine is starved: the grader's problem, not the file's
-)
+# past this with CPU to spare, the machine is starved: the grader's problem, not the file's
+WALL_S = 120
 _KILLED = (
     -signal.SIGXCPU,
     -signal.SIGKILL,
@@ -32,7 +32,8 @@ _KILLED = (
 
 
 def too_costly(name: str, data: bytes) -> str | None:
-    """Why ``data`` cannot be parsed within the limits (None where it can, or is small enough not to ask)."""
+    """Why ``data`` cannot be parsed within the limits (None where it can, or is small enough not to
+    ask)."""
     if len(data) <= PROBE_BYTES:
         return None
     done = procs.run_bounded(
@@ -53,7 +54,8 @@ def too_costly(name: str, data: bytes) -> str | None:
 
 
 def _main() -> int:
-    """The child: limits first, then the source from stdin; exit 0 whether or not it is valid Python."""
+    """The child: limits first, then the source from stdin; exit 0 whether or not it is valid
+    Python."""
     import ast
 
     procs.limit_self(cpu_s=CPU_S, memory_bytes=MEMORY_BYTES)

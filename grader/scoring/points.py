@@ -1,6 +1,7 @@
 """Sum per-test results into per-exercise scores (CUDA tests that could not run are left out).
 
-An exercise whose code has an integrity finding keeps its tests but not its points (:func:`withhold`).
+An exercise whose code has an integrity finding keeps its tests but not its points
+(:func:`withhold`).
 """
 
 from __future__ import annotations
@@ -24,20 +25,23 @@ class ExerciseScore:
 
 
 def counts_toward_max(result: TestResult, *, require_cuda: bool) -> bool:
-    """A CUDA test skipped for want of a device is listed but not counted, unless CUDA is required."""
+    """A CUDA test skipped for want of a device is listed but not counted, unless CUDA is
+    required."""
     return not (result.cuda and result.outcome == "skipped" and not require_cuda)
 
 
-SEVERE_CAP = 0.5  # an exercise whose output is unusable for some ordinary inputs keeps at most half its points
+# an exercise whose output is unusable for some ordinary inputs keeps at most half its points
+SEVERE_CAP = 0.5
 
 
 def cap(score: ExerciseScore) -> None:
-    """A failed ``severe`` test caps the exercise when its failure is of the class the test names (an output that
-    overflows for inputs of ordinary size: the test confirms that the same call works at ordinary scale and breaks
-    at large scale, :func:`grader.testing.regimes.expect_stable`): such a bug ruins training however many other
-    tests pass. Any other failure there (an exception that ordinary inputs raise too, a wrong shape, finite wrong
-    values) costs that test's points only: the cap names what breaks, and a bug it does not describe must not
-    be told "your softmax overflows"."""
+    """A failed ``severe`` test caps the exercise when its failure is of the class the test names
+    (an output that overflows for inputs of ordinary size: the test confirms that the same call
+    works at ordinary scale and breaks at large scale,
+    :func:`grader.testing.regimes.expect_stable`): such a bug ruins training however many other
+    tests pass. Any other failure there (an exception that ordinary inputs raise too, a wrong shape,
+    finite wrong values) costs that test's points only: the cap names what breaks, and a bug it does
+    not describe must not be told "your softmax overflows"."""
     failed = [t for t in score.tests if t.severe and t.outcome in ("failed", "error") and t.caps]
     if failed and score.score > score.max_score * SEVERE_CAP:
         score.score = round(score.max_score * SEVERE_CAP, 6)

@@ -28,7 +28,8 @@ AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 
 
 class _Inject:
-    """Hands the backend factory and the loaded assignment to the plugin before the session starts."""
+    """Hands the backend factory and the loaded assignment to the plugin before the session
+    starts."""
 
     def __init__(
         self, factory: Callable[[], Backend] | None, assignment: manifest.Assignment | None
@@ -74,7 +75,8 @@ class _QuickReports:
 
 
 def _phase(when: str) -> Literal["setup", "call", "teardown"]:
-    """A test's phase: runtest_makereport is called for setup, call and teardown, never for collection."""
+    """A test's phase: runtest_makereport is called for setup, call and teardown, never for
+    collection."""
     return cast('Literal["setup", "call", "teardown"]', when)
 
 
@@ -109,19 +111,20 @@ def run_suites(
         backend_factory = _observed(backend_factory, recorder)
     if backend_factory is not None or assignment is not None:
         plugins.append(_Inject(backend_factory, assignment))
-    root = (
-        assignment.root if assignment else SUITES_ROOT
-    )  # test ids are relative to it: tests/hidden/...
+    # test ids are relative to it: tests/hidden/...
+    root = assignment.root if assignment else SUITES_ROOT
     args = [
         *(str(f) for f in files),
         "-p",
         "grader.testing.plugin",
         "-p",
         "no:cacheprovider",
-        # unraisableexception runs gc.collect() five times per session: 0.6 s of a 1 s grade with torch loaded
+        # unraisableexception runs gc.collect() five times per session: 0.6 s of a 1 s grade with
+        # torch loaded
         "-p",
         "no:unraisableexception",
-        # the logging plugin adds and removes its handlers around every phase of every test: 0.4 ms a test
+        # the logging plugin adds and removes its handlers around every phase of every test: 0.4 ms
+        # a test
         "-p",
         "no:logging",
         "--noconftest",
@@ -147,9 +150,8 @@ def run_suites(
         args += ["-p", "no:terminal"]
     _forget_other_copies(files, root)
     before = os.environ.get(AUTOLOAD)
-    os.environ[AUTOLOAD] = (
-        "1"  # no installed plugin (and nothing a student pip-installed) loads here
-    )
+    # no installed plugin (and nothing a student pip-installed) loads here
+    os.environ[AUTOLOAD] = "1"
     try:
         code = pytest.main(args, plugins=plugins)
     finally:  # the caller's environment as it was (a `grader check` user may rely on their plugins)
@@ -175,8 +177,9 @@ def _observed(factory: Callable[[], Backend], recorder: Recorder) -> Callable[[]
 
 def _forget_other_copies(files: Sequence[Path], root: Path) -> None:
     """Drop suite modules imported from another course folder: pytest's importlib mode reuses
-    ``sys.modules[name]`` whatever file it came from, so a second course's ``tests/hidden/test_x.py`` (same
-    name, relative to its own root) would silently run the first course's tests instead."""
+    ``sys.modules[name]`` whatever file it came from, so a second course's
+    ``tests/hidden/test_x.py`` (same name, relative to its own root) would silently run the first
+    course's tests instead."""
     wanted = {Path(f).resolve() for f in files}
     tails = tuple(
         p.relative_to(root.resolve()).as_posix() for p in wanted if p.is_relative_to(root.resolve())

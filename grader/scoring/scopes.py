@@ -1,11 +1,11 @@
-"""The scopes of a module, as Python builds them: which names each scope binds, and how (the first half of
-:mod:`grader.scoring.bindings`).
+"""The scopes of a module, as Python builds them: which names each scope binds, and how (the first
+half of :mod:`grader.scoring.bindings`).
 
-Module, function, lambda, class and comprehension scopes; ``global``/``nonlocal``; a function's defaults,
-decorators and annotations belong to the enclosing scope, its body to its own; a comprehension's first iterable to
-the enclosing scope. A binding records what gives the name its value (an import path, an expression, the iterable
-of a ``for``, a definition, a parameter) and the statement that makes it. Iterative: a deep file cannot exhaust the
-trusted process's stack.
+Module, function, lambda, class and comprehension scopes; ``global``/``nonlocal``; a function's
+defaults, decorators and annotations belong to the enclosing scope, its body to its own; a
+comprehension's first iterable to the enclosing scope. A binding records what gives the name its
+value (an import path, an expression, the iterable of a ``for``, a definition, a parameter) and the
+statement that makes it. Iterative: a deep file cannot exhaust the trusted process's stack.
 """
 
 from __future__ import annotations
@@ -48,9 +48,8 @@ class ScopeTree:
 
     def __init__(self, tree: ast.Module, local_modules: frozenset[str] = frozenset()) -> None:
         self.local_modules = local_modules
-        self.methods: frozenset[str] = (
-            frozenset()
-        )  # names of the methods the module's classes define
+        # names of the methods the module's classes define
+        self.methods: frozenset[str] = frozenset()
         self.module = Scope(tree, "module", None, body={id(n) for n in tree.body})
         self.scope_of: dict[int, Scope] = {}
         self._build(tree)
@@ -65,7 +64,8 @@ class ScopeTree:
                 todo.append((child, where))
 
     def _enter(self, node: ast.AST, scope: Scope) -> Scope | None:
-        """The scope ``node`` opens (binding its name in ``scope`` first), if any; and the bindings it makes."""
+        """The scope ``node`` opens (binding its name in ``scope`` first), if any; and the bindings
+        it makes."""
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self._target_scope(scope, node.name).bind(node.name, Binding("def", node, node))
             if scope.kind == "class" and not isinstance(node, ast.ClassDef):
@@ -94,7 +94,8 @@ class ScopeTree:
     def _children(
         self, node: ast.AST, scope: Scope, inner: Scope | None
     ) -> list[tuple[ast.AST, Scope]]:
-        """Children with the scope each is evaluated in (defaults, decorators and bases outside; bodies inside)."""
+        """Children with the scope each is evaluated in (defaults, decorators and bases outside;
+        bodies inside)."""
         if inner is None:
             return [(child, scope) for child in ast.iter_child_nodes(node)]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -137,7 +138,8 @@ class ScopeTree:
                 "expr" if isinstance(node, ast.AnnAssign) and node.value is not None else "unknown"
             )
             if isinstance(node, ast.AnnAssign) and node.value is None and scope.kind != "function":
-                return  # `x: int` binds nothing at module or class level (in a function it makes x local)
+                # `x: int` binds nothing at module or class level (in a function it makes x local)
+                return
             self._target_scope(scope, node.target.id).bind(
                 node.target.id, Binding(kind, node.value, node)
             )
@@ -219,7 +221,8 @@ class ScopeTree:
             )
 
     def local_path(self, path: str) -> str:
-        """A submission module imported by its plain name is the submission's (``@helper``), not a library."""
+        """A submission module imported by its plain name is the submission's (``@helper``), not a
+        library."""
         return f"@{path}" if path.split(".")[0] in self.local_modules else path
 
     def _target_scope(self, scope: Scope, name: str) -> Scope:
@@ -232,7 +235,8 @@ class ScopeTree:
             )
         return scope
 
-    # -- resolving ----------------------------------------------------------------------------------
+    # -- resolving
+    # ----------------------------------------------------------------------------------
 
 
 def _all_args(args: ast.arguments) -> list[ast.arg]:
@@ -246,8 +250,9 @@ def _all_args(args: ast.arguments) -> list[ast.arg]:
 
 
 def enclosing_functions(scope: Scope) -> list[Scope]:
-    """Scopes a name read in ``scope`` falls back to, innermost first: functions and comprehensions, never classes
-    (a method does not see its class body), never the module (the caller tries it last)."""
+    """Scopes a name read in ``scope`` falls back to, innermost first: functions and comprehensions,
+    never classes (a method does not see its class body), never the module (the caller tries it
+    last)."""
     out, outer = [], scope.parent
     while outer is not None and outer.kind != "module":
         if outer.kind != "class":

@@ -52,7 +52,8 @@ def environment() -> dict[str, Any]:
     }
 
 
-SCHEMA_VERSION = 3  # 2: the attested isolation record, integrity severity; 3: error tied to status (grader.schema)
+# 2: the attested isolation record, integrity severity; 3: error tied to status (grader.schema)
+SCHEMA_VERSION = 3
 
 
 def new(
@@ -66,7 +67,8 @@ def new(
     layout: str = "unknown",
     started: str | None = None,
 ) -> Scorecard:
-    """A fresh ``status: graded`` scorecard with nothing scored yet (student strings sanitised here)."""
+    """A fresh ``status: graded`` scorecard with nothing scored yet (student strings sanitised
+    here)."""
     sub: Submission = {
         "path": safetext.name(path, 1000),
         "sha256": "",
@@ -97,7 +99,8 @@ def new(
 def inprocess_isolation(
     *, uid: int | None = None, threads: int = 1, limits: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The isolation record of a run with no sandbox at all (a student's local check, the project's tests)."""
+    """The isolation record of a run with no sandbox at all (a student's local check, the project's
+    tests)."""
     return {
         "backend": "inprocess",
         "uid": os.getuid() if uid is None and hasattr(os, "getuid") else uid or 0,
@@ -119,7 +122,8 @@ def scored(card: Scorecard, scores: list[ExerciseScore], *, require_cuda: bool) 
 
 
 def with_error(card: Scorecard, kind: ErrorKind, message: str) -> Scorecard:
-    """``status: error`` of ``kind`` (grader, intake, isolation, ...): no points, the message sanitised."""
+    """``status: error`` of ``kind`` (grader, intake, isolation, ...): no points, the message
+    sanitised."""
     card["status"], card["error"] = "error", {"kind": kind, "message": clean(message)}
     card["score"] = 0
     return card
@@ -149,7 +153,8 @@ def test_entry(result: TestResult, *, require_cuda: bool) -> TestEntry:
 
 
 def outcome(name: str) -> Outcome:
-    """A test's outcome as the scorecard names it (collect makes only these; anything else is an error)."""
+    """A test's outcome as the scorecard names it (collect makes only these; anything else is an
+    error)."""
     return name if is_outcome(name) else "error"
 
 
@@ -171,8 +176,8 @@ def exercise_entry(score: ExerciseScore, *, require_cuda: bool) -> ExerciseEntry
 
 
 def _capped(tests: list[TestEntry], score: ExerciseScore) -> list[TestEntry]:
-    """A capped exercise's passed tests keep their share of the capped score, so that the tests' points still
-    add up to the exercise's (GitHub Classroom and Gradescope sum them)."""
+    """A capped exercise's passed tests keep their share of the capped score, so that the tests'
+    points still add up to the exercise's (GitHub Classroom and Gradescope sum them)."""
     earned = sum(t["points"] for t in tests if t["counted"])
     if score.capped and earned > 0:
         for test in tests:
@@ -198,9 +203,10 @@ def write(card: AnyCard, out: Path) -> None:
 
 
 def slim(card: AnyCard) -> dict[str, Any]:
-    """``card`` without its tests and the student's output: what a list of the whole class keeps of each
-    submission (scores, status, error, incidents, integrity, isolation) while the whole card stays on disk.
-    A whole card is about 160 KB of Python objects; 1,000 of them held to the end of a batch were 160 MB."""
+    """``card`` without its tests and the student's output: what a list of the whole class keeps of
+    each submission (scores, status, error, incidents, integrity, isolation) while the whole card
+    stays on disk. A whole card is about 160 KB of Python objects; 1,000 of them held to the end of
+    a batch were 160 MB."""
     kept = {k: v for k, v in card.items() if k not in ("exercises", "student_output")}
     kept["exercises"] = [{k: v for k, v in ex.items() if k != "tests"} for ex in card["exercises"]]
     return kept

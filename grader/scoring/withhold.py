@@ -1,13 +1,17 @@
-"""What an integrity finding costs: only ``withhold`` findings cost anything, and only the exercise they belong to.
+"""What an integrity finding costs: only ``withhold`` findings cost anything, and only the exercise
+they belong to.
 
-- A ``withhold`` finding of the scan (:mod:`grader.scoring.integrity`) withholds the exercise whose own file has it.
-  A helper module (a file that is no exercise's module) belongs to every exercise whose own file imports it,
-  directly or through other helpers: its code runs as part of theirs, and there is no other exercise to charge.
-  Another exercise's module is not followed: importing ``CausalAttention`` does not make ``causal_attention.py``
-  the multi-head exercise's own file (that exercise is graded with stand-ins for it anyway). A one-file
-  submission is every exercise's own file.
-- A ``banned-api`` finding (:mod:`grader.scoring.banned`) withholds the exercise whose ban it breaks.
-- A ``review`` finding costs nothing: it is listed on the scorecard and in the class report as "needs review".
+- A ``withhold`` finding of the scan (:mod:`grader.scoring.integrity`) withholds the exercise whose
+  own file has it. A helper module (a file that is no exercise's module) belongs to every exercise
+  whose own file imports it, directly or through other helpers: its code runs as part of theirs, and
+  there is no other exercise to charge. Another exercise's module is not followed: importing
+  ``CausalAttention`` does not make ``causal_attention.py`` the multi-head exercise's own file (that
+  exercise is graded with stand-ins for it anyway). A one-file submission is every exercise's own
+  file.
+- A ``banned-api`` finding (:mod:`grader.scoring.banned`) withholds the exercise whose ban it
+  breaks.
+- A ``review`` finding costs nothing: it is listed on the scorecard and in the class report as
+  "needs review".
 
 A withheld exercise keeps its tests (they are shown); its score is 0 and the scorecard says why.
 """
@@ -66,8 +70,8 @@ def apply(scores: list[ExerciseScore], verdict: Review) -> None:
 
 
 def annotate(card: Scorecard, verdict: Review) -> None:
-    """Scorecard fields: ``integrity`` (every finding, with its severity) and, per withheld exercise, ``withheld``
-    and 0 points."""
+    """Scorecard fields: ``integrity`` (every finding, with its severity) and, per withheld
+    exercise, ``withheld`` and 0 points."""
     card["integrity"] = verdict.to_list()
     card["timings"]["integrity_s"] = verdict.seconds
     for entry in card["exercises"]:
@@ -114,7 +118,8 @@ def _owners(
 
 
 def _imports(tree: ast.Module, stems: set[str]) -> set[str]:
-    """Submission modules a module imports: ``from .x import``, ``from . import x``, ``import x``."""
+    """Submission modules a module imports: ``from .x import``, ``from . import x``, ``import
+    x``."""
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -1,4 +1,5 @@
-"""Academic integrity across a class: code that survives renaming, and the same wrong answers (issue 31).
+"""Academic integrity across a class: code that survives renaming, and the same wrong answers (issue
+31).
 
 Evidence for a person to review, never a penalty: nothing here changes a score.
 """

@@ -1,17 +1,20 @@
-"""One canonical form for code that students write in several equivalent ways, before it is tokenized.
+"""One canonical form for code that students write in several equivalent ways, before it is
+tokenized.
 
-A disguise that keeps the program keeps its meaning, so the comparison reads the meaning's one spelling: the
-torch function form of a tensor method becomes the method (``torch.exp(x)`` -> ``x.exp()``, ``F.softmax(s, -1)``
--> ``s.softmax(-1)``), ``torch.matmul(a, b)`` becomes ``a @ b``, ``x.size(i)`` becomes ``x.shape[i]``,
-``math.sqrt(d)`` becomes ``d ** 0.5`` (and ``* d ** -0.5`` a division by it), ``x.logical_not()`` becomes ``~x``,
-every spelling of infinity ``float("inf")``, a ``dim=`` keyword given first becomes positional, a transpose's two
-dims come in order; a list built by a ``for`` loop of ``append``s becomes the comprehension; a variable assigned
-and read once, by the next statement, is put in its place; adjacent assignments that do not depend on each other
-come in a fixed order (functions keep theirs: a fingerprint inside one is the same wherever it stands).
+A disguise that keeps the program keeps its meaning, so the comparison reads the meaning's one
+spelling: the torch function form of a tensor method becomes the method (``torch.exp(x)`` ->
+``x.exp()``, ``F.softmax(s, -1)`` -> ``s.softmax(-1)``), ``torch.matmul(a, b)`` becomes ``a @ b``,
+``x.size(i)`` becomes ``x.shape[i]``, ``math.sqrt(d)`` becomes ``d ** 0.5`` (and ``* d ** -0.5`` a
+division by it), ``x.logical_not()`` becomes ``~x``, every spelling of infinity ``float("inf")``, a
+``dim=`` keyword given first becomes positional, a transpose's two dims come in order; a list built
+by a ``for`` loop of ``append``s becomes the comprehension; a variable assigned and read once, by
+the next statement, is put in its place; adjacent assignments that do not depend on each other come
+in a fixed order (functions keep theirs: a fingerprint inside one is the same wherever it stands).
 What is left is what a student chose.
 
-:func:`canonical` returns the code as text, one statement a line (headers of compound statements on their own),
-and for each line of it the lines of the student's file it came from, so the report still shows their code.
+:func:`canonical` returns the code as text, one statement a line (headers of compound statements on
+their own), and for each line of it the lines of the student's file it came from, so the report
+still shows their code.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ Span = tuple[int, int]
 
 
 def canonical(source: str, lines: set[int] | None = None) -> tuple[str, list[Span]] | None:
-    """``source`` in canonical form (only the top-level statements starting on ``lines``), and the original lines
-    of each of its lines; ``None`` when it does not parse (it is then read as it is)."""
+    """``source`` in canonical form (only the top-level statements starting on ``lines``), and the
+    original lines of each of its lines; ``None`` when it does not parse (it is then read as it
+    is)."""
     try:
         tree = ast.parse(source)
         if lines is not None:
@@ -64,7 +68,8 @@ def _emit(body: list[ast.stmt], depth: int, out: list[str], spans: list[Span]) -
 
 
 def _compound(stmt: ast.stmt, depth: int, out: list[str], spans: list[Span]) -> None:
-    """A compound statement: its header (unparsed with ``pass`` bodies), then each body under its keyword."""
+    """A compound statement: its header (unparsed with ``pass`` bodies), then each body under its
+    keyword."""
     pad = "    " * depth
     shell = copy.copy(stmt)
     for name in _BODIES:

@@ -1,9 +1,10 @@
-"""The expression rewrites of :mod:`grader.similarity.canon`: equivalent torch spellings of one computation.
+"""The expression rewrites of :mod:`grader.similarity.canon`: equivalent torch spellings of one
+computation.
 
-Each rule maps several spellings of one computation to one of them; none needs to know what a name means beyond
-the modules a course imports them as (``torch``, ``F``, ``math``), so a rule never runs, imports or evaluates code.
-:class:`Rewrite` walks a tree bottom-up and hands each statement list it leaves to
-:func:`grader.similarity.canon_statements.statements` (loops, temporaries, order).
+Each rule maps several spellings of one computation to one of them; none needs to know what a name
+means beyond the modules a course imports them as (``torch``, ``F``, ``math``), so a rule never
+runs, imports or evaluates code. :class:`Rewrite` walks a tree bottom-up and hands each statement
+list it leaves to :func:`grader.similarity.canon_statements.statements` (loops, temporaries, order).
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def _neg_inf(node: ast.AST) -> bool:
 
 
 class Rewrite(ast.NodeTransformer):
-    """Expressions bottom-up into one spelling; then each statement list (loops, temporaries, order)."""
+    """Expressions bottom-up into one spelling; then each statement list (loops, temporaries,
+    order)."""
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)

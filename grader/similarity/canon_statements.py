@@ -1,10 +1,11 @@
 """The statement rewrites of :mod:`grader.similarity.canon`: loops, temporaries, statement order.
 
 :func:`statements` rewrites one statement list whose expressions are already canonical
-(:class:`grader.similarity.canon_rules.Rewrite` calls it on each list it leaves): a list built by ``append`` in a
-``for`` loop becomes the comprehension, a temporary read once by the next statement is put in its place, and
-adjacent independent assignments come in a fixed order (:func:`blind`, so renaming changes no order). Like the
-expression rules these only read the tree: nothing is run, imported or evaluated.
+(:class:`grader.similarity.canon_rules.Rewrite` calls it on each list it leaves): a list built by
+``append`` in a ``for`` loop becomes the comprehension, a temporary read once by the next statement
+is put in its place, and adjacent independent assignments come in a fixed order (:func:`blind`, so
+renaming changes no order). Like the expression rules these only read the tree: nothing is run,
+imported or evaluated.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import copy
 
 
 def statements(body: list[ast.stmt]) -> list[ast.stmt]:
-    """One statement list rewritten: loops into comprehensions, temporaries inlined, then runs in order."""
+    """One statement list rewritten: loops into comprehensions, temporaries inlined, then runs in
+    order."""
     return _sorted_runs(_inline(_comprehensions(body)))
 
 
@@ -55,7 +57,8 @@ def _reads(node: ast.AST, name: str) -> int:
 
 
 def _inline(body: list[ast.stmt]) -> list[ast.stmt]:
-    """``t = e`` and the next statement, the only one that names ``t`` (once): ``e`` put in its place."""
+    """``t = e`` and the next statement, the only one that names ``t`` (once): ``e`` put in its
+    place."""
     out = list(body)
     i = 0
     while i < len(out) - 1:

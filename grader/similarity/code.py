@@ -1,15 +1,17 @@
-"""A submission's code for one exercise, as the token stream the comparison reads (renaming and layout undone).
+"""A submission's code for one exercise, as the token stream the comparison reads (renaming and
+layout undone).
 
-The source is read as Python reads it (its coding cookie or BOM, else UTF-8; a file Python cannot decode has no code
-to compare). :func:`tokens` keeps what a student cannot change without changing the program: keywords, operators,
-numbers, attribute names (``.exp``, ``.masked_fill``: the torch API; not those the file assigns, ``self.hd = ...``)
-and keyword-argument names; every other identifier (variables, parameters, functions, classes, import aliases,
-attributes of its own) becomes ``V``, every string ``S``. Comments,
-docstrings, blank lines and indentation are dropped, so renaming, re-commenting and re-spacing change nothing. Each
-token keeps its line, for the fragments the report shows.
+The source is read as Python reads it (its coding cookie or BOM, else UTF-8; a file Python cannot
+decode has no code to compare). :func:`tokens` keeps what a student cannot change without changing
+the program: keywords, operators, numbers, attribute names (``.exp``, ``.masked_fill``: the torch
+API; not those the file assigns, ``self.hd = ...``) and keyword-argument names; every other
+identifier (variables, parameters, functions, classes, import aliases, attributes of its own)
+becomes ``V``, every string ``S``. Comments, docstrings, blank lines and indentation are dropped, so
+renaming, re-commenting and re-spacing change nothing. Each token keeps its line, for the fragments
+the report shows.
 
-A file holding every exercise (one ``.py`` or notebook) is cut per exercise: the top-level definitions the
-exercise's stub names, and the helpers they use (:func:`exercise_source`).
+A file holding every exercise (one ``.py`` or notebook) is cut per exercise: the top-level
+definitions the exercise's stub names, and the helpers they use (:func:`exercise_source`).
 """
 
 from __future__ import annotations
@@ -24,12 +26,10 @@ from dataclasses import dataclass
 
 from grader.similarity import canon
 
-MAX_TOKENS = (
-    20_000  # per file and exercise: a generated 1 MB file is compared on its first 20,000 tokens
-)
-MAX_CANONICAL = (
-    128 * 1024
-)  # characters: a bigger file (no student's attention code) is read as it is, not parsed
+# per file and exercise: a generated 1 MB file is compared on its first 20,000 tokens
+MAX_TOKENS = 20_000
+# characters: a bigger file (no student's attention code) is read as it is, not parsed
+MAX_CANONICAL = 128 * 1024
 _DROP = {"COMMENT", "NL", "INDENT", "DEDENT", "ENCODING", "ENDMARKER", "TYPE_COMMENT"}
 _STATEMENT_START = {"NEWLINE", "INDENT", "DEDENT", "ENCODING", None}
 _OPEN, _CLOSE = frozenset("([{"), frozenset(")]}")
@@ -61,17 +61,20 @@ def tokens(
     attrs: frozenset[str] = frozenset(),
     canonical: bool = False,
 ) -> list[Token]:
-    """The normalised tokens of ``source`` (only those starting on ``lines`` when given); ``keep``: names that stay as
-    they are (:func:`prescribed_names`), ``attrs``: attribute names that do (:func:`given_names`). A file that stops
-    tokenizing part-way is read up to there. ``canonical`` (off: it lowered both precision and recall on the
-    benchmark, see ``benchmarks/similarity.py``): code that parses is read in its canonical form
-    (:mod:`grader.similarity.canon`), each token keeping the lines of the statement it came from."""
+    """The normalised tokens of ``source`` (only those starting on ``lines`` when given); ``keep``:
+    names that stay as they are (:func:`prescribed_names`), ``attrs``: attribute names that do
+    (:func:`given_names`). A file that stops tokenizing part-way is read up to there. ``canonical``
+    (off: it lowered both precision and recall on the benchmark, see ``benchmarks/similarity.py``):
+    code that parses is read in its canonical form (:mod:`grader.similarity.canon`), each token
+    keeping the lines of the statement it came from."""
     if not canonical or len(source) > MAX_CANONICAL:
         return raw_tokens(source, lines, keep, attrs)
     found, cut = canon.canonical(source, lines), 0  # cut: the first line read as written (0: none)
     if (
         found is None
-    ):  # a file that stops parsing (on purpose?): the part before in canonical form, then as written
+        # a file that stops parsing (on purpose?): the part before in canonical form, then as
+        # written
+    ):
         cut = _bad_line(source)
         head = "".join(source.splitlines(keepends=True)[: cut - 1])
         found = canon.canonical(head, lines) if 1 < cut <= source.count("\n") + 1 else None
@@ -89,7 +92,8 @@ def tokens(
 
 
 def _bad_line(source: str) -> int:
-    """The line where ``source`` stops parsing (past its end: it parses, or fails for depth, not a line)."""
+    """The line where ``source`` stops parsing (past its end: it parses, or fails for depth, not a
+    line)."""
     try:
         ast.parse(source)
     except SyntaxError as exc:
@@ -142,7 +146,8 @@ def raw_tokens(
 
 
 def _assigned_attributes(raw: list[tokenize.TokenInfo], kinds: list[str]) -> set[str]:
-    """Attribute names the file itself assigns (``self.head_dim = ...``): the student's names, renamed like any."""
+    """Attribute names the file itself assigns (``self.head_dim = ...``): the student's names,
+    renamed like any."""
     return {
         raw[i].string
         for i in range(1, len(raw) - 1)
@@ -204,8 +209,8 @@ def _is_docstring(raw: list[tokenize.TokenInfo], kinds: list[str], i: int) -> bo
 
 
 def exercise_lines(source: str, names: set[str]) -> set[int] | None:
-    """Lines of the top-level definitions named ``names`` and of the top-level definitions they use, transitively
-    (``None``: the file does not parse, so it is compared whole)."""
+    """Lines of the top-level definitions named ``names`` and of the top-level definitions they use,
+    transitively (``None``: the file does not parse, so it is compared whole)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -233,15 +238,17 @@ def exercise_lines(source: str, names: set[str]) -> set[int] | None:
 
 
 def given_names(stub: str) -> frozenset[str]:
-    """Every word of the exercise's stub, its docstrings included: the attribute names the exercise prescribes
-    (``self.W_query``, ``self.mask``) are the same in every submission, and kept after a ``.``, not turned into ``V``.
-    A local variable named like a word of the docstring (``queries``, ``T``) is the student's choice: renamed."""
+    """Every word of the exercise's stub, its docstrings included: the attribute names the exercise
+    prescribes (``self.W_query``, ``self.mask``) are the same in every submission, and kept after a
+    ``.``, not turned into ``V``. A local variable named like a word of the docstring (``queries``,
+    ``T``) is the student's choice: renamed."""
     return frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", stub))
 
 
 def prescribed_names(stub: str) -> frozenset[str]:
-    """The names the stub's code makes every submission use wherever they appear: its top-level functions and
-    classes (the grader imports them) and the modules it imports (``torch``, ``nn``, ``math``)."""
+    """The names the stub's code makes every submission use wherever they appear: its top-level
+    functions and classes (the grader imports them) and the modules it imports (``torch``, ``nn``,
+    ``math``)."""
     try:
         tree = ast.parse(stub)
     except SyntaxError:

@@ -1,13 +1,15 @@
-"""The idiom: code that honest authors write the same way on their own, known before any class is graded.
+"""The idiom: code that honest authors write the same way on their own, known before any class is
+graded.
 
-A class of 200 shows its own common code (the fingerprints many of its students share, :mod:`match`); a class of 4
-cannot: there, the ``nn.Linear`` setup and the softmax line everyone writes would pair independent students. So a
-small class also leaves out the fingerprints that at least ``MIN_AUTHORS`` different authors of the course's
-honest code wrote: the reference (``solutions/``) and the independently written solutions beside the manifest
-(:data:`AUTHORS`: each folder one author), read from the course checkout like the references, never installed.
+A class of 200 shows its own common code (the fingerprints many of its students share,
+:mod:`match`); a class of 4 cannot: there, the ``nn.Linear`` setup and the softmax line everyone
+writes would pair independent students. So a small class also leaves out the fingerprints that at
+least ``MIN_AUTHORS`` different authors of the course's honest code wrote: the reference
+(``solutions/``) and the independently written solutions beside the manifest (:data:`AUTHORS`: each
+folder one author), read from the course checkout like the references, never installed.
 
-Only what two authors share is idiom: the reference's own code is never left out, so a copy of the reference is
-still a copy (measured in ``benchmarks/similarity.py``: the small-class rows).
+Only what two authors share is idiom: the reference's own code is never left out, so a copy of the
+reference is still a copy (measured in ``benchmarks/similarity.py``: the small-class rows).
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from pathlib import Path
 from grader.similarity import code, match
 
 MIN_AUTHORS = 2  # a fingerprint this many authors wrote on their own is idiom
-# beside the manifest: the reference, then folders of one author each (tests/corpus/independent/README.md)
+# beside the manifest: the reference, then folders of one author each
+# (tests/corpus/independent/README.md)
 REFERENCE = "solutions"
 AUTHORS = ("tests/corpus/independent", "tests/corpus/honest")
 
 
 def sources(root: Path, module: str) -> list[str]:
-    """Each author's ``module`` beside the manifest at ``root``, the reference first (absent ones left out)."""
+    """Each author's ``module`` beside the manifest at ``root``, the reference first (absent ones
+    left out)."""
     folders = [root / REFERENCE]
     for parent in AUTHORS:
         if (root / parent).is_dir():
@@ -36,8 +40,8 @@ def sources(root: Path, module: str) -> list[str]:
 def fingerprints(
     texts: list[str], given: list[code.Token], keep: frozenset[str], attrs: frozenset[str], k: int
 ) -> frozenset[int]:
-    """The fingerprints (``k`` tokens) of ``texts`` (one author each) that ``MIN_AUTHORS`` of them have, past the
-    given code."""
+    """The fingerprints (``k`` tokens) of ``texts`` (one author each) that ``MIN_AUTHORS`` of them
+    have, past the given code."""
     boiler = {h for h, _, _ in match.fingerprints(given, k)}
     count: dict[int, int] = {}
     for text in texts:

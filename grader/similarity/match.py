@@ -1,19 +1,21 @@
-"""Pairs of submissions that share code, per exercise: k-grams of normalised tokens, given and common code left out.
+"""Pairs of submissions that share code, per exercise: k-grams of normalised tokens, given and
+common code left out.
 
-Each submission's exercise code is a token stream (:mod:`grader.similarity.code`); every run of ``k`` tokens is a
-fingerprint. Fingerprints of the code every student was given (the exercise's stub: signatures, asserts, the
-``raise NotImplementedError``) are never evidence, nor are those that more than ``common`` submissions share (the
-class's common code: the three lines everyone writes for a softmax, as MOSS's ``-m`` leaves out). What is left is a
-student's *own* code. A pair's share, for each side, is the part of its own tokens that lie in fingerprints the other
-side has too; a pair's share is the smaller submission's (containment: junk added to a copy cannot dilute it, as
-the smaller of the two shares could be), and a pair is listed when it reaches ``threshold`` and at least
+Each submission's exercise code is a token stream (:mod:`grader.similarity.code`); every run of
+``k`` tokens is a fingerprint. Fingerprints of the code every student was given (the exercise's
+stub: signatures, asserts, the ``raise NotImplementedError``) are never evidence, nor are those that
+more than ``common`` submissions share (the class's common code: the three lines everyone writes for
+a softmax, as MOSS's ``-m`` leaves out). What is left is a student's *own* code. A pair's share, for
+each side, is the part of its own tokens that lie in fingerprints the other side has too; a pair's
+share is the smaller submission's (containment: junk added to a copy cannot dilute it, as the
+smaller of the two shares could be), and a pair is listed when it reaches ``threshold`` and at least
 ``min_tokens`` tokens match on each side.
 
-Pairs are found from an inverted index (fingerprint -> submissions), never by comparing every pair: each submission
-looks up only its rarest fingerprints, enough that a pair sharing none of them cannot reach ``threshold`` (prefix
-filtering), so no pair that could be listed is missed at any class size. Every fingerprint (no winnowing):
-submissions are small, and the exact share is what the report shows. Settings were chosen on the plagiarism corpus
-of ``benchmarks/similarity.py``.
+Pairs are found from an inverted index (fingerprint -> submissions), never by comparing every pair:
+each submission looks up only its rarest fingerprints, enough that a pair sharing none of them
+cannot reach ``threshold`` (prefix filtering), so no pair that could be listed is missed at any
+class size. Every fingerprint (no winnowing): submissions are small, and the exact share is what the
+report shows. Settings were chosen on the plagiarism corpus of ``benchmarks/similarity.py``.
 """
 
 from __future__ import annotations
@@ -29,28 +31,26 @@ MIN_STATEMENT = 5  # tokens: a shorter statement (``return V ;``) is no fingerpr
 
 @dataclass(frozen=True)
 class Settings:
-    """What a pair must show to be listed (the shipped defaults, chosen on ``benchmarks/similarity.py`` and
-    ``benchmarks/plagiarism_small.py``; :data:`BEFORE`: those of issue 31's first version)."""
+    """What a pair must show to be listed (the shipped defaults, chosen on
+    ``benchmarks/similarity.py`` and ``benchmarks/plagiarism_small.py``; :data:`BEFORE`: those of
+    issue 31's first version)."""
 
     k: int = 10  # tokens per fingerprint
     threshold: float = 0.55  # share matched, for a pair to be listed
     min_tokens: int = 30  # matched tokens at least (a few shared lines prove nothing)
-    common_fraction: float = (
-        0.1  # a fingerprint more than this share of the class has is common code...
-    )
+    common_fraction: float = 0.1  # a fingerprint in more than this share of a class: common code...
     common_min: int = 8  # ... or more than this many submissions (small classes)
-    candidate_df: int = (
-        12  # without ``prefix``: pairs found from fingerprints at most this many share
-    )
+    candidate_df: int = 12  # without ``prefix``: pairs from fingerprints at most this many share
     fragments: int = 6  # matched fragments kept per pair
     idf: bool = False  # weigh each fingerprint by log(n / submissions that have it), else 1
     containment: bool = True  # a pair's share: the smaller submission's (padding cannot dilute it)
     statements: bool = False  # fingerprints never cross a statement: measured worse at k = 10
     idiom: bool = True  # a small class also leaves out the course's idiom (grader.similarity.idiom)
-    # pairs found from each side's rarest fingerprints: every pair that can reach the threshold, at any class size
-    # (a fixed ``candidate_df`` missed most copies at 1,000, where more than 12 honest students share a line). Not
-    # the default: it also finds the honest pairs the cap hid, and precision at 1,000 fell to 0.879 (seed 3) and
-    # 0.784 (a fresh seed 4) against 0.940 and 0.992 with the cap; an accusation needs precision first.
+    # pairs found from each side's rarest fingerprints: every pair that can reach the threshold, at
+    # any class size (a fixed ``candidate_df`` missed most copies at 1,000, where more than 12
+    # honest students share a line). Not the default: it also finds the honest pairs the cap hid,
+    # and precision at 1,000 fell to 0.879 (seed 3) and 0.784 (a fresh seed 4) against 0.940 and
+    # 0.992 with the cap; an accusation needs precision first.
     prefix: bool = False
 
     def common(self, n: int) -> int:
@@ -58,12 +58,14 @@ class Settings:
         return max(self.common_min, math.ceil(self.common_fraction * n))
 
     def small(self, n: int) -> bool:
-        """With ``idiom``: a class too small to show its own common code (the limit is ``common_min``, not its
-        share), where the course's idiom is left out too. A bigger class measured better without it."""
+        """With ``idiom``: a class too small to show its own common code (the limit is
+        ``common_min``, not its share), where the course's idiom is left out too. A bigger class
+        measured better without it."""
         return self.idiom and self.common_fraction * n <= self.common_min
 
 
-# Issue 31's first settings (the smaller of the two shares, common code > 5%/4, pairs from fingerprints 12 share)
+# Issue 31's first settings (the smaller of the two shares, common code > 5%/4, pairs from
+# fingerprints 12 share)
 BEFORE = Settings(
     threshold=0.6,
     common_fraction=0.05,
@@ -72,8 +74,9 @@ BEFORE = Settings(
     idiom=False,
     prefix=False,
 )
-# The candidate of the last stop, now the default (its recall at 1,000 is 0.265: copies a dozen honest students
-# resemble are not compared); EXHAUSTIVE: every pair that can reach the threshold (prefix filtering)
+# The candidate of the last stop, now the default (its recall at 1,000 is 0.265: copies a dozen
+# honest students resemble are not compared); EXHAUSTIVE: every pair that can reach the threshold
+# (prefix filtering)
 CANDIDATE = Settings()
 EXHAUSTIVE = Settings(prefix=True)
 
@@ -129,14 +132,15 @@ def doc(
     keep: frozenset[str] = frozenset(),
     attrs: frozenset[str] = frozenset(),
 ) -> Doc:
-    """``source``'s code (only ``lines`` when given) as one side of a comparison (``keep``, ``attrs``: names kept as
-    they are, :func:`grader.similarity.code.tokens`)."""
+    """``source``'s code (only ``lines`` when given) as one side of a comparison (``keep``,
+    ``attrs``: names kept as they are, :func:`grader.similarity.code.tokens`)."""
     return Doc(key, tokens(source, lines, keep, attrs), source.splitlines())
 
 
 def fingerprints(toks: list[Token], k: int, statements: bool = False) -> list[tuple[int, int, int]]:
-    """``(hash, first, end)`` of every run of ``k`` tokens; ``statements``: runs inside one statement only, and a
-    statement shorter than ``k`` as one fingerprint, so that statements moved around keep their fingerprints."""
+    """``(hash, first, end)`` of every run of ``k`` tokens; ``statements``: runs inside one
+    statement only, and a statement shorter than ``k`` as one fingerprint, so that statements moved
+    around keep their fingerprints."""
     texts = tuple(t.text for t in toks)
     if not statements:
         return [(hash(texts[i : i + k]), i, i + k) for i in range(len(texts) - k + 1)]
@@ -157,8 +161,8 @@ def compare(
     settings: Settings = Settings(),
     idiom: frozenset[int] = frozenset(),
 ) -> list[Pair]:
-    """The pairs of ``docs`` (one exercise) above the threshold, highest share first; ``given``: the stub's tokens;
-    ``idiom``: fingerprints left out too when the class is :meth:`Settings.small`."""
+    """The pairs of ``docs`` (one exercise) above the threshold, highest share first; ``given``: the
+    stub's tokens; ``idiom``: fingerprints left out too when the class is :meth:`Settings.small`."""
     k = settings.k
     boiler = {h for h, _, _ in fingerprints(given, k, settings.statements)}
     if settings.small(len(docs)):
@@ -204,9 +208,10 @@ def _candidates(docs: list[Doc], df: Counter[int], most: int) -> list[tuple[int,
 def _prefix_candidates(
     docs: list[Doc], df: Counter[int], threshold: float
 ) -> list[tuple[int, int]]:
-    """Every pair whose share can reach ``threshold`` (prefix filtering, as in similarity joins): a side's share is
-    below it unless the other side has one of its rarest own fingerprints, those that weigh more than ``1 -
-    threshold`` of it. Exact at any class size, and cheap: common fingerprints are last, seldom looked up."""
+    """Every pair whose share can reach ``threshold`` (prefix filtering, as in similarity joins): a
+    side's share is below it unless the other side has one of its rarest own fingerprints, those
+    that weigh more than ``1 - threshold`` of it. Exact at any class size, and cheap: common
+    fingerprints are last, seldom looked up."""
     postings: dict[int, list[int]] = defaultdict(list)
     for index, doc in enumerate(docs):
         for h in doc.own:
@@ -220,8 +225,8 @@ def _prefix_candidates(
 
 
 def _prefix(doc: Doc, df: Counter[int], threshold: float) -> list[int]:
-    """``doc``'s rarest own fingerprints, until those left weigh less than ``threshold`` of it (less 0.001: shares
-    are rounded to 3 places)."""
+    """``doc``'s rarest own fingerprints, until those left weigh less than ``threshold`` of it (less
+    0.001: shares are rounded to 3 places)."""
     left, out = doc.own_weight, []
     for h in sorted(doc.mass, key=lambda h: (df[h], h)):
         if left < (threshold - 0.001) * doc.own_weight:
@@ -237,7 +242,8 @@ def _covered(doc: Doc, wanted: set[int]) -> set[int]:
 
 
 def _pair(a: Doc, b: Doc, settings: Settings) -> Pair | None:
-    """The pair, when its share reaches the threshold and enough tokens match (the costly parts last)."""
+    """The pair, when its share reaches the threshold and enough tokens match (the costly parts
+    last)."""
     shared = a.own & b.own
     if not a.own_weight or not b.own_weight:
         return None
@@ -254,7 +260,8 @@ def _pair(a: Doc, b: Doc, settings: Settings) -> Pair | None:
 
 
 def fragments(a: Doc, b: Doc, shared: set[int]) -> list[Fragment]:
-    """Matched stretches, longest first: consecutive fingerprints of ``a`` found consecutively in ``b``."""
+    """Matched stretches, longest first: consecutive fingerprints of ``a`` found consecutively in
+    ``b``."""
     where_b: dict[int, int] = {}
     for j, h in enumerate(b.hashes):
         if h in shared:
@@ -278,7 +285,8 @@ def fragments(a: Doc, b: Doc, shared: set[int]) -> list[Fragment]:
 
 
 def _lines(toks: list[Token]) -> tuple[int, int]:
-    """The student's lines a stretch of tokens covers (canonical order may differ from the file's)."""
+    """The student's lines a stretch of tokens covers (canonical order may differ from the
+    file's)."""
     return min(t.line for t in toks), max(t.end for t in toks)
 
 

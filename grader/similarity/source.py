@@ -1,9 +1,10 @@
-"""A class's code, per exercise, as :mod:`grader.similarity.match` compares it: each submission read by intake.
+"""A class's code, per exercise, as :mod:`grader.similarity.match` compares it: each submission read
+by intake.
 
-Nothing a student wrote runs here: intake copies the submission's files (bounded, links refused) and this module
-reads them as text. A file holding every exercise (one ``.py`` or a notebook) is cut per exercise
-(:func:`grader.similarity.code.exercise_lines`); a module that is still the released stub adds nothing of its own
-(its tokens are the given code), so it pairs with no one.
+Nothing a student wrote runs here: intake copies the submission's files (bounded, links refused) and
+this module reads them as text. A file holding every exercise (one ``.py`` or a notebook) is cut per
+exercise (:func:`grader.similarity.code.exercise_lines`); a module that is still the released stub
+adds nothing of its own (its tokens are the given code), so it pairs with no one.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from grader.errors import GraderFault
 from grader.intake import submission as intake
 from grader.similarity import code, match
 
-MAX_BYTES = (
-    512 * 1024
-)  # per module read: a bigger file is compared on its first 512 KiB (and MAX_TOKENS)
+# per module read: a bigger file is compared on its first 512 KiB (and MAX_TOKENS)
+MAX_BYTES = 512 * 1024
 
 
 @dataclass

@@ -1,9 +1,10 @@
-"""The ``similarity`` part of ``summary.json``: pairs of similar code per exercise and same-wrong-answer groups.
+"""The ``similarity`` part of ``summary.json``: pairs of similar code per exercise and
+same-wrong-answer groups.
 
-Library entry points, keyword-only, used by ``grader batch --similarity`` and ``grader similarity``. What a student
-wrote reaches the document only as bounded text (each fragment at most ``FRAGMENT_LINES`` lines of at most
-``LINE_CHARS`` characters, lone surrogates and control characters made safe by the summary's own cleaning), and
-the report escapes it.
+Library entry points, keyword-only, used by ``grader batch --similarity`` and ``grader similarity``.
+What a student wrote reaches the document only as bounded text (each fragment at most
+``FRAGMENT_LINES`` lines of at most ``LINE_CHARS`` characters, lone surrogates and control
+characters made safe by the summary's own cleaning), and the report escapes it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def code_pairs(
     exercise_ids: Iterable[str] | None = None,
     settings: match.Settings = DEFAULT,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Pairs of submissions above ``settings.threshold``, per exercise; and the keys intake could not read."""
+    """Pairs of submissions above ``settings.threshold``, per exercise; and the keys intake could
+    not read."""
     found = source.exercises(assignment, exercise_ids)
     unread = source.read_class(entries, found)
     pairs = []

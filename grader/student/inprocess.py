@@ -26,7 +26,8 @@ REPEAT_S = 0.5  # the alarm keeps firing: code that catches the first one is sto
 
 
 class _Expired(BaseException):
-    """Raised into student code by the alarm (a BaseException: ``except Exception`` does not swallow it)."""
+    """Raised into student code by the alarm (a BaseException: ``except Exception`` does not swallow
+    it)."""
 
 
 class InProcessBackend:
@@ -48,7 +49,8 @@ class InProcessBackend:
         self.time_limits, self.exercise, self.timed_out = time_limits, "", set[str]()
 
     def begin_test(self, nodeid: str, exercise: str | None, seed: int | None = None) -> None:
-        """Which exercise the next calls belong to (its time limit); the seed is set here by the ``gen`` fixture."""
+        """Which exercise the next calls belong to (its time limit); the seed is set here by the
+        ``gen`` fixture."""
         self.exercise = exercise or ""
 
     def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:

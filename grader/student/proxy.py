@@ -63,7 +63,8 @@ class StudentProxy(_Refusing):
     """``student.<module>`` → :class:`StudentModule`. Keeps the handles made in one test."""
 
     __slots__ = ("_backend", "_handles")
-    _backend: Backend  # the slots' types (set with object.__setattr__): declared, or mypy reads them via __getattr__
+    # the slots' types (set with object.__setattr__): declared, or mypy reads them via __getattr__
+    _backend: Backend
     _handles: list[Handle]
     _offer = "use student.<module>.<function or class>(...)"
 
@@ -78,8 +79,9 @@ class StudentProxy(_Refusing):
 
     @property
     def isolated(self) -> _Isolated:
-        """``student.isolated.<module>``: a fresh copy of the module in which the exercise classes it builds on
-        are the grader's stand-ins (``grader/inside/standins.py``), so that it is graded on its own."""
+        """``student.isolated.<module>``: a fresh copy of the module in which the exercise classes
+        it builds on are the grader's stand-ins (``grader/inside/standins.py``), so that it is
+        graded on its own."""
         return _Isolated(self)
 
     def _wrap(self, value: object) -> Any:
@@ -126,7 +128,8 @@ class StudentModule(_Refusing):
 
 
 class StudentCallable(_Refusing):
-    """A student function or class: call it, ``measure(...)`` a function call, or take its ``grads(...)``."""
+    """A student function or class: call it, ``measure(...)`` a function call, or take its
+    ``grads(...)``."""
 
     __slots__ = ("_module", "_name", "_proxy")
     _module: str
@@ -146,15 +149,17 @@ class StudentCallable(_Refusing):
         return self._proxy._wrap(self._proxy._backend.call(self._module, self._name, args, kwargs))
 
     def measure(self, *args: object, **kwargs: object) -> tuple[Any, dict[str, float]]:
-        """``(value, stats)``; ``stats["max_tensor_bytes"]`` is the largest tensor made during the call."""
+        """``(value, stats)``; ``stats["max_tensor_bytes"]`` is the largest tensor made during the
+        call."""
         args, kwargs = _outgoing(args, kwargs)
         return self._proxy._backend.measure(self._module, self._name, args, kwargs)
 
     def measure_grads(
         self, *args: object, grad_output: object, **kwargs: object
     ) -> tuple[tuple[Any, tuple[Any, ...]], dict[str, float]]:
-        """``((output, input_grads), stats)``: :meth:`grads`, with the figures of :meth:`measure` taken over the
-        forward and the backward (a hand-written ``autograd.Function.backward`` included)."""
+        """``((output, input_grads), stats)``: :meth:`grads`, with the figures of :meth:`measure`
+        taken over the forward and the backward (a hand-written ``autograd.Function.backward``
+        included)."""
         args, kwargs = _outgoing(args, kwargs)
         (grad_output,), _ = _outgoing((grad_output,), {})
         measured: tuple[tuple[Any, tuple[Any, ...]], dict[str, float]] = (
@@ -166,16 +171,17 @@ class StudentCallable(_Refusing):
         self, *args: object, grad_output: object, **kwargs: object
     ) -> tuple[Any, tuple[Any, ...]]:
         """``(output, input_grads)``: one float64-capable forward and backward of a function, with
-        ``grad_output`` (a tensor, or a tuple with a tensor or None per returned value) as the upstream gradient;
-        ``input_grads[i]`` is the gradient of positional argument ``i`` (None for non-float arguments)."""
+        ``grad_output`` (a tensor, or a tuple with a tensor or None per returned value) as the
+        upstream gradient; ``input_grads[i]`` is the gradient of positional argument ``i`` (None for
+        non-float arguments)."""
         args, kwargs = _outgoing(args, kwargs)
         (grad_output,), _ = _outgoing((grad_output,), {})
         return self._proxy._backend.grads(self._module, self._name, args, kwargs, grad_output)
 
     def on_meta(self, *args: object, **kwargs: object) -> Any:
-        """Call with every tensor argument on the ``meta`` device (a module handle among them as a copy moved there):
-        ``{"device", "shape", "dtype"}`` per returned tensor (a tensor the function makes on another device than its
-        inputs' raises in the student's code)."""
+        """Call with every tensor argument on the ``meta`` device (a module handle among them as a
+        copy moved there): ``{"device", "shape", "dtype"}`` per returned tensor (a tensor the
+        function makes on another device than its inputs' raises in the student's code)."""
         args, kwargs = _outgoing(args, kwargs)
         return self._proxy._backend.meta(self._module, self._name, args, kwargs)
 
@@ -243,11 +249,13 @@ class Handle(_Refusing):
         )
 
     def invoke(self, method: str, *args: object, **kwargs: object) -> Any:
-        """Call a public method the student's class defines (``cache.invoke("update", k, v)``), without grad."""
+        """Call a public method the student's class defines (``cache.invoke("update", k, v)``),
+        without grad."""
         return self._do("invoke", method, *args, **kwargs)
 
     def on_meta(self, *args: object, **kwargs: object) -> Any:
-        """``forward`` of a copy of the module moved to ``meta``, on meta inputs: descriptions, as for functions."""
+        """``forward`` of a copy of the module moved to ``meta``, on meta inputs: descriptions, as
+        for functions."""
         return self._do("meta_forward", *args, **kwargs)
 
     def __repr__(self) -> str:

@@ -1,3 +1,4 @@
-"""The pytest side of the pack: the plugin (markers, ``student``/``reference`` fixtures) and checks."""
+"""The pytest side of the pack: the plugin (markers, ``student``/``reference`` fixtures) and
+checks."""
 
 from __future__ import annotations

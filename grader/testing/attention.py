@@ -1,8 +1,10 @@
-"""Oracles shared by the public and hidden suites: PyTorch's own attention with the student's weights.
+"""Oracles shared by the public and hidden suites: PyTorch's own attention with the student's
+weights.
 
-``nn.MultiheadAttention`` and SDPA's math backend are independent of every exercise's code, so they are
-the oracles of choice wherever the exercise's module has the same weights (W_query, W_key, W_value,
-out_proj). Shipped to students with the public tests: nothing here is an exercise's solution.
+``nn.MultiheadAttention`` and SDPA's math backend are independent of every exercise's code, so they
+are the oracles of choice wherever the exercise's module has the same weights (W_query, W_key,
+W_value, out_proj). Shipped to students with the public tests: nothing here is an exercise's
+solution.
 """
 
 from __future__ import annotations
@@ -31,16 +33,18 @@ PROJECTIONS = ("W_query", "W_key", "W_value")
 
 
 def sdpa_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -> torch.Tensor:
-    """``F.scaled_dot_product_attention`` on its math backend (the plain formula, in the inputs' dtype)."""
+    """``F.scaled_dot_product_attention`` on its math backend (the plain formula, in the inputs'
+    dtype)."""
     with sdpa_kernel(SDPBackend.MATH):
         return F.scaled_dot_product_attention(q, k, v, **kwargs)  # type: ignore[arg-type]
 
 
 def sdpa_fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -> torch.Tensor:
-    """``F.scaled_dot_product_attention`` on the kernel PyTorch picks (its fused flash kernel on the CPU, the math
-    backend where the inputs need it): the oracle of the memory tests' large inputs. The math backend builds the
-    L x S matrix: at L = S = 4096 a forward and backward take 0.26 s there and 0.035 s here, and the two agree to
-    about 1e-6 (float32 tolerances are 1e-5 and 1e-4). Small inputs keep :func:`sdpa_math` and float64."""
+    """``F.scaled_dot_product_attention`` on the kernel PyTorch picks (its fused flash kernel on the
+    CPU, the math backend where the inputs need it): the oracle of the memory tests' large inputs.
+    The math backend builds the L x S matrix: at L = S = 4096 a forward and backward take 0.26 s
+    there and 0.035 s here, and the two agree to about 1e-6 (float32 tolerances are 1e-5 and 1e-4).
+    Small inputs keep :func:`sdpa_math` and float64."""
     return F.scaled_dot_product_attention(q, k, v, **kwargs)  # type: ignore[arg-type]
 
 
@@ -51,15 +55,15 @@ def sdpa_float64(
     mask: torch.Tensor | None = None,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """:func:`sdpa_math` computed in float64 (a bool ``mask`` as it is, an additive one in float64), cast back to
-    ``q``'s dtype: the oracle for low-precision inputs."""
+    """:func:`sdpa_math` computed in float64 (a bool ``mask`` as it is, an additive one in float64),
+    cast back to ``q``'s dtype: the oracle for low-precision inputs."""
     m = mask if mask is None or mask.dtype == torch.bool else mask.double()
     return sdpa_math(q.double(), k.double(), v.double(), attn_mask=m, scale=scale).to(q.dtype)
 
 
 def causal_oracle(x: torch.Tensor, p: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """One causal attention head by SDPA's math backend, on the projections (``W_query``... with optional
-    biases) that the parameters ``p`` define: (B, T, d_in) -> (B, T, d_out)."""
+    """One causal attention head by SDPA's math backend, on the projections (``W_query``... with
+    optional biases) that the parameters ``p`` define: (B, T, d_in) -> (B, T, d_out)."""
     q, k, v = (F.linear(x, p[f"{n}.weight"], p.get(f"{n}.bias")) for n in PROJECTIONS)
     return sdpa_math(q, k, v, is_causal=True)
 
@@ -73,9 +77,10 @@ def mha_oracle(
     keep: torch.Tensor | None = None,
     causal: bool = False,
 ) -> torch.Tensor:
-    """``nn.MultiheadAttention`` holding the weights ``p`` (a missing projection bias counts as zero), in x's
-    dtype: self-attention when ``context`` is None, else cross-attention over it. ``keep`` (B, S) is True for
-    real keys; ``causal`` blocks the future. (Its own masks mean BLOCKED, hence the inversions.)"""
+    """``nn.MultiheadAttention`` holding the weights ``p`` (a missing projection bias counts as
+    zero), in x's dtype: self-attention when ``context`` is None, else cross-attention over it.
+    ``keep`` (B, S) is True for real keys; ``causal`` blocks the future. (Its own masks mean
+    BLOCKED, hence the inversions.)"""
     d = p["W_query.weight"].shape[0]
     mha = nn.MultiheadAttention(d, num_heads, batch_first=True, bias=True).to(x.dtype)
     zeros = torch.zeros(d, dtype=x.dtype)
@@ -101,9 +106,10 @@ def mha_oracle(
 def _blocked(
     T: int, S: int, num_heads: int, keep: torch.Tensor | None, causal: bool
 ) -> torch.Tensor | None:
-    """MultiheadAttention's attn_mask (True = blocked): the future when ``causal``, padded keys when ``keep`` is
-    given, then as (B * num_heads, T, S). Padding goes here rather than in key_padding_mask, whose check imports
-    torch's symbolic shapes and sympy: 0.4 s of the first grade in every grading process."""
+    """MultiheadAttention's attn_mask (True = blocked): the future when ``causal``, padded keys when
+    ``keep`` is given, then as (B * num_heads, T, S). Padding goes here rather than in
+    key_padding_mask, whose check imports torch's symbolic shapes and sympy: 0.4 s of the first
+    grade in every grading process."""
     blocked = torch.triu(torch.ones(T, S, dtype=torch.bool), diagonal=1) if causal else None
     if keep is None:
         return blocked
@@ -118,7 +124,8 @@ def expect_params(
     hint: str,
     what: str = "named_parameters()",
 ) -> dict[str, torch.Tensor]:
-    """A student module's own parameters, after checking that the ``names`` an oracle needs are there."""
+    """A student module's own parameters, after checking that the ``names`` an oracle needs are
+    there."""
     __tracebackhide__ = True
     missing = [n for n in names if n not in params]
     if missing:

@@ -29,8 +29,9 @@ _CAPS = "grader_caps"  # set on a failure of the class a severe test names: what
 
 
 def fail(message: str, hint: str | None = None, *, caps: str | None = None) -> NoReturn:
-    """Fail the test. ``caps``: this failure is the one a ``severe`` test exists for (an overflow, confirmed by
-    :func:`grader.testing.regimes.expect_stable`), and says what was observed; only such a failure caps."""
+    """Fail the test. ``caps``: this failure is the one a ``severe`` test exists for (an overflow,
+    confirmed by :func:`grader.testing.regimes.expect_stable`), and says what was observed; only
+    such a failure caps."""
     __tracebackhide__ = True
     error = pytest.fail.Exception(message + (f"\n  hint: {hint}" if hint else ""), pytrace=False)
     setattr(error, _CAPS, caps)
@@ -38,16 +39,18 @@ def fail(message: str, hint: str | None = None, *, caps: str | None = None) -> N
 
 
 def caps_observed(error: BaseException) -> str | None:
-    """What a failure of a severe test's own class observed (:func:`fail`'s ``caps``), else None: the cap of
-    :func:`grader.scoring.points.cap` is for that class alone, never for an exception, a shape or wrong values."""
+    """What a failure of a severe test's own class observed (:func:`fail`'s ``caps``), else None:
+    the cap of :func:`grader.scoring.points.cap` is for that class alone, never for an exception, a
+    shape or wrong values."""
     observed = getattr(error, _CAPS, None)
     return observed if isinstance(observed, str) else None
 
 
 @contextlib.contextmanager
 def hinted(hint: str) -> Iterator[None]:
-    """Student code that raises inside the block fails with ``hint`` (a neutral instruction the test needs
-    followed, such as an import it relies on; never a guess at a mistake: :mod:`grader.testing.diagnosis`)."""
+    """Student code that raises inside the block fails with ``hint`` (a neutral instruction the test
+    needs followed, such as an import it relies on; never a guess at a mistake:
+    :mod:`grader.testing.diagnosis`)."""
     try:
         yield
     except StudentError as exc:
@@ -56,7 +59,8 @@ def hinted(hint: str) -> Iterator[None]:
 
 
 def expect(condition: bool, message: str, hint: str | None = None) -> None:
-    """Fail with ``message`` (and ``hint``) unless ``condition``; ``condition`` must be a real bool."""
+    """Fail with ``message`` (and ``hint``) unless ``condition``; ``condition`` must be a real
+    bool."""
     __tracebackhide__ = True
     if type(condition) is not bool:
         raise TypeError(f"expect() needs a bool, got {type(condition).__name__} (a test bug)")
@@ -75,8 +79,9 @@ def expect_tensor(
     check_dtype: bool = True,
     suspects: Suspects | None = None,
 ) -> None:
-    """Compare a student value with an expected tensor, reporting the first kind of difference; on a failure,
-    ``suspects`` say which misconception the value shows, if any (:mod:`grader.testing.diagnosis`)."""
+    """Compare a student value with an expected tensor, reporting the first kind of difference; on a
+    failure, ``suspects`` say which misconception the value shows, if any
+    (:mod:`grader.testing.diagnosis`)."""
     __tracebackhide__ = True
     default_atol, default_rtol = TOLERANCES.get(expected.dtype, (0.0, 0.0))
     atol, rtol = default_atol if atol is None else atol, default_rtol if rtol is None else rtol
@@ -108,9 +113,9 @@ def expect_call(
     check_values: bool = True,
     **tolerances: Any,
 ) -> Any:
-    """``call()`` (a student's), compared with ``expected`` by :func:`expect_tensor` (only its shape, without
-    ``check_values``); an exception it raises is explained by ``suspects`` when one of their variants raises the
-    same. Returns what it returned."""
+    """``call()`` (a student's), compared with ``expected`` by :func:`expect_tensor` (only its
+    shape, without ``check_values``); an exception it raises is explained by ``suspects`` when one
+    of their variants raises the same. Returns what it returned."""
     __tracebackhide__ = True
     with watching(suspects):
         got = call()
@@ -124,8 +129,8 @@ def expect_call(
 def expect_tuple(
     call: Callable[[], Any], n: int, *, what: str, suspects: Suspects | None = None
 ) -> tuple[Any, ...]:
-    """``call()`` (a student's), which must return a tuple of ``n`` values; an exception it raises is explained by
-    ``suspects`` when one of their variants raises the same."""
+    """``call()`` (a student's), which must return a tuple of ``n`` values; an exception it raises
+    is explained by ``suspects`` when one of their variants raises the same."""
     __tracebackhide__ = True
     with watching(suspects):
         got = call()
@@ -138,8 +143,8 @@ def expect_tuple(
 
 
 def expect_raises(call: Callable[[], Any], exc_type: str | None, *, what: str) -> StudentError:
-    """``call()`` (a student's) must raise: ``exc_type`` (the type name the specification promises, such as
-    "ValueError") or, where it promises none, any exception. Returns the student's error."""
+    """``call()`` (a student's) must raise: ``exc_type`` (the type name the specification promises,
+    such as "ValueError") or, where it promises none, any exception. Returns the student's error."""
     __tracebackhide__ = True
     try:
         call()

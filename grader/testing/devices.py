@@ -1,10 +1,12 @@
-"""Device checks on the CPU grader: tensors made inside a function or ``forward`` must follow the input's device.
+"""Device checks on the CPU grader: tensors made inside a function or ``forward`` must follow the
+input's device.
 
-``student.<module>.<fn>.on_meta(...)`` and ``handle.on_meta(...)`` run the student's code with every input (and,
-for a module, every parameter and registered buffer) on PyTorch's ``meta`` device, which has shapes but no data.
-A tensor built on the CPU inside the code (``torch.ones(T, T)``, ``torch.arange(L)``, a mask kept as a plain
-attribute) then either raises in the student's code or comes back on the CPU. Limits: meta accepts a CPU operand
-in some ops (``@`` with a CPU matrix), and data-dependent code (``.item()``, ``if mask.any()``) cannot run on meta.
+``student.<module>.<fn>.on_meta(...)`` and ``handle.on_meta(...)`` run the student's code with every
+input (and, for a module, every parameter and registered buffer) on PyTorch's ``meta`` device, which
+has shapes but no data. A tensor built on the CPU inside the code (``torch.ones(T, T)``,
+``torch.arange(L)``, a mask kept as a plain attribute) then either raises in the student's code or
+comes back on the CPU. Limits: meta accepts a CPU operand in some ops (``@`` with a CPU matrix), and
+data-dependent code (``.item()``, ``if mask.any()``) cannot run on meta.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ DEVICE_HINT = (
 
 
 def expect_on_input_device(run: Callable[[], Any], *, what: str, hint: str | None = None) -> None:
-    """Fail unless every tensor the ``on_meta`` call ``run`` returns is on ``meta``, the device of its inputs;
-    when the student's code raises there because a CPU tensor met a meta one, its own message says so (the
-    diagnosis ``device-ignored``, :data:`grader.testing.diagnosis.TELLTALES`)."""
+    """Fail unless every tensor the ``on_meta`` call ``run`` returns is on ``meta``, the device of
+    its inputs; when the student's code raises there because a CPU tensor met a meta one, its own
+    message says so (the diagnosis ``device-ignored``,
+    :data:`grader.testing.diagnosis.TELLTALES`)."""
     __tracebackhide__ = True
     described = run()
     for i, item in enumerate(described if isinstance(described, tuple) else (described,)):

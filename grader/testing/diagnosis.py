@@ -1,17 +1,20 @@
-"""Diagnosis: say which misconception a student's output shows, by computing the wrong answers on the trusted side.
+"""Diagnosis: say which misconception a student's output shows, by computing the wrong answers on
+the trusted side.
 
-A test that compares a student's value with an expected one also hands the check its :class:`Suspects`: the
-misconceptions students have for that computation (:mod:`grader.testing.misconceptions`), each as a trusted wrong
-variant (:class:`Variant`: what the output would be with that one mistake, computed here on the same inputs the test
-sent) or a detector (:class:`Detector`: a property of the output that shows the mistake, such as float32-sized
-errors in a float64 result). When the check fails, the suspects are tried in order: a variant whose output the
-student's matches (and the expected one does not) names its misconception; so does a variant that raises the
-very exception the student's code raised (:func:`watching`). The message then says so plainly,
-``diagnosis [id]: your output equals ...``. When none matches, the message says what differs and which
-:class:`Fact` holds or not, and names no mistake: a hint for a mistake the student did not make misleads.
+A test that compares a student's value with an expected one also hands the check its
+:class:`Suspects`: the misconceptions students have for that computation
+(:mod:`grader.testing.misconceptions`), each as a trusted wrong variant (:class:`Variant`: what the
+output would be with that one mistake, computed here on the same inputs the test sent) or a detector
+(:class:`Detector`: a property of the output that shows the mistake, such as float32-sized errors in
+a float64 result). When the check fails, the suspects are tried in order: a variant whose output the
+student's matches (and the expected one does not) names its misconception; so does a variant that
+raises the very exception the student's code raised (:func:`watching`). The message then says so
+plainly, ``diagnosis [id]: your output equals ...``. When none matches, the message says what
+differs and which :class:`Fact` holds or not, and names no mistake: a hint for a mistake the student
+did not make misleads.
 
-Nothing here runs student code: a variant is trusted code evaluated on the inputs, and the student's side is the
-plain value (or the exception type and message) that came back over the wire.
+Nothing here runs student code: a variant is trusted code evaluated on the inputs, and the student's
+side is the plain value (or the exception type and message) that came back over the wire.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ MATCH_TOLERANCE = (1e-5, 1e-4)  # at least float32's: the variants are computed 
 
 @dataclass(frozen=True)
 class Variant:
-    """One misconception as trusted code: ``compute()`` gives what the output would be with that mistake;
-    ``also``: other misconceptions that give exactly the same output (the diagnosis names them all)."""
+    """One misconception as trusted code: ``compute()`` gives what the output would be with that
+    mistake; ``also``: other misconceptions that give exactly the same output (the diagnosis names
+    them all)."""
 
     id: str
     shows: (
@@ -46,19 +50,20 @@ class Variant:
         return ", ".join((self.id, *self.also))
 
 
-Observation = (
-    str | tuple[str, str] | None
-)  # what a detector saw: text, (misconception id, text), or nothing
+# what a detector saw: text, (misconception id, text), or nothing
+Observation = str | tuple[str, str] | None
 
 
 @dataclass(frozen=True)
 class Detector:
-    """One misconception as a property of the output: ``observe(got, expected)`` says what it saw, or None.
+    """One misconception as a property of the output: ``observe(got, expected)`` says what it saw,
+    or None.
 
-    A detector that reads which of several mistakes the output shows (a mask's band, a fitted scale) returns the
-    id it found with its text; ``id`` then only names the detector. A ``last`` detector (a search, such as the
-    fitted scale's ~21 runs) is tried after every other suspect, wherever it was composed: a variant foreseen
-    for the same output is cheaper and names the mistake more precisely."""
+    A detector that reads which of several mistakes the output shows (a mask's band, a fitted scale)
+    returns the id it found with its text; ``id`` then only names the detector. A ``last`` detector
+    (a search, such as the fitted scale's ~21 runs) is tried after every other suspect, wherever it
+    was composed: a variant foreseen for the same output is cheaper and names the mistake more
+    precisely."""
 
     id: str
     observe: Callable[[torch.Tensor, torch.Tensor], Observation]
@@ -75,7 +80,8 @@ class Fact:
 
 @dataclass(frozen=True)
 class Suspects:
-    """What a check tries when a student's value is wrong: variants and detectors in order, then facts."""
+    """What a check tries when a student's value is wrong: variants and detectors in order, then
+    facts."""
 
     items: tuple[Variant | Detector, ...] = ()
     facts: tuple[Fact, ...] = field(default=())
@@ -84,8 +90,8 @@ class Suspects:
         return Suspects(self.items + other.items, self.facts + other.facts)
 
     def explain(self, got: Any, expected: torch.Tensor, atol: float, rtol: float) -> str:
-        """The lines to add to a failed check of ``got`` (a diagnosis, else the facts), each starting with a
-        newline; empty when there is nothing to say."""
+        """The lines to add to a failed check of ``got`` (a diagnosis, else the facts), each
+        starting with a newline; empty when there is nothing to say."""
         for item in sorted(self.items, key=_is_last):  # stable: composed order otherwise
             said = _try(item, got, expected, atol, rtol)
             if said:
@@ -93,7 +99,8 @@ class Suspects:
         return _facts(self.facts, got)
 
     def explain_error(self, error: StudentError) -> str | None:
-        """A diagnosis for an exception the student's code raised: a variant raising the same one."""
+        """A diagnosis for an exception the student's code raised: a variant raising the same
+        one."""
         for item in self.items:
             if isinstance(item, Variant) and _raises_the_same(item, error):
                 return tag(
@@ -126,7 +133,8 @@ def _try(
         or close(wrong, expected, atol, rtol)
         or not close(got, wrong, atol, rtol)
     ):
-        return None  # raises, cannot be told from the right answer on these inputs, or not what the student did
+        # raises, cannot be told from the right answer on these inputs, or not what the student did
+        return None
     return tag(item.ids, f"your output equals {item.shows}")
 
 
@@ -138,8 +146,9 @@ def _evaluate(variant: Variant) -> Any:
 
 
 def close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
-    """Same shape and values within the looser of (atol, rtol) and :data:`MATCH_TOLERANCE` (NaN equals NaN, inf
-    equals inf: a variant that overflows matches a student's output that overflows the same way)."""
+    """Same shape and values within the looser of (atol, rtol) and :data:`MATCH_TOLERANCE` (NaN
+    equals NaN, inf equals inf: a variant that overflows matches a student's output that overflows
+    the same way)."""
     if tuple(a.shape) != tuple(b.shape):
         return False
     x, y = a.detach().cpu(), b.detach().cpu()
@@ -161,9 +170,8 @@ def _raises_the_same(variant: Variant, error: StudentError) -> bool:
     wrong = _evaluate(variant)
     if not isinstance(wrong, Exception) or type(wrong).__name__ != error.exc_type:
         return False
-    text = (
-        str(wrong).split("\n")[0].strip()
-    )  # the worker qualifies the message with the student's function
+    # the worker qualifies the message with the student's function
+    text = str(wrong).split("\n")[0].strip()
     return bool(text) and error.message.split("\n")[0].endswith(text)
 
 
@@ -181,19 +189,20 @@ def _facts(facts: Sequence[Fact], got: Any) -> str:
 
 @contextlib.contextmanager
 def watching(suspects: Suspects | None) -> Iterator[None]:
-    """Student code that raises inside the block is explained by ``suspects`` if a variant raises the same."""
+    """Student code that raises inside the block is explained by ``suspects`` if a variant raises
+    the same."""
     try:
         yield
     except StudentError as exc:
         said = suspects.explain_error(exc) if suspects is not None else None
         if said:
-            exc.diagnosis = (
-                said  # a trusted-side object, made by the backend from the worker's reply
-            )
+            # a trusted-side object, made by the backend from the worker's reply
+            exc.diagnosis = said
         raise
 
 
-# Exceptions whose own text shows the misconception, whatever the test: (id, text in the message, what it shows).
+# Exceptions whose own text shows the misconception, whatever the test: (id, text in the message,
+# what it shows).
 TELLTALES: tuple[tuple[str, str, str], ...] = (
     ("inplace-input", "InputModified", "your code changed a tensor it was given, in place"),
     ("banned-api", "BannedAPIError", "your code calls a function this exercise bans"),
@@ -270,8 +279,8 @@ PRECISION = Suspects(
 
 
 def diagnosis_of(error: StudentError) -> str | None:
-    """The diagnosis of a student's exception: a variant that raised the same (:func:`watching`), else the
-    exception's own telltale text."""
+    """The diagnosis of a student's exception: a variant that raised the same (:func:`watching`),
+    else the exception's own telltale text."""
     found = getattr(error, "diagnosis", None)
     if isinstance(found, str):
         return found

@@ -1,11 +1,13 @@
-"""Dropout as behaviour: the student's own random draw, recovered from what it returned, then checked.
+"""Dropout as behaviour: the student's own random draw, recovered from what it returned, then
+checked.
 
-:func:`grader.testing.oracles.expect_dropout_on_weights` says whether an output is ``(keep * weights / (1 - p)) @
-values`` (one draw per batch item and head included); here the draw ``keep`` itself is read back
-(:func:`drawn_multipliers`) so that a test can ask what only the draw shows: a fresh draw per call
-(:func:`expect_new_draw`) and a backward through it. For the backward the reference module's ``nn.Dropout`` is
-replaced by :class:`FixedDropout`, which multiplies by the student's draw: the float64 reference then computes the
-very output and gradients the student's module must give, whatever the draw was.
+:func:`grader.testing.oracles.expect_dropout_on_weights` says whether an output is ``(keep * weights
+/ (1 - p)) @ values`` (one draw per batch item and head included); here the draw ``keep`` itself is
+read back (:func:`drawn_multipliers`) so that a test can ask what only the draw shows: a fresh draw
+per call (:func:`expect_new_draw`) and a backward through it. For the backward the reference
+module's ``nn.Dropout`` is replaced by :class:`FixedDropout`, which multiplies by the student's
+draw: the float64 reference then computes the very output and gradients the student's module must
+give, whatever the draw was.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from grader.testing.oracles import value_coefficients
 
 
 class FixedDropout(nn.Module):
-    """A reference module's dropout that multiplies by a given draw (0 or 1 / (1 - p) per attention weight)."""
+    """A reference module's dropout that multiplies by a given draw (0 or 1 / (1 - p) per attention
+    weight)."""
 
     def __init__(self, multipliers: torch.Tensor) -> None:
         super().__init__()
@@ -35,8 +38,9 @@ class FixedDropout(nn.Module):
 def attention_with_draw(
     keep: torch.Tensor, mask: torch.Tensor | None = None
 ) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """``(output, weights)`` of attention (scale 1 / sqrt(E), a bool ``mask``: True = may attend) whose dropout is
-    the draw ``keep``: the oracle of a function's training-mode backward, in the inputs' dtype (float64)."""
+    """``(output, weights)`` of attention (scale 1 / sqrt(E), a bool ``mask``: True = may attend)
+    whose dropout is the draw ``keep``: the oracle of a function's training-mode backward, in the
+    inputs' dtype (float64)."""
 
     def attend(
         q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
@@ -50,9 +54,10 @@ def attention_with_draw(
 
 
 def drawn_multipliers(coefficients: torch.Tensor, weights: torch.Tensor, p: float) -> torch.Tensor:
-    """The draw behind ``coefficients`` (each weight's share of the output, float64): ``1 / (1 - p)`` where the
-    weight was kept, 0 where it was dropped or is 0 anyway. Call it after ``expect_dropout_on_weights`` passed:
-    each share is then 0 or ``weight / (1 - p)``, and half way between them tells them apart."""
+    """The draw behind ``coefficients`` (each weight's share of the output, float64): ``1 / (1 -
+    p)`` where the weight was kept, 0 where it was dropped or is 0 anyway. Call it after
+    ``expect_dropout_on_weights`` passed: each share is then 0 or ``weight / (1 - p)``, and half way
+    between them tells them apart."""
     scaled = weights.double() / (1 - p)
     kept = (
         coefficients.double() - scaled
@@ -63,12 +68,14 @@ def drawn_multipliers(coefficients: torch.Tensor, weights: torch.Tensor, p: floa
 def output_multipliers(
     out: torch.Tensor, weights: torch.Tensor, values: torch.Tensor, p: float
 ) -> torch.Tensor:
-    """:func:`drawn_multipliers` of an output ``(keep * weights / (1 - p)) @ values`` (independent value rows)."""
+    """:func:`drawn_multipliers` of an output ``(keep * weights / (1 - p)) @ values`` (independent
+    value rows)."""
     return drawn_multipliers(value_coefficients(out, values), weights, p)
 
 
 def expect_new_draw(first: torch.Tensor, second: torch.Tensor, *, what: str) -> None:
-    """Two training-mode calls on the same inputs must draw afresh: equal outputs mean one fixed draw."""
+    """Two training-mode calls on the same inputs must draw afresh: equal outputs mean one fixed
+    draw."""
     __tracebackhide__ = True
     if tuple(first.shape) == tuple(second.shape) and torch.equal(first, second):
         fail(
@@ -85,9 +92,10 @@ def expect_new_draw(first: torch.Tensor, second: torch.Tensor, *, what: str) -> 
 def eval_dropout(
     attention: Callable[[], tuple[torch.Tensor, torch.Tensor]], most_keys: int = 10
 ) -> Detector:
-    """``dropout-in-eval`` for an eval-mode output: each row of it is ``(keep * weights) @ values`` times one
-    factor c > 1 (1 / (1 - p)) for some draw ``keep`` that drops at least one weight somewhere. ``attention()``
-    gives the right (weights (..., L, S), values (..., S, E)); rows with more than ``most_keys`` keys are not tried."""
+    """``dropout-in-eval`` for an eval-mode output: each row of it is ``(keep * weights) @ values``
+    times one factor c > 1 (1 / (1 - p)) for some draw ``keep`` that drops at least one weight
+    somewhere. ``attention()`` gives the right (weights (..., L, S), values (..., S, E)); rows with
+    more than ``most_keys`` keys are not tried."""
 
     def observe(got: torch.Tensor, expected: torch.Tensor) -> str | None:
         weights, values = attention()
@@ -114,8 +122,8 @@ def eval_dropout(
 def _row_draw(
     w: torch.Tensor, values: torch.Tensor, got: torch.Tensor, most_keys: int
 ) -> tuple[float | None, bool]:
-    """(the factor c, whether a weight was dropped) of the draw whose ``c * (keep * w) @ values`` is ``got``;
-    (None, False) when none is; c = 0 for a row that is all zero (every weight dropped)."""
+    """(the factor c, whether a weight was dropped) of the draw whose ``c * (keep * w) @ values`` is
+    ``got``; (None, False) when none is; c = 0 for a row that is all zero (every weight dropped)."""
     keys = torch.nonzero(w > 0).flatten()
     if keys.numel() > most_keys:
         return None, False

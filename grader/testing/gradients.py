@@ -1,10 +1,11 @@
 """Float64 gradient checks for student functions: the vector-Jacobian product against an oracle's.
 
-``student.<module>.<fn>.grads(*inputs, grad_output=g)`` runs one forward and backward inside the executor;
-the oracle is a float64 hand computation run with autograd here. A gradient that is missing, or wrong while the
-output is right, shows a computation autograd does not see (``.detach()``, ``.data``, ``torch.no_grad()``): the
-failure says so (diagnosis ``no-gradient``); a backward that raises is explained by its own exception (an in-place
-op on a tensor autograd saved: :data:`grader.testing.diagnosis.TELLTALES`).
+``student.<module>.<fn>.grads(*inputs, grad_output=g)`` runs one forward and backward inside the
+executor; the oracle is a float64 hand computation run with autograd here. A gradient that is
+missing, or wrong while the output is right, shows a computation autograd does not see
+(``.detach()``, ``.data``, ``torch.no_grad()``): the failure says so (diagnosis ``no-gradient``); a
+backward that raises is explained by its own exception (an in-place op on a tensor autograd saved:
+:data:`grader.testing.diagnosis.TELLTALES`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ GRADIENT_SUSPECTS = Suspects((Detector("no-gradient", lambda got, expected: CUT_
 
 
 def no_gradient(what: str, name: str) -> None:
-    """Fail for a gradient that did not come back: the output does not depend on ``name`` through autograd."""
+    """Fail for a gradient that did not come back: the output does not depend on ``name`` through
+    autograd."""
     __tracebackhide__ = True
     fail(
         f"{what}: got no gradient for {name}, expected one\n  "
@@ -43,15 +45,15 @@ def no_gradient(what: str, name: str) -> None:
     )
 
 
-GradOutput = (
-    torch.Tensor | tuple[torch.Tensor | None, ...]
-)  # one upstream gradient per output (None: that output unused)
+# one upstream gradient per output (None: that output unused)
+GradOutput = torch.Tensor | tuple[torch.Tensor | None, ...]
 
 
 def oracle_grads(
     oracle: Callable[..., Any], inputs: Sequence[torch.Tensor], grad_output: GradOutput
 ) -> tuple[Any, tuple[Any, ...]]:
-    """``(outputs, input_grads)`` of ``oracle(*inputs)`` for the upstream gradient ``grad_output``."""
+    """``(outputs, input_grads)`` of ``oracle(*inputs)`` for the upstream gradient
+    ``grad_output``."""
     leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
     out = oracle(*leaves)
     outs, gs = (out, grad_output) if isinstance(out, tuple) else ((out,), (grad_output,))
@@ -73,9 +75,10 @@ def expect_grads(
     gradient_suspects: Suspects | Sequence[Suspects] = GRADIENT_SUSPECTS,
     **kwargs: Any,
 ) -> None:
-    """Fail unless the student function's float64 output and input gradients match the oracle's (``suspects``:
-    the output's misconceptions; ``gradient_suspects``: the gradients', by default the one that shows when autograd
-    computes both and only the gradient is wrong: a custom backward has others; one per input, or one for all)."""
+    """Fail unless the student function's float64 output and input gradients match the oracle's
+    (``suspects``: the output's misconceptions; ``gradient_suspects``: the gradients', by default
+    the one that shows when autograd computes both and only the gradient is wrong: a custom backward
+    has others; one per input, or one for all)."""
     __tracebackhide__ = True
     got = student_fn.grads(*inputs, grad_output=grad_output, **kwargs)
     expect_grads_of(
@@ -101,8 +104,8 @@ def expect_grads_of(
     suspects: Suspects | None = None,
     gradient_suspects: Suspects | Sequence[Suspects] = GRADIENT_SUSPECTS,
 ) -> None:
-    """:func:`expect_grads` on what a ``.grads`` call already gave back (``got``): a test that must read its output
-    first (a dropout draw) builds the oracle from it, then compares."""
+    """:func:`expect_grads` on what a ``.grads`` call already gave back (``got``): a test that must
+    read its output first (a dropout draw) builds the oracle from it, then compares."""
     __tracebackhide__ = True
     out, grads = got
     want_out, want_grads = oracle_grads(oracle, inputs, grad_output)

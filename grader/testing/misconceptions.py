@@ -1,13 +1,15 @@
-"""The misconceptions the feedback can name: one id each, what it is in a student's words, and whether a student
-makes it in the normal case (ordinary inputs, ordinary use) or only shows it on an edge (a device, half precision,
-memory, an invalid argument).
+"""The misconceptions the feedback can name: one id each, what it is in a student's words, and
+whether a student makes it in the normal case (ordinary inputs, ordinary use) or only shows it on an
+edge (a device, half precision, memory, an invalid argument).
 
-A diagnosis names an id here (``diagnosis [id]: ...`` in a test's message, :mod:`grader.testing.diagnosis`); each
-corpus bug declares the one it makes (``Misconception: id`` in its docstring). ``named_by`` recognises text that
-names the misconception without a diagnosis tag (the canned hints the suites gave before diagnosis): the feedback
-benchmark (``benchmarks/feedback.py``) reads it to tell a message that names a bug's own mistake from one that hints
-at another. The rows live in three tables of plain data (``misconceptions_basics``, ``_weights``, ``_modern``); no
-torch and no other grader import here: the benchmark loads these files by path to judge older commits.
+A diagnosis names an id here (``diagnosis [id]: ...`` in a test's message,
+:mod:`grader.testing.diagnosis`); each corpus bug declares the one it makes (``Misconception: id``
+in its docstring). ``named_by`` recognises text that names the misconception without a diagnosis tag
+(the canned hints the suites gave before diagnosis): the feedback benchmark
+(``benchmarks/feedback.py``) reads it to tell a message that names a bug's own mistake from one that
+hints at another. The rows live in three tables of plain data (``misconceptions_basics``,
+``_weights``, ``_modern``); no torch and no other grader import here: the benchmark loads these
+files by path to judge older commits.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ HINT = re.compile(r"^\s*hint: (.*)$", re.MULTILINE)
 
 
 def named_in(message: str) -> set[str]:
-    """The ids a test's failure message names: its diagnosis tags if it has any, else every id whose ``named_by``
-    matches one of its hints (what a message says it observed names nothing by itself)."""
+    """The ids a test's failure message names: its diagnosis tags if it has any, else every id whose
+    ``named_by`` matches one of its hints (what a message says it observed names nothing by
+    itself)."""
     tagged = {mid for found in TAG.findall(message) for mid in found.split(", ")}
     if tagged:
         return tagged

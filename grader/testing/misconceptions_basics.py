@@ -1,8 +1,9 @@
-"""The misconceptions of the softmax, autograd and in-place changes, the scale, and the projections and their
-layout: the first assignment's, which the second shares.
+"""The misconceptions of the softmax, autograd and in-place changes, the scale, and the projections
+and their layout: the first assignment's, which the second shares.
 
-Plain data (no imports): :mod:`grader.testing.misconceptions` makes each row a ``Misconception`` (id, what the
-feedback calls the mistake, whether it shows in the normal case, a regular expression for text that names it).
+Plain data (no imports): :mod:`grader.testing.misconceptions` makes each row a ``Misconception``
+(id, what the feedback calls the mistake, whether it shows in the normal case, a regular expression
+for text that names it).
 """
 
 from __future__ import annotations

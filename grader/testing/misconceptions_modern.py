@@ -1,8 +1,10 @@
-"""The misconceptions of the second assignment's exercises (RoPE, grouped-query attention, the KV cache, sliding
-windows, the FlashAttention backward) and of tensor layout (views, squeezes, dims counted from the front).
+"""The misconceptions of the second assignment's exercises (RoPE, grouped-query attention, the KV
+cache, sliding windows, the FlashAttention backward) and of tensor layout (views, squeezes, dims
+counted from the front).
 
-Plain data (no imports): :mod:`grader.testing.misconceptions` makes each row a ``Misconception`` (id, what the
-feedback calls the mistake, whether it shows in the normal case, a regular expression for text that names it).
+Plain data (no imports): :mod:`grader.testing.misconceptions` makes each row a ``Misconception``
+(id, what the feedback calls the mistake, whether it shows in the normal case, a regular expression
+for text that names it).
 """
 
 from __future__ import annotations
@@ -148,7 +150,8 @@ MODERN: tuple[tuple[str, str, bool, str], ...] = (
         True,
         r"shorter|last tile|ragged",
     ),
-    # normal: multi-head attention hands attention its heads as x.view(B, L, H, E).transpose(1, 2), not contiguous
+    # normal: multi-head attention hands attention its heads as x.view(B, L, H, E).transpose(1, 2),
+    # not contiguous
     (
         "noncontiguous-view",
         ".view() on an input that may be a non-contiguous view (use .reshape)",

@@ -1,8 +1,9 @@
-"""The misconceptions of what happens to the scores and the weights: masks (causal, padding, additive), dropout and
-decaying attention's decay and ALiBi slopes.
+"""The misconceptions of what happens to the scores and the weights: masks (causal, padding,
+additive), dropout and decaying attention's decay and ALiBi slopes.
 
-Plain data (no imports): :mod:`grader.testing.misconceptions` makes each row a ``Misconception`` (id, what the
-feedback calls the mistake, whether it shows in the normal case, a regular expression for text that names it).
+Plain data (no imports): :mod:`grader.testing.misconceptions` makes each row a ``Misconception``
+(id, what the feedback calls the mistake, whether it shows in the normal case, a regular expression
+for text that names it).
 """
 
 from __future__ import annotations

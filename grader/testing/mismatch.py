@@ -1,6 +1,7 @@
-"""How a wrong tensor is shown: how many elements differ and by how much, then where the first mismatch is, with
-the values around it on both sides (a grid for boolean masks). The "got …, expected …" half of every value
-check's message (:mod:`grader.testing.checks` decides when to say it); plain formatting on plain tensors.
+"""How a wrong tensor is shown: how many elements differ and by how much, then where the first
+mismatch is, with the values around it on both sides (a grid for boolean masks). The
+"got …, expected …" half of every value check's message (:mod:`grader.testing.checks` decides when
+to say it); plain formatting on plain tensors.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import torch
 def mismatch_summary(
     got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float
 ) -> str | None:
-    """``None`` when ``got`` is close to ``expected`` (``|g - e| <= atol + rtol |e|``, NaN never close; booleans
-    equal), else how many elements differ and by how much at most.
+    """``None`` when ``got`` is close to ``expected`` (``|g - e| <= atol + rtol |e|``, NaN never
+    close; booleans equal), else how many elements differ and by how much at most.
 
-    Not ``torch.testing.assert_close``: its first call imports torch's distributed tensors (0.5-0.7 s, in
-    every grading process). A sandboxed reply always arrives on CPU: values are compared where they are."""
+    Not ``torch.testing.assert_close``: its first call imports torch's distributed tensors (0.5-0.7
+    s, in every grading process). A sandboxed reply always arrives on CPU: values are compared where
+    they are."""
     g, e = got.detach().cpu(), expected.detach().cpu()
     if g.dtype == torch.bool and e.dtype == torch.bool:
         bad = g != e
@@ -42,7 +44,8 @@ def mismatch_summary(
 
 
 def mismatch_preview(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
-    """Where the first mismatch is and the values around it (a grid for boolean masks), both sides."""
+    """Where the first mismatch is and the values around it (a grid for boolean masks), both
+    sides."""
     g, e = got.detach().cpu(), expected.detach().cpu()
     if g.dtype == torch.bool or e.dtype == torch.bool:
         bad = g.bool() != e.bool()
@@ -68,7 +71,8 @@ def mismatch_preview(got: torch.Tensor, expected: torch.Tensor, atol: float, rto
 
 
 def _row(values: torch.Tensor, at: int, digits: int = 4, before: int = 2, after: int = 4) -> str:
-    """``[…, a, b, <c>, d, …]``: a window of a 1-D tensor around position ``at`` (marked with <>)."""
+    """``[…, a, b, <c>, d, …]``: a window of a 1-D tensor around position ``at`` (marked with
+    <>)."""
     lo, hi = max(0, at - before), min(values.numel(), at + after + 1)
     cells = [
         f"<{_fmt(values[i].item(), digits)}>" if i == at else _fmt(values[i].item(), digits)
@@ -86,7 +90,8 @@ def _row(values: torch.Tensor, at: int, digits: int = 4, before: int = 2, after:
 def _grids(
     got: torch.Tensor, expected: torch.Tensor, index: tuple[int, ...], size: int = 10
 ) -> str:
-    """Both masks' (rows, columns) slice holding the first mismatch, 1 = True, as side-by-side grids."""
+    """Both masks' (rows, columns) slice holding the first mismatch, 1 = True, as side-by-side
+    grids."""
     r, c = index[-2], index[-1]
     rows = range(max(0, r - size // 2), min(got.shape[-2], max(0, r - size // 2) + size))
     cols = range(max(0, c - size // 2), min(got.shape[-1], max(0, c - size // 2) + size))
@@ -101,7 +106,8 @@ def _grids(
 
 
 def _digits(a: object, b: object) -> int:
-    """Significant digits enough to tell ``a`` from ``b`` (4 at least): equal-looking previews say nothing."""
+    """Significant digits enough to tell ``a`` from ``b`` (4 at least): equal-looking previews say
+    nothing."""
     if not (isinstance(a, float) and isinstance(b, float)):
         return 4
     return next((n for n in range(4, 18) if f"{a:.{n}g}" != f"{b:.{n}g}"), 17)

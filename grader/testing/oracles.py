@@ -1,11 +1,12 @@
 """Oracles shared by the hidden suites: what dropout on the attention weights must look like.
 
-A module in training mode returns ``out = (keep * weights / (1 - p)) @ values`` (then maybe a linear map the
-test can undo), with ``keep`` a random 0/1 mask. The test knows ``weights`` and ``values`` (float64 hand
-computations) but not ``keep``; when the value rows are linearly independent (S <= Ev), the coefficient of
-each value row in ``out`` is recovered exactly by a least-squares solve, and must be either 0 (dropped) or
-``weights / (1 - p)`` (kept). Dropout anywhere else (on the scores, the values, the output) or with the
-wrong scale gives coefficients of neither kind, whatever ``p`` is.
+A module in training mode returns ``out = (keep * weights / (1 - p)) @ values`` (then maybe a linear
+map the test can undo), with ``keep`` a random 0/1 mask. The test knows ``weights`` and ``values``
+(float64 hand computations) but not ``keep``; when the value rows are linearly independent (S <=
+Ev), the coefficient of each value row in ``out`` is recovered exactly by a least-squares solve, and
+must be either 0 (dropped) or ``weights / (1 - p)`` (kept). Dropout anywhere else (on the scores,
+the values, the output) or with the wrong scale gives coefficients of neither kind, whatever ``p``
+is.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from grader.testing.diagnosis import Detector, Suspects, close, tag
 
 
 def value_coefficients(out: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """``c`` with ``out == c @ values``: (..., L, Ev) and (..., S, Ev) -> (..., L, S), in float64."""
+    """``c`` with ``out == c @ values``: (..., L, Ev) and (..., S, Ev) -> (..., L, S), in
+    float64."""
     v = values.double()
-    # least squares through the normal equations: (c V)(V^T) = out V^T, with V V^T (S x S) invertible
+    # least squares through the normal equations: (c V)(V^T) = out V^T, with V V^T (S x S)
+    # invertible
     solved: torch.Tensor = torch.linalg.solve(
         v @ v.transpose(-2, -1), v @ out.double().transpose(-2, -1)
     )
@@ -38,7 +41,8 @@ def expect_dropout_on_weights(
     what: str,
     tol: float = 1e-6,
 ) -> None:
-    """Fail unless ``out`` is ``(keep * weights / (1 - p)) @ values`` with about a fraction ``p`` dropped."""
+    """Fail unless ``out`` is ``(keep * weights / (1 - p)) @ values`` with about a fraction ``p``
+    dropped."""
     __tracebackhide__ = True
     expect_shape(out, tuple(weights.shape[:-1]) + (values.shape[-1],), what=what)
     bad = int((~torch.isfinite(out)).sum())
@@ -52,7 +56,8 @@ def expect_dropout_on_weights(
             )
         )
     coeff, scaled = value_coefficients(out, values), weights.double() / (1 - p)
-    # the solve amplifies rounding by the condition number of the value rows: widen the tolerance by it
+    # the solve amplifies rounding by the condition number of the value rows: widen the tolerance by
+    # it
     slack = (
         tol
         * torch.linalg.cond(values.double()).clamp(min=1.0)[..., None, None]
@@ -98,9 +103,10 @@ def expect_dropout_on_weights(
 def expect_independent_draws(
     dropped: torch.Tensor, live: torch.Tensor, p: float, *, what: str
 ) -> None:
-    """Fail when every batch item (dimension 0), or every head (dimension 1 of a 4-d draw), dropped exactly the
-    same weights: one mask drawn once and broadcast. Checked only where a fair draw could not do that by chance
-    (below 1e-9: every entry outside the first slice repeating it has probability at most max(p, 1 - p))."""
+    """Fail when every batch item (dimension 0), or every head (dimension 1 of a 4-d draw), dropped
+    exactly the same weights: one mask drawn once and broadcast. Checked only where a fair draw
+    could not do that by chance (below 1e-9: every entry outside the first slice repeating it has
+    probability at most max(p, 1 - p))."""
     __tracebackhide__ = True
     for name, dim in (("batch item", 0), ("head", 1))[: 1 + (dropped.dim() >= 4)]:
         if dropped.dim() < 3 or dropped.shape[dim] < 2:
@@ -123,7 +129,8 @@ def expect_independent_draws(
 def _expect_the_right_scale(
     coeff: torch.Tensor, weights: torch.Tensor, survivors: torch.Tensor, p: float, what: str
 ) -> None:
-    """Survivors all scaled by one wrong factor: the drop probability was read as a keep probability."""
+    """Survivors all scaled by one wrong factor: the drop probability was read as a keep
+    probability."""
     __tracebackhide__ = True
     ratios = (coeff / weights.double())[survivors]
     if ratios.numel() < 2 or float(ratios.max() - ratios.min()) > 1e-4 * float(ratios.abs().max()):
@@ -149,8 +156,8 @@ def _expect_the_right_scale(
 
 
 def expect_repeatable(first: torch.Tensor, second: torch.Tensor, *, what: str) -> None:
-    """Two calls with the same inputs in eval mode (or with training=False) must agree: a difference is something
-    random acting outside training (dropout left on)."""
+    """Two calls with the same inputs in eval mode (or with training=False) must agree: a difference
+    is something random acting outside training (dropout left on)."""
     __tracebackhide__ = True
     if tuple(first.shape) == tuple(second.shape) and not torch.equal(first, second):
         fail(
@@ -166,9 +173,9 @@ def expect_repeatable(first: torch.Tensor, second: torch.Tensor, *, what: str) -
 def returned_before_dropout(
     eval_weights: torch.Tensor, returned: torch.Tensor, p: float | None = None
 ) -> Suspects:
-    """The suspects of a training-mode output that is not ``returned @ value``: dropout applied to that product
-    instead of the weights (with ``p``, the dropout probability), or weights returned as they were before dropout
-    (the returned ones equal the eval-mode weights)."""
+    """The suspects of a training-mode output that is not ``returned @ value``: dropout applied to
+    that product instead of the weights (with ``p``, the dropout probability), or weights returned
+    as they were before dropout (the returned ones equal the eval-mode weights)."""
 
     def observe(got: torch.Tensor, expected: torch.Tensor) -> str | None:
         same = returned.shape == eval_weights.shape and torch.allclose(
@@ -188,8 +195,8 @@ def returned_before_dropout(
 
 
 def _output_dropped(p: float) -> Callable[[torch.Tensor, torch.Tensor], str | None]:
-    """Every entry of the output either 0 or ``expected / (1 - p)``, some zeroed where ``expected`` is not:
-    dropout on the output itself."""
+    """Every entry of the output either 0 or ``expected / (1 - p)``, some zeroed where ``expected``
+    is not: dropout on the output itself."""
 
     def observe(got: torch.Tensor, expected: torch.Tensor) -> str | None:
         if got.shape != expected.shape or not got.is_floating_point():

@@ -1,11 +1,12 @@
 """Parameters for value tests: the reference's weights transplanted into the student's module.
 
-A value test checks what a module computes, not how its parameters are named: that is the structure tests'
-job, and one slip must be charged there once, not again by every value test of the exercise. So a value
-test copies the reference's parameters into the student's module where the module has them, and makes the
-oracle follow the module where it lacks one it can do without: a missing bias counts as zero, and a parameter
-with a specified initial value (``defaults``) keeps that value. Any other missing name, or a wrong shape,
-fails with a message that names it: then nothing can be compared.
+A value test checks what a module computes, not how its parameters are named: that is the structure
+tests' job, and one slip must be charged there once, not again by every value test of the exercise.
+So a value test copies the reference's parameters into the student's module where the module has
+them, and makes the oracle follow the module where it lacks one it can do without: a missing bias
+counts as zero, and a parameter with a specified initial value (``defaults``) keeps that value. Any
+other missing name, or a wrong shape, fails with a message that names it: then nothing can be
+compared.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ __all__ = ["compared_grads", "expect_grads_of", "expect_module_grads", "params_o
 
 
 def params_of(module: nn.Module) -> dict[str, torch.Tensor]:
-    """Parameters only (never buffers: how a student stores a mask is their business), detached copies."""
+    """Parameters only (never buffers: how a student stores a mask is their business), detached
+    copies."""
     return {k: v.detach().clone() for k, v in module.named_parameters()}
 
 
@@ -37,10 +39,11 @@ def transplant(
     hint: str,
     defaults: Mapping[str, torch.Tensor] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Load ``source``'s parameters into the student handle ``h``; return the parameters the oracle must use.
+    """Load ``source``'s parameters into the student handle ``h``; return the parameters the oracle
+    must use.
 
-    With a reference module as ``source``, the module itself is adjusted in place too, so that an oracle that
-    runs it (``ref(x)``) follows the student's structure."""
+    With a reference module as ``source``, the module itself is adjusted in place too, so that an
+    oracle that runs it (``ref(x)``) follows the student's structure."""
     params = (
         params_of(source)
         if isinstance(source, nn.Module)
@@ -50,8 +53,8 @@ def transplant(
     used = {
         name: _stand_in(name, value, own, hint, defaults or {}) for name, value in params.items()
     }
-    # a bias the reference does not have (qkv_bias=False) but the module keeps anyway: zero, as if absent
-    # (parameters only: GPT-2's causal mask is a buffer named `bias`, and must stay as it is)
+    # a bias the reference does not have (qkv_bias=False) but the module keeps anyway: zero, as if
+    # absent (parameters only: GPT-2's causal mask is a buffer named `bias`, and must stay as it is)
     extra = {
         k: torch.zeros_like(v)
         for k, v in dict(h.named_parameters()).items()
@@ -68,8 +71,8 @@ def transplant(
 def compared_grads(
     ref: nn.Module, got: Mapping[str, torch.Tensor | None]
 ) -> Iterator[tuple[str, torch.Tensor | None, torch.Tensor | None]]:
-    """``(name, student's gradient, reference's)`` for each of the reference's parameters, leaving out a bias
-    the student's module does not have (the structure test charges that, once)."""
+    """``(name, student's gradient, reference's)`` for each of the reference's parameters, leaving
+    out a bias the student's module does not have (the structure test charges that, once)."""
     for name, param in ref.named_parameters():
         if name in got or not name.endswith("bias"):
             yield name, got.get(name), param.grad
@@ -83,9 +86,10 @@ def expect_module_grads(
     names: Sequence[str] = ("x",),
     suspects: Suspects | None = None,
 ) -> dict[str, torch.Tensor | None]:
-    """One forward and backward of the student's module ``h`` against ``ref`` (same weights, usually float64):
-    the output (``suspects``: its misconceptions), the gradient of each floating-point input (``names``, in order)
-    and of each parameter must match. Returns the student's parameter gradients for further checks."""
+    """One forward and backward of the student's module ``h`` against ``ref`` (same weights, usually
+    float64): the output (``suspects``: its misconceptions), the gradient of each floating-point
+    input (``names``, in order) and of each parameter must match. Returns the student's parameter
+    gradients for further checks."""
     __tracebackhide__ = True
     return expect_grads_of(
         h.grads(*inputs, grad_output=grad_output),
@@ -106,8 +110,9 @@ def expect_grads_of(
     suspects: Suspects | None = None,
     what: str = "float64 output",
 ) -> dict[str, torch.Tensor | None]:
-    """:func:`expect_module_grads` on what a ``Handle.grads`` call already gave back (``got``): a test that must
-    look at the output first (to read a dropout draw from it) compares the rest afterwards."""
+    """:func:`expect_module_grads` on what a ``Handle.grads`` call already gave back (``got``): a
+    test that must look at the output first (to read a dropout draw from it) compares the rest
+    afterwards."""
     __tracebackhide__ = True
     out, input_grads, param_grads = given
     leaves = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
@@ -143,7 +148,8 @@ def _stand_in(
     hint: str,
     defaults: Mapping[str, torch.Tensor],
 ) -> torch.Tensor:
-    """The value the oracle uses for ``name``: the reference's, or what the student's module has instead."""
+    """The value the oracle uses for ``name``: the reference's, or what the student's module has
+    instead."""
     __tracebackhide__ = True
     if name in own:
         if tuple(own[name].shape) != tuple(value.shape):

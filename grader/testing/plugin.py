@@ -1,10 +1,12 @@
 """pytest plugin for the public and hidden suites (load with ``-p grader.testing.plugin``).
 
-- markers: ``exercise(id)``, ``points(n)``, ``cuda`` (skips without a CUDA device; a skip earns nothing);
+- markers: ``exercise(id)``, ``points(n)``, ``cuda`` (skips without a CUDA device; a skip earns
+  nothing);
 - fixtures: ``student`` (the only door to student code), ``reference`` (the trusted solutions),
   ``seed`` and ``gen`` (inputs drawn from the runner's grading seed);
-- reports: a student exception becomes its own short feedback, never a grader traceback, followed by the
-  test's hint (``grader.testing.hints``) so the raw exception never hides what the test was checking.
+- reports: a student exception becomes its own short feedback, never a grader traceback, followed by
+  the test's hint (``grader.testing.hints``) so the raw exception never hides what the test was
+  checking.
 """
 
 from __future__ import annotations
@@ -92,8 +94,9 @@ def pytest_runtest_makereport(
 
 
 def _said_under(item: pytest.Item, error: StudentError) -> str:
-    """What follows a student exception: its diagnosis (a trusted variant raised the same, or the exception's
-    own text shows the mistake), else a hint the test gives explicitly; never a guess at a mistake."""
+    """What follows a student exception: its diagnosis (a trusted variant raised the same, or the
+    exception's own text shows the mistake), else a hint the test gives explicitly; never a guess at
+    a mistake."""
     diagnosis = diagnosis_of(error)
     if diagnosis:
         return f"\n  {diagnosis}"
@@ -102,7 +105,8 @@ def _said_under(item: pytest.Item, error: StudentError) -> str:
         or error.exc_type in _SELF_EXPLAINED
         or error.message.startswith("importing ")
     ):
-        return ""  # not implemented, missing, banned, timeouts, import errors: the message says what to do
+        # not implemented, missing, banned, timeouts, import errors: the message says what to do
+        return ""
     hint = getattr(error, "hint", None) or hint_of(item)
     return f"\n  hint: {hint}" if hint else ""
 
@@ -125,7 +129,8 @@ def _assignment(config: pytest.Config) -> manifest.Assignment | None:
     try:
         return manifest.load(Path(path) if path else None, config.getoption("assignment"))
     except manifest.ManifestError:
-        return None  # a student repo without a manifest simply has no bans or time limits checked locally
+        # a student repo without a manifest simply has no bans or time limits checked locally
+        return None
 
 
 @pytest.fixture(scope="session")
@@ -166,7 +171,8 @@ def student(
 
 @pytest.fixture(scope="session")
 def reference(pytestconfig: pytest.Config) -> _Reference:
-    """The trusted reference solutions: ``reference.<module>.<name>``, from ``solutions/`` beside the manifest."""
+    """The trusted reference solutions: ``reference.<module>.<name>``, from ``solutions/`` beside
+    the manifest."""
     from grader.course import references
 
     path = pytestconfig.getoption("manifest")

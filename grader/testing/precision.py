@@ -2,9 +2,10 @@
 
 A fixed tolerance (1e-2 for fp16, 2e-2 for bf16) accepts an implementation that accumulates in half
 precision, whose errors against a float64 truth are 2-8 times those of a kernel that accumulates in
-float32 and rounds once. So the student's error is bounded by a small factor of the reference kernel's,
-both measured against the float64 truth of the same (half-precision) inputs: the mean error separates
-the two cleanly (about 1x against about 2.7x on CPU, fp16 and bf16); the max error guards the tails.
+float32 and rounds once. So the student's error is bounded by a small factor of the reference
+kernel's, both measured against the float64 truth of the same (half-precision) inputs: the mean
+error separates the two cleanly (about 1x against about 2.7x on CPU, fp16 and bf16); the max error
+guards the tails.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ MAX_FACTOR = 3.0
 
 
 def errors(got: torch.Tensor, truth: torch.Tensor) -> tuple[float, float]:
-    """(mean, max) absolute error of ``got`` against the float64 ``truth``, on the CPU (a student's reply comes
-    back from the sandbox on the CPU while the kernel and the truth may sit on a GPU)."""
+    """(mean, max) absolute error of ``got`` against the float64 ``truth``, on the CPU (a student's
+    reply comes back from the sandbox on the CPU while the kernel and the truth may sit on a
+    GPU)."""
     e = (got.detach().double().cpu() - truth.detach().double().cpu()).abs()
     return float(e.mean()), float(e.max())
 
@@ -34,7 +36,8 @@ def expect_no_worse_than(
     what: str,
     hint: str | None = None,
 ) -> None:
-    """Fail unless ``got`` (same dtype as ``kernel``) is about as close to ``truth`` as the kernel is."""
+    """Fail unless ``got`` (same dtype as ``kernel``) is about as close to ``truth`` as the kernel
+    is."""
     __tracebackhide__ = True
     expect_shape(got, tuple(kernel.shape), what=what, hint=hint)
     expect(

@@ -1,12 +1,13 @@
 """Structure checks that the student's module cannot answer for itself.
 
-A buffer the specification says appears in ``state_dict()`` is looked for there, not in ``named_buffers()`` (a buffer
-registered with ``persistent=False`` is in the second only).
+A buffer the specification says appears in ``state_dict()`` is looked for there, not in
+``named_buffers()`` (a buffer registered with ``persistent=False`` is in the second only).
 
-The worker reads ``named_buffers()``, ``state_dict()`` and ``named_parameters()`` from ``nn.Module``'s own registries
-(:mod:`grader.inside.structure`), so an overridden method cannot claim a buffer. A registered buffer can still be a
-decoy that forward never reads; this check asks the computation instead: a buffer the output depends on changes
-the output when it is zeroed (a causal mask zeroed attends to every key, or to none).
+The worker reads ``named_buffers()``, ``state_dict()`` and ``named_parameters()`` from
+``nn.Module``'s own registries (:mod:`grader.inside.structure`), so an overridden method cannot
+claim a buffer. A registered buffer can still be a decoy that forward never reads; this check asks
+the computation instead: a buffer the output depends on changes the output when it is zeroed (a
+causal mask zeroed attends to every key, or to none).
 """
 
 from __future__ import annotations

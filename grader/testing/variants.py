@@ -1,9 +1,11 @@
-"""Attention by formula, in float64, with one thing changeable: what the catalogue's wrong variants compute.
+"""Attention by formula, in float64, with one thing changeable: what the catalogue's wrong variants
+compute.
 
-Every knob at its default gives the right answer (scaled dot-product attention, softmax over the keys, the mask
-applied before the softmax, rows with no key left all zero as SDPA gives them); a variant changes one knob, as a
-student's one mistake would. Plain formulas on plain tensors, trusted and shippable (nothing here is an
-exercise's solution: the exercises ask for these computations written in other ways, tiled, cached, batched).
+Every knob at its default gives the right answer (scaled dot-product attention, softmax over the
+keys, the mask applied before the softmax, rows with no key left all zero as SDPA gives them); a
+variant changes one knob, as a student's one mistake would. Plain formulas on plain tensors, trusted
+and shippable (nothing here is an exercise's solution: the exercises ask for these computations
+written in other ways, tiled, cached, batched).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ __all__ = ["attention", "causal_keep", "softmax"]
 def softmax(
     s: torch.Tensor, dim: int = -1, *, naive: bool = False, keepdim: bool = True
 ) -> torch.Tensor:
-    """Softmax along ``dim``; ``naive``: without the max subtracted, so it overflows as a student's does (compute it
-    in the student's dtype); ``keepdim=False``: the sum broadcast as a student's forgotten keepdim does (or
-    raises as theirs does)."""
+    """Softmax along ``dim``; ``naive``: without the max subtracted, so it overflows as a student's
+    does (compute it in the student's dtype); ``keepdim=False``: the sum broadcast as a student's
+    forgotten keepdim does (or raises as theirs does)."""
     e = torch.exp(s if naive else s - s.amax(dim=dim, keepdim=True))
     return e / e.sum(dim=dim, keepdim=keepdim)
 
@@ -28,9 +30,10 @@ def softmax(
 def causal_keep(
     L: int, S: int, *, align: str = "bottom-right", device: torch.device | None = None
 ) -> torch.Tensor:
-    """(L, S) True where query i may see key j: ``bottom-right`` (query i at position S - L + i, SDPA's
-    ``causal_lower_right``), ``top-left`` (query i at position i, SDPA's own is_causal), ``inverted`` (the
-    bottom-right mask negated) or ``strict`` (the bottom-right mask without its diagonal)."""
+    """(L, S) True where query i may see key j: ``bottom-right`` (query i at position S - L + i,
+    SDPA's ``causal_lower_right``), ``top-left`` (query i at position i, SDPA's own is_causal),
+    ``inverted`` (the bottom-right mask negated) or ``strict`` (the bottom-right mask without its
+    diagonal)."""
     i = torch.arange(L, device=device)[:, None]
     j = torch.arange(S, device=device)[None, :]
     if align == "top-left":
@@ -59,13 +62,15 @@ def attention(
     dead_rows_zero: bool = True,
     dtype: torch.dtype = torch.float64,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(output, weights) of softmax(q k^T * scale + bias, masked by ``keep``) v, computed in ``dtype``.
+    """(output, weights) of softmax(q k^T * scale + bias, masked by ``keep``) v, computed in
+    ``dtype``.
 
-    Knobs: ``scale`` (None: 1/sqrt(E)); ``keep`` (bool, broadcastable to (..., L, S), True = may attend);
-    ``bias`` added after the scaling, or before it with ``bias_before_scale``; ``softmax_dim``; ``naive`` (no max
-    subtracted); ``mask_after_softmax`` (the blocked weights zeroed after a softmax over every key, rows not
-    renormalised); ``fill`` (what blocked scores become); ``dead_rows_zero`` (False: a row with no key is what the
-    softmax makes of it, NaN for -inf)."""
+    Knobs: ``scale`` (None: 1/sqrt(E)); ``keep`` (bool, broadcastable to (..., L, S), True = may
+    attend); ``bias`` added after the scaling, or before it with ``bias_before_scale``;
+    ``softmax_dim``; ``naive`` (no max subtracted); ``mask_after_softmax`` (the blocked weights
+    zeroed after a softmax over every key, rows not renormalised); ``fill`` (what blocked scores
+    become); ``dead_rows_zero`` (False: a row with no key is what the softmax makes of it, NaN for
+    -inf)."""
     q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     s = q @ k.transpose(-2, -1)
     if bias is not None and bias_before_scale:

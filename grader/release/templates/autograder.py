@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # annotations only: at run time the bundle's grader is on the path inside the functions
+# annotations only: at run time the bundle's grader is on the path inside the functions
+if TYPE_CHECKING:
     from grader.cardtypes import AnyCard
 
 HERE = Path(__file__).resolve().parent
@@ -35,7 +36,8 @@ SCALE = int("@SCALE@")
 
 
 def install() -> None:
-    if os.environ.get("CLASSROOM50_SKIP_INSTALL") == "1":  # the runner image already has them (tests)
+    # the runner image already has them (tests)
+    if os.environ.get("CLASSROOM50_SKIP_INSTALL") == "1":
         return
     pip = [sys.executable, "-m", "pip", "install", "--quiet"]
     subprocess.run([*pip, f"torch=={TORCH}", "--index-url", INDEX], check=True)
@@ -54,7 +56,8 @@ def child(out: Path) -> int:
 
 
 def public_card() -> tuple[AnyCard | None, str]:
-    """(scorecard, "") or (None, why): a hang or a crash of the student's code is a failing result."""
+    """(scorecard, "") or (None, why): a hang or a crash of the student's code is a failing
+    result."""
     with tempfile.TemporaryDirectory(prefix="classroom50-") as tmp:
         out = Path(tmp) / "card.json"
         cmd = [sys.executable, "-I", str(HERE / "autograder.py"), "--child", str(out)]
@@ -74,7 +77,8 @@ def tests_of(card: AnyCard | None, why: str, max_points: float, k: int) -> list[
     from grader.cardtypes import error_of  # the bundle's copy: result() put it on the path
 
     if card is None or card["status"] == "error":
-        message = why if card is None else why or error_of(card)["message"]  # no card: public_card said why
+        # no card: public_card said why
+        message = why if card is None else why or error_of(card)["message"]
         return [{"test-name": "public tests", "passed": False, "score": 0, "max-score": round(max_points * k),
                  "message": message[:2000]}]
     return [{"test-name": f"{e['id']}: {t['name']}", "passed": t["outcome"] == "passed",
@@ -114,7 +118,8 @@ def main() -> int:
     document = result(card, why)
     from grader import schema
 
-    schema.validate("classroom50-result", document)  # our own contract check: a failure here is ours
+    # our own contract check: a failure here is ours
+    schema.validate("classroom50-result", document)
     Path("result.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
     print(f"{document['score']}/{document['max-score']} from the public tests; result.json written")
     return 0

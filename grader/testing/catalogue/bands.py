@@ -1,11 +1,13 @@
-"""What a wrong boolean attention mask is, read from the mask itself: causal and sliding-window masks are bands.
+"""What a wrong boolean attention mask is, read from the mask itself: causal and sliding-window
+masks are bands.
 
-A causal or sliding-window keep-mask of shape (L, S) keeps, for query i, the keys j with ``lo <= j - i <= hi``: it
-is constant along each diagonal, and its kept diagonals are one run. A student's wrong mask is very often a band
-too, only another one: the diagonal left out, the band turned to the future, a window one key too wide, the whole
-band shifted by S - L (aligned top-left). :func:`band_detector` reads both bands off the two masks and names the
-relation, whatever code made the student's: no list of wrong masks to foresee. A mask that is no band is left to
-the check's other suspects.
+A causal or sliding-window keep-mask of shape (L, S) keeps, for query i, the keys j with ``lo <= j -
+i <= hi``: it is constant along each diagonal, and its kept diagonals are one run. A student's wrong
+mask is very often a band too, only another one: the diagonal left out, the band turned to the
+future, a window one key too wide, the whole band shifted by S - L (aligned top-left).
+:func:`band_detector` reads both bands off the two masks and names the relation, whatever code made
+the student's: no list of wrong masks to foresee. A mask that is no band is left to the check's
+other suspects.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ Band = tuple[int, int]  # (lo, hi): keys j with lo <= j - i <= hi are kept
 
 
 def band_of(mask: torch.Tensor) -> Band | None:
-    """The band a 2-D boolean mask keeps, or None (not constant along its diagonals, kept diagonals not one run,
-    nothing kept); leading dims of size 1 are ignored."""
+    """The band a 2-D boolean mask keeps, or None (not constant along its diagonals, kept diagonals
+    not one run, nothing kept); leading dims of size 1 are ignored."""
     while mask.dim() > 2 and mask.shape[0] == 1:
         mask = mask[0]
     if mask.dim() != 2 or mask.dtype != torch.bool or 0 in mask.shape:
@@ -68,10 +70,12 @@ def _describe(band: Band) -> str:
 
 
 def band_detector() -> Detector:
-    """A detector for a wrong keep-mask (True = may attend) that is a band of another shape than the right one.
+    """A detector for a wrong keep-mask (True = may attend) that is a band of another shape than the
+    right one.
 
-    It names one misconception only when both masks are bands and their relation is one a student makes; the
-    message gives both bands in numbers, so it stays true when the reading is a near miss."""
+    It names one misconception only when both masks are bands and their relation is one a student
+    makes; the message gives both bands in numbers, so it stays true when the reading is a near
+    miss."""
 
     def observe(got: torch.Tensor, expected: torch.Tensor) -> Observation:
         if got.shape != expected.shape:

@@ -1,6 +1,7 @@
-"""Decaying attention's misconceptions (the decay's sign, distance and place, gamma's axis and start, the fused qkv
-split) and ALiBi's slopes: :class:`~grader.testing.catalogue.heads.Spec` knobs on the module's own parameters, as
-for the other modules (:mod:`~grader.testing.catalogue.modules`)."""
+"""Decaying attention's misconceptions (the decay's sign, distance and place, gamma's axis and
+start, the fused qkv split) and ALiBi's slopes: :class:`~grader.testing.catalogue.heads.Spec` knobs
+on the module's own parameters, as for the other modules
+(:mod:`~grader.testing.catalogue.modules`)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from grader.testing.diagnosis import Detector, Suspects, Variant
 
 
 def decaying_suspects(x: torch.Tensor, p: Params, heads: int) -> Suspects:
-    """``DecayingAttention``: the fused qkv split into q, k, v; scores minus gamma[h] |i - j| after the scaling; no
-    mask, no out_proj (its parameters: ``qkv.weight``, ``qkv.bias``, ``gamma`` of shape (H, 1, 1))."""
+    """``DecayingAttention``: the fused qkv split into q, k, v; scores minus gamma[h] |i - j| after
+    the scaling; no mask, no out_proj (its parameters: ``qkv.weight``, ``qkv.bias``, ``gamma`` of
+    shape (H, 1, 1))."""
     d, L = x.shape[-1], x.shape[-2]
     gamma = (
         p["gamma"].double().reshape(-1, 1, 1)
@@ -122,7 +124,8 @@ def decaying_forward(x: torch.Tensor, p: Params, heads: int) -> torch.Tensor:
 
 
 def gamma_init_suspects() -> Suspects:
-    """A fresh module's gamma, whose value check fails only when it is not all ones: that is the misconception."""
+    """A fresh module's gamma, whose value check fails only when it is not all ones: that is the
+    misconception."""
 
     def not_ones(got: torch.Tensor, expected: torch.Tensor) -> str | None:
         if got.shape != expected.shape or bool(torch.equal(got.double(), expected.double())):
@@ -134,8 +137,9 @@ def gamma_init_suspects() -> Suspects:
 
 
 def slopes_suspects(n: int) -> Suspects:
-    """``alibi_slopes(n)``: the slopes reversed, 2 ** (-8h/n) for every n (the power-of-two rule everywhere), h
-    counted from 0 instead of 1, or the odd slopes of alibi_slopes(2c) interleaved instead of the even ones."""
+    """``alibi_slopes(n)``: the slopes reversed, 2 ** (-8h/n) for every n (the power-of-two rule
+    everywhere), h counted from 0 instead of 1, or the odd slopes of alibi_slopes(2c) interleaved
+    instead of the even ones."""
     naive = torch.tensor([2.0 ** (-8.0 * h / n) for h in range(1, n + 1)])
     right = torch.tensor(_slopes(n))
     from_zero = (
@@ -174,8 +178,8 @@ def slopes_suspects(n: int) -> Suspects:
 
 
 def _slopes(n: int, *, first: int = 1, odd: bool = False) -> list[float]:
-    """Press et al.'s slopes (``first``: the h each power-of-two rule starts at; ``odd``: the extra slopes from the
-    odd indices of the 2c rule)."""
+    """Press et al.'s slopes (``first``: the h each power-of-two rule starts at; ``odd``: the extra
+    slopes from the odd indices of the 2c rule)."""
 
     def pow2(m: int) -> list[float]:
         return [2.0 ** (-8.0 * h / m) for h in range(first, m + first)]

@@ -1,6 +1,6 @@
 """`efficient_attention`'s misconceptions that formulas show (shippable; the tiled ones are in
-:mod:`grader.testing.catalogue.flash`): sdpa_attention's mask conventions, is_causal top-left when L != S,
-is_causal with a mask; flash_attention's scale, causal alignment and default."""
+:mod:`grader.testing.catalogue.flash`): sdpa_attention's mask conventions, is_causal top-left when L
+!= S, is_causal with a mask; flash_attention's scale, causal alignment and default."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ def formula_suspects(
     is_causal: bool = False,
     causal_default: bool = False,
 ) -> Suspects:
-    """The misconceptions of ``flash_attention`` or ``sdpa_attention`` that need no tiles to compute."""
+    """The misconceptions of ``flash_attention`` or ``sdpa_attention`` that need no tiles to
+    compute."""
     L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
     keep = causal_keep(L, S) if is_causal else None
     items = [
@@ -107,7 +108,8 @@ def formula_suspects(
                 f"where it is S - L = {S - L}{', rows with no key ' + dead if dead else ''}",
                 _att(q, k, v, keep=flipped, dead_rows_zero=not dead),
             )
-            # a query left with no key: zeros (SDPA) or NaN (a softmax of -inf); only L < S leaves one
+            # a query left with no key: zeros (SDPA) or NaN (a softmax of -inf); only L < S leaves
+            # one
             for dead in ("", "NaN")[: 2 if bool((~flipped.any(-1)).any()) else 1]
         ]
     if keep is not None and bool((~keep.any(-1)).any()):  # L > S: the first queries see no key

@@ -1,9 +1,11 @@
-"""FlashAttention's misconceptions: the online softmax computed tile by tile with one step changed (the running max
-started at 0, the accumulator or the denominator not rescaled, each tile normalised on its own, the ragged last
-tile dropped), and the formula-level ones (scale, causal alignment, is_causal by default).
+"""FlashAttention's misconceptions: the online softmax computed tile by tile with one step changed
+(the running max started at 0, the accumulator or the denominator not rescaled, each tile normalised
+on its own, the ragged last tile dropped), and the formula-level ones (scale, causal alignment,
+is_causal by default).
 
-Trusted tiled code, run by the hidden suites only: it is a tiled attention, so it never ships to students
-(:data:`grader.release.repository.RUNTIME` leaves it out); the public suites diagnose with formulas alone.
+Trusted tiled code, run by the hidden suites only: it is a tiled attention, so it never ships to
+students (:data:`grader.release.repository.RUNTIME` leaves it out); the public suites diagnose with
+formulas alone.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def tiled(
     drop_ragged: bool = False,
     carry_max: str = "yes",  # "tile": m_new is the tile's own max; "never": m is never updated
 ) -> torch.Tensor:
-    """Online-softmax attention over key tiles in float64 (bottom-right causal), with one step changeable."""
+    """Online-softmax attention over key tiles in float64 (bottom-right causal), with one step
+    changeable."""
     q, k, v = (t.double() for t in (q, k, v))
     L, S = q.shape[-2], k.shape[-2]
     s_all = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -75,8 +78,8 @@ def flash_suspects(
     block_size: int = 64,
     causal_default: bool = False,
 ) -> Suspects:
-    """What ``flash_attention(q, k, v, is_causal, block_size)`` gives with each misconception (``causal_default``:
-    the test left is_causal at its default)."""
+    """What ``flash_attention(q, k, v, is_causal, block_size)`` gives with each misconception
+    (``causal_default``: the test left is_causal at its default)."""
 
     def run(**knobs: Any) -> Callable[[], torch.Tensor]:
         base: dict[str, Any] = {"is_causal": is_causal, "block_size": block_size}

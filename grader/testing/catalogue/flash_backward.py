@@ -1,11 +1,11 @@
-"""FlashAttention's backward misconceptions: the tiled backward with one step changed (D computed per tile or left
-out, the scale missing from dQ and dK, left out of dK, or applied to dS as well, dQ assigned instead of accumulated,
-the probabilities renormalised per tile or shifted by the tile's max instead of exp(S - lse), the causal mask aligned
-top-left or missing, the ragged last key tile dropped), and the forward's log-sum-exp with one step changed (the
-running max alone, log(l) alone).
+"""FlashAttention's backward misconceptions: the tiled backward with one step changed (D computed
+per tile or left out, the scale missing from dQ and dK, left out of dK, or applied to dS as well, dQ
+assigned instead of accumulated, the probabilities renormalised per tile or shifted by the tile's
+max instead of exp(S - lse), the causal mask aligned top-left or missing, the ragged last key tile
+dropped), and the forward's log-sum-exp with one step changed (the running max alone, log(l) alone).
 
-Trusted tiled code, run by the hidden suites only (it is the exercise's backward written tile by tile: it never
-ships to students, :data:`grader.release.repository.RUNTIME` leaves it out).
+Trusted tiled code, run by the hidden suites only (it is the exercise's backward written tile by
+tile: it never ships to students, :data:`grader.release.repository.RUNTIME` leaves it out).
 """
 
 from __future__ import annotations
@@ -55,12 +55,13 @@ def backward(
     d_given: torch.Tensor | None = None,
     cat_dim: int = -2,
 ) -> Grads:
-    """(dq, dk, dv) of FlashAttention-2's backward in float64, key tile by key tile, with one step changeable:
-    ``delta`` ("row", "tile": rowsum(P * dP) of the tile, "none"), extra factors on dQ, dK, dS (1: right),
-    ``dq_overwrite``, ``probs`` ("lse", "tile-softmax", "tile-max"), ``align`` of the causal mask ("none": no mask),
-    ``drop_ragged`` (the shorter last key tile left out: dK, dV shorter), ``s_scale`` (a factor on the scores P
-    is recomputed from), ``d_given`` (D itself, (..., L, 1), in place of rowsum(dO * O)), ``cat_dim`` (the dim
-    dK's and dV's tiles are concatenated along: raises where the student's torch.cat does)."""
+    """(dq, dk, dv) of FlashAttention-2's backward in float64, key tile by key tile, with one step
+    changeable: ``delta`` ("row", "tile": rowsum(P * dP) of the tile, "none"), extra factors on dQ,
+    dK, dS (1: right), ``dq_overwrite``, ``probs`` ("lse", "tile-softmax", "tile-max"), ``align`` of
+    the causal mask ("none": no mask), ``drop_ragged`` (the shorter last key tile left out: dK, dV
+    shorter), ``s_scale`` (a factor on the scores P is recomputed from), ``d_given`` (D itself,
+    (..., L, 1), in place of rowsum(dO * O)), ``cat_dim`` (the dim dK's and dV's tiles are
+    concatenated along: raises where the student's torch.cat does)."""
     q, k, v, o, do = (t.double() for t in (q, k, v, out, do))
     L, S = q.shape[-2], k.shape[-2]
     scale, row_lse = 1.0 / math.sqrt(q.shape[-1]), lse.double().unsqueeze(-1)
@@ -163,7 +164,8 @@ def backward_suspects(
     block_size: int,
     which: int,
 ) -> Suspects:
-    """What gradient ``which`` (0: dq, 1: dk, 2: dv) of ``flash_attention_backward`` is with each misconception."""
+    """What gradient ``which`` (0: dq, 1: dk, 2: dv) of ``flash_attention_backward`` is with each
+    misconception."""
     scale = 1.0 / math.sqrt(q.shape[-1])
     factors = {
         2: {"dq_scale": 1 / scale, "dk_scale": 1 / scale},
@@ -209,8 +211,9 @@ def backward_suspects(
 
 
 def _fitted_delta(run: Callable[[torch.Tensor], torch.Tensor]) -> Detector:
-    """Any other D per row: dQ is affine in D (dQ(D) = dQ(0) - D * R row by row), so the D that gives the
-    student's dQ is read off by least squares, row by row, and named if it reproduces dQ exactly."""
+    """Any other D per row: dQ is affine in D (dQ(D) = dQ(0) - D * R row by row), so the D that
+    gives the student's dQ is read off by least squares, row by row, and named if it reproduces dQ
+    exactly."""
 
     def observe(got: torch.Tensor, expected: torch.Tensor) -> Observation:
         if got.shape != expected.shape or not got.is_floating_point():
@@ -231,7 +234,8 @@ def _fitted_delta(run: Callable[[torch.Tensor], torch.Tensor]) -> Detector:
 
 
 def lse_suspects(q: torch.Tensor, k: torch.Tensor, is_causal: bool) -> Suspects:
-    """What ``flash_forward``'s lse is with each misconception (float64 inside, returned in ``q``'s dtype)."""
+    """What ``flash_forward``'s lse is with each misconception (float64 inside, returned in ``q``'s
+    dtype)."""
 
     def scores() -> torch.Tensor:
         s = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])

@@ -1,10 +1,12 @@
-"""Attention modules by formula with knobs: projections, heads, mask, scale, softmax, output projection.
+"""Attention modules by formula with knobs: projections, heads, mask, scale, softmax, output
+projection.
 
-One float64 computation covers the first assignment's modules and grouped-query attention: queries from ``x``,
-keys and values from ``context`` (self-attention: ``x``), split into heads, scaled, masked (causal bottom-right,
-a padding keep-mask, an additive bias), softmaxed, merged, projected. Each knob is one misconception's change
-(:func:`module_variants`); every knob at its default is the right answer. Parameters are the module's own,
-``nn.Linear`` layout (``W_query.weight`` ...), a missing bias counting as zero.
+One float64 computation covers the first assignment's modules and grouped-query attention: queries
+from ``x``, keys and values from ``context`` (self-attention: ``x``), split into heads, scaled,
+masked (causal bottom-right, a padding keep-mask, an additive bias), softmaxed, merged, projected.
+Each knob is one misconception's change (:func:`module_variants`); every knob at its default is the
+right answer. Parameters are the module's own, ``nn.Linear`` layout (``W_query.weight`` ...), a
+missing bias counting as zero.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ Params = Mapping[str, torch.Tensor]
 
 @dataclass(frozen=True)
 class Spec:
-    """How the right module computes; the knobs a misconception turns are the fields after ``out_proj``."""
+    """How the right module computes; the knobs a misconception turns are the fields after
+    ``out_proj``."""
 
     heads: int = 1
     kv_heads: int | None = None  # grouped-query attention: fewer key/value heads
@@ -40,33 +43,35 @@ class Spec:
     kv_from_x: str = ""  # "kv", "k" or "v": projected from x instead of the context
     roles_swapped: bool = False  # queries from the context, keys and values from x
     use_bias: bool = True
-    split: str = (
-        "transpose"  # "view": view(B, H, T, hd) without the transpose; "strided": (B, T, hd, H)
-    )
-    merge: str = "transpose"  # "view": no transpose back; "1,3,2" ...: permute(0, 1, 3, 2) before the reshape
+    # "view": view(B, H, T, hd) without the transpose; "strided": (B, T, hd, H)
+    split: str = "transpose"
+    # "view": no transpose back; "1,3,2" ...: permute(0, 1, 3, 2) before the reshape
+    merge: str = "transpose"
     scale_on: str = "scores"  # or "weights": the weights multiplied by the scale after the softmax
-    align: str = "bottom-right"  # causal alignment: "top-left", "inverted", "strict", "none" (no causal mask)
+    # causal alignment: "top-left", "inverted", "strict", "none" (no causal mask)
+    align: str = "bottom-right"
     mask_after_softmax: bool = False
     softmax_dim: int = -1
     naive: bool = False
     keep_inverted: bool = False
-    keep_align: str = "batch"  # a (B, S) padding mask as (B, 1, S) ("heads"), (B, 1, S, 1) ("queries"), (B, S, 1, 1)
+    # a (B, S) padding mask as (B, 1, S) ("heads"), (B, 1, S, 1) ("queries"), (B, S, 1, 1)
+    keep_align: str = "batch"
     keep_fill: float = float(
         "-inf"
     )  # what padded scores become: 0.0 for scores multiplied by the 0/1 mask
     kv_len_from_query: bool = False  # keys and values split into heads with the queries' length
-    rope: tuple[int, float] | None = (
-        None  # (max_len, base): the grader's stand-in RoPE turns q and k
-    )
+    # (max_len, base): the grader's stand-in RoPE turns q and k
+    rope: tuple[int, float] | None = None
     rope_on: str = "qk"  # or "q" (keys left alone), "qkv" (the values turned too)
-    keep_as: str = "bool"  # the padding keep-mask: "added" (scores + keep as 0/1 floats), "zeroed-kv" (k, v * keep)
-    rope_pairing: str = (
-        "half"  # or "interleaved": the exercise's apply_rope_interleaved on the same tables
-    )
+    # the padding keep-mask: "added" (scores + keep as 0/1 floats), "zeroed-kv" (k, v * keep)
+    keep_as: str = "bool"
+    # or "interleaved": the exercise's apply_rope_interleaved on the same tables
+    rope_pairing: str = "half"
     rope_before_split: bool = False  # RoPE on (B, T, H, hd): the heads axis taken for the positions
     kv_pairing: str = "interleave"  # or "repeat": query head h reads kv head h % kv_heads
     skip_out_proj: bool = False
-    bias_on: str = "scores"  # or "scores-times" (s * exp(bias)), "weights-times" (w * exp(bias)), "weights" (w + bias)
+    # or "scores-times" (s * exp(bias)), "weights-times" (w * exp(bias)), "weights" (w + bias)
+    bias_on: str = "scores"
 
 
 def forward(
@@ -78,9 +83,10 @@ def forward(
     keep: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The module's output for ``x`` (B, T, d) under ``spec``, in x's dtype (float64 inside; float32 for ``naive``,
-    whose overflow must happen where the student's does). ``keep``: (B, S) True for real keys; ``bias``:
-    broadcastable to (B, H, T, S), added after the scaling. A 2-D ``x`` (T, d) is one unbatched sequence."""
+    """The module's output for ``x`` (B, T, d) under ``spec``, in x's dtype (float64 inside; float32
+    for ``naive``, whose overflow must happen where the student's does). ``keep``: (B, S) True for
+    real keys; ``bias``: broadcastable to (B, H, T, S), added after the scaling. A 2-D ``x`` (T, d)
+    is one unbatched sequence."""
     if x.dim() == 2:
         return forward(
             x[None],
@@ -147,7 +153,8 @@ def forward(
 
 
 def _merge(o: torch.Tensor, how: str) -> torch.Tensor:
-    """(B, H, T, hd) back to (B, T, H * hd): transposed, as is ("view"), or permuted ("1,3,2": dims 1, 3, 2)."""
+    """(B, H, T, hd) back to (B, T, H * hd): transposed, as is ("view"), or permuted ("1,3,2": dims
+    1, 3, 2)."""
     B, T = o.shape[0], o.shape[2]
     dims = {"transpose": "2,1,3", "view": "1,2,3"}.get(how, how)  # the two names for permutations
     return o.permute(0, *map(int, dims.split(","))).reshape(B, T, -1)
@@ -200,8 +207,9 @@ def _rope_on_tokens(t: torch.Tensor, heads: int, spec: Spec) -> torch.Tensor:
 def _padding_misread(
     k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, how: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | float]:
-    """The (B, S) keep-mask used otherwise than to block: added to the scores as 0/1 floats, or multiplied into
-    the keys and values; returns (k, v, the keep-mask left to block with, what is added to the scores)."""
+    """The (B, S) keep-mask used otherwise than to block: added to the scores as 0/1 floats, or
+    multiplied into the keys and values; returns (k, v, the keep-mask left to block with, what is
+    added to the scores)."""
     if keep is None or how == "bool":
         return k, v, keep, 0.0
     if how == "added":
@@ -235,8 +243,8 @@ def module_variants(
     run: Callable[[Spec], torch.Tensor],
     scales: Mapping[str, float] | None = None,
 ) -> list[tuple[str, str, Callable[[], torch.Tensor]]]:
-    """(misconception, what the output equals, its thunk) for each knob of ``groups``; ``scales``: wrong scale
-    factors by name ("1/sqrt(d_model) = ..."), each a ``wrong-scale`` variant."""
+    """(misconception, what the output equals, its thunk) for each knob of ``groups``; ``scales``:
+    wrong scale factors by name ("1/sqrt(d_model) = ..."), each a ``wrong-scale`` variant."""
     out: list[tuple[str, str, Callable[[], torch.Tensor]]] = []
     for group in groups:
         for mid, shows, knobs in KNOBS[group]:
@@ -265,7 +273,8 @@ def module_suspects(
     scales: Mapping[str, float] | None = None,
     **inputs: Any,
 ) -> Suspects:
-    """Suspects of a module's output for ``x`` (and ``inputs``: context, keep, bias) with parameters ``p``."""
+    """Suspects of a module's output for ``x`` (and ``inputs``: context, keep, bias) with parameters
+    ``p``."""
 
     def run(s: Spec) -> torch.Tensor:
         return forward(x, p, s, **inputs)

@@ -1,16 +1,19 @@
-"""The attention modules' misconceptions as knobs of :class:`~grader.testing.catalogue.heads.Spec`, by group.
+"""The attention modules' misconceptions as knobs of :class:`~grader.testing.catalogue.heads.Spec`,
+by group.
 
-Each entry is (misconception id, what the module's output then equals, the Spec fields it turns); every module
-exercise picks the groups that apply to it (causal, scale, softmax, heads, padding, cross, gqa, rope, ...), and
-:func:`~grader.testing.catalogue.heads.module_variants` runs the one float64 formula with each. A table apart from
-the formula it drives: adding a misconception is one line here, never a change to the computation's code.
+Each entry is (misconception id, what the module's output then equals, the Spec fields it turns);
+every module exercise picks the groups that apply to it (causal, scale, softmax, heads, padding,
+cross, gqa, rope, ...), and :func:`~grader.testing.catalogue.heads.module_variants` runs the one
+float64 formula with each. A table apart from the formula it drives: adding a misconception is one
+line here, never a change to the computation's code.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# (misconception, what the output then equals, the knobs): every module exercise picks the ones that apply
+# (misconception, what the output then equals, the knobs): every module exercise picks the ones that
+# apply
 KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
     "scale": [
         ("wrong-scale", "no scaling at all", {"scale": 1.0}),

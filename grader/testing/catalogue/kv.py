@@ -1,9 +1,10 @@
-"""KV-cache decoding's misconceptions: chunk by chunk through the grader's stand-in model, with one step changed
-(RoPE positions restarting at 0, the chunk's mask aligned top-left, the unwritten slots attended to, the ragged last
-chunk dropped, a reset that keeps the count, the kv heads tiled with repeat, the values turned).
+"""KV-cache decoding's misconceptions: chunk by chunk through the grader's stand-in model, with one
+step changed (RoPE positions restarting at 0, the chunk's mask aligned top-left, the unwritten slots
+attended to, the ragged last chunk dropped, a reset that keeps the count, the kv heads tiled with
+repeat, the values turned).
 
-Trusted decoding code, run by the hidden suites only (it decodes, as the exercise does: it never ships to students,
-:data:`grader.release.repository.RUNTIME` leaves it out).
+Trusted decoding code, run by the hidden suites only (it decodes, as the exercise does: it never
+ships to students, :data:`grader.release.repository.RUNTIME` leaves it out).
 """
 
 from __future__ import annotations
@@ -30,31 +31,30 @@ class Decoding:
     kv_heads: int
     rope: tuple[int, float] | None  # (max_len, base) of the model's stand-in RoPE tables
     max_len: int  # the cache's
-    held: int = 0  # slots a previous sequence left written (zeros) and counted: a reset that keeps the count
-    positions: str = (
-        "absolute"  # "restart": 0 .. t-1 in every chunk; "keys-restart"/"queries-restart": one side
-    )
-    align: str = (
-        "bottom-right"  # "top-left": tril() of (t, S); "strict": the diagonal blocked; "none"
-    )
+    # slots a previous sequence left written (zeros) and counted: a reset that keeps the count
+    held: int = 0
+    # "restart": 0 .. t-1 in every chunk; "keys-restart"/"queries-restart": one side
+    positions: str = "absolute"
+    # "top-left": tril() of (t, S); "strict": the diagonal blocked; "none"
+    align: str = "bottom-right"
     unwritten: bool = False  # every max_len slot attended to, the unwritten ones zeros
     drop_ragged: bool = False
     pairing: str = "interleave"
     rope_values: bool = False
-    grouped_cache: bool = (
-        False  # keys and values repeated to every query head before the cache stores them
-    )
+    # keys and values repeated to every query head before the cache stores them
+    grouped_cache: bool = False
     scale: float | None = None
     naive: bool = False
     softmax_dim: int = -1  # -2: over the chunk's queries; 1: over the heads
-    merge: str = "2,1,3"  # the permutation of (B, H, t, hd) before the reshape to (B, t, d): "1,2,3" is a view
+    # the permutation of (B, H, t, hd) before the reshape to (B, t, d): "1,2,3" is a view
+    merge: str = "2,1,3"
 
 
 def decode(
     x: torch.Tensor, p: Mapping[str, torch.Tensor], spec: Decoding, schedule: Sequence[int]
 ) -> torch.Tensor:
-    """The outputs of decoding ``x`` (B, T, d) in chunks of ``schedule``'s sizes from an empty cache (float64 inside,
-    float32 for ``naive``), concatenated."""
+    """The outputs of decoding ``x`` (B, T, d) in chunks of ``schedule``'s sizes from an empty cache
+    (float64 inside, float32 for ``naive``), concatenated."""
     dtype = x.dtype if spec.naive else torch.float64
     B, _, d = x.shape
     hd = d // spec.heads
@@ -107,8 +107,8 @@ def decode(
 
 
 def _offset(spec: Decoding, side: str, length: int) -> int:
-    """The first position of a chunk's ``side`` (queries, keys, values): the cache's length, or 0 where the
-    misconception restarts it."""
+    """The first position of a chunk's ``side`` (queries, keys, values): the cache's length, or 0
+    where the misconception restarts it."""
     return 0 if spec.positions in ("restart", f"{side}-restart") else length
 
 
@@ -217,7 +217,8 @@ def kv_suspects(
     schedule: Sequence[int],
     rows: slice = slice(None),
 ) -> Suspects:
-    """What decoding ``x`` by ``schedule`` gives (its ``rows``: the tokens the test compares) with each misconception."""
+    """What decoding ``x`` by ``schedule`` gives (its ``rows``: the tokens the test compares) with
+    each misconception."""
 
     def run(s: Decoding) -> Callable[[], torch.Tensor]:
         return lambda: decode(x, p, s, schedule)[:, rows]
@@ -236,9 +237,8 @@ def kv_suspects(
     hd = d // spec.heads
     sizes = {"head_dim": hd, "d_model": d, "num_kv_heads * head_dim": spec.kv_heads * hd}
     right = 1 / math.sqrt(hd) if spec.scale is None else spec.scale
-    work = (
-        x.shape[0] * spec.heads * x.shape[1] * (x.shape[1] + spec.max_len)
-    )  # scores per decode, at most
+    # scores per decode, at most
+    work = x.shape[0] * spec.heads * x.shape[1] * (x.shape[1] + spec.max_len)
     fitted = scale_detector(
         lambda c: decode(x, p, replace(spec, scale=c), schedule)[:, rows], right, sizes, work
     )

@@ -1,6 +1,6 @@
-"""`masks`' misconceptions: the blocked set used as the keep-mask, a float or additive mask where a boolean one is
-due, a padding mask inverted, off by one or compared without the broadcast dims, an additive mask inverted or
-filled with -1e9."""
+"""`masks`' misconceptions: the blocked set used as the keep-mask, a float or additive mask where a
+boolean one is due, a padding mask inverted, off by one or compared without the broadcast dims, an
+additive mask inverted or filled with -1e9."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def causal_suspects(T: int) -> Suspects:
                 "torch.triu(ones, diagonal=1): the BLOCKED set, used as the keep-mask",
                 lambda: ~keep,
             ),
-            band_detector(),  # any other band: the diagonal left out, the band turned, no mask at all
+            # any other band: the diagonal left out, the band turned, no mask at all
+            band_detector(),
         )
     )
 
@@ -82,8 +83,8 @@ def additive_suspects(mask: torch.Tensor, dtype: torch.dtype = torch.float32) ->
 
 
 def bool_mask_kind(got: torch.Tensor) -> str | None:
-    """The diagnosis of a mask of the wrong dtype: a float 0/1 mask, or an additive 0/-inf one, where a boolean
-    keep-mask is due."""
+    """The diagnosis of a mask of the wrong dtype: a float 0/1 mask, or an additive 0/-inf one,
+    where a boolean keep-mask is due."""
     if got.dtype == torch.bool or not got.is_floating_point():
         return None
     values = set(torch.unique(got.detach().cpu()).tolist())

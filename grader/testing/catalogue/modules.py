@@ -1,6 +1,7 @@
-"""The attention modules' misconceptions (self, causal, multi-head, cross, grouped-query attention; decaying
-attention and ALiBi in :mod:`~grader.testing.catalogue.decaying`), each a
-:class:`~grader.testing.catalogue.heads.Spec` knob on the module's own parameters and the test's inputs."""
+"""The attention modules' misconceptions (self, causal, multi-head, cross, grouped-query attention;
+decaying attention and ALiBi in :mod:`~grader.testing.catalogue.decaying`), each a
+:class:`~grader.testing.catalogue.heads.Spec` knob on the module's own parameters and the test's
+inputs."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from grader.testing.dropout import eval_dropout
 
 
 def causal_suspects(x: torch.Tensor, p: Params, *, context_length: int | None = None) -> Suspects:
-    """``CausalAttention``: one head of d_out features, the causal mask, no output projection (``context_length``:
-    the module's, for the mask left uncut)."""
+    """``CausalAttention``: one head of d_out features, the causal mask, no output projection
+    (``context_length``: the module's, for the mask left uncut)."""
     d_in, d_out = x.shape[-1], p["W_query.weight"].shape[0]
     spec = Spec(heads=1, causal=True, out_proj=False)
     scales = {
@@ -56,7 +57,8 @@ def _bias(p: Params, name: str) -> torch.Tensor | None:
 
 
 def _uncut(x: torch.Tensor, p: Params, context_length: int | None, heads: int) -> Suspects:
-    """The (context_length, context_length) mask used whole on (T, T) scores: raises as the student's code does."""
+    """The (context_length, context_length) mask used whole on (T, T) scores: raises as the
+    student's code does."""
     if context_length is None:
         return Suspects()
 
@@ -81,7 +83,8 @@ def _uncut(x: torch.Tensor, p: Params, context_length: int | None, heads: int) -
 
 
 def self_suspects(x: torch.Tensor, p: Params) -> Suspects:
-    """``SelfAttentionV1``/``V2`` (nn.Linear layout: V1's (d_in, d_out) matrices transposed): no mask, one head."""
+    """``SelfAttentionV1``/``V2`` (nn.Linear layout: V1's (d_in, d_out) matrices transposed): no
+    mask, one head."""
     d_in, d_out = x.shape[-1], p["W_query.weight"].shape[0]
     scales = {
         f"1/d_out = 1/{d_out}": 1 / d_out,
@@ -134,8 +137,8 @@ def mha_suspects(
 def wrapper_suspects(
     heads_out: Callable[[], list[torch.Tensor]], d_out: int, num_heads: int
 ) -> Suspects:
-    """``MultiHeadAttentionWrapper``: its heads' outputs (``heads_out()``, each (B, T, d_out)) concatenated on the
-    wrong dim, or heads of d_out // num_heads features."""
+    """``MultiHeadAttentionWrapper``: its heads' outputs (``heads_out()``, each (B, T, d_out))
+    concatenated on the wrong dim, or heads of d_out // num_heads features."""
 
     def narrow(got: torch.Tensor, expected: torch.Tensor) -> str | None:
         width = num_heads * (d_out // num_heads)
@@ -162,7 +165,8 @@ def wrapper_suspects(
 def cross_suspects(
     x: torch.Tensor, context: torch.Tensor, p: Params, heads: int, keep: torch.Tensor | None = None
 ) -> Suspects:
-    """``CrossAttention``: queries from x, keys and values from the context, a padding mask, out_proj."""
+    """``CrossAttention``: queries from x, keys and values from the context, a padding mask,
+    out_proj."""
     d = p["W_query.weight"].shape[0]
     groups = ["scale", "softmax", "bias", "heads", "out_proj", "cross"] + (
         ["padding"] if keep is not None else []
@@ -183,7 +187,8 @@ def bind(run: Callable[..., torch.Tensor], **kwargs: Any) -> Callable[[], torch.
 
 
 def unfused(p: Params, heads: int, layout: str) -> dict[str, torch.Tensor]:
-    """W_query/W_key/W_value (weights and biases) from the fused qkv, in the layout the output is read in."""
+    """W_query/W_key/W_value (weights and biases) from the fused qkv, in the layout the output is
+    read in."""
     w, b = p["qkv.weight"], p.get("qkv.bias")
     d = w.shape[1]
     hd = d // heads
@@ -205,13 +210,15 @@ def unfused(p: Params, heads: int, layout: str) -> dict[str, torch.Tensor]:
 
 
 def distinct_scales(scales: Mapping[str, float], head_dim: int) -> dict[str, float]:
-    """The wrong factors that differ from the right one, 1/sqrt(head_dim) (at some sizes they coincide)."""
+    """The wrong factors that differ from the right one, 1/sqrt(head_dim) (at some sizes they
+    coincide)."""
     right = 1 / math.sqrt(head_dim)
     return {name: f for name, f in scales.items() if abs(f - right) > 1e-9 * right}
 
 
 def _inverted_is_also_additive_eq_zero(found: Suspects) -> Suspects:
-    """``mask == 0`` on an additive 0/-inf causal mask keeps exactly the future: the inverted mask's output."""
+    """``mask == 0`` on an additive 0/-inf causal mask keeps exactly the future: the inverted mask's
+    output."""
     items = tuple(
         Variant(
             v.id,
@@ -231,8 +238,8 @@ def _inverted_is_also_additive_eq_zero(found: Suspects) -> Suspects:
 def gqa_suspects(
     x: torch.Tensor, p: Params, heads: int, kv_heads: int, rope: tuple[int, float] | None = None
 ) -> Suspects:
-    """``GroupedQueryAttention``: causal, ``kv_heads`` key/value heads shared by groups of query heads, out_proj, the
-    (stand-in) RoPE on q and k when ``rope`` = (max_len, base)."""
+    """``GroupedQueryAttention``: causal, ``kv_heads`` key/value heads shared by groups of query
+    heads, out_proj, the (stand-in) RoPE on q and k when ``rope`` = (max_len, base)."""
     d = x.shape[-1]
     spec = Spec(heads=heads, kv_heads=kv_heads, causal=True, rope=rope)
     groups = (

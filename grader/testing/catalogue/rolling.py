@@ -1,9 +1,9 @@
-"""The rolling KV cache's misconceptions (sliding-window decoding): the cache with one step changed (unwritten slots
-attended, storage order after the ring wraps, the chunk written before it attends, the chunk's mask aligned
-top-left, window + 1 tokens held).
+"""The rolling KV cache's misconceptions (sliding-window decoding): the cache with one step changed
+(unwritten slots attended, storage order after the ring wraps, the chunk written before it attends,
+the chunk's mask aligned top-left, window + 1 tokens held).
 
-Trusted caching code, run by the hidden suites only (it decodes as the exercise does, so it never ships to
-students: :data:`grader.release.repository.RUNTIME` leaves it out). The window's mask is
+Trusted caching code, run by the hidden suites only (it decodes as the exercise does, so it never
+ships to students: :data:`grader.release.repository.RUNTIME` leaves it out). The window's mask is
 :func:`grader.testing.catalogue.window.keep`, the one definition both modules use.
 """
 
@@ -20,7 +20,8 @@ from grader.testing.variants import attention
 
 
 def buffer_suspects(shape: tuple[int, int, int, int]) -> Suspects:
-    """What a fresh cache's (B, H, window, hd) zero buffer is with one slot too many (window + 1 held)."""
+    """What a fresh cache's (B, H, window, hd) zero buffer is with one slot too many (window + 1
+    held)."""
     B, H, window, hd = shape
     return Suspects(
         (
@@ -34,8 +35,9 @@ def buffer_suspects(shape: tuple[int, int, int, int]) -> Suspects:
 
 
 class Ring:
-    """A rolling cache's storage in float64 with one step changeable: ``capacity`` tokens (window + 1: one too many),
-    ``storage_order`` held() in slot order, ``all_slots`` held() returning every slot, written or not."""
+    """A rolling cache's storage in float64 with one step changeable: ``capacity`` tokens (window +
+    1: one too many), ``storage_order`` held() in slot order, ``all_slots`` held() returning every
+    slot, written or not."""
 
     def __init__(
         self,
@@ -155,8 +157,8 @@ CACHE_STEPS: tuple[tuple[str, str, dict[str, Any], dict[str, bool]], ...] = (
 def decode_suspects(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, chunks: Sequence[int]
 ) -> Suspects:
-    """What decoding ``q, k, v`` in ``chunks`` through a fresh ``RollingKVCache(window)`` gives with each
-    misconception."""
+    """What decoding ``q, k, v`` in ``chunks`` through a fresh ``RollingKVCache(window)`` gives with
+    each misconception."""
 
     def run(ring: dict[str, Any], step: dict[str, bool]) -> Callable[[], torch.Tensor]:
         ring = {**ring, "capacity": window + 1} if ring.get("capacity") == -1 else ring
@@ -170,7 +172,8 @@ def decode_suspects(
 def reset_suspects(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, chunks: Sequence[int]
 ) -> Suspects:
-    """What decoding after ``reset()`` gives when reset keeps the count: the held slots are the zeroed old ones."""
+    """What decoding after ``reset()`` gives when reset keeps the count: the held slots are the
+    zeroed old ones."""
     return Suspects(
         (
             Variant(
@@ -184,8 +187,8 @@ def reset_suspects(
 
 
 def held_suspects(ks: torch.Tensor, window: int, chunks: Sequence[int], which: int = 0) -> Suspects:
-    """What ``update`` returns (keys: ``which`` 0, values: 1) after feeding ``ks`` (its values ``ks`` too) in
-    ``chunks`` with each misconception of the storage."""
+    """What ``update`` returns (keys: ``which`` 0, values: 1) after feeding ``ks`` (its values
+    ``ks`` too) in ``chunks`` with each misconception of the storage."""
 
     def run(**ring: Any) -> Callable[[], torch.Tensor]:
         def go() -> torch.Tensor:

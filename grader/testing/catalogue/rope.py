@@ -1,10 +1,12 @@
-"""RoPE's misconceptions: the tables with one step changed (the base ignored, the exponent's sign or step wrong,
-positions from 1, (sin, cos) returned, the angles in float32) and the rotation with one step changed (every pair
-turned by minus its angle, the other pairing, the positions ignored, (B, T) rows not lined up with the batch, the
-rows reshaped to 4-D), and the Hugging Face table layout (each column duplicated to head_dim) that the hidden suite
-prices apart from wrong values (:func:`pairs_view`).
+"""RoPE's misconceptions: the tables with one step changed (the base ignored, the exponent's sign or
+step wrong, positions from 1, (sin, cos) returned, the angles in float32) and the rotation with one
+step changed (every pair turned by minus its angle, the other pairing, the positions ignored, (B, T)
+rows not lined up with the batch, the rows reshaped to 4-D), and the Hugging Face table layout (each
+column duplicated to head_dim) that the hidden suite prices apart from wrong values
+(:func:`pairs_view`).
 
-Plain formulas on plain tensors, float64 inside: nothing here is the exercise's solution written the way it asks.
+Plain formulas on plain tensors, float64 inside: nothing here is the exercise's solution written the
+way it asks.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ def tables(
     first: int = 0,
     angle_dtype: torch.dtype = torch.float64,
 ) -> Tables:
-    """(cos, sin) of m * theta_i, theta_i = base ** (sign * step * i / head_dim), m = first .. first + max_len - 1;
-    every knob at its default is the right table (float64); ``angle_dtype``: the angles computed in that dtype."""
+    """(cos, sin) of m * theta_i, theta_i = base ** (sign * step * i / head_dim), m = first .. first
+    + max_len - 1; every knob at its default is the right table (float64); ``angle_dtype``: the
+    angles computed in that dtype."""
     i = torch.arange(head_dim // 2, dtype=angle_dtype)
     theta = base ** (sign * (step * i) / head_dim)
     angle = torch.arange(first, first + max_len, dtype=angle_dtype)[:, None] * theta[None, :]
@@ -45,8 +48,8 @@ def table_suspects(
     dtype: torch.dtype,
     rows: slice = slice(None),
 ) -> Suspects:
-    """What table ``which`` (0: cos, 1: sin) of ``rope_frequencies(head_dim, max_len, base, dtype)`` is (its
-    ``rows``: those the test compares) with each misconception."""
+    """What table ``which`` (0: cos, 1: sin) of ``rope_frequencies(head_dim, max_len, base, dtype)``
+    is (its ``rows``: those the test compares) with each misconception."""
 
     def of(**knobs: object) -> Callable[[], torch.Tensor]:
         return lambda: tables(head_dim, max_len, base, **knobs)[which][rows].to(dtype)  # type: ignore[arg-type]
@@ -98,15 +101,17 @@ def hf_layout(t: torch.Tensor) -> torch.Tensor:
 
 
 def pairs_view(got: object, head_dim: int) -> object:
-    """``got`` seen one column per pair: a table in Hugging Face's layout (head_dim columns whose two halves are
-    equal) is cut to its first half, so its values are judged apart from its layout; anything else is unchanged."""
+    """``got`` seen one column per pair: a table in Hugging Face's layout (head_dim columns whose
+    two halves are equal) is cut to its first half, so its values are judged apart from its layout;
+    anything else is unchanged."""
     if type(got) is not torch.Tensor or got.dim() != 2 or got.shape[-1] != head_dim or head_dim % 2:
         return got
     half = head_dim // 2
     return got[:, :half] if bool(torch.equal(got[:, :half], got[:, half:])) else got
 
 
-# ----------------------------------------------------------------------------------------------- the rotation
+# -----------------------------------------------------------------------------------------------
+# the rotation
 def rotate(
     x: torch.Tensor,
     cos: torch.Tensor,
@@ -119,12 +124,12 @@ def rotate(
     unsqueeze: bool = True,
     rows_4d: bool = False,
 ) -> torch.Tensor:
-    """x rotated in float64 by the rows of (cos, sin) (one column per pair) and returned in x's dtype.
-    ``pairing``: "half" (x[i], x[i + hd/2]), "interleaved" (x[2i], x[2i+1]) in place, "neighbours-cat" (the
-    interleaved pairs rotated and concatenated) or "half-stack" (the half-split pairs put in place as interleaved
-    ones are); ``sign`` -1: every pair turned by minus its angle;
-    ``ignore_positions``: rows 0 .. T-1 whatever positions says; ``unsqueeze`` False: (B, T) rows not unsqueezed
-    over the heads; ``rows_4d``: the rows reshaped to (1, 1, T, hd/2)."""
+    """x rotated in float64 by the rows of (cos, sin) (one column per pair) and returned in x's
+    dtype. ``pairing``: "half" (x[i], x[i + hd/2]), "interleaved" (x[2i], x[2i+1]) in place,
+    "neighbours-cat" (the interleaved pairs rotated and concatenated) or "half-stack" (the
+    half-split pairs put in place as interleaved ones are); ``sign`` -1: every pair turned by minus
+    its angle; ``ignore_positions``: rows 0 .. T-1 whatever positions says; ``unsqueeze`` False: (B,
+    T) rows not unsqueezed over the heads; ``rows_4d``: the rows reshaped to (1, 1, T, hd/2)."""
     T = x.shape[-2]
     use = None if ignore_positions else positions
     c, s = (cos[:T], sin[:T]) if use is None else (cos[use], sin[use])
@@ -154,8 +159,8 @@ def rotate_suspects(
     *,
     interleaved: bool = False,
 ) -> Suspects:
-    """What ``apply_rope`` (``apply_rope_interleaved``) of these inputs gives with each misconception; (cos, sin)
-    one column per pair."""
+    """What ``apply_rope`` (``apply_rope_interleaved``) of these inputs gives with each
+    misconception; (cos, sin) one column per pair."""
     own = "interleaved" if interleaved else "half"
 
     def of(**knobs: object) -> Callable[[], torch.Tensor]:

@@ -1,10 +1,11 @@
 """Wrong RoPE frequencies, read off the table itself: whatever the student's theta_i are.
 
-A RoPE table holds cos (or sin) of m * theta_i for position m (a row) and pair i (a column). A student's table with
-wrong frequencies (the exponent's step, sign or precedence, the base) is still such a table, with other theta_i.
-:func:`frequency_detector` recovers one theta per column from the row of position 1, rebuilds the whole table from
-them, and names ``rope-frequencies`` only when the rebuilt table is the student's: the message gives the
-frequencies found beside the right ones, and their law when it is a power of the base.
+A RoPE table holds cos (or sin) of m * theta_i for position m (a row) and pair i (a column). A
+student's table with wrong frequencies (the exponent's step, sign or precedence, the base) is still
+such a table, with other theta_i. :func:`frequency_detector` recovers one theta per column from the
+row of position 1, rebuilds the whole table from them, and names ``rope-frequencies`` only when the
+rebuilt table is the student's: the message gives the frequencies found beside the right ones, and
+their law when it is a power of the base.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from grader.testing.diagnosis import Detector, Observation, close
 
 
 def frequency_detector(head_dim: int, base: float, which: int, positions: torch.Tensor) -> Detector:
-    """For table ``which`` (0: cos, 1: sin) whose compared rows are ``positions`` (the test's row slice)."""
+    """For table ``which`` (0: cos, 1: sin) whose compared rows are ``positions`` (the test's row
+    slice)."""
 
     def observe(got: torch.Tensor, expected: torch.Tensor) -> Observation:
         found = _recovered(got, which, positions)
@@ -73,14 +75,16 @@ def _few(theta: torch.Tensor) -> str:
 
 
 def _measurable(theta: torch.Tensor, which: int, positions: torch.Tensor) -> torch.Tensor:
-    """Columns whose theta a float32 table tells: a cos that never leaves 1 hides how small its angle is."""
+    """Columns whose theta a float32 table tells: a cos that never leaves 1 hides how small its
+    angle is."""
     if which == 1:
         return theta > 0
     return theta * float(positions.max()) > 0.05
 
 
 def _law(theta: torch.Tensor, head_dim: int, base: float, seen: torch.Tensor) -> str:
-    """ ", i.e. base ** (k * i / head_dim)" when the measurable theta follow one (only told, never required)."""
+    """ ", i.e. base ** (k * i / head_dim)" when the measurable theta follow one (only told, never
+    required)."""
     i = torch.arange(theta.numel(), dtype=torch.float64)[seen]
     if i.numel() < 3 or float(i[0]) != 0 or not bool((theta[seen] > 0).all()) or base <= 1:
         return ""

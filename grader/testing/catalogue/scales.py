@@ -1,11 +1,12 @@
 """A wrong scale, found by fitting it: whatever factor the student's scores were multiplied by.
 
-Scaling by the wrong factor is one misconception with many spellings (no scale, 1/head_dim, 1/sqrt(d_model),
-the kv width, the scale applied twice, sqrt instead of 1/sqrt); a list of variants names only the spellings
-foreseen. :func:`scale_detector` instead searches the one factor ``c`` for which the right computation with
-its scores times ``c`` gives the student's output, and names the wrong scale only when that output matches
-within the check's tolerance: the diagnosis is an observation, with the factor it found in numbers (and in
-words when it equals a formula of the exercise's sizes).
+Scaling by the wrong factor is one misconception with many spellings (no scale, 1/head_dim,
+1/sqrt(d_model), the kv width, the scale applied twice, sqrt instead of 1/sqrt); a list of variants
+names only the spellings foreseen. :func:`scale_detector` instead searches the one factor ``c`` for
+which the right computation with its scores times ``c`` gives the student's output, and names the
+wrong scale only when that output matches within the check's tolerance: the diagnosis is an
+observation, with the factor it found in numbers (and in words when it equals a formula of the
+exercise's sizes).
 """
 
 from __future__ import annotations
@@ -21,18 +22,18 @@ from grader.testing.diagnosis import Detector, Observation, close
 GRID = [2.0 ** (k / 2) for k in range(-10, 11) if k]  # times the right scale: 1/32 .. 32 first
 GOLDEN = (math.sqrt(5) - 1) / 2
 MAX_WORK = 1 << 20  # scores per run: ~50 runs of a million scores stay well under a second
-PROBE = (
-    8  # steps after which a search not closing in on the output stops (a wrong answer, no scale)
-)
+# steps after which a search not closing in on the output stops (a wrong answer, no scale)
+PROBE = 8
 STEPS = 26  # golden-section steps on the log of the factor: the bracket shrinks 0.618**26 ~ 3.7e-6
 
 
 def scale_detector(
     run: Callable[[float], torch.Tensor], right: float, sizes: Mapping[str, int], work: int = 0
 ) -> Detector:
-    """A detector that fits the scale: ``run(c)`` is the right computation with its scores times ``c`` (the
-    right scale is ``right``); ``sizes`` names the exercise's dimensions ("head_dim": 8, ...) for the message;
-    ``work``: how many scores one run computes (a check on long sequences is not fitted: see MAX_WORK)."""
+    """A detector that fits the scale: ``run(c)`` is the right computation with its scores times
+    ``c`` (the right scale is ``right``); ``sizes`` names the exercise's dimensions ("head_dim": 8,
+    ...) for the message; ``work``: how many scores one run computes (a check on long sequences is
+    not fitted: see MAX_WORK)."""
 
     def observe(got: torch.Tensor, expected: torch.Tensor) -> Observation:
         if got.shape != expected.shape or not got.is_floating_point() or work > MAX_WORK:
@@ -53,7 +54,8 @@ def scale_detector(
 
 
 def _fit(run: Callable[[float], torch.Tensor], got: torch.Tensor, right: float) -> float | None:
-    """The factor whose output is nearest ``got``: the best of a grid, then a golden-section search around it."""
+    """The factor whose output is nearest ``got``: the best of a grid, then a golden-section search
+    around it."""
     target = got.detach().to(torch.float64)
 
     @functools.cache
@@ -100,12 +102,14 @@ def _forms(sizes: Mapping[str, int]) -> dict[str, float]:
 
 
 def _snapped(factor: float, sizes: Mapping[str, int]) -> float:
-    """The formula's exact value when the fitted ``factor`` is one (the fit is good to ~1e-6), else ``factor``."""
+    """The formula's exact value when the fitted ``factor`` is one (the fit is good to ~1e-6), else
+    ``factor``."""
     return next((v for v in _forms(sizes).values() if abs(math.log(factor / v)) < 1e-3), factor)
 
 
 def _named(factor: float, sizes: Mapping[str, int]) -> str:
-    """``factor`` in numbers, with the formula of ``sizes`` it equals (1/sqrt(head_dim), 1/d_model, ...)."""
+    """``factor`` in numbers, with the formula of ``sizes`` it equals (1/sqrt(head_dim), 1/d_model,
+    ...)."""
     for words, value in _forms(sizes).items():
         if abs(math.log(factor / value)) < 1e-3:
             return f"{words} = {value:.4g}"

@@ -1,6 +1,7 @@
-"""`scaled_dot_product`'s misconceptions (and every exercise's that calls attention on q, k, v directly): the scale,
-the softmax's dim, `.T`, the mask's meaning, an additive mask read as a boolean one or added before the scaling, a
-squeezed mask, NaN or -1e9 for rows with no key, an overflowing exp."""
+"""`scaled_dot_product`'s misconceptions (and every exercise's that calls attention on q, k, v
+directly): the scale, the softmax's dim, `.T`, the mask's meaning, an additive mask read as a
+boolean one or added before the scaling, a squeezed mask, NaN or -1e9 for rows with no key, an
+overflowing exp."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def sdp_suspects(
     scale: float | None = None,
     part: Part = 0,
 ) -> Suspects:
-    """What ``scaled_dot_product_attention(q, k, v, mask, scale=scale)[part]`` gives with each misconception."""
+    """What ``scaled_dot_product_attention(q, k, v, mask, scale=scale)[part]`` gives with each
+    misconception."""
     E = q.shape[-1]
     keep, bias = (mask, None) if mask is None or mask.dtype == torch.bool else (None, mask)
 
@@ -104,7 +106,8 @@ def _masks(
     wrong: Callable[..., Callable[[], torch.Tensor]],
     dtype: torch.dtype,
 ) -> list[Variant]:
-    """``dtype``: the student's, where the variant must fail as theirs does (-1e9 does not fit in float16)."""
+    """``dtype``: the student's, where the variant must fail as theirs does (-1e9 does not fit in
+    float16)."""
     items: list[Variant] = []
     if keep is not None:
         items += [

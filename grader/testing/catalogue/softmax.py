@@ -1,6 +1,7 @@
-"""`softmax` and `simple_attention`'s misconceptions: a softmax along another dim, without keepdim, without the max
-subtracted, a plain sum instead of exp; context vectors from the scores or for one query; a transpose of the wrong
-dims of a batch; scores scaled as in scaled dot-product attention, which this exercise does not ask for."""
+"""`softmax` and `simple_attention`'s misconceptions: a softmax along another dim, without keepdim,
+without the max subtracted, a plain sum instead of exp; context vectors from the scores or for one
+query; a transpose of the wrong dims of a batch; scores scaled as in scaled dot-product attention,
+which this exercise does not ask for."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from grader.testing.variants import softmax
 
 
 def softmax_suspects(x: torch.Tensor, dim: int = -1) -> Suspects:
-    """What ``softmax(x, dim)`` gives with each misconception (computed in float64, cast to x's dtype, except the
-    overflowing one, which overflows in x's own dtype as the student's does)."""
+    """What ``softmax(x, dim)`` gives with each misconception (computed in float64, cast to x's
+    dtype, except the overflowing one, which overflows in x's own dtype as the student's does)."""
     x64, n = x.double(), x.dim()
     items: list[Variant] = [
         Variant(
@@ -55,8 +56,9 @@ def _max_over(x: torch.Tensor, d: int | None) -> Callable[[], torch.Tensor]:
 
 
 def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
-    """The max subtracted wrongly, in x's own dtype (exp underflows to 0/0 as the student's does): over the whole
-    tensor or along another dim (no longer a constant of each slice), or in the numerator only."""
+    """The max subtracted wrongly, in x's own dtype (exp underflows to 0/0 as the student's does):
+    over the whole tensor or along another dim (no longer a constant of each slice), or in the
+    numerator only."""
     n = dim % x.dim()
 
     def shifted_by(
@@ -101,8 +103,9 @@ def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
 
 
 def weights_suspects(scores: torch.Tensor) -> Suspects:
-    """``attention_weights(scores)``: a softmax's misconceptions, and scores scaled by any factor first (simple
-    attention asks for none; a fitted one, :mod:`~grader.testing.catalogue.scales`)."""
+    """``attention_weights(scores)``: a softmax's misconceptions, and scores scaled by any factor
+    first (simple attention asks for none; a fitted one,
+    :mod:`~grader.testing.catalogue.scales`)."""
     s64 = scores.double()
     fitted = scale_detector(
         lambda c: softmax(s64 * c, -1).to(scores.dtype),
@@ -190,13 +193,15 @@ def scaled(compute: Callable[[float], torch.Tensor], factor: float) -> Callable[
 
 
 def unasked_scales(d: int) -> dict[str, float]:
-    """The factors of scaled dot-product attention, which simple attention (plain dot products) does not use."""
+    """The factors of scaled dot-product attention, which simple attention (plain dot products) does
+    not use."""
     return {f"1/sqrt(d) = 1/sqrt({d})": 1 / math.sqrt(d), f"1/d = 1/{d}": 1 / d} if d > 1 else {}
 
 
 def scores_suspects(x: torch.Tensor) -> Suspects:
-    """What ``x x^T`` gives with each misconception: `.T`, which reverses every dim of a batched tensor; the seed's
-    double loop over one sequence's tokens into ``torch.zeros(T, T)`` (float32, one sequence only)."""
+    """What ``x x^T`` gives with each misconception: `.T`, which reverses every dim of a batched
+    tensor; the seed's double loop over one sequence's tokens into ``torch.zeros(T, T)`` (float32,
+    one sequence only)."""
     x64 = x.double()
     return Suspects(
         (
@@ -236,8 +241,8 @@ def scores_suspects(x: torch.Tensor) -> Suspects:
 
 
 def _loop(x: torch.Tensor) -> torch.Tensor:
-    """Seed 001's scores: a loop over the rows of a (T, d) tensor, into a float32 torch.zeros (torch.dot raises for
-    the rows of a batch, as the student's does)."""
+    """Seed 001's scores: a loop over the rows of a (T, d) tensor, into a float32 torch.zeros
+    (torch.dot raises for the rows of a batch, as the student's does)."""
     scores = torch.zeros(x.shape[-2], x.shape[-2])
     for i, x_i in enumerate(x):
         for j, x_j in enumerate(x):

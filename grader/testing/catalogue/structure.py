@@ -1,6 +1,7 @@
-"""Structure checks that say what a module's parameters show: a bias the arguments asked for and the module does not
-have (or the reverse), an output projection missing, keys and values as wide as the queries, V1's matrices laid out
-as nn.Linear's, a decay that is not a parameter, a wrapper's heads of the wrong width or all one head."""
+"""Structure checks that say what a module's parameters show: a bias the arguments asked for and the
+module does not have (or the reverse), an output projection missing, keys and values as wide as the
+queries, V1's matrices laid out as nn.Linear's, a decay that is not a parameter, a wrapper's heads
+of the wrong width or all one head."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ _PROJECTIONS = ("W_query", "W_key", "W_value")
 
 
 def expect_structure(got: Shapes, expected: Shapes, *, what: str) -> None:
-    """Fail unless the parameter names and shapes are ``expected``, naming the misconception they show, if any."""
+    """Fail unless the parameter names and shapes are ``expected``, naming the misconception they
+    show, if any."""
     __tracebackhide__ = True
     if dict(got) == dict(expected):
         return
@@ -139,8 +141,8 @@ def _head_width(
 def _one_head(
     missing: set[str], extra: set[str], shaped: set[str], got: Shapes, expected: Shapes
 ) -> str | None:
-    """Only ``heads.0.*`` registered where later heads are expected: named_parameters() lists a module once,
-    however many times a ModuleList holds it."""
+    """Only ``heads.0.*`` registered where later heads are expected: named_parameters() lists a
+    module once, however many times a ModuleList holds it."""
     later = {n for n in missing if n.startswith("heads.") and n.split(".")[1] not in ("", "0")}
     first = {"heads.0." + n.split(".", 2)[2] for n in later if n.count(".") >= 2}
     if not later or later != missing or extra or not first <= set(got):

@@ -1,10 +1,12 @@
-"""Sliding-window attention's misconceptions: the mask with one step changed (the window one key too wide or too
-narrow, symmetric, top-left aligned, inverted), banded attention block by block with one step changed (the band's
-first key wrong, the tile's mask cut from the top rows of a square one, the ragged last block dropped, no scale);
-the rolling cache's are in :mod:`~grader.testing.catalogue.rolling`.
+"""Sliding-window attention's misconceptions: the mask with one step changed (the window one key too
+wide or too narrow, symmetric, top-left aligned, inverted), banded attention block by block with one
+step changed (the band's first key wrong, the tile's mask cut from the top rows of a square one, the
+ragged last block dropped, no scale); the rolling cache's are in
+:mod:`~grader.testing.catalogue.rolling`.
 
-Trusted blockwise and caching code, run by the hidden suites only (it is the exercise's computation written block
-by block, so it never ships to students: :data:`grader.release.repository.RUNTIME` leaves it out).
+Trusted blockwise and caching code, run by the hidden suites only (it is the exercise's computation
+written block by block, so it never ships to students: :data:`grader.release.repository.RUNTIME`
+leaves it out).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from grader.testing.variants import attention
 def keep(
     L: int, S: int, window: int, *, align: str = "bottom-right", symmetric: bool = False
 ) -> torch.Tensor:
-    """(L, S) True where query i (at S - L + i, or at i when ``align`` is "top-left") may see key j: 0 <= p - j <
-    window (``symmetric``: |p - j| < window)."""
+    """(L, S) True where query i (at S - L + i, or at i when ``align`` is "top-left") may see key j:
+    0 <= p - j < window (``symmetric``: |p - j| < window)."""
     p = torch.arange(L)[:, None] + (0 if align == "top-left" else S - L)
     behind = p - torch.arange(S)[None, :]
     return behind.abs() < window if symmetric else (behind >= 0) & (behind < window)
@@ -69,7 +71,8 @@ def mask_suspects(L: int, window: int, S: int | None = None) -> Suspects:
     return Suspects((*items, band_detector()))  # any other band: the query's own key left out, ...
 
 
-# ----------------------------------------------------------------------------------------------- banded attention
+# -----------------------------------------------------------------------------------------------
+# banded attention
 def banded(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -83,10 +86,11 @@ def banded(
     softmax_dim: int = -1,
     tile_mask: str = "keep",
 ) -> torch.Tensor:
-    """Banded attention block by block in float64 with one step changeable: ``band(start)`` the block's first key
-    (a Python slice start, unclamped as a student's is), ``top_rows`` the tile's mask cut from the top rows of the
-    band's square mask, ``drop_ragged`` the shorter last block left out, ``tile_mask`` how the tile's mask is used
-    ("keep": masked_fill(~keep), "blocked": masked_fill(keep), "none": not at all)."""
+    """Banded attention block by block in float64 with one step changeable: ``band(start)`` the
+    block's first key (a Python slice start, unclamped as a student's is), ``top_rows`` the tile's
+    mask cut from the top rows of the band's square mask, ``drop_ragged`` the shorter last block
+    left out, ``tile_mask`` how the tile's mask is used ("keep": masked_fill(~keep), "blocked":
+    masked_fill(keep), "none": not at all)."""
     q, k, v = (t.double() for t in (q, k, v))
     T, scale = q.shape[-2], 1.0 / math.sqrt(q.shape[-1])
     first = band or (lambda start: max(0, start - window + 1))
