@@ -146,15 +146,15 @@ def forward(
     ):  # the decay after the softmax: rows unnormalised
         w = w * bias.to(dtype).exp() if spec.bias_on == "weights-times" else w + bias.to(dtype)
     o = w @ v  # (B, H, T, hd)
-    o = _merge(o, spec.merge)
+    o = merge_heads(o, spec.merge)
     if spec.out_proj and not spec.skip_out_proj:
         o = _linear(o, p, "out_proj", True, dtype)
     return o.to(x.dtype)
 
 
-def _merge(o: torch.Tensor, how: str) -> torch.Tensor:
+def merge_heads(o: torch.Tensor, how: str) -> torch.Tensor:
     """(B, H, T, hd) back to (B, T, H * hd): transposed, as is ("view"), or permuted ("1,3,2": dims
-    1, 3, 2)."""
+    1, 3, 2). The one spelling of a merge: KV decoding's knob (:mod:`.kv`) reads it too."""
     B, T = o.shape[0], o.shape[2]
     dims = {"transpose": "2,1,3", "view": "1,2,3"}.get(how, how)  # the two names for permutations
     return o.permute(0, *map(int, dims.split(","))).reshape(B, T, -1)

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.inside.standins import stand_in_apply_rope, stand_in_rope_frequencies
+from grader.testing.catalogue.heads import merge_heads
 from grader.testing.catalogue.scales import scale_detector
 from grader.testing.diagnosis import Suspects, Variant
 from grader.testing.variants import softmax
@@ -98,7 +99,7 @@ def decode(
         length += t
         outs.append(_attend(q, torch.cat(keys, 2), torch.cat(values, 2), spec))
         outs[-1] = F.linear(
-            outs[-1].permute(0, *map(int, spec.merge.split(","))).reshape(B, t, d),
+            merge_heads(outs[-1], spec.merge),
             p["out_proj.weight"].to(dtype),
             _bias(p, "out_proj", dtype),
         )

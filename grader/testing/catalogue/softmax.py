@@ -1,7 +1,11 @@
 """`softmax` and `simple_attention`'s misconceptions: a softmax along another dim, without keepdim,
 without the max subtracted, a plain sum instead of exp; context vectors from the scores or for one
 query; a transpose of the wrong dims of a batch; scores scaled as in scaled dot-product attention,
-which this exercise does not ask for."""
+which this exercise does not ask for.
+
+Each variant computes in float64 and is cast to x's dtype, except those whose mistake is numerical
+(an overflow, an underflow to 0/0): they run in x's own dtype, so they fail where the student's
+code fails and the outputs compare equal, NaNs included."""
 
 from __future__ import annotations
 
@@ -56,7 +60,7 @@ def _max_over(x: torch.Tensor, d: int | None) -> Callable[[], torch.Tensor]:
 
 
 def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
-    """The max subtracted wrongly, in x's own dtype (exp underflows to 0/0 as the student's does):
+    """The max subtracted wrongly, in x's own dtype (numerical: see the module's docstring):
     over the whole tensor or along another dim (no longer a constant of each slice), or in the
     numerator only."""
     n = dim % x.dim()
@@ -64,9 +68,8 @@ def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
     def shifted_by(
         m: Callable[[], torch.Tensor], den_shifted: bool = True
     ) -> Callable[[], torch.Tensor]:
-        def go() -> (
-            torch.Tensor
-        ):  # lazily: a max that cannot broadcast raises as the student's does
+        # lazily: a max that cannot broadcast raises as the student's does
+        def go() -> torch.Tensor:
             num = torch.exp(x - m())
             return num / (num if den_shifted else torch.exp(x)).sum(dim, keepdim=True)
 
