@@ -124,17 +124,23 @@ class Executor(StudentCode):
                 where, args, kwargs, lambda: ops.vjp(target, args, kwargs, grad_output)
             ),
         )
-        plain: tuple[Any, tuple[Any, ...]] = _plain(
-            value, f"{where} returned"
-        )  # ops.vjp's (output, grads)
+        # ops.vjp's (output, grads)
+        plain: tuple[Any, tuple[Any, ...]] = _plain(value, f"{where} returned")
         return plain
 
     def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
         """Call a function with every tensor argument moved to the ``meta`` device, and every module
         handle as a copy moved there; describe what it returned (meta tensors have no data: only
-        device, shape and dtype)."""
+        device, shape and dtype). A module class is built from its arguments as given: its
+        parameters and buffers are described."""
         target = self._lookup(module, name)
         where = _where(module, name)
+        if isinstance(target, type) and issubclass(target, nn.Module):
+            # a module built here (``device="meta"`` among its arguments): its parameters and
+            # buffers described, to show where its constructor put them
+            return ops.describe(
+                self._guarded(where, lambda: ops.on_meta(lambda: target(*args, **kwargs)))
+            )
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
         args, kwargs = handles.resolve(args, kwargs, self.handles)

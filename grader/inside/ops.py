@@ -124,7 +124,8 @@ def to_meta(value: object) -> Any:
 
 
 def describe(value: object) -> object:
-    """What a (meta) result is without its data: ``{"device", "shape", "dtype"}`` per tensor."""
+    """What a (meta) result is without its data: ``{"device", "shape", "dtype"}`` per tensor; for a
+    module, that of each parameter and buffer by name."""
     if isinstance(value, torch.Tensor):
         return {
             "device": str(value.device),
@@ -133,4 +134,9 @@ def describe(value: object) -> object:
         }
     if isinstance(value, (tuple, list)):
         return tuple(describe(v) for v in value)
+    if isinstance(value, nn.Module):  # where a constructor put its tensors
+        return {
+            "parameters": {n: describe(t) for n, t in value.named_parameters()},
+            "buffers": {n: describe(t) for n, t in value.named_buffers()},
+        }
     return type(value).__name__

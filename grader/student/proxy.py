@@ -181,7 +181,9 @@ class StudentCallable(_Refusing):
     def on_meta(self, *args: object, **kwargs: object) -> Any:
         """Call with every tensor argument on the ``meta`` device (a module handle among them as a
         copy moved there): ``{"device", "shape", "dtype"}`` per returned tensor (a tensor the
-        function makes on another device than its inputs' raises in the student's code)."""
+        function makes on another device than its inputs' raises in the student's code). For a
+        module class: built with these arguments (``device="meta"`` among them), ``{"parameters",
+        "buffers"}``, each a description by name."""
         args, kwargs = _outgoing(args, kwargs)
         return self._proxy._backend.meta(self._module, self._name, args, kwargs)
 

@@ -43,3 +43,32 @@ def expect_on_input_device(run: Callable[[], Any], *, what: str, hint: str | Non
                 "without device=, or kept as a plain attribute that .to() does not move)",
             ),
         )
+
+
+def expect_built_on_meta(
+    described: Any, *, what: str, buffers: dict[str, tuple[tuple[int, ...], str]]
+) -> None:
+    """Fail unless a module built with ``device="meta"`` (``student.<module>.<Class>.on_meta``)
+    holds every parameter and buffer there, and ``buffers`` (name: shape, dtype) among them: a
+    constructor that drops its ``device=`` leaves them on the CPU."""
+    __tracebackhide__ = True
+    expect(isinstance(described, dict), f"{what}: built {described}, expected a module", None)
+    held = {**described["parameters"], **described["buffers"]}
+    for name, (shape, dtype) in buffers.items():
+        got = described["buffers"].get(name)
+        expect(got is not None, f"{what}: no registered buffer {name!r}", None)
+        expect(
+            (tuple(got["shape"]), got["dtype"]) == (shape, dtype),
+            f"{what}: buffer {name!r} is {tuple(got['shape'])} {got['dtype']}, expected {shape} {dtype}",
+            None,
+        )
+    for name, got in held.items():
+        expect(
+            got["device"] == "meta",
+            f"{what}: {name!r} is on {got['device']}, expected the device it was asked for (meta)\n  "
+            + tag(
+                "device-ignored",
+                "your constructor makes its tensors without device=device (the argument it was "
+                "given), so they stay on the CPU",
+            ),
+        )

@@ -17,7 +17,7 @@ from grader.protocol.errors import StudentError
 from grader.testing.attention import sdpa_math
 from grader.testing.catalogue.kv import Decoding, kv_suspects, reset_suspects
 from grader.testing.checks import expect, expect_call, expect_raises, expect_shape, expect_tensor, fail, hinted
-from grader.testing.devices import expect_on_input_device
+from grader.testing.devices import expect_built_on_meta, expect_on_input_device
 from grader.testing.diagnosis import Detector, Suspects, tag
 from grader.testing.oracles import expect_repeatable
 from grader.testing.precision import expect_no_worse_than
@@ -133,12 +133,16 @@ def test_overflow_is_refused_and_writes_nothing(student, gen):
 
 
 @pytest.mark.points(0.5)
-def test_the_cache_stores_in_its_own_dtype(student, gen):
+def test_the_cache_is_built_in_its_dtype_on_its_device(student, gen):
     cache = student.isolated.kv_cache.KVCache(1, 1, 4, 8, dtype=torch.float16)
     k = torch.randn(1, 1, 3, 8, generator=gen)
     k_all, v_all = cache.invoke("update", k, -k)
     expect_tensor(k_all, k.half(), what="keys of a float16 cache written with float32 keys")
     expect_tensor(v_all, -k.half(), what="values of a float16 cache")
+    full = ((2, 3, 5, 8), "torch.float16")
+    expect_built_on_meta(student.kv_cache.KVCache.on_meta(2, 3, 5, 8, dtype=torch.float16, device="meta"),
+                         what="KVCache(2, 3, 5, 8, dtype=torch.float16, device='meta')",
+                         buffers={"k_cache": full, "v_cache": full})
 
 
 # ----------------------------------------------------------------------------------------------- decoding

@@ -20,7 +20,7 @@ from grader.testing.catalogue.rolling import (
 from grader.testing.catalogue.window import banded_suspects, mask_suspects
 from grader.testing.checks import expect, expect_call, expect_shape, expect_tensor, fail
 from grader.testing.diagnosis import tag
-from grader.testing.devices import expect_on_input_device
+from grader.testing.devices import expect_built_on_meta, expect_on_input_device
 from grader.testing.gradients import expect_grads
 from grader.testing.precision import expect_no_worse_than
 from grader.testing.regimes import expect_stable, shifted_qk
@@ -233,8 +233,10 @@ def test_banded_is_stable_for_large_scores(student, gen):
 
 
 # ---------------------------------------------------------------------------------------------- RollingKVCache
-def cache_of(student, B: int, H: int, window: int, hd: int, **kwargs):
-    return student.sliding_window.RollingKVCache(B, H, window, hd, **kwargs)
+def cache_of(student, B: int, H: int, window: int, hd: int, meta: bool = False, **kwargs):
+    """A RollingKVCache handle, or with ``meta`` the description of one built there."""
+    make = student.sliding_window.RollingKVCache
+    return (make.on_meta if meta else make)(B, H, window, hd, **kwargs)
 
 
 @pytest.mark.points(0.75)
@@ -382,6 +384,10 @@ def test_cache_follows_the_device_of_its_buffers(student, gen):
                            what="RollingKVCache forward on the meta device",
                            hint="make positions and slot indices on the buffers' device: torch.arange(..., "
                                 "device=self.k_cache.device)")
+    full = ((1, 2, 3, 4), "torch.float64")
+    expect_built_on_meta(cache_of(student, 1, 2, 3, 4, dtype=torch.float64, device="meta", meta=True),
+                         what="RollingKVCache(1, 2, 3, 4, dtype=torch.float64, device='meta')",
+                         buffers={"k_cache": full, "v_cache": full})
 
 
 @pytest.mark.points(0.5)

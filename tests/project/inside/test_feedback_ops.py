@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from grader.inside.executor import Executor
-from grader.protocol.errors import StudentError
+from grader.protocol.errors import StudentAPIError, StudentError
 from grader.sandbox import choice, isolation, remote
 from grader.student.inprocess import InProcessBackend
 from grader.student.proxy import StudentProxy
 from grader.testing.checks import hinted
+from grader.testing.devices import expect_built_on_meta
 from grader.testing.mismatch import mismatch_preview
 
 FUNCS = """
@@ -40,6 +41,20 @@ def follows(x):
 
 def ignores_device(n, device=None):
     return torch.ones(n, n)
+
+class Built(torch.nn.Module):
+    def __init__(self, n, device=None):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(n, device=device))
+        self.w = torch.nn.Parameter(torch.ones(2, n, device=device))
+
+class Careless(torch.nn.Module):
+    def __init__(self, n, device=None):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(n))
+
+class Plain:
+    pass
 """
 
 
@@ -165,7 +180,40 @@ def test_grads_and_on_meta_cross_the_sandbox_wire(tmp_path):
         (torch.softmax(leaf, dim=-1) * g).sum().backward()
         torch.testing.assert_close(gx, leaf.grad)
         assert student.mod.follows.on_meta(x)["device"] == "meta"
+        assert student.mod.Built.on_meta(3, device="meta")["buffers"]["buf"]["device"] == "meta"
+        assert student.mod.Careless.on_meta(3, device="meta")["buffers"]["buf"]["device"] == "cpu"
         with pytest.raises(StudentError, match="modified by an inplace operation"):
             student.mod.soft_in_place.grads(x, grad_output=g)
     finally:
         backend.close()
+
+
+def test_a_class_on_meta_describes_where_its_constructor_put_its_tensors(tmp_path):
+    student = StudentProxy(InProcessBackend(_submission(tmp_path)))
+    meta = {"device": "meta", "dtype": "torch.float32"}
+    assert student.mod.Built.on_meta(3, device="meta") == {
+        "parameters": {"w": {**meta, "shape": (2, 3)}},
+        "buffers": {"buf": {**meta, "shape": (3,)}},
+    }
+    careless = student.mod.Careless.on_meta(3, device="meta")
+    assert careless["buffers"]["buf"]["device"] == "cpu"
+    with pytest.raises(StudentAPIError, match="is not a function"):
+        student.mod.Plain.on_meta()
+
+
+def test_expect_built_on_meta_names_the_ignored_device_and_checks_the_buffers(tmp_path):
+    student = StudentProxy(InProcessBackend(_submission(tmp_path)))
+    want = {"buf": ((3,), "torch.float32")}
+    expect_built_on_meta(student.mod.Built.on_meta(3, device="meta"), what="Built", buffers=want)
+    with pytest.raises(
+        pytest.fail.Exception, match=r"'buf' is on cpu(.|\n)*diagnosis \[device-ignored\]"
+    ):
+        expect_built_on_meta(student.mod.Careless.on_meta(3, device="meta"), what="C", buffers=want)
+    with pytest.raises(
+        pytest.fail.Exception, match=r"buffer 'buf' is \(4,\) torch.float32, expected \(3,\)"
+    ):
+        expect_built_on_meta(student.mod.Built.on_meta(4, device="meta"), what="B", buffers=want)
+    with pytest.raises(pytest.fail.Exception, match="no registered buffer 'cache'"):
+        expect_built_on_meta(
+            student.mod.Built.on_meta(3, device="meta"), what="B", buffers={"cache": want["buf"]}
+        )
