@@ -170,6 +170,9 @@ def test_every_length_up_to_the_context_works(student, reference, gen):
         x = torch.randn(2, T, 3, generator=gen)
         expect_call(lambda x=x: h(x), causal_oracle(x, p), what=f"output for T = {T} (context_length = {ctx})",
                     suspects=causal_suspects(x, p, context_length=ctx))
+    one = x[:1]  # a batch of one
+    expect_call(lambda: h(one), causal_oracle(one, p), what=f"output for a batch of one (1, {ctx}, 3)",
+                suspects=causal_suspects(one, p, context_length=ctx))
 
 
 @pytest.mark.points(1)

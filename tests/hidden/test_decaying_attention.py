@@ -98,6 +98,9 @@ def test_each_head_uses_its_own_gamma(student, reference, gen):
     plain = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(C // H), dim=-1) @ v  # (B, H, L, hd)
     expect_tensor(out[..., :4], plain[:, 0], what="head 0 (gamma = 0): plain softmax attention")
     expect_tensor(out[..., 4:], v[:, 1], what="head 1 (gamma = 60): every token attends only to itself", atol=1e-4)
+    for one in (x[:1], x[:, :1]):  # a batch of one, one token per item
+        expect_call(lambda one=one: h(one), sdpa_oracle(p, one, H), what=f"DecayingAttention on x {tuple(one.shape)}",
+                    atol=1e-4, suspects=decaying_suspects(one, p, H))
 
 
 @pytest.mark.points(0.75)

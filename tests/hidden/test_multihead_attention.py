@@ -179,6 +179,9 @@ def test_wrapper_keeps_token_order_and_causality(student, gen):
                          suspects=wrapped(x, h.named_parameters(), 2, 3))
     after = h(changed)
     expect_tensor(after[:, :t], before[:, :t], what=f"wrapper outputs of tokens 0..{t - 1} after changing tokens {t}..6")
+    for one in (x[:1], x[:, :1]):  # a batch of one, one token per item
+        expect_call(lambda one=one: h(one), wrapper_expected(h, one, 2), what=f"wrapper output for x {tuple(one.shape)}",
+                    suspects=wrapped(one, h.named_parameters(), 2, 3))
 
 
 @pytest.mark.points(0.5)
@@ -285,6 +288,9 @@ def test_fused_is_causal(student, reference, gen):
                          suspects=mha_suspects(x, p, 4, context_length=9))
     after = h(changed)
     expect_tensor(after[:, :t], before[:, :t], what=f"outputs of tokens 0..{t - 1} after changing tokens {t}..{T - 1}")
+    for one in (x[:1], x[:, :1]):  # a batch of one, one token per item
+        expect_call(lambda one=one: h(one), sdpa_heads_oracle(one, p, 4), what=f"output for x {tuple(one.shape)}",
+                    suspects=mha_suspects(one, p, 4, context_length=9))
     expect_on_input_device(lambda: h.on_meta(x), what="MultiHeadAttention.forward with the module and x on the meta device")
 
 

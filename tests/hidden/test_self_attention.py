@@ -72,6 +72,9 @@ def test_v1_batched_matches_float64_oracle(student, gen):
     sa.load_state_dict(w)
     expect_call(lambda: sa(x), oracle(x, *w.values()), what="SelfAttentionV1(6, 4) on x (3, 5, 6)",
                 suspects=self_suspects(x, linear(w)))
+    for one in (x[:1], x[:, :1]):  # a batch of one, one token per item
+        expect_call(lambda one=one: sa(one), oracle(one, *w.values()),
+                    what=f"SelfAttentionV1(6, 4) on x {tuple(one.shape)}", suspects=self_suspects(one, linear(w)))
 
 
 @pytest.mark.points(0.5)

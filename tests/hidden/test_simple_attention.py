@@ -72,6 +72,9 @@ def test_batched_context_equals_each_item_on_its_own(student, gen):
                     suspects=context_suspects(x[b]))
     expect_call(lambda: context(x), oracle(x)[2], what="context_vectors(x) of a batch (each item on its own)",
                 suspects=context_suspects(x) + scores_suspects(x))
+    for one, what in ((x[:1], "a batch of one (1, T, d)"), (x[:, :1], "one token per item (B, 1, d)")):
+        expect_call(lambda one=one: context(one), oracle(one)[2], what=f"context_vectors(x) of {what}",
+                    suspects=context_suspects(one) + scores_suspects(one))
 
 
 @pytest.mark.points(0.5)

@@ -325,8 +325,9 @@ def test_decoding_in_half_precision_keeps_query_dtype(student, gen, dtype):
            f"decoding {dtype} chunks with RollingKVCache(dtype={dtype}): got "
            f"{getattr(got, 'dtype', type(got).__name__)}, expected {dtype}\n  "
            + tag("dtype-ignored", "the output is not in q's dtype: cast the result back (out.to(q.dtype))"))
-    exact = window64(*(x.double() for x in (q, k, v)), window)
-    expect_tensor(got, exact.to(dtype), what=f"decoding {dtype} chunks (window={window})", atol=2e-2, rtol=2e-2)
+    q64, k64, v64 = (x.double() for x in (q, k, v))
+    expect_tensor(got, window64(q64, k64, v64, window).to(dtype), what=f"decoding {dtype} chunks (window={window})",
+                  atol=2e-2, rtol=2e-2, suspects=decode_suspects(q64, k64, v64, window, [3, 1, 4, 3]))
 
 
 @pytest.mark.points(1)

@@ -62,7 +62,7 @@ def _max_over(x: torch.Tensor, d: int | None) -> Callable[[], torch.Tensor]:
 def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
     """The max subtracted wrongly, in x's own dtype (numerical: see the module's docstring):
     over the whole tensor or along another dim (no longer a constant of each slice), or in the
-    numerator only."""
+    numerator only; or the right shift with the sum along another dim."""
     n = dim % x.dim()
 
     def shifted_by(
@@ -95,6 +95,15 @@ def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
         )
         for over, d in where.items()
     ]
+    items += [
+        Variant(
+            "softmax-wrong-dim",
+            f"exp(x - x.max(dim={dim})) summed along dim {d} instead of dim {dim}",
+            _summed_along(x, dim, d),
+        )
+        for d in range(x.dim())
+        if d != n
+    ]
     items.append(
         Variant(
             "softmax-no-max",
@@ -103,6 +112,14 @@ def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
         )
     )
     return items
+
+
+def _summed_along(x: torch.Tensor, dim: int, other: int) -> Callable[[], torch.Tensor]:
+    def go() -> torch.Tensor:
+        num = torch.exp(x - x.amax(dim=dim, keepdim=True))
+        return num / num.sum(other, keepdim=True)
+
+    return go
 
 
 def weights_suspects(scores: torch.Tensor) -> Suspects:

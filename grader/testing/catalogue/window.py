@@ -141,6 +141,12 @@ def banded_suspects(
             run(band=lambda start: max(0, start - window + 2)),
         ),
         Variant(
+            "band-range",
+            "the band as the last `window` keys before the block's end (end - window), not window - 1 "
+            "keys before its first query: the block's first queries lose their keys",
+            run(band=lambda start: max(0, min(start + block_size, T) - window)),
+        ),
+        Variant(
             "band-tile-mask",
             "each tile masked with the top rows of the band's square mask: the block's "
             "queries are its band's LAST positions (a bottom-right mask)",
