@@ -66,12 +66,12 @@ def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
     n = dim % x.dim()
 
     def shifted_by(
-        m: Callable[[], torch.Tensor], den_shifted: bool = True
+        m: Callable[[], torch.Tensor], den_shifted: bool = True, summed: int = dim
     ) -> Callable[[], torch.Tensor]:
         # lazily: a max that cannot broadcast raises as the student's does
         def go() -> torch.Tensor:
             num = torch.exp(x - m())
-            return num / (num if den_shifted else torch.exp(x)).sum(dim, keepdim=True)
+            return num / (num if den_shifted else torch.exp(x)).sum(summed, keepdim=True)
 
         return go
 
@@ -99,7 +99,7 @@ def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
         Variant(
             "softmax-wrong-dim",
             f"exp(x - x.max(dim={dim})) summed along dim {d} instead of dim {dim}",
-            _summed_along(x, dim, d),
+            shifted_by(lambda: x.amax(dim=dim, keepdim=True), summed=d),
         )
         for d in range(x.dim())
         if d != n
@@ -112,14 +112,6 @@ def _shifts(x: torch.Tensor, dim: int) -> list[Variant]:
         )
     )
     return items
-
-
-def _summed_along(x: torch.Tensor, dim: int, other: int) -> Callable[[], torch.Tensor]:
-    def go() -> torch.Tensor:
-        num = torch.exp(x - x.amax(dim=dim, keepdim=True))
-        return num / num.sum(other, keepdim=True)
-
-    return go
 
 
 def weights_suspects(scores: torch.Tensor) -> Suspects:
