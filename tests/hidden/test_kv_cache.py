@@ -164,7 +164,7 @@ def test_the_cache_is_built_in_its_dtype_on_its_device(student, gen):
     expect_tensor(k_all, k.half(), what="keys of a float16 cache written with float32 keys")
     expect_tensor(v_all, -k.half(), what="values of a float16 cache")
     full = ((2, 3, 5, 8), "torch.float16")
-    expect_built_on_meta(student.kv_cache.KVCache.on_meta(2, 3, 5, 8, dtype=torch.float16, device="meta"),
+    expect_built_on_meta(student.isolated.kv_cache.KVCache.on_meta(2, 3, 5, 8, dtype=torch.float16, device="meta"),
                          what="KVCache(2, 3, 5, 8, dtype=torch.float16, device='meta')",
                          buffers={"k_cache": full, "v_cache": full})
 
