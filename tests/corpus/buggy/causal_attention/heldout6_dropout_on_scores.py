@@ -1,6 +1,6 @@
 """Bug: dropout is applied to the masked scores before the softmax instead of to the weights, so in training mode dropped scores become 0 (and dropped -inf entries NaN) and the weights are neither zeroed nor rescaled.
 
-Misconception: tbd
+Misconception: dropout-wrong-place
 Held out: yes
 Source: 003_eef2211e07fb1ee1.txt: dropout on the weights obtained after softmax; pitfall: order of dropout and softmax; written from scratch
 """

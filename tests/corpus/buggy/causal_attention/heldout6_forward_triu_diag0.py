@@ -1,6 +1,6 @@
 """Bug: forward builds its own mask with triu(diagonal=0), which also blocks the diagonal, so each token cannot see itself and the first token's row is all -inf (NaN output).
 
-Misconception: tbd
+Misconception: mask-diagonal
 Held out: yes
 Source: 003_eef2211e07fb1ee1.txt: triu(..., diagonal=1) as the 'future' mask; off-by-one in the diagonal; written from scratch
 """

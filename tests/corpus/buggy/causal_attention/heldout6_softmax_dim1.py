@@ -1,6 +1,6 @@
 """Bug: the softmax is taken over dim=1 of the (B, T, T) scores, i.e. over the queries, so each column instead of each row sums to 1.
 
-Misconception: tbd
+Misconception: softmax-wrong-dim
 Held out: yes
 Source: pitfall: softmax dim for batched scores; written from scratch
 """

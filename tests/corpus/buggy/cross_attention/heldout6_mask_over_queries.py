@@ -1,6 +1,6 @@
 """Bug: the padding mask is broadcast as (B, 1, S, 1), which masks query rows instead of key columns, so padding still gets weight and whole rows become NaN (or a shape error when L != S).
 
-Misconception: tbd
+Misconception: mask-broadcast
 Held out: yes
 Source: pitfall: unsqueeze on the wrong axis when broadcasting a (B, S) mask; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: key_padding_mask is applied with nn.MultiheadAttention's convention (True = ignore), so the real tokens are blocked and only padding is attended (NaN when a row has no padding).
 
-Misconception: tbd
+Misconception: mask-inverted
 Held out: yes
 Source: pitfall: key_padding_mask polarity of nn.MultiheadAttention; written from scratch
 """

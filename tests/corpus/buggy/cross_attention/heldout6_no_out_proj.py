@@ -1,6 +1,6 @@
 """Bug: forward returns the concatenated heads without applying out_proj.
 
-Misconception: tbd
+Misconception: out-proj-missing
 Held out: yes
 Source: 004_b24f427063e28fba.txt: its CrossAttention returns the merged heads with no output projection; written from the reference
 """

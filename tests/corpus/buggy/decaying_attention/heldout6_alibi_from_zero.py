@@ -1,6 +1,6 @@
 """Bug: alibi_slopes starts the exponent at h = 0, so the first slope is 1 and every slope is off by one factor.
 
-Misconception: tbd
+Misconception: slopes-wrong
 Held out: yes
 Source: pitfall: off-by-one in h = 1..n; written from scratch
 """

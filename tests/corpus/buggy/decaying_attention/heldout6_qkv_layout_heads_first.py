@@ -1,6 +1,6 @@
 """Bug: the qkv output is reshaped as (B, L, H, 3, hd) instead of (B, L, 3, H, hd), so q, k and v take the wrong slices of the projection.
 
-Misconception: tbd
+Misconception: qkv-split-layout
 Held out: yes
 Source: 000_f1bc1f60d03512de.txt: reshape(B, L, 3, num_heads, head_dim).permute(2, 0, 3, 1, 4); pitfall: axis order of a fused qkv; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: the distance i - j is not made absolute, so future keys get a bonus instead of a penalty.
 
-Misconception: tbd
+Misconception: decay-sign
 Held out: yes
 Source: 000_f1bc1f60d03512de.txt: distance_matrix = torch.abs(...); pitfall: dropping abs; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: sdpa_attention passes dropout_p to SDPA whatever `training` is, so dropout also happens in eval mode.
 
-Misconception: tbd
+Misconception: dropout-in-eval
 Held out: yes
 Source: pitfall: SDPA is a function and does not know model.eval(); written from scratch
 """

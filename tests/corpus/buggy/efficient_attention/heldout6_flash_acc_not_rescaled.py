@@ -1,6 +1,6 @@
 """Bug: flash_attention rescales the running denominator but not the accumulator when the running max grows, so outputs are wrong whenever S > block_size.
 
-Misconception: tbd
+Misconception: flash-rescale
 Held out: yes
 Source: pitfall: online-softmax rescaling applied to l but not to O; written from the reference
 """

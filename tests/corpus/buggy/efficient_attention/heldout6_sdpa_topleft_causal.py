@@ -1,6 +1,6 @@
 """Bug: sdpa_attention forwards is_causal to SDPA, whose causal mask is top-left aligned, so when L != S queries see too few keys.
 
-Misconception: tbd
+Misconception: mask-top-left
 Held out: yes
 Source: pitfall: SDPA is_causal alignment with L != S; written from scratch
 """

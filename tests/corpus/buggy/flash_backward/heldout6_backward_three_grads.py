@@ -1,6 +1,6 @@
 """Bug: FlashAttentionFunction.backward returns three gradients for five forward inputs, so autograd raises when backpropagating through flash_attention.
 
-Misconception: tbd
+Misconception: function-grad-count
 Held out: yes
 Source: pitfall: one gradient per forward argument, including non-tensors; written from the reference
 """

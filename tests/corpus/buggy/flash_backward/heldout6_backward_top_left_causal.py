@@ -1,6 +1,6 @@
 """Bug: the backward's causal mask is top-left aligned while the forward's is bottom-right, so gradients are wrong for causal attention with L != S.
 
-Misconception: tbd
+Misconception: mask-top-left
 Held out: yes
 Source: pitfall: masks of forward and backward out of sync; written from the reference
 """

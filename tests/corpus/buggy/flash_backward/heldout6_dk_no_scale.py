@@ -1,6 +1,6 @@
 """Bug: the backward forgets the softmax scale in dK, so the key gradients are sqrt(E) times too large.
 
-Misconception: tbd
+Misconception: bwd-scale
 Held out: yes
 Source: pitfall: chain rule through the scale applied to dQ only; written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: the backward overwrites dQ with each tile's contribution instead of accumulating it, so dQ only holds the last key tile's share when S > block_size.
 
-Misconception: tbd
+Misconception: bwd-dq-overwritten
 Held out: yes
 Source: pitfall: = instead of += in a tiled accumulation; written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: flash_forward returns log(l) without adding the running max m, so lse is wrong and the backward rebuilds wrong probabilities.
 
-Misconception: tbd
+Misconception: lse-wrong
 Held out: yes
 Source: pitfall: log-sum-exp of shifted scores missing the shift; written from the reference
 """

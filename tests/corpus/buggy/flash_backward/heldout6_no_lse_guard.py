@@ -1,6 +1,6 @@
 """Bug: the backward uses lse = -inf as it is for rows that see no key, so exp(-inf - (-inf)) gives NaN gradients for causal attention with L > S.
 
-Misconception: tbd
+Misconception: fully-masked-nan
 Held out: yes
 Source: pitfall: -inf minus -inf in the recomputed probabilities; written from the reference
 """

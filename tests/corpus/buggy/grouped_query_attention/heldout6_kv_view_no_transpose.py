@@ -1,6 +1,6 @@
 """Bug: keys and values are split with view(B, Hkv, T, hd) directly instead of view(B, T, Hkv, hd).transpose(1, 2), which scrambles tokens and heads.
 
-Misconception: tbd
+Misconception: heads-no-transpose
 Held out: yes
 Source: pitfall: view straight to the heads-first layout; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: forward refuses a sequence of exactly max_len tokens (>= instead of >).
 
-Misconception: tbd
+Misconception: cache-off-by-one
 Held out: yes
 Source: pitfall: off-by-one in a length check; written from scratch
 """

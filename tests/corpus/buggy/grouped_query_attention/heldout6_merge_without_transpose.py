@@ -1,6 +1,6 @@
 """Bug: the heads are merged by reshaping (B, H, T, hd) straight to (B, T, d_model) without transposing back, which mixes tokens across heads.
 
-Misconception: tbd
+Misconception: heads-no-transpose
 Held out: yes
 Source: pitfall: reshape without transpose when merging heads; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: the kv heads are expanded with repeat(1, g, 1, 1), which tiles them, so query head h reads kv head h % Hkv instead of h // g.
 
-Misconception: tbd
+Misconception: gqa-repeat
 Held out: yes
 Source: pitfall: repeat vs repeat_interleave; written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: with rope=True the values are rotated too, so the output mixes position into the content.
 
-Misconception: tbd
+Misconception: rope-on-values
 Held out: yes
 Source: pitfall: RoPE applied to q, k and v; written from scratch
 """

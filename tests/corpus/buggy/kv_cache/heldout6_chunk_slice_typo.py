@@ -1,6 +1,6 @@
 """Bug: decode slices each chunk as x[:, i:chunk_size] instead of x[:, i:i + chunk_size], so every chunk after the first is empty and the output is too short.
 
-Misconception: tbd
+Misconception: unlisted
 Held out: yes
 Source: pitfall: slice end written as a length instead of an index; written from the reference
 """

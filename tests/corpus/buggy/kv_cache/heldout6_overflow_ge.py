@@ -1,6 +1,6 @@
 """Bug: update refuses a write that fills the cache exactly to max_len (>= instead of >), so the last slot can never be used.
 
-Misconception: tbd
+Misconception: cache-off-by-one
 Held out: yes
 Source: pitfall: off-by-one in a capacity check; written from the reference
 """

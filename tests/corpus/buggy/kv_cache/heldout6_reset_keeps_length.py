@@ -1,6 +1,6 @@
 """Bug: reset zeroes the buffers but leaves `length` unchanged, so after a reset the next sequence is written after the old positions and attends over zero keys.
 
-Misconception: tbd
+Misconception: cache-reset
 Held out: yes
 Source: pitfall: state not fully reset; written from the reference
 """

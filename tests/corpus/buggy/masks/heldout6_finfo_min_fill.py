@@ -1,6 +1,6 @@
 """Bug: to_additive fills blocked positions with the most negative finite number instead of -inf, so the mask is finite and a fully blocked row is not blocked.
 
-Misconception: tbd
+Misconception: mask-fill-finite
 Held out: yes
 Source: pitfall: finfo.min used as a 'safe' -inf (the spec asks for exactly -inf); written from scratch
 """

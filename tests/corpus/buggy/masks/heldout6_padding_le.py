@@ -1,6 +1,6 @@
 """Bug: padding_mask uses j <= length instead of j < length, so the first padding position of every sequence is marked as a real token (and a length-0 row is not all False).
 
-Misconception: tbd
+Misconception: padding-off-by-one
 Held out: yes
 Source: pitfall: off-by-one between a length and the last valid index; written from scratch
 """

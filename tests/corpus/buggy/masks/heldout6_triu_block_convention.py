@@ -1,6 +1,6 @@
 """Bug: causal_mask returns True above the diagonal (True = blocked, the book's convention) instead of True = may attend, so it allows exactly the future keys.
 
-Misconception: tbd
+Misconception: mask-inverted
 Held out: yes
 Source: 003_eef2211e07fb1ee1.txt: mask = torch.triu(torch.ones(...), diagonal=1) with 1 meaning 'mask'; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: the wrapper builds its heads with [CausalAttention(...)] * num_heads, so every head is the same module with shared weights and all heads output the same thing.
 
-Misconception: tbd
+Misconception: heads-shared
 Held out: yes
 Source: pitfall: list multiplication repeats one object; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: MultiHeadAttention scales the scores by sqrt(d_out) instead of sqrt(head_dim), so every head's weights are too flat.
 
-Misconception: tbd
+Misconception: wrong-scale
 Held out: yes
 Source: pitfall: scale by the model width instead of the head width; written from scratch
 """

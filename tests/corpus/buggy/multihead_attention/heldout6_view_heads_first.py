@@ -1,6 +1,6 @@
 """Bug: the projections are split with view(B, H, T, hd) directly instead of view(B, T, H, hd).transpose(1, 2), which mixes tokens across heads.
 
-Misconception: tbd
+Misconception: heads-no-transpose
 Held out: yes
 Source: pitfall: view straight to (B, H, T, hd); written from the reference
 """

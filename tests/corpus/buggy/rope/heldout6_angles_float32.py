@@ -1,6 +1,6 @@
 """Bug: rope_frequencies computes the angles in float32, so cos and sin drift from the exact values at positions in the thousands.
 
-Misconception: tbd
+Misconception: precision-lowered
 Held out: yes
 Source: pitfall: float32 angles (the docstring asks for float64); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: per-sequence positions (B, T) are not given a head axis, so the (B, T, hd/2) tables broadcast the batch against the heads (wrong rows when B == H, an error otherwise).
 
-Misconception: tbd
+Misconception: rope-positions-broadcast
 Held out: yes
 Source: pitfall: missing unsqueeze for the head dim; written from scratch
 """

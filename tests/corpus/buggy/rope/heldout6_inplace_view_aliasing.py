@@ -1,6 +1,6 @@
 """Bug: apply_rope writes the first rotated half in place, so x1 (a view) is already overwritten when the second half is computed, and a float32 x is modified by the call.
 
-Misconception: tbd
+Misconception: inplace-input
 Held out: yes
 Source: pitfall: in-place writes through slices that are views of the input; written from scratch
 """

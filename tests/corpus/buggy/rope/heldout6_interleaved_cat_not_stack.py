@@ -1,6 +1,6 @@
 """Bug: apply_rope_interleaved concatenates the rotated halves instead of stacking them pairwise, so the output is laid out half-split instead of keeping each pair in place.
 
-Misconception: tbd
+Misconception: rope-pairing
 Held out: yes
 Source: pitfall: cat vs stack+flatten when re-interleaving; written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: apply_rope's rotate-half puts the minus sign on the wrong half, so it rotates by -m*theta (the transpose).
 
-Misconception: tbd
+Misconception: rope-rotation-sign
 Held out: yes
 Source: pitfall: sign of rotate_half; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: rope_frequencies uses theta_i = base ** (-i / head_dim) instead of base ** (-2i / head_dim), so every pair after the first rotates too fast.
 
-Misconception: tbd
+Misconception: rope-frequencies
 Held out: yes
 Source: pitfall: arange(d/2) instead of arange(0, d, 2); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: the float (additive) mask is added before the scores are scaled, so a finite bias such as ALiBi is shrunk by 1/sqrt(E) along with the scores.
 
-Misconception: tbd
+Misconception: bias-before-scale
 Held out: yes
 Source: pitfall: order of scaling and additive bias (spec: bias added to the SCALED scores); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: boolean masks are filled with -1e9 instead of -inf, so a query whose keys are all blocked gets uniform weights and the mean of the values instead of zero weights and a zero output.
 
-Misconception: tbd
+Misconception: mask-fill-finite
 Held out: yes
 Source: 004_b24f427063e28fba.txt: scores.masked_fill(mask == 0, -1e9); written from scratch
 """

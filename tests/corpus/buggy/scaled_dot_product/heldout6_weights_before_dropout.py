@@ -1,6 +1,6 @@
 """Bug: with dropout in training mode the returned weights are the weights before dropout while the output uses the dropped ones, so output != weights @ value.
 
-Misconception: tbd
+Misconception: weights-before-dropout
 Held out: yes
 Source: pitfall: returning the pre-dropout attention map for inspection; written from the reference
 """

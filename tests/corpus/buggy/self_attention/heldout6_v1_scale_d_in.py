@@ -1,6 +1,6 @@
 """Bug: SelfAttentionV1 scales the scores by sqrt(d_in) (the input width) instead of sqrt(d_out), so the weights are too sharp or too flat whenever d_in != d_out.
 
-Misconception: tbd
+Misconception: wrong-scale
 Held out: yes
 Source: 001_6d8b84533e267197.txt: d_k is the keys' width; pitfall: taking the width from x; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: SelfAttentionV2 divides the scores by d_out instead of sqrt(d_out), so its weights are too flat.
 
-Misconception: tbd
+Misconception: wrong-scale
 Held out: yes
 Source: pitfall: forgot the ** 0.5 of the scale; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: SelfAttentionV2 computes the values with W_key (copy-paste slip), so W_value is unused and the output is a weighted sum of the keys.
 
-Misconception: tbd
+Misconception: queries-from-w-key
 Held out: yes
 Source: pitfall: copy-paste of the projection lines; written from scratch
 """

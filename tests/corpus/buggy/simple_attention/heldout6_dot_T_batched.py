@@ -1,6 +1,6 @@
 """Bug: attention_scores uses inputs.T, which reverses all dimensions of a batched (B, T, d) tensor, so batched inputs give a wrong-shaped result or an error.
 
-Misconception: tbd
+Misconception: keys-dot-t
 Held out: yes
 Source: 003_eef2211e07fb1ee1.txt: scores = Q @ K.T; written for 2-D inputs; written from scratch
 """

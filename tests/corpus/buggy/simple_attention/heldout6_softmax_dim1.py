@@ -1,6 +1,6 @@
 """Bug: attention_weights takes the softmax over dim=1, which is the keys for a (T, T) matrix but the queries for a batched (B, T, T) one, so batched weights are normalised over the wrong axis.
 
-Misconception: tbd
+Misconception: dims-from-front
 Held out: yes
 Source: 003_eef2211e07fb1ee1.txt: softmax(scores, dim=1) in the plotting cell; pitfall: positive dim index breaks with a batch dim; written from scratch
 """

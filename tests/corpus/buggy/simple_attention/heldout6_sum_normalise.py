@@ -1,6 +1,6 @@
 """Bug: attention_weights normalises the scores by their row sum instead of a softmax, so weights can be negative and differ from softmax probabilities.
 
-Misconception: tbd
+Misconception: not-softmax
 Held out: yes
 Source: 001_6d8b84533e267197.txt: the chapter first normalises attn_scores by their sum before introducing softmax; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: banded_attention does not clamp the band start at 0, so for the first blocks it is negative and slicing takes keys from the end of the sequence (or nothing).
 
-Misconception: tbd
+Misconception: band-range
 Held out: yes
 Source: pitfall: negative index in a slice wraps around; written from the reference
 """

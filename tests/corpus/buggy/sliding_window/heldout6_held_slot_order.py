@@ -1,6 +1,6 @@
 """Bug: held returns the ring buffer in slot order rather than oldest first, so after the buffer wraps keys come out of order and chunked decoding masks the wrong keys.
 
-Misconception: tbd
+Misconception: cache-ring-order
 Held out: yes
 Source: pitfall: ring buffer read without unrolling; written from the reference
 """

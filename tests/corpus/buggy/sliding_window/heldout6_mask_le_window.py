@@ -1,6 +1,6 @@
 """Bug: sliding_window_mask keeps keys with i - j <= window, so every query sees window + 1 keys.
 
-Misconception: tbd
+Misconception: window-off-by-one
 Held out: yes
 Source: pitfall: inclusive window bound; written from the reference
 """

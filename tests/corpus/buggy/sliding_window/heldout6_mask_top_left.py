@@ -1,6 +1,6 @@
 """Bug: sliding_window_mask aligns a rectangular mask top-left (query i at position i), so a chunk after cached tokens sees the oldest keys instead of its own window.
 
-Misconception: tbd
+Misconception: mask-top-left
 Held out: yes
 Source: pitfall: top-left vs bottom-right alignment when kv_len > seq_len; written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: RollingKVCache.forward writes the chunk into the cache first and attends over what is held, so for a chunk of t > 1 tokens the oldest keys its first tokens need have already been evicted.
 
-Misconception: tbd
+Misconception: cache-write-before-attend
 Held out: yes
 Source: pitfall: cache update before attention in a bounded cache; written from the reference
 """

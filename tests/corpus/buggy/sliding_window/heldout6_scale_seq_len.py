@@ -1,6 +1,6 @@
 """Bug: banded_attention scales the scores by 1/sqrt(T) (shape[-2], the sequence length) instead of 1/sqrt(hd).
 
-Misconception: tbd
+Misconception: wrong-scale
 Held out: yes
 Source: pitfall: shape[-2] vs shape[-1]; written from the reference
 """

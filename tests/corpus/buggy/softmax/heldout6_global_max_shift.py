@@ -1,6 +1,6 @@
 """Bug: softmax_stable subtracts the global maximum of the whole tensor instead of the maximum along dim, so a row far below the global maximum underflows to 0/0 = NaN (e.g. one row at +1000 and another at -1000).
 
-Misconception: tbd
+Misconception: softmax-wrong-dim
 Held out: yes
 Source: pitfall: max over the whole tensor instead of keepdim max along dim; written from scratch
 """

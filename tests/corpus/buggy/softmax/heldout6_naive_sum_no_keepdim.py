@@ -1,6 +1,6 @@
 """Bug: softmax_naive sums without keepdim, so the row sums broadcast against the wrong axis and each entry is divided by another row's sum (silently, for square inputs and along dim=-1).
 
-Misconception: tbd
+Misconception: softmax-no-keepdim
 Held out: yes
 Source: pitfall: keepdim forgotten, broadcasting silently works on square matrices; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: softmax_stable takes the max along dim but always sums over the last dimension, so softmax along any other dim (e.g. dim=0) does not sum to 1 along dim.
 
-Misconception: tbd
+Misconception: softmax-wrong-dim
 Held out: yes
 Source: pitfall: hard-coded dim=-1 in one of the two reductions; written from scratch
 """
