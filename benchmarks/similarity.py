@@ -27,6 +27,9 @@ and 1,000 submissions. Copydetect compares every pair, so its 1,000-submission t
 scaled by the number of exercises (printed as such).
 
     python benchmarks/similarity.py [--sizes 200 1000] [--copy-rate 0.1] [--assignment attention-basics]
+
+``--shipped-threshold``: ours at each setting's shipped threshold instead; ``--explain-fp``: the flagged pairs
+that are not copies, by their students' bases (:mod:`similarity_fp`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import plagiarism  # noqa: E402
+import similarity_fp  # noqa: E402
 
 from grader.course import manifest  # noqa: E402
 from grader.intake import submission as intake  # noqa: E402
@@ -229,6 +233,16 @@ def main(argv: list[str] | None = None) -> None:
         default=3,
         help="the class of each size after the first (not tuned on)",
     )
+    parser.add_argument(
+        "--explain-fp",
+        action="store_true",
+        help="the flagged pairs that are not copies, by their students' bases (similarity_fp)",
+    )
+    parser.add_argument(
+        "--shipped-threshold",
+        action="store_true",
+        help="ours at each setting's shipped threshold, not one tuned on seed 0",
+    )
     parser.add_argument("--min-tokens", type=int, default=match.Settings().min_tokens)
     parser.add_argument(
         "--canonical", action="store_true", help="also the canonical form (slow; measured worse)"
@@ -276,6 +290,11 @@ def main(argv: list[str] | None = None) -> None:
         f"reference's, or one of the {len(set(families[next(iter(families))])) - 1} authors): "
         f"{total - len(m_pos[0]) - len(m_pos[1])}; same family, not scored: {len(m_pos[1])}"
     )
+    names = (
+        similarity_fp.labels({e.module: e.id for e in assignment.exercises}, families)
+        if args.explain_fp
+        else None
+    )
     chosen: dict[str, float] = {}
     cpus: dict[str, float] = {}
     shipped = {
@@ -284,7 +303,11 @@ def main(argv: list[str] | None = None) -> None:
         "exhaustive": match.EXHAUSTIVE.threshold,
     }
     for name, make in makers.items():
-        chosen[name] = best_threshold(make(0.0)(as_class(tune), stubs), t_pos)
+        chosen[name] = (
+            shipped[name]
+            if args.shipped_threshold and name in shipped
+            else best_threshold(make(0.0)(as_class(tune), stubs), t_pos)
+        )
         t0, c0 = time.perf_counter(), time.process_time()
         scores = make(chosen[name])(as_class(test), stubs)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -295,6 +318,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{name:18} threshold {chosen[name]:.3f}  precision {p:.3f}  recall {r:.3f}  F1 {f1:.3f}  "
             f"FP {false_positives(scores, m_pos, chosen[name])}  time {elapsed:.2f} s (CPU {cpu:.2f} s{ratio}) for {n}"
         )
+        if names is not None and name in shipped:
+            similarity_fp.explain(test, scores, m_pos[0], chosen[name], names)
         if name in shipped and chosen[name] != shipped[name]:
             p, r, f1 = figures(make(0.0)(as_class(test), stubs), m_pos, shipped[name])
             print(
@@ -305,7 +330,9 @@ def main(argv: list[str] | None = None) -> None:
             (pool, families), stubs, makers, chosen, args.disguise_size or n, args.copy_rate
         )
     for size in args.sizes[1:]:
-        timing((pool, families), stubs, makers, chosen, size, args.copy_rate, args.large_seed)
+        timing(
+            (pool, families), stubs, makers, chosen, size, args.copy_rate, args.large_seed, names
+        )
 
 
 Pool = tuple[dict[str, list[str]], dict[str, list[int]]]
@@ -368,6 +395,7 @@ def timing(
     size: int,
     rate: float,
     seed: int,
+    names: dict[str, list[str]] | None = None,
 ) -> None:
     students = plagiarism.make_class(pool[0], size, families=pool[1], copy_rate=rate, seed=seed)
     positives = truth(students)
@@ -390,6 +418,8 @@ def timing(
             else ""
         )
         print(f"{name:18} {size} submissions: {elapsed:.1f} s (CPU {cpu:.1f} s){note}{ratio}")
+        if names is not None and one is stubs:
+            similarity_fp.explain(students, scores, positives[0], chosen[name], names)
 
 
 if __name__ == "__main__":

@@ -48,9 +48,10 @@ class Settings:
     idiom: bool = True  # a small class also leaves out the course's idiom (grader.similarity.idiom)
     # pairs found from each side's rarest fingerprints: every pair that can reach the threshold, at
     # any class size (a fixed ``candidate_df`` missed most copies at 1,000, where more than 12
-    # honest students share a line). Not the default: it also finds the honest pairs the cap hid,
-    # and precision at 1,000 fell to 0.879 (seed 3) and 0.784 (a fresh seed 4) against 0.940 and
-    # 0.992 with the cap; an accusation needs precision first.
+    # honest students share a line). Not the default: it also finds the honest pairs the cap hid;
+    # at 1,000 and 0.55 (2026-11-28, b10b712, corpus of 29-52 bases) precision 0.676 (seed 3) and
+    # 0.783 (seed 4), recall 0.609 and 0.637, against 0.908 and 0.947, recall 0.277 and 0.294,
+    # with the cap (docs/performance.md); an accusation needs precision first.
     prefix: bool = False
 
     def common(self, n: int) -> int:
@@ -74,9 +75,9 @@ BEFORE = Settings(
     idiom=False,
     prefix=False,
 )
-# The candidate of the last stop, now the default (its recall at 1,000 is 0.265: copies a dozen
-# honest students resemble are not compared); EXHAUSTIVE: every pair that can reach the threshold
-# (prefix filtering)
+# The candidate of the last stop, now the default (its recall at 1,000 is 0.28-0.29: copies a
+# dozen honest students resemble are not compared); EXHAUSTIVE: every pair that can reach the
+# threshold (prefix filtering)
 CANDIDATE = Settings()
 EXHAUSTIVE = Settings(prefix=True)
 
