@@ -5,9 +5,10 @@ process on its exercise's hidden suite (whole, seed 1234) and public suite. Per 
 bugs caught by the hidden suite; caught by the public suite, all and the normal-case ones (the misconception's
 ``normal`` flag, :mod:`grader.testing.misconceptions`); whether the first failing hidden test's message names the
 bug's own misconception (its ``Misconception: id`` docstring line), names another one (misleading) or none
-(neutral): a ``diagnosis [id]`` tag decides, else the ids whose ``named_by`` pattern matches the message's hints;
-and severe caps that fired on a bug other than the class a cap names (an overflowing or underflowing softmax:
-``softmax-no-max``, ``flash-max-init``).
+(neutral): a ``diagnosis [id]`` tag decides, else the ids whose ``named_by`` pattern matches the message's hints
+(a bug declared ``unlisted``, a mistake no id describes, is never named and counts as normal-case); and severe
+caps that fired on a bug other than the class a cap names (an overflowing or underflowing softmax: ``softmax-no-max``,
+``flash-max-init``).
 
 ``--ref COMMIT`` grades with that commit's grader and suites (a temporary git worktree; the corpus, its tags and the
 registry stay this checkout's), so before and after are the same benchmark. Bugs whose docstring says ``Held out:
@@ -34,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus" / "buggy"
 SEED = 1234
+UNLISTED = "unlisted"  # a bug whose mistake no catalogue id describes: never named, any id misleads
 CAP_CLASSES = {
     "softmax-no-max",
     "flash-max-init",
@@ -154,7 +156,7 @@ def judge(row: dict[str, Any], mid: str, held_out: bool, reg: ModuleType) -> dic
     return {
         **row,
         "misconception": mid,
-        "normal": reg.BY_ID[mid].normal,
+        "normal": reg.BY_ID[mid].normal if mid in reg.BY_ID else True,  # unlisted: asked as normal
         "held_out": held_out,
         "caught": hidden["score"] < hidden["max"],
         "public_caught": public["score"] < public["max"],
@@ -282,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     tags = {
         b: declared(b) for b in bugs
     }  # every bug declares a known id, checked before anything is graded
-    unknown = sorted(f"{b}: {t[0]}" for b, t in tags.items() if t[0] not in reg.BY_ID)
+    unknown = sorted(f"{b}: {t[0]}" for b, t in tags.items() if t[0] not in {*reg.BY_ID, UNLISTED})
     if unknown:
         raise SystemExit("unknown misconception ids: " + "; ".join(unknown))
     if args.load:

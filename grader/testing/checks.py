@@ -171,6 +171,24 @@ def expect_raises(call: Callable[[], Any], exc_type: str | None, *, what: str) -
     )
 
 
+def at_the_limit(call: Callable[[], Any], *, what: str, limit: str) -> Any:
+    """``call()`` (a student's) on an input exactly at a limit the specification allows (T ==
+    max_len, a cache filled to max_len): a ValueError there is a length check off by one."""
+    __tracebackhide__ = True
+    try:
+        return call()
+    except StudentError as exc:
+        if exc.exc_type != "ValueError":
+            raise
+        fail(
+            f"{what} raised ValueError: {exc.message.splitlines()[0][:160]}\n  "
+            + tag(
+                "cache-off-by-one",
+                f"{limit} is allowed: only more than that is refused (> where >= is written)",
+            )
+        )
+
+
 def expect_shape(
     got: Any,
     shape: tuple[int, ...],

@@ -114,7 +114,8 @@ BASICS: tuple[tuple[str, str, bool, str], ...] = (
     ),
     (
         "queries-from-w-key",
-        "the queries computed with W_key",
+        "a projection computed with another one's weights (the queries with W_key, the values "
+        "with W_key, ...: a copy-paste slip)",
         True,
         r"queries from W_query|W_key`|copy-paste",
     ),

@@ -49,6 +49,24 @@ MODERN: tuple[tuple[str, str, bool, str], ...] = (
         True,
         r"absolute positions|cache\.length \+ i|cos\[positions\]|not rows 0",
     ),
+    (
+        "cache-returns-stale",
+        "update returns the filled prefix as it was before this write (sliced before length advances)",
+        True,
+        r"before self\.length advances|without the ones it just wrote",
+    ),
+    (
+        "decode-restarts",
+        "decode() empties the cache on every call: a later call forgets the sequence so far",
+        True,
+        r"decoded as a new sequence|empties the cache",
+    ),
+    (
+        "cache-before-rope",
+        "the keys written to the KV cache before RoPE turns them (the cache holds unturned keys)",
+        True,
+        r"before (RoPE|apply_rope)|unturned keys",
+    ),
     ("rope-positions-start-one", "RoPE tables starting at position 1", True, r"position 0"),
     (
         "rope-frequencies",
@@ -104,7 +122,7 @@ MODERN: tuple[tuple[str, str, bool, str], ...] = (
     ),
     (
         "cache-off-by-one",
-        "the cache's capacity check off by one (its last slot refused, or one write past max_len)",
+        "a capacity or length check off by one (exactly max_len refused, or one write past it)",
         False,
         r"full length|last slot|exactly max_len",
     ),

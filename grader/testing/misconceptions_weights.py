@@ -73,6 +73,12 @@ WEIGHTS: tuple[tuple[str, str, bool, str], ...] = (
         r"attend to itself|its own (key|position)|diagonal (is )?(blocked|excluded)",
     ),
     (
+        "mask-one-ahead",
+        "the causal mask off by one the other way: each token also sees the next one",
+        True,
+        r"the next (key|token) too|one (key|token) ahead",
+    ),
+    (
         "mask-multiplied",
         "a mask applied by multiplying the scores by 0/1 (a zero score still gets weight)",
         True,

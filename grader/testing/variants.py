@@ -32,8 +32,8 @@ def causal_keep(
 ) -> torch.Tensor:
     """(L, S) True where query i may see key j: ``bottom-right`` (query i at position S - L + i,
     SDPA's ``causal_lower_right``), ``top-left`` (query i at position i, SDPA's own is_causal),
-    ``inverted`` (the bottom-right mask negated) or ``strict`` (the bottom-right mask without its
-    diagonal)."""
+    ``inverted`` (the bottom-right mask negated), ``strict`` (the bottom-right mask without its
+    diagonal) or ``ahead`` (one key more: the next one)."""
     i = torch.arange(L, device=device)[:, None]
     j = torch.arange(S, device=device)[None, :]
     if align == "top-left":
@@ -43,6 +43,8 @@ def causal_keep(
         return ~keep
     if align == "strict":
         return j < i + (S - L)
+    if align == "ahead":
+        return j <= i + (S - L) + 1
     return keep
 
 

@@ -16,9 +16,10 @@ from grader.inside.standins import StandInGroupedQueryAttention, stand_in_apply_
 from grader.protocol.errors import StudentError
 from grader.testing.attention import sdpa_math
 from grader.testing.catalogue.kv import Decoding, kv_suspects, reset_suspects
-from grader.testing.checks import expect, expect_call, expect_raises, expect_shape, expect_tensor, fail, hinted
+from grader.testing.checks import (at_the_limit, expect, expect_call, expect_raises, expect_shape, expect_tensor, fail,
+                                   hinted)
 from grader.testing.devices import expect_built_on_meta, expect_on_input_device
-from grader.testing.diagnosis import Detector, Suspects, tag
+from grader.testing.diagnosis import Detector, Suspects, Variant, tag
 from grader.testing.oracles import expect_repeatable
 from grader.testing.precision import expect_no_worse_than
 from grader.testing.regimes import expect_stable
@@ -85,7 +86,8 @@ def test_buffers_are_preallocated_at_full_size(student, gen):
         else tag("cache-unbounded", "the buffers are not preallocated at full size (batch_size, num_kv_heads, max_len, "
                  "head_dim): a cache that grows with torch.cat has no bound and copies at every step")))
     k = torch.randn(3, 2, 7, 5, generator=gen, dtype=torch.float64)
-    expect_tensor(fill_to_the_brim(cache, k, 2 * k)[1], 2 * k, what="values after filling all 7 positions at once")
+    expect_tensor(fill_to_the_brim(cache, k, 2 * k)[1], 2 * k, what="values after filling all 7 positions at once",
+                  suspects=stale(0))
     default = student.isolated.kv_cache.KVCache(2, 1, 3, 4).named_buffers()
     got = {k: (tuple(v.shape), v.dtype) for k, v in default.items()}
     want = {n: ((2, 1, 3, 4), torch.float32) for n in ("k_cache", "v_cache")}
@@ -95,16 +97,9 @@ def test_buffers_are_preallocated_at_full_size(student, gen):
 
 
 def fill_to_the_brim(cache, k: torch.Tensor, v: torch.Tensor):
-    """``update`` of exactly max_len positions; a ValueError there is the overflow check off by one."""
-    try:
-        return cache.invoke("update", k, v)
-    except StudentError as exc:
-        if exc.exc_type != "ValueError":
-            raise
-        fail(f"update of {k.shape[2]} positions into an empty KVCache(max_len={k.shape[2]}) raised ValueError: "
-             f"{exc.message.splitlines()[0]}\n  " + tag(
-                 "cache-off-by-one", "the cache refuses to hold exactly max_len positions: only length + t > max_len "
-                 "overflows"))
+    """``update`` of exactly max_len positions into an empty cache."""
+    return at_the_limit(lambda: cache.invoke("update", k, v), limit=f"a cache holding exactly max_len = {k.shape[2]}",
+                        what=f"update of {k.shape[2]} positions into an empty KVCache(max_len={k.shape[2]})")
 
 
 @pytest.mark.points(1.25)
@@ -117,9 +112,9 @@ def test_updates_return_exactly_the_filled_prefix(student, gen):
         k_all, v_all = cache.invoke("update", keys[-1], values[-1])
         n = sum(k.shape[2] for k in keys)
         expect_tensor(k_all, torch.cat(keys, dim=2), what=f"keys returned after {len(keys)} updates ({n} positions)",
-                      suspects=UNWRITTEN + not_advanced(keys[-1]))
+                      suspects=UNWRITTEN + not_advanced(keys[-1]) + stale(n - t))
         expect_tensor(v_all, torch.cat(values, dim=2), what=f"values returned after {len(keys)} updates",
-                      suspects=UNWRITTEN + not_advanced(values[-1]))
+                      suspects=UNWRITTEN + not_advanced(values[-1]) + stale(n - t))
 
 
 def not_advanced(last: torch.Tensor) -> Suspects:
@@ -131,6 +126,15 @@ def not_advanced(last: torch.Tensor) -> Suspects:
         "after the positions already filled (self.length does not advance)"
         if got.dim() == 4 and got.shape[2] >= t and want.shape[2] > t and torch.equal(got[:, :, :t], last)
         else None)),))
+
+
+def stale(before: int) -> Suspects:
+    """The positions filled before this update, without its own: the slice returned is taken before the length
+    advances."""
+    return Suspects((Detector("cache-returns-stale", lambda got, want: (
+        f"update returns the {before} position(s) filled before it, without the ones it just wrote: the returned "
+        "slice is taken before self.length advances"
+        if got.dim() == 4 and got.shape[2] == before < want.shape[2] else None)),))
 
 
 @pytest.mark.points(1.25)
@@ -210,8 +214,11 @@ def test_decoding_continues_after_a_prefill(student, gen):
                 "in one chunk", suspects=kv_suspects(x, p, spec, order, slice(0, P)))
     expect_call(lambda: kv.decode_step(model, cache, x[:, P:P + 2]), want[:, P:P + 2], what=f"decode_step of tokens "
                 f"{P}, {P + 1} after a prefill of {P}", suspects=kv_suspects(x, p, spec, order, slice(P, P + 2)))
+    anew = Suspects((Variant("decode-restarts", f"tokens {P + 2}..16 decoded as a new sequence (positions from 0, "
+                             f"the {P + 2} before forgotten): decode() empties the cache first",
+                             lambda: full_forward(x[:, P + 2:], p, 4, 2, tables)),))
     expect_call(lambda: kv.decode(model, cache, x[:, P + 2:]), want[:, P + 2:], what=f"decode of tokens {P + 2}..16, "
-                "one at a time, after them", suspects=kv_suspects(x, p, spec, order, slice(P + 2, None)))
+                "one at a time, after them", suspects=kv_suspects(x, p, spec, order, slice(P + 2, None)) + anew)
 
 
 @pytest.mark.points(1)

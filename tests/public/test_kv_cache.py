@@ -165,10 +165,15 @@ def test_token_by_token_decoding_gives_the_full_forward(student, gen):
 def test_chunked_decoding_gives_the_full_forward(student, gen):
     model, cache = model_and_cache(student)
     x = torch.randn(2, 11, 16, generator=gen)
-    got = student.isolated.kv_cache.decode(model, cache, x, chunk_size=3)
+    kv = student.isolated.kv_cache  # two calls: the second continues the sequence the cache holds
+    got = torch.cat([kv.decode(model, cache, x[:, :6], chunk_size=3), kv.decode(model, cache, x[:, 6:], chunk_size=3)], 1)
     p = model.named_parameters()
-    expect_tensor(got, full_forward(x, p, 4, 2, rope=(16, 10000.0)), suspects=suspects(x, p, 4, 2, 16, 3),
-                  what="decode(model, cache, x of 11 tokens, chunk_size=3) vs the full causal forward")
+    anew = Variant("decode-restarts", "tokens 6..10 decoded as a new sequence (positions from 0, tokens 0..5 forgotten): "
+                   "decode() empties the cache first", lambda: torch.cat([full_forward(z, p, 4, 2, rope=(16, 10000.0))
+                                                                          for z in (x[:, :6], x[:, 6:])], 1))
+    expect_tensor(got, full_forward(x, p, 4, 2, rope=(16, 10000.0)), suspects=suspects(x, p, 4, 2, 16, 3) + Suspects(
+        (anew,)), what="decode(model, cache, tokens 0..5, chunk_size=3), then decode(model, cache, tokens 6..10, "
+                  "chunk_size=3) vs the full causal forward")
 
 
 @pytest.mark.points(2)

@@ -48,14 +48,19 @@ def test_stable_softmax_gives_the_books_weights_and_batches(student):
                 rtol=0, suspects=softmax_suspects(SCORES_2, 0))
     expect_call(lambda: stable(BATCH), softmax64(BATCH, -1), what="softmax_stable(x of shape (3, 5)) with the "
                 "default dim", suspects=softmax_suspects(BATCH, -1))
+    # dim=0 on a batch: a max or a sum that ignores `dim` agrees with the right one on 1-D input only
+    expect_call(lambda: stable(BATCH, dim=0), softmax64(BATCH, 0), what="softmax_stable(x of shape (3, 5), dim=0)",
+                suspects=softmax_suspects(BATCH, 0))
 
 
 @pytest.mark.points(1.5)
 def test_stable_softmax_survives_large_inputs(student):
-    x = torch.tensor([[1000.0, 999.0, -1000.0]])
-    got = expect_call(lambda: student.softmax.softmax_stable(x, dim=-1), torch.tensor([[0.7310586, 0.2689414, 0.0]]),
-                      what="softmax_stable([[1000, 999, -1000]])", suspects=softmax_suspects(x, -1))
-    expect_finite(got, what="softmax_stable([[1000, 999, -1000]])")
+    # two rows of very different size: one max over the whole tensor shifts the second row to exp(-2000) = 0
+    x = torch.tensor([[1000.0, 999.0, -1000.0], [-1000.0, -999.0, -1001.0]])
+    what = "softmax_stable([[1000, 999, -1000], [-1000, -999, -1001]])"
+    got = expect_call(lambda: student.softmax.softmax_stable(x, dim=-1), softmax64(x, -1), what=what,
+                      suspects=softmax_suspects(x, -1))
+    expect_finite(got, what=what)
 
 
 @pytest.mark.points(1)

@@ -39,12 +39,13 @@ class Spec:
     out_proj: bool = True
     scale: float | None = None  # None: 1/sqrt(head_dim)
     # the knobs
-    queries_from: str = "W_query"
+    weights: str = "W_query,W_key,W_value"  # the weights of q, k, v: a copy-paste slip swaps one
     kv_from_x: str = ""  # "kv", "k" or "v": projected from x instead of the context
     roles_swapped: bool = False  # queries from the context, keys and values from x
     use_bias: bool = True
-    # "view": view(B, H, T, hd) without the transpose; "strided": (B, T, hd, H)
+    # "view": view(B, H, T, hd) without the transpose; "strided": (B, T, hd, H); for split_on only
     split: str = "transpose"
+    split_on: str = "qkv"
     # "view": no transpose back; "1,3,2" ...: permute(0, 1, 3, 2) before the reshape
     merge: str = "transpose"
     scale_on: str = "scores"  # or "weights": the weights multiplied by the scale after the softmax
@@ -99,25 +100,23 @@ def forward(
     dtype = x.dtype if spec.naive else torch.float64
     if spec.roles_swapped and context is not None:
         x, context = context, x
-    q = _linear(x, p, spec.queries_from, spec.use_bias, dtype)
+    wq, wk, wv = spec.weights.split(",")
+    q = _linear(x, p, wq, spec.use_bias, dtype)
     k, v = (
         _linear(
-            x if context is None or n[0] in spec.kv_from_x else context,
-            p,
-            f"W_{n}",
-            spec.use_bias,
-            dtype,
+            x if context is None or n in spec.kv_from_x else context, p, w, spec.use_bias, dtype
         )
-        for n in ("key", "value")
+        for n, w in (("k", wk), ("v", wv))
     )
     Hkv = spec.kv_heads or spec.heads
     kv_len = x.shape[1] if spec.kv_len_from_query else None
     if spec.rope is not None and spec.rope_before_split:
         q, k = _rope_on_tokens(q, spec.heads, spec), _rope_on_tokens(k, Hkv, spec)
+    how = {n: spec.split if n in spec.split_on else "transpose" for n in "qkv"}
     q, k, v = (
-        _split(q, spec.heads, spec.split),
-        _split(k, Hkv, spec.split, kv_len),
-        _split(v, Hkv, spec.split, kv_len),
+        _split(q, spec.heads, how["q"]),
+        _split(k, Hkv, how["k"], kv_len),
+        _split(v, Hkv, how["v"], kv_len),
     )
     if spec.rope is not None and not spec.rope_before_split:
         q, k, v = _rope(q, spec, "q"), _rope(k, spec, "k"), _rope(v, spec, "v")

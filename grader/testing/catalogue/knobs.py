@@ -14,6 +14,7 @@ from typing import Any
 
 # (misconception, what the output then equals, the knobs): every module exercise picks the ones that
 # apply
+ROLES = {"queries": "W_query", "keys": "W_key", "values": "W_value"}  # and the weights of each
 KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
     "scale": [
         ("wrong-scale", "no scaling at all", {"scale": 1.0}),
@@ -48,18 +49,40 @@ KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
             {"align": "strict"},
         ),
         (
+            "mask-one-ahead",
+            "a causal mask that lets each query see the next key too (triu(diagonal=2) blocked, not 1)",
+            {"align": "ahead"},
+        ),
+        (
             "mask-after-softmax",
             "the future zeroed after the softmax, the rows not renormalised",
             {"mask_after_softmax": True},
         ),
     ],
-    "queries": [("queries-from-w-key", "the queries computed by W_key", {"queries_from": "W_key"})],
+    "queries": [  # one projection with another's weights (queries by W_key most often)
+        (
+            "queries-from-w-key",
+            f"the {role} computed by {w} instead of {right}",
+            {"weights": ",".join(w if n == role else r for n, r in ROLES.items())},
+        )
+        for role, right in ROLES.items()
+        for w in ROLES.values()
+        if w != right
+    ],
     "bias": [("qkv-bias-ignored", "the projections without their biases", {"use_bias": False})],
     "heads": [
         (
             "heads-no-transpose",
             "heads split with view(B, H, T, head_dim), no transpose",
             {"split": "view"},
+        ),
+        *(
+            (
+                "heads-no-transpose",
+                f"the {side} split with view(B, H, T, head_dim), no transpose (the {other} right)",
+                {"split": "view", "split_on": on},
+            )
+            for side, other, on in (("keys and values", "queries", "kv"), ("queries", "keys", "q"))
         ),
         (
             "heads-no-transpose",
@@ -139,6 +162,11 @@ KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
             "the padding mask added to the scores as 0/1 floats (+1 for real keys): nothing "
             "blocked",
             {"keep_as": "added"},
+        ),
+        (
+            "mask-one-ahead",
+            "a causal mask that lets each query see the next key too (triu(diagonal=2) blocked, not 1)",
+            {"align": "ahead"},
         ),
         (
             "mask-after-softmax",

@@ -1,5 +1,5 @@
 """KV-cache decoding's misconceptions: chunk by chunk through the grader's stand-in model, with one
-step changed (RoPE positions restarting at 0, the chunk's mask aligned top-left, the unwritten slots
+step changed (RoPE positions restarting at 0, the keys cached before RoPE, the chunk's mask aligned top-left, the unwritten slots
 attended to, the ragged last chunk dropped, a reset that keeps the count, the kv heads tiled with
 repeat, the values turned).
 
@@ -34,7 +34,8 @@ class Decoding:
     max_len: int  # the cache's
     # slots a previous sequence left written (zeros) and counted: a reset that keeps the count
     held: int = 0
-    # "restart": 0 .. t-1 in every chunk; "keys-restart"/"queries-restart": one side
+    # "restart": 0 .. t-1 in every chunk; "keys-restart"/"queries-restart": one side;
+    # "keys-unturned": the keys never turned (cached before RoPE)
     positions: str = "absolute"
     # "top-left": tril() of (t, S); "strict": the diagonal blocked; "none"
     align: str = "bottom-right"
@@ -82,14 +83,15 @@ def decode(
         if tables is not None:
             cos, sin = tables
             q, k = (
-                stand_in_apply_rope(z, cos, sin, torch.arange(t) + _offset(spec, side, length))
+                z
+                if spec.positions == f"{side}-unturned"
+                else stand_in_apply_rope(z, cos, sin, torch.arange(t) + _offset(spec, side, length))
                 for z, side in ((q, "queries"), (k, "keys"))
             )
             pos = torch.arange(t) + _offset(spec, "values", length)
             v = stand_in_apply_rope(v, cos, sin, pos) if spec.rope_values else v
-        if (
-            spec.grouped_cache
-        ):  # written into a cache of kv_heads slots: raises as the student's copy does
+        # written into a cache of kv_heads slots: raises as the student's copy does
+        if spec.grouped_cache:
             buffer = torch.zeros(B, spec.kv_heads, spec.max_len, hd, dtype=dtype)
             buffer[:, :, length : length + t] = k.repeat_interleave(
                 spec.heads // spec.kv_heads, dim=1
@@ -146,6 +148,12 @@ KNOBS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "positions-not-offset",
         "decoding with the RoPE positions restarting at 0 in every chunk (not cache.length + i)",
         {"positions": "restart"},
+    ),
+    (
+        "cache-before-rope",
+        "decoding with the keys never turned by RoPE (written to the cache before apply_rope, or "
+        "never passed to it), the queries turned at cache.length + i",
+        {"positions": "keys-unturned"},
     ),
     (
         "positions-not-offset",
@@ -225,7 +233,7 @@ def kv_suspects(
         return lambda: decode(x, p, s, schedule)[:, rows]
 
     d = x.shape[-1]
-    items = [Variant(mid, shows, run(replace(spec, **knobs))) for mid, shows, knobs in KNOBS]
+    items = _knob_variants(all(t == 1 for t in schedule), lambda knobs: run(replace(spec, **knobs)))
     if d // spec.heads != d:
         items.append(
             Variant(
@@ -238,12 +246,30 @@ def kv_suspects(
     hd = d // spec.heads
     sizes = {"head_dim": hd, "d_model": d, "num_kv_heads * head_dim": spec.kv_heads * hd}
     right = 1 / math.sqrt(hd) if spec.scale is None else spec.scale
-    # scores per decode, at most
-    work = x.shape[0] * spec.heads * x.shape[1] * (x.shape[1] + spec.max_len)
+    work = x.shape[0] * spec.heads * x.shape[1] * (x.shape[1] + spec.max_len)  # scores, at most
     fitted = scale_detector(
         lambda c: decode(x, p, replace(spec, scale=c), schedule)[:, rows], right, sizes, work
     )
     return Suspects((*items, fitted))
+
+
+def _knob_variants(
+    one_token: bool, run: Callable[[dict[str, Any]], Callable[[], torch.Tensor]]
+) -> list[Variant]:
+    """The knobs as variants. Keys never turned are also RoPE on the queries only; and where every
+    chunk is one token, keys turned at position 0 of their chunk are keys never turned (cos 0 = 1):
+    one variant names both mistakes instead of the first listed taking the other's place."""
+    items = []
+    for mid, shows, knobs in KNOBS:
+        position = knobs.get("positions")
+        if one_token and position == "keys-restart":
+            continue
+        also: tuple[str, ...] = ()
+        if position == "keys-unturned":
+            also = ("rope-only-queries",) + ("positions-not-offset",) * one_token
+            shows += " (in one-token chunks, the same as keys turned at 0 in each)" * one_token
+        items.append(Variant(mid, shows, run(knobs), also))
+    return items
 
 
 def reset_suspects(

@@ -47,12 +47,23 @@ def softmax_suspects(x: torch.Tensor, dim: int = -1) -> Suspects:
 
     items += [
         Variant(
-            "softmax-wrong-dim", f"the softmax along dim {other} instead of dim {dim}", along(other)
+            "softmax-wrong-dim",
+            f"the softmax along dim {other} instead of dim {dim}" + _front(n, dim, other),
+            along(other),
+            ("dims-from-front",) if _front(n, dim, other) else (),
         )
         for other in range(n)
         if other != dim % n
     ]
     return Suspects(tuple(items + _shifts(x, dim)), facts=sums_to_one(dim))
+
+
+def _front(n: int, dim: int, other: int) -> str:
+    """Where the right dim is the last of n >= 3 and ``other`` is n - 2: the last dim counted from
+    the front of an input without its batch dim (dim=1 written for (T, T) scores, given (B, T, T))."""
+    if n >= 3 and dim % n == n - 1 and other == n - 2:
+        return f" (dim {other} counted from the front is the last one only without the batch dim)"
+    return ""
 
 
 def _max_over(x: torch.Tensor, d: int | None) -> Callable[[], torch.Tensor]:

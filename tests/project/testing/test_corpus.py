@@ -4,6 +4,8 @@ Every assignment of the manifest is covered; a bug file's folder names its exerc
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from grader.course import manifest
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
+from grader.testing import misconceptions
 from tests.project.support.common import CORPUS, ROOT, grade_inprocess, solutions_copy
 
 pytestmark = pytest.mark.cost(100)  # seconds on 2 cores: started early (tests/project/conftest.py)
@@ -62,6 +65,23 @@ def test_each_corpus_bug_loses_points_on_its_exercise(tmp_path, bug: Path):
     assert scored.score < scored.max_score, (
         f"{bug.name} ({bug.read_text().splitlines()[0]}) kept all its points"
     )
+    # the first failure never names a mistake the bug does not make (benchmarks/feedback.py's "misleading")
+    first = next(r for r in results if r.outcome not in ("passed", "skipped"))
+    named = misconceptions.named_in(first.message or "")
+    assert not named or declared(bug) in named, (
+        f"{bug.name} ({declared(bug)}): {first.name} names {sorted(named)}: {first.message}"
+    )
+
+
+def declared(bug: Path) -> str:
+    """The misconception a corpus bug declares (``Misconception: id`` in its docstring)."""
+    found = re.search(
+        r"^Misconception: ([a-z0-9-]+)\s*$",
+        ast.get_docstring(ast.parse(bug.read_text())) or "",
+        re.M,
+    )
+    assert found, f"{bug}: no 'Misconception: id' line in its docstring"
+    return found.group(1)
 
 
 @pytest.mark.parametrize("assignment_id", list(ASSIGNMENTS))

@@ -1,6 +1,6 @@
 """Bug: the causal mask is built with triu(diagonal=2), so every token also sees the next one.
 
-Misconception: unlisted
+Misconception: mask-one-ahead
 Held out: yes
 Source: pitfall: off-by-one in the triu diagonal; written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: decode_step writes the keys into the cache before applying RoPE, so with use_rope every cached key is unrotated and the attention loses its position information.
 
-Misconception: unlisted
+Misconception: cache-before-rope
 Held out: yes
 Source: pitfall: caching k before the rotation; written from the reference
 """

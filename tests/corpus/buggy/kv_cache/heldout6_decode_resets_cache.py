@@ -1,6 +1,6 @@
 """Bug: decode resets the cache before decoding, so a second call does not continue the cached sequences but starts again at position 0.
 
-Misconception: unlisted
+Misconception: decode-restarts
 Held out: yes
 Source: pitfall: defensive reset that breaks continuation; written from the reference
 """

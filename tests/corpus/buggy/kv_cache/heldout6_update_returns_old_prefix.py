@@ -1,6 +1,6 @@
 """Bug: update slices the returned prefix before advancing `length`, so it returns the keys and values without the tokens just written.
 
-Misconception: unlisted
+Misconception: cache-returns-stale
 Held out: yes
 Source: pitfall: state advanced after it is read; written from the reference
 """

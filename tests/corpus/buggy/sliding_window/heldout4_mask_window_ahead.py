@@ -1,7 +1,9 @@
 """Bug: sliding_window_mask measures the distance as k_pos - q_pos instead of q_pos - k_pos, so each query sees itself and the window - 1 keys AFTER it (the future) instead of those before it.
 
-Misconception: window-symmetric
+Misconception: mask-inverted
 Held out: yes
+Relabelled: its author declared window-symmetric as a loose fit; the mask keeps the future and blocks the past, which
+is what mask-inverted says (2026-11-28, after its messages were read).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 For each `tests/corpus/buggy/<exercise>/heldout6_*.py`, copy `solutions/` to a temporary package, replace the
 exercise's module with the bug, run the exercise's probes (normal float32 inputs unless a probe says otherwise) on
 both packages and print the largest absolute difference and the probe where it occurs, or the behaviour that
-differs (an exception the reference does not raise). Usage: PYTHONPATH=$PWD python heldout6_check.py [--tsv]
+differs (an exception the reference does not raise). Usage: PYTHONPATH=$PWD python tests/corpus/blind/heldout6_check.py [--tsv]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[3]  # the checkout
 Probe = Callable[[Any, str], dict[str, Any]]
 
 
@@ -406,7 +406,7 @@ def main() -> int:
         f"summary: {len(bugs) - failures}/{len(bugs)} bugs differ from the reference; {failures} do not"
     )
     if "--tsv" in sys.argv:
-        (ROOT / "heldout6.tsv").write_text("\n".join(rows) + "\n")
+        (Path(__file__).with_name("heldout6_bugs.tsv")).write_text("\n".join(rows) + "\n")
     return 1 if failures else 0
 
 
