@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import plagiarism  # noqa: E402
-import similarity  # noqa: E402
+import similarity_detectors  # noqa: E402
 
 from grader.course import manifest  # noqa: E402
 from grader.similarity import idiom, match, source  # noqa: E402
@@ -93,7 +93,7 @@ def whole(found: list[source.Exercise], settings: match.Settings, use: bool) -> 
 
 def copies(n: int, settings: match.Settings) -> tuple[int, int, int, int, int]:
     """Copies found (all, of the reference's family) and independent pairs flagged, over seeds 0-9."""
-    pool, families = similarity.bases(ASSIGNMENT)
+    pool, families = similarity_detectors.bases(ASSIGNMENT)
     stubs = {
         e.module: (ROOT / "exercises" / f"{e.module}.py").read_text("utf-8")
         for e in ASSIGNMENT.exercises
@@ -101,8 +101,8 @@ def copies(n: int, settings: match.Settings) -> tuple[int, int, int, int, int]:
     found = total = ref_found = ref_total = fp = 0
     for seed in range(10):
         klass = plagiarism.make_class(pool, n, families=families, copy_rate=0.3, seed=seed)
-        positives, ignored = similarity.truth(klass)
-        scores = similarity.ours(settings)(similarity.as_class(klass), stubs)
+        positives, ignored = similarity_detectors.truth(klass)
+        scores = similarity_detectors.ours(settings)(similarity_detectors.as_class(klass), stubs)
         hit = {p for p, s in scores.items() if s >= settings.threshold}
         family = {s.key: s.family for s in klass}
         ref = {p for p in positives if family[p[0]][p[2]] == 0}

@@ -23,8 +23,8 @@ Key = tuple[str, str, str]
 
 def labels(exercises: dict[str, str], families: dict[str, list[int]]) -> dict[str, list[str]]:
     """Per module (``exercises``: module -> exercise id), a label for each base, in the order of
-    ``similarity.bases``: the solution, the corpus bugs (sorted), the example students, the
-    authors (the authors' bases are the ones of a family above 0)."""
+    ``similarity_detectors.bases``: the solution, the corpus bugs (sorted), the example students,
+    the authors (the authors' bases are the ones of a family above 0)."""
     out: dict[str, list[str]] = {}
     for module, ex in exercises.items():
         bugs = sorted((ROOT / "tests/corpus/buggy" / ex).glob("*.py"))
