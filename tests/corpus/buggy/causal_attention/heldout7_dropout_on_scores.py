@@ -1,6 +1,6 @@
 """Bug: Dropout is applied to the raw attention scores before masking and softmax instead of to the weights, so training-mode outputs are wrong (dropped scores become 0, not 0 weight).
 
-Misconception: tbd
+Misconception: dropout-wrong-place
 Held out: yes
 Source: https://github.com/rasbt/LLMs-from-scratch/issues/280 (book text says dropout after the attention scores; it belongs on the weights); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: forward uses the whole (context_length, context_length) mask buffer instead of its top-left (T, T) corner, so any input shorter than context_length fails.
 
-Misconception: tbd
+Misconception: mask-not-sliced
 Held out: yes
 Source: https://github.com/EleutherAI/gpt-neox/pull/1371 (the full, unsliced bias is used instead of the one truncated to the sequence length); written from the reference
 """

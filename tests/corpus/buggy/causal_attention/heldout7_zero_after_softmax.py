@@ -1,6 +1,6 @@
 """Bug: The causal mask is applied after the softmax by zeroing the future weights, without renormalising, so the rows no longer sum to 1.
 
-Misconception: tbd
+Misconception: mask-after-softmax
 Held out: yes
 Source: https://github.com/rasbt/LLMs-from-scratch/issues/280 (ch03 3.5: mask after softmax needs renormalisation; masking with -inf before softmax is the fix); written from the reference
 """

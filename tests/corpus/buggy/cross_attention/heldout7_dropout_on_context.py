@@ -1,6 +1,6 @@
 """Bug: Dropout is applied to the attended values (weights @ v) instead of to the attention weights, so training-mode outputs differ.
 
-Misconception: tbd
+Misconception: dropout-wrong-place
 Held out: yes
 Source: https://github.com/rasbt/LLMs-from-scratch/issues/280 (dropout after the weights vs after multiplying by the values); written from scratch
 """

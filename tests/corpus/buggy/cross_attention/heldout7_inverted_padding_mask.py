@@ -1,6 +1,6 @@
 """Bug: key_padding_mask is used with nn.MultiheadAttention's convention (True = ignore), so real tokens are blocked and padding is attended (NaN where a row has no padding).
 
-Misconception: tbd
+Misconception: mask-inverted
 Held out: yes
 Source: https://github.com/pytorch/pytorch/pull/39321 and https://github.com/mlwithme/TransformerTranslation/issues/2 (True in key_padding_mask means masked out in nn.MultiheadAttention); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: Keys and values are projected from x instead of from context, so the layer does self-attention and ignores the context sequence.
 
-Misconception: tbd
+Misconception: kv-from-x
 Held out: yes
 Source: https://github.com/huggingface/transformers/pull/37403-style mix-ups of hidden_states and encoder_hidden_states; pattern from the annotated-transformer discussion https://github.com/harvardnlp/annotated-transformer/issues/17; written from the reference
 """

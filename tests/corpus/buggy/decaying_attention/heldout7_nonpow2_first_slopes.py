@@ -1,6 +1,6 @@
 """Bug: For a head count that is not a power of two, alibi_slopes takes the first num_heads - c slopes of alibi_slopes(2c) instead of every other one.
 
-Misconception: tbd
+Misconception: slopes-wrong
 Held out: yes
 Source: https://github.com/ofirpress/attention_with_linear_biases/issues/17 (the interleaved [0::2] extra slopes for 12 heads look like a jump and get 'fixed'); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: The decay uses the signed distance i - j instead of |i - j|, so keys in the future get a bonus instead of a penalty.
 
-Misconception: tbd
+Misconception: decay-sign
 Held out: yes
 Source: https://github.com/ofirpress/attention_with_linear_biases/issues/17 (causal ALiBi bias -(i - j) only defined for j <= i, reused for bidirectional attention); written from scratch
 """

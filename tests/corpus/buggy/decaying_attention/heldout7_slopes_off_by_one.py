@@ -1,6 +1,6 @@
 """Bug: alibi_slopes uses exponents h = 0 .. n-1 instead of 1 .. n, so the first head gets slope 1 and every slope is doubled.
 
-Misconception: tbd
+Misconception: slopes-wrong
 Held out: yes
 Source: https://github.com/paiml/aprender/pull/2143 (ALiBi slopes off by one in the exponent: 2^(-8h/n) vs 2^(-8(h+1)/n)); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: flash_attention initialises the running max to 0 instead of -inf, so rows whose scores are all far below 0 underflow to 0 and return zeros.
 
-Misconception: tbd
+Misconception: flash-max-init
 Held out: yes
 Source: https://github.com/Dao-AILab/flash-attention/issues/2082 and https://github.com/flashinfer-ai/flashinfer/issues/4267 (row max clamped to 0 / a finite sentinel zeroes whole heads); written from scratch
 """

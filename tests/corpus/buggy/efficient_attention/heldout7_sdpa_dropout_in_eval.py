@@ -1,6 +1,6 @@
 """Bug: sdpa_attention passes dropout_p to SDPA even when training is False, so evaluation is random.
 
-Misconception: tbd
+Misconception: dropout-in-eval
 Held out: yes
 Source: https://github.com/pytorch/pytorch/issues/124464 and https://github.com/huggingface/pytorch-image-models/pull/1978 (SDPA applies dropout whenever dropout_p > 0); written from the reference
 """

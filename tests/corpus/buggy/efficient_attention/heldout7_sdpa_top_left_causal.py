@@ -1,6 +1,6 @@
 """Bug: sdpa_attention passes is_causal straight to SDPA, whose causal mask is top-left aligned, so with L != S the queries see the wrong keys.
 
-Misconception: tbd
+Misconception: mask-top-left
 Held out: yes
 Source: https://github.com/pytorch/pytorch/issues/103082 and https://github.com/ml-explore/mlx/issues/2835 (is_causal is top-left aligned when L != S); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: FlashAttentionFunction.backward returns only (dq, dk, dv) for a forward with five inputs, so autograd raises instead of returning gradients.
 
-Misconception: tbd
+Misconception: function-grad-count
 Held out: yes
 Source: https://pytorch.org/docs/stable/notes/extending.html (a custom autograd.Function backward must return one gradient or None per forward input; the classic 'returned an incorrect number of gradients' error); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: flash_attention_backward recomputes the tile scores without the 1/sqrt(E) scale (the forward folded it into q), so exp(s - lse) is not the forward's P and all gradients are wrong.
 
-Misconception: tbd
+Misconception: bwd-probabilities
 Held out: yes
 Source: https://github.com/Dao-AILab/flash-attention/issues/1012 (recomputing P in the backward from the saved logsumexp must use exactly the forward's scaled scores); written from scratch
 """

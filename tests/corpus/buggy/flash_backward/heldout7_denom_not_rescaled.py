@@ -1,6 +1,6 @@
 """Bug: flash_forward rescales the accumulator by exp(m_old - m_new) but not the running denominator, so outputs (and lse) are wrong whenever a later tile raises the max.
 
-Misconception: tbd
+Misconception: flash-rescale
 Held out: yes
 Source: https://github.com/PaddleJitLab/CUDATutorial/issues/69 and https://github.com/ModelTC/LightLLM/issues/948 (online-softmax l/m update written wrongly); written from the reference
 """

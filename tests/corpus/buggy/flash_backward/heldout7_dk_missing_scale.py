@@ -1,6 +1,6 @@
 """Bug: flash_attention_backward forgets the softmax scale in dK_j = dS_j^T q * scale, so dk is sqrt(E) times too large.
 
-Misconception: tbd
+Misconception: bwd-scale
 Held out: yes
 Source: https://github.com/esceptico/perceiver-io/issues/9 (the attention scale applied the wrong way / missing); FlashAttention-2 Algorithm 2 dK_j = dS^T Q scaled; written from the reference
 """

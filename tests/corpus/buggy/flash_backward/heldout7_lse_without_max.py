@@ -1,6 +1,6 @@
 """Bug: flash_forward returns lse = log(l) without adding the running max m, so the backward's exp(s - lse) rebuilds probabilities off by a factor exp(m) per row.
 
-Misconception: tbd
+Misconception: lse-wrong
 Held out: yes
 Source: https://github.com/Dao-AILab/flash-attention/issues/1012 (the backward subtracts the logsumexp L_i = m_i + log l_i, not log l_i); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: flash_attention_backward subtracts lse = -inf directly for query rows that see no key (causal, L > S), so exp(-inf - (-inf)) gives NaN gradients.
 
-Misconception: tbd
+Misconception: fully-masked-nan
 Held out: yes
 Source: https://github.com/Dao-AILab/flash-attention/pull/1948 and https://github.com/tracel-ai/burn/pull/4697 (NaN when the running max / lse is -inf on fully masked rows); written from the reference
 """

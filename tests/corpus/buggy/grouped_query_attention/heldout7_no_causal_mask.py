@@ -1,6 +1,6 @@
 """Bug: The causal mask is never applied, so every query attends to future tokens.
 
-Misconception: tbd
+Misconception: mask-missing
 Held out: yes
 Source: https://github.com/unslothai/unsloth/pull/8253 (a training path with no mask synthesised: the model silently attends beyond its allowed window); written from scratch
 """

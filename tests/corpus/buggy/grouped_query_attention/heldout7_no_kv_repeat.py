@@ -1,6 +1,6 @@
 """Bug: k and v are never expanded to num_heads; broadcasting hides this for MQA but 1 < num_kv_heads < num_heads fails.
 
-Misconception: tbd
+Misconception: unlisted
 Held out: yes
 Source: https://github.com/state-spaces/mamba/pull/462 (kv heads not repeated before attention when GQA is used); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: repeat_interleave is applied on the sequence dimension (dim=2) instead of the head dimension, so with num_kv_heads < num_heads the shapes break.
 
-Misconception: tbd
+Misconception: unlisted
 Held out: yes
 Source: https://github.com/PrimeIntellect-ai/prime-rl/pull/2681 (GQA expansion with repeat_interleave on the sequence dim instead of the kv-head dim); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: k and v are expanded with repeat(1, g, 1, 1), which tiles the kv heads (0, 1, 0, 1, ...) instead of repeat_interleave, pairing query heads with the wrong kv head.
 
-Misconception: tbd
+Misconception: gqa-repeat
 Held out: yes
 Source: https://github.com/onnx/onnx/pull/7274 and https://github.com/apple/axlearn/pull/842 (GQA kv expansion with tile instead of repeat-interleave); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: The RoPE tables are built with the default base 10000 and rope_base is ignored, so a model configured with e.g. base 500000 (Llama 3) rotates with the wrong frequencies.
 
-Misconception: tbd
+Misconception: rope-base-ignored
 Held out: yes
 Source: https://github.com/NeuraLegion/shainet/pull/111 (Llama 3 rope settings not applied); the unread rope_theta/base config is a recurring port bug; written from the reference
 """

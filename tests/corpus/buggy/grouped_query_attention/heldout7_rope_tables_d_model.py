@@ -1,6 +1,6 @@
 """Bug: The RoPE tables are built for d_model features instead of head_dim, so apply_rope gets tables of the wrong width and forward fails with rope=True.
 
-Misconception: tbd
+Misconception: unlisted
 Held out: yes
 Source: https://github.com/anuj0456/OpenArch/issues/13 (RoPE cos/sin built for the full width D while x1 has D/2 features); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: decode_step's bottom-right mask uses tril(diagonal=S - t - 1), so each new token cannot see its own key (the first token of a sequence sees nothing: NaN).
 
-Misconception: tbd
+Misconception: mask-diagonal
 Held out: yes
 Source: https://github.com/tinygrad/tinygrad/pull/2425 (causal mask off by one on the diagonal); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: KVCache.update refuses a write that exactly fills the cache (>= instead of >), raising ValueError at length + t == max_len.
 
-Misconception: tbd
+Misconception: cache-off-by-one
 Held out: yes
 Source: https://github.com/ml-explore/mlx-lm/pull/390 (cache/window capacity off by one: one element too many or too few); written from the reference
 """

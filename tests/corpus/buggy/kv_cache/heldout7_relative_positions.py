@@ -1,6 +1,6 @@
 """Bug: decode_step rotates the new tokens at positions 0 .. t-1 instead of their absolute positions P .. P + t - 1.
 
-Misconception: tbd
+Misconception: positions-not-offset
 Held out: yes
 Source: https://github.com/ml-explore/mlx-lm/pull/93 and https://github.com/pytorch/executorch/pull/2010 (position embeddings restart at 0 for tokens after the KV cache); written from the reference
 """

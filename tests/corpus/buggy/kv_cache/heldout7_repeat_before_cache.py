@@ -1,6 +1,6 @@
 """Bug: decode_step expands k and v to num_heads before writing them to the cache, so a GQA cache of num_kv_heads heads cannot take them (and would waste the memory GQA saves).
 
-Misconception: tbd
+Misconception: cache-grouped-heads
 Held out: yes
 Source: https://github.com/FYYFU/HeadKV/issues/3 (repeat_kv called before the KV cache update, storing num_heads instead of num_kv_heads); written from scratch
 """

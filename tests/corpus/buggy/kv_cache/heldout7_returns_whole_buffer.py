@@ -1,6 +1,6 @@
 """Bug: KVCache.update returns the whole preallocated buffers, unwritten zero slots included, so decoding attends to max_len - length zero keys.
 
-Misconception: tbd
+Misconception: cache-unwritten-slots
 Held out: yes
 Source: https://github.com/tenstorrent/tt-forge-onnx/issues/422 (KV cache padded to max_seq_len: the padded slots enter attention); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: decode_step builds the (t, S) causal mask top-left aligned (tril()), so a new token at position P + i sees only keys 0 .. i.
 
-Misconception: tbd
+Misconception: mask-top-left
 Held out: yes
 Source: https://github.com/pytorch/pytorch/issues/103082 (with a KV cache and L=1 the top-left causal mask lets the query see only the first key); written from the reference
 """

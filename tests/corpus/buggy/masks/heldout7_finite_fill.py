@@ -1,6 +1,6 @@
 """Bug: to_additive fills blocked positions with -1e9 instead of -inf, a finite value that leaks weight and overflows to -inf only in float16.
 
-Misconception: tbd
+Misconception: mask-fill-finite
 Held out: yes
 Source: https://github.com/huggingface/transformers/pull/17306 and https://github.com/pytorch/benchmark/pull/794 (attention masks filled with -1e4/-1e9 instead of -inf, fp16 overflow); written from the reference
 """

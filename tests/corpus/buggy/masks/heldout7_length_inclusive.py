@@ -1,6 +1,6 @@
 """Bug: padding_mask uses j <= lengths[b], marking one padding position per sequence as a real token.
 
-Misconception: tbd
+Misconception: padding-off-by-one
 Held out: yes
 Source: https://github.com/ml-explore/mlx-lm/pull/390 (mask had one too many True values); written from scratch
 """

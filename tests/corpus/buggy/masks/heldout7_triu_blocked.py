@@ -1,6 +1,6 @@
 """Bug: causal_mask returns triu(diagonal=1), True on the future (nn.MultiheadAttention's True = blocked convention), the exact inverse of the required True = may attend.
 
-Misconception: tbd
+Misconception: mask-inverted
 Held out: yes
 Source: https://github.com/nntile/nntile/pull/370 (causal mask function inverts the allowed/blocked convention) and https://github.com/harvard-edge/cs249r_book/pull/1785; written from scratch
 """

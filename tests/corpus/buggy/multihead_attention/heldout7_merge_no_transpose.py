@@ -1,6 +1,6 @@
 """Bug: MultiHeadAttention merges the heads with view(B, T, d_out) straight from (B, H, T, hd), without transposing back, scrambling tokens and heads.
 
-Misconception: tbd
+Misconception: heads-no-transpose
 Held out: yes
 Source: https://github.com/jsbaan/transformer-from-scratch/pull/6 (missing permute before the reshape that merges heads) and https://github.com/ajhalthor/Transformer-Neural-Network/issues/8; written from scratch
 """

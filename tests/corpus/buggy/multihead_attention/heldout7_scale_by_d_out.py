@@ -1,6 +1,6 @@
 """Bug: MultiHeadAttention divides the scores by sqrt(d_out) instead of sqrt(head_dim), flattening every head's softmax.
 
-Misconception: tbd
+Misconception: wrong-scale
 Held out: yes
 Source: https://github.com/omihub777/ViT-CIFAR/pull/11 and https://github.com/FareedKhan-dev/train-llm-from-scratch/pull/3 (1/sqrt(embed dim) instead of 1/sqrt(head dim)); written from the reference
 """

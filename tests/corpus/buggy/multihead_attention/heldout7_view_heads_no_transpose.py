@@ -1,6 +1,6 @@
 """Bug: MultiHeadAttention splits heads with view(B, H, T, hd) directly instead of view(B, T, H, hd).transpose(1, 2), mixing tokens across heads.
 
-Misconception: tbd
+Misconception: heads-no-transpose
 Held out: yes
 Source: https://github.com/reczoo/FuxiCTR/issues/30 and https://github.com/hyunwoongko/transformer/issues/15 (heads split with a bare view, no transpose); written from the reference
 """

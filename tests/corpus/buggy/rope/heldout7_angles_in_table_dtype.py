@@ -1,6 +1,6 @@
 """Bug: rope_frequencies computes inv_freq and the angles in the requested table dtype instead of float64, so the angles m * theta_i lose precision (large errors for float16/bfloat16 tables, visible in float32 at long positions).
 
-Misconception: tbd
+Misconception: precision-lowered
 Held out: yes
 Source: https://github.com/EleutherAI/gpt-neox/issues/1003, https://github.com/huggingface/transformers/issues/29496, https://github.com/Modalities/modalities/pull/462 (RoPE phases computed in reduced precision); written from the reference
 """

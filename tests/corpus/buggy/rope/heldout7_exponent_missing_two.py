@@ -1,6 +1,6 @@
 """Bug: rope_frequencies uses theta_i = base ** (-i / head_dim) instead of base ** (-2i / head_dim), so the frequencies decay only half as fast.
 
-Misconception: tbd
+Misconception: rope-frequencies
 Held out: yes
 Source: https://github.com/rasbt/LLMs-from-scratch/issues/838 (questions about compute_rope_params' arange(0, head_dim, 2) / head_dim exponents); missing step of 2 is the translated slip; written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: apply_rope pairs x[2i] with x[2i+1] (interleaved) instead of x[i] with x[i + head_dim/2] (half-split), the convention the tables are used with.
 
-Misconception: tbd
+Misconception: rope-pairing
 Held out: yes
 Source: https://github.com/NeuraLegion/shainet/pull/111 and https://github.com/rasbt/LLMs-from-scratch/pull/747 (interleaved vs half-split RoPE conventions mixed up); written from the reference
 """

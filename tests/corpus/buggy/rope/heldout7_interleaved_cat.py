@@ -1,6 +1,6 @@
 """Bug: apply_rope_interleaved rotates the pairs (x[2i], x[2i+1]) but writes them back as two halves (cat) instead of in place, permuting the features.
 
-Misconception: tbd
+Misconception: rope-pairing
 Held out: yes
 Source: https://github.com/raiyanyahya/how-to-train-your-gpt/issues/6 and PR #7 (rotate_half split-half layout mixed with adjacent-pair frequencies); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: _cos_sin_at ignores the positions argument and always uses rows 0 .. T-1, so tokens decoded after a cached prefix are rotated as if they started at position 0.
 
-Misconception: tbd
+Misconception: positions-not-offset
 Held out: yes
 Source: https://github.com/pytorch/executorch/pull/2010 and https://github.com/ml-explore/mlx-lm/pull/93 (rotary tables not sliced at start_pos : start_pos + seqlen); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: apply_rope's rotate_half returns (x2, -x1) instead of (-x2, x1), rotating every pair by -m*theta instead of +m*theta.
 
-Misconception: tbd
+Misconception: rope-rotation-sign
 Held out: yes
 Source: https://github.com/naver/croco/issues/3 (rotate_half written as cat((-x2, x1)) vs the variant; sign convention of the rotation); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: A float (additive) mask is added to the raw scores before they are multiplied by the scale, so a finite bias such as ALiBi is shrunk by 1/sqrt(E).
 
-Misconception: tbd
+Misconception: bias-before-scale
 Held out: yes
 Source: https://github.com/huggingface/transformers/pull/21627 and #22444 (where the 1/sqrt(d) scaling is applied relative to the other terms); SDPA adds attn_mask after scaling; written from the reference
 """

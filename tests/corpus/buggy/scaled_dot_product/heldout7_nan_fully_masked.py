@@ -1,6 +1,6 @@
 """Bug: A query whose keys are all masked gets softmax over all -inf, so its weights and output are NaN instead of zero.
 
-Misconception: tbd
+Misconception: fully-masked-nan
 Held out: yes
 Source: https://github.com/tracel-ai/burn/pull/4697 and https://github.com/robertknight/rten/pull/1321 (fully masked attention rows give NaN; SDPA returns zeros); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: The default scale is computed from the value's feature size Ev instead of the query/key size E, so the scores are mis-scaled whenever Ev != E.
 
-Misconception: tbd
+Misconception: wrong-scale
 Held out: yes
 Source: https://github.com/tenstorrent/tt-metal/pull/56789 (attention scaled by the wrong dimension, 1/sqrt(num_heads) instead of 1/sqrt(head_dim)); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: SelfAttentionV2 ignores qkv_bias and builds its projections with nn.Linear's default bias=True, so the default (qkv_bias=False) module adds a bias.
 
-Misconception: tbd
+Misconception: qkv-bias-ignored
 Held out: yes
 Source: https://docs.pytorch.org/docs/stable/generated/torch.nn.Linear.html (bias defaults to True) and https://github.com/huggingface/transformers/issues/22426 (attention layers built with/without the expected bias); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: SelfAttentionV1 divides the scores by sqrt(d_in) (the input width) instead of sqrt(d_out) (the key width).
 
-Misconception: tbd
+Misconception: wrong-scale
 Held out: yes
 Source: https://github.com/Graylab/DL4Proteins-notebooks/issues/12 (scores scaled by the embedding dimension C instead of the key/head size); written from the reference
 """

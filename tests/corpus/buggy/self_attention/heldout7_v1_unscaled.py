@@ -1,6 +1,6 @@
 """Bug: SelfAttentionV1 never divides the scores by sqrt(d_out), so its softmax is far too peaked and disagrees with V2.
 
-Misconception: tbd
+Misconception: wrong-scale
 Held out: yes
 Source: https://github.com/FareedKhan-dev/train-llm-from-scratch/pull/3 (attention scaling factor wrong/missing) and rasbt/LLMs-from-scratch ch03 3.3 vs 3.4 (unscaled then scaled scores); written from scratch
 """

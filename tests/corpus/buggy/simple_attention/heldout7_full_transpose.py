@@ -1,6 +1,6 @@
 """Bug: attention_scores uses inputs.T, which reverses all dimensions of a batched (B, T, d) tensor, so batched inputs fail or give wrong scores.
 
-Misconception: tbd
+Misconception: keys-dot-t
 Held out: yes
 Source: https://github.com/rasbt/LLMs-from-scratch ch03 (inputs @ inputs.T in the unbatched example) and https://github.com/rish-16/tokenlearner-pytorch/issues/1 (wrong axis swap for batched tensors); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: attention_weights normalises over dim 0 (the queries, or the batch for 3-D input) instead of over the keys, so rows do not sum to 1.
 
-Misconception: tbd
+Misconception: softmax-wrong-dim
 Held out: yes
 Source: https://github.com/jadore801120/attention-is-all-you-need-pytorch/issues/52 (softmax taken over dim 0 instead of the last dim); written from the reference
 """

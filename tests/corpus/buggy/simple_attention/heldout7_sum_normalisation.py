@@ -1,6 +1,6 @@
 """Bug: attention_weights divides the scores by their row sum instead of taking the softmax, the book's first simple normalisation, giving negative or non-softmax weights.
 
-Misconception: tbd
+Misconception: not-softmax
 Held out: yes
 Source: https://github.com/rasbt/LLMs-from-scratch ch03 section 3.3.1 (attn_scores / attn_scores.sum() before introducing softmax) and https://github.com/rasbt/LLMs-from-scratch/issues/280; written from scratch
 """

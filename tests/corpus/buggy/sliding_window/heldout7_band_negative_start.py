@@ -1,6 +1,6 @@
 """Bug: banded_attention starts the key band at start - window + 1 without clamping at 0, so early blocks slice keys from the END of the sequence (negative index).
 
-Misconception: tbd
+Misconception: band-range
 Held out: yes
 Source: https://github.com/huggingface/transformers/issues/39408 (off-by-one/edge handling of the sliding-window bounds); written from scratch
 """

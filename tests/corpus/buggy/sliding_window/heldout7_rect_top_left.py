@@ -1,6 +1,6 @@
 """Bug: sliding_window_mask ignores kv_len when placing the queries (top-left aligned), so a chunk of L queries after S - L cached keys sits at positions 0 .. L-1.
 
-Misconception: tbd
+Misconception: mask-top-left
 Held out: yes
 Source: https://github.com/ml-explore/mlx/issues/2835 (top-left vs bottom-right alignment when query and key lengths differ); written from the reference
 """

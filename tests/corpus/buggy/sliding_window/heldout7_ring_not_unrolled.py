@@ -1,6 +1,6 @@
 """Bug: RollingKVCache.held returns the ring buffer in slot order instead of oldest first, so once it wraps the window mask drops the wrong (not the oldest) key.
 
-Misconception: tbd
+Misconception: cache-ring-order
 Held out: yes
 Source: https://github.com/huggingface/candle/pull/2901 (rotating KV cache positions wrong after the buffer wraps); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: sliding_window_mask uses the symmetric |i - j| < window of encoder local attention, letting queries see window - 1 future keys.
 
-Misconception: tbd
+Misconception: window-symmetric
 Held out: yes
 Source: https://github.com/elixir-nx/bumblebee/pull/341 and https://github.com/huggingface/transformers/issues/39408 (window attends N prior and N later tokens); written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: RollingKVCache.forward writes the chunk to the cache before attending and then attends over only the last `window` tokens, so queries early in a chunk lose keys they should see.
 
-Misconception: tbd
+Misconception: cache-write-before-attend
 Held out: yes
 Source: https://github.com/ml-explore/mlx-lm/pull/390 (rotating KV cache holds `window` elements, but prompt chunks need window + t - 1); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: sliding_window_mask keeps keys with distance <= window, i.e. window + 1 keys per query instead of window.
 
-Misconception: tbd
+Misconception: window-off-by-one
 Held out: yes
 Source: https://github.com/huggingface/transformers/issues/29623 and https://github.com/vllm-project/vllm/issues/3385 (a window of 2048 attends to 2049 tokens); written from the reference
 """

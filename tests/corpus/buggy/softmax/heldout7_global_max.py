@@ -1,6 +1,6 @@
 """Bug: softmax_stable subtracts the maximum of the whole tensor instead of the maximum along `dim`, so a row far below the global max underflows to 0/0 = NaN.
 
-Misconception: tbd
+Misconception: softmax-wrong-dim
 Held out: yes
 Source: https://github.com/robertknight/rten/pull/1321 and https://github.com/tracel-ai/burn/pull/4697 (NaN when a row's max is not the one subtracted / rows underflow); the global-max shift is the classic learner variant; written from the reference
 """

@@ -1,6 +1,6 @@
 """Bug: softmax_stable always subtracts the max of the last dimension, whatever `dim` is, so softmax along another dim can still overflow to inf/NaN.
 
-Misconception: tbd
+Misconception: softmax-wrong-dim
 Held out: yes
 Source: https://github.com/ModelTC/LightLLM/issues/948 (online softmax subtracting a statistic that is not the max of the reduced axis); written from scratch
 """

@@ -1,6 +1,6 @@
 """Bug: Both softmaxes divide by exp(x).sum(dim) without keepdim=True, so the totals broadcast against the wrong axis (wrong values on square inputs, errors or garbage otherwise).
 
-Misconception: tbd
+Misconception: softmax-no-keepdim
 Held out: yes
 Source: https://github.com/jadore801120/attention-is-all-you-need-pytorch/issues/52 (softmax normalised along the wrong axis); the missing keepdim broadcast is the hand-written variant; written from scratch
 """
