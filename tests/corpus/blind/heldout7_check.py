@@ -4,7 +4,7 @@ Each bug file replaces one module in a private copy of `solutions/`; the same pr
 exercise's docstring allows) run through the reference and through the bug. A probe "differs"
 when the outputs' max abs difference exceeds 1e-5, NaN/inf appear in only one, shapes differ,
 or only one raises. Run from the worktree root:
-    PYTHONPATH=$PWD /work/main/.venv/bin/python heldout7_check.py
+    PYTHONPATH=$PWD python tests/corpus/blind/heldout7_check.py
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[3]  # the checkout
 CORPUS = ROOT / "tests" / "corpus" / "buggy"
 TOL = 1e-5
 Probe = tuple[str, Callable[[Any], Any]]
