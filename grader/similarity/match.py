@@ -9,7 +9,7 @@ a softmax, as MOSS's ``-m`` leaves out). What is left is a student's *own* code.
 each side, is the part of its own tokens that lie in fingerprints the other side has too; a pair's
 share is the smaller submission's (containment: junk added to a copy cannot dilute it, as the
 smaller of the two shares could be), and a pair is listed when it reaches ``threshold`` and at least
-``min_tokens`` tokens match on each side.
+``min_tokens`` tokens match on each side (``min_tokens_large`` above 80 submissions).
 
 Pairs are found from an inverted index (fingerprint -> submissions), never by comparing every pair:
 each submission looks up only its rarest fingerprints, enough that a pair sharing none of them
@@ -31,13 +31,15 @@ MIN_STATEMENT = 5  # tokens: a shorter statement (``return V ;``) is no fingerpr
 
 @dataclass(frozen=True)
 class Settings:
-    """What a pair must show to be listed (the shipped defaults, chosen on
-    ``benchmarks/similarity.py`` and ``benchmarks/plagiarism_small.py``; :data:`BEFORE`: those of
-    issue 31's first version)."""
+    """What a pair must show to be listed (the shipped defaults, chosen on the benchmarks
+    ``similarity.py`` and ``plagiarism_small.py``; :data:`BEFORE`: issue 31's first)."""
 
     k: int = 10  # tokens per fingerprint
     threshold: float = 0.55  # share matched, for a pair to be listed
     min_tokens: int = 30  # matched tokens at least (a few shared lines prove nothing)
+    # ... above 80 submissions (honest pairs at 1,000 match 34-37 tokens, median, copies 75-78:
+    # docs/performance.md, 2026-11-28); None: ``min_tokens`` at every size
+    min_tokens_large: int | None = 60
     common_fraction: float = 0.1  # a fingerprint in more than this share of a class: common code...
     common_min: int = 8  # ... or more than this many submissions (small classes)
     candidate_df: int = 12  # without ``prefix``: pairs from fingerprints at most this many share
@@ -46,17 +48,20 @@ class Settings:
     containment: bool = True  # a pair's share: the smaller submission's (padding cannot dilute it)
     statements: bool = False  # fingerprints never cross a statement: measured worse at k = 10
     idiom: bool = True  # a small class also leaves out the course's idiom (grader.similarity.idiom)
-    # pairs found from each side's rarest fingerprints: every pair that can reach the threshold, at
-    # any class size (a fixed ``candidate_df`` missed most copies at 1,000, where more than 12
-    # honest students share a line). Not the default: it also finds the honest pairs the cap hid;
-    # at 1,000 and 0.55 (2026-11-28, b10b712, corpus of 29-52 bases) precision 0.676 (seed 3) and
-    # 0.783 (seed 4), recall 0.609 and 0.637, against 0.908 and 0.947, recall 0.277 and 0.294,
-    # with the cap (docs/performance.md); an accusation needs precision first.
-    prefix: bool = False
+    # pairs from each side's rarest fingerprints: every pair that can reach the threshold, at any
+    # size (a fixed ``candidate_df`` misses most copies at 1,000, where over 12 honest students
+    # share a line); with ``min_tokens_large`` it keeps precision (docs/performance.md)
+    prefix: bool = True
 
     def common(self, n: int) -> int:
         """How many submissions may share a fingerprint before it counts as common code."""
         return max(self.common_min, math.ceil(self.common_fraction * n))
+
+    def least(self, n: int) -> int:
+        """Matched tokens a pair needs in a class of ``n``."""
+        if self.min_tokens_large is None or self.common_fraction * n <= self.common_min:
+            return self.min_tokens
+        return self.min_tokens_large
 
     def small(self, n: int) -> bool:
         """With ``idiom``: a class too small to show its own common code (the limit is
@@ -74,12 +79,12 @@ BEFORE = Settings(
     containment=False,
     idiom=False,
     prefix=False,
+    min_tokens_large=None,
 )
-# The candidate of the last stop, now the default (its recall at 1,000 is 0.28-0.29: copies a
-# dozen honest students resemble are not compared); EXHAUSTIVE: every pair that can reach the
-# threshold (prefix filtering)
-CANDIDATE = Settings()
-EXHAUSTIVE = Settings(prefix=True)
+# CANDIDATE: the default until 2026-11-28 (pairs from fingerprints 12 share at most: recall 0.28
+# at 1,000); EXHAUSTIVE: prefix filtering, 30 tokens at every size (precision 0.78-0.86 at 1,000)
+CANDIDATE = Settings(prefix=False, min_tokens_large=None)
+EXHAUSTIVE = Settings(min_tokens_large=None)
 
 
 @dataclass
@@ -90,14 +95,10 @@ class Doc:
     tokens: list[Token]
     lines: list[str]  # the source's lines, for fragments
     hashes: list[int] = field(default_factory=list)  # the fingerprints, in the order of the code
-    spans: list[tuple[int, int]] = field(
-        default_factory=list
-    )  # spans[i]: hashes[i]'s tokens [a, b)
+    spans: list[tuple[int, int]] = field(default_factory=list)  # hashes[i]'s tokens [a, b)
     own: set[int] = field(default_factory=set)  # fingerprints neither given nor common
     own_weight: float = 0.0  # the weight of its own fingerprints, position by position
-    mass: dict[int, float] = field(
-        default_factory=dict
-    )  # own fingerprint -> its weight over its positions
+    mass: dict[int, float] = field(default_factory=dict)  # own fingerprint -> weight, all spots
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,6 @@ class Pair:
     share_b: float
     matched: int  # tokens matched on the side with fewer (at least min_tokens)
     fragments: list[Fragment]
-
     containment: bool = True
 
     @property
@@ -186,8 +186,9 @@ def compare(
         else _candidates(docs, df, min(limit, settings.candidate_df))
     )
     pairs = []
+    least = settings.least(n)
     for i, j in candidates:
-        pair = _pair(docs[i], docs[j], settings)
+        pair = _pair(docs[i], docs[j], settings, least)
         if pair is not None:
             pairs.append(pair)
     return sorted(pairs, key=lambda p: (-p.share, p.a.key, p.b.key))
@@ -242,9 +243,8 @@ def _covered(doc: Doc, wanted: set[int]) -> set[int]:
     return {p for h, (a, b) in zip(doc.hashes, doc.spans) if h in wanted for p in range(a, b)}
 
 
-def _pair(a: Doc, b: Doc, settings: Settings) -> Pair | None:
-    """The pair, when its share reaches the threshold and enough tokens match (the costly parts
-    last)."""
+def _pair(a: Doc, b: Doc, settings: Settings, least: int) -> Pair | None:
+    """The pair, if its share reaches the threshold and ``least`` tokens match (costly parts last)."""
     shared = a.own & b.own
     if not a.own_weight or not b.own_weight:
         return None
@@ -254,7 +254,7 @@ def _pair(a: Doc, b: Doc, settings: Settings) -> Pair | None:
     if share < settings.threshold:
         return None
     matched = min(len(_covered(a, shared)), len(_covered(b, shared)))
-    if matched < settings.min_tokens:
+    if matched < least:
         return None
     frags = fragments(a, b, shared)[: settings.fragments]
     return Pair(a, b, share_a, share_b, matched, frags, settings.containment)
