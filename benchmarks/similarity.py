@@ -8,10 +8,11 @@ calls). A pair (student, student, exercise) is a true copy when both modules hav
 
 Detectors, each given the exercise's stub as the code every student was given:
 
-- ``default``: :mod:`grader.similarity` with its default settings, ``match.CANDIDATE`` (normalised tokens, every
-  k-gram, the class's common code left out, containment share, pairs from an inverted index); ``exhaustive``: the
-  same with prefix filtering (``match.EXHAUSTIVE``); ``before``: issue 31's first settings (``match.BEFORE``).
-  Small classes (where the course's idiom is left out too) are measured by
+- ``default``: :mod:`grader.similarity` with its default settings (normalised tokens, every k-gram, the class's
+  common code left out, containment share, pairs by prefix filtering, 60 matched tokens above 80 submissions);
+  ``exhaustive``: the same with 30 tokens at every size (``match.EXHAUSTIVE``); ``before``: issue 31's first
+  settings (``match.BEFORE``). ``match.CANDIDATE`` (the default until 2026-11-28) has no row here;
+  docs/performance.md gives its figures. Small classes (where the course's idiom is left out too) are measured by
   ``benchmarks/plagiarism_small.py``;
 - ``ours (canonical)``: the same, code read in canonical form first (:mod:`grader.similarity.canon`: equivalent
   torch calls, loops, temporaries, statement order); measured worse, so left off in the product;

@@ -97,7 +97,7 @@ def section(
             "k": settings.k,
             "threshold": settings.threshold,
             "min_tokens": settings.min_tokens,
-            "min_tokens_large": settings.min_tokens_large,
+            "min_tokens_large": settings.min_tokens_large or settings.min_tokens,  # a number always
             "common_min": settings.common_min,
             "common_fraction": settings.common_fraction,
             "few": answers.FEW,
