@@ -59,10 +59,10 @@ def _by_path(name: str, path: Path) -> ModuleType:
     return module
 
 
-def declared(bug: Path) -> tuple[str, bool]:
+def declared(bug: Path, reg: ModuleType) -> tuple[str, bool]:
     """(the bug's misconception id, whether it is held out) from its docstring."""
     doc = ast.get_docstring(ast.parse(bug.read_text())) or ""
-    found = re.search(r"^Misconception: ([a-z0-9-]+)\s*$", doc, re.MULTILINE)
+    found = reg.DECLARED.search(doc)
     if not found:
         raise SystemExit(f"{bug}: no 'Misconception: id' line in its docstring")
     return found.group(1), bool(re.search(r"^Held out: yes\s*$", doc, re.MULTILINE))
@@ -150,9 +150,7 @@ def judge(row: dict[str, Any], mid: str, held_out: bool, reg: ModuleType) -> dic
     hidden, public = row["hidden"], row["public"]
     first = hidden["first"]
     named = reg.named_in(first["message"]) if first else set()
-    verdict = (
-        None if not first else "names" if mid in named else "misleading" if named else "neutral"
-    )
+    verdict = reg.verdict(mid, first["message"]) if first else None
     return {
         **row,
         "misconception": mid,
@@ -282,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
 
         bugs = [b for b in bugs if b.parent.name in manifest.load(assignment=args.assignment).ids()]
     tags = {
-        b: declared(b) for b in bugs
+        b: declared(b, reg) for b in bugs
     }  # every bug declares a known id, checked before anything is graded
     unknown = sorted(f"{b}: {t[0]}" for b, t in tags.items() if t[0] not in {*reg.BY_ID, UNLISTED})
     if unknown:

@@ -39,6 +39,7 @@ TAG = re.compile(
 )  # how a message names a misconception (or several, equal there)
 
 
+DECLARED = re.compile(r"^Misconception: ([a-z0-9-]+)\s*$", re.MULTILINE)  # a corpus bug's docstring
 SELF_EXPLAINED = {
     "InputModified:": "inplace-input",
     "BannedAPIError:": "banned-api",
@@ -58,3 +59,10 @@ def named_in(message: str) -> set[str]:
         return {said}
     hints = "\n".join(HINT.findall(message))
     return {m.id for m in CATALOGUE if hints and re.search(m.named_by, hints, re.IGNORECASE)}
+
+
+def verdict(mid: str, message: str) -> str:
+    """What a failure message says of a bug that makes ``mid``: "names" it, "misleading" (names
+    only others) or "neutral" (names none)."""
+    named = named_in(message)
+    return "names" if mid in named else "misleading" if named else "neutral"

@@ -5,7 +5,6 @@ Every assignment of the manifest is covered; a bug file's folder names its exerc
 from __future__ import annotations
 
 import ast
-import re
 import shutil
 from pathlib import Path
 
@@ -67,21 +66,11 @@ def test_each_corpus_bug_loses_points_on_its_exercise(tmp_path, bug: Path):
     )
     # the first failure never names a mistake the bug does not make (benchmarks/feedback.py's "misleading")
     first = next(r for r in results if r.outcome not in ("passed", "skipped"))
-    named = misconceptions.named_in(first.message or "")
-    assert not named or declared(bug) in named, (
-        f"{bug.name} ({declared(bug)}): {first.name} names {sorted(named)}: {first.message}"
-    )
-
-
-def declared(bug: Path) -> str:
-    """The misconception a corpus bug declares (``Misconception: id`` in its docstring)."""
-    found = re.search(
-        r"^Misconception: ([a-z0-9-]+)\s*$",
-        ast.get_docstring(ast.parse(bug.read_text())) or "",
-        re.M,
-    )
+    found = misconceptions.DECLARED.search(ast.get_docstring(ast.parse(bug.read_text())) or "")
     assert found, f"{bug}: no 'Misconception: id' line in its docstring"
-    return found.group(1)
+    assert misconceptions.verdict(found.group(1), first.message or "") != "misleading", (
+        f"{bug.name} ({found.group(1)}): {first.name} names another mistake: {first.message}"
+    )
 
 
 @pytest.mark.parametrize("assignment_id", list(ASSIGNMENTS))
