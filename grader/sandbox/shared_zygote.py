@@ -136,8 +136,10 @@ def connect_when_warm(wait_s: float) -> SharedZygote | None:
     deadline = time.monotonic() + wait_s
     while True:
         zygote = connect()
-        if zygote is not None or time.monotonic() >= deadline or not warming():
+        if zygote is not None or time.monotonic() >= deadline:
             return zygote
+        if not warming():  # it may have renamed its socket since the try above: one more
+            return connect()
         time.sleep(0.05)
 
 

@@ -111,18 +111,24 @@ def _serve_listening(path: str, idle_s: float) -> int:
     renamed), so a client that connects is served at once. A client's workers die with its
     connection: a grader killed outright leaves no worker behind (the batch zygote gets the same
     from its PDEATHSIG chain)."""
+    bound_r, bound_w = os.pipe()
     if os.fork():
-        os._exit(
-            0
-        )  # the starter waits for this parent only; the zygote lives on in its own session
-    from grader.sandbox import launcher
-
-    launcher.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        # the starter waits for this parent only, and this parent for the child's staging name:
+        # once `start()` returns, a client sees this zygote warming (never a moment with neither
+        # name, when a loaded machine's slot would start a zygote of its own)
+        os.close(bound_w)
+        os.read(bound_r, 1)
+        os._exit(0)
+    os.close(bound_r)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     staging = f"{path}.{os.getpid()}"
     listener.bind(staging)
     os.chmod(staging, 0o600)
     listener.listen(8)
+    os.close(bound_w)  # the parent's read returns (EOF)
+    from grader.sandbox import launcher
+
+    launcher.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     _warm_up()
     _write_pid_file(
         f"{path}.pid"

@@ -208,6 +208,19 @@ def _sleeping_workers(sub: Path) -> list[int]:
     return found
 
 
+@needs_namespace
+def test_once_start_returns_a_client_sees_the_zygote_until_it_serves(cache):
+    """No moment with neither name (a loaded machine's batch slot then started a zygote of its own):
+    `start()` returns once the staging name is bound, and a waiting client connects after the
+    rename however late its last look."""
+    assert shared_zygote.start()
+    path = shared_zygote.socket_path()
+    assert path is not None and (shared_zygote.warming() or path.exists())
+    zygote = shared_zygote.connect_when_warm(120.0)
+    assert zygote is not None and zygote.alive
+    zygote.close()
+
+
 def test_start_refuses_quietly_where_sharing_is_off(cache, monkeypatch):
     monkeypatch.setenv(shared_zygote.ENV, "0")
     assert shared_zygote.start() is False and shared_zygote.connect() is None
