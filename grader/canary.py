@@ -173,6 +173,7 @@ def prove(
         solutions["max_score"],
         cached=False,
         limits=proofs.limits_from(solutions, assignment),
+        tight=proofs.limits_from(solutions, assignment, proofs.TIGHT_FLOOR_S),
     )
     proofs.write(key, proof)
     return proof

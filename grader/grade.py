@@ -184,14 +184,9 @@ class _Makers:
         from grader.sandbox.remote import SandboxBackend
 
         a, o = self.assignment, self.options
-        limit, tests = (
-            o.per_test_time_limit,
-            proofs.limits(
-                a,
-                backend=self.backend,
-                exercises=o.exercises,
-                per_test_time_limit=o.per_test_time_limit,
-            ),
+        limit = o.per_test_time_limit
+        tests = proofs.limits(
+            a, backend=self.backend, exercises=o.exercises, per_test_time_limit=limit
         )
         made = SandboxBackend(
             self.sub.box,
@@ -201,7 +196,8 @@ class _Makers:
             time_limits=a.time_limits(limit),
             budget_s=a.limits.submission_wall_s,
             starter=self.starter,
-            test_limits=tests,
+            test_limits=tests.full,
+            tight_limits=tests.tight,
         )
         if not self.made:
             self.sandbox = made

@@ -5,8 +5,12 @@ launch configuration, exercises): a batch pays for it once, and so does every la
 unchanged machine. It also keeps the CPU time each reference test took in the sandbox, measured
 there, and the per-test limit derived from it (:func:`limit_for`): ``FACTOR`` times the reference's
 own time, never under ``FLOOR_S`` and never over the manifest's limit for the exercise. An infinite
-loop then costs a couple of seconds a test instead of the manifest's 10-30, while a correct but slow
-solution (Python loops where the reference vectorises) keeps a margin of ``FACTOR``. Kept below
+loop then costs a second a test instead of the manifest's 10-30, while a correct but slow
+solution (Python loops where the reference vectorises) keeps a margin of ``FACTOR``. Once one test
+of a submission has timed out, its later tests run under the same limits with a floor of
+``TIGHT_FLOOR_S`` instead (``tight``): a submission that loops in every exercise costs one full
+limit and then a fraction of a second an exercise, while the references keep their margin of
+``FACTOR`` (the median reference test takes 2 ms of CPU: the floors are 500x and 50x it). Kept below
 :mod:`grader.grade`, which reads the limits for its own configuration from here, so that every path
 that grades (a command, a batch slot, Gradescope, a cluster worker) uses them without passing them
 along.
@@ -23,7 +27,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from grader import __version__, procs
 from grader.cardtypes import Scorecard
@@ -31,8 +35,8 @@ from grader.course import manifest
 from grader.sandbox.levels import BackendName
 
 CACHE_ENV = procs.CACHE_ENV
-FORMAT = 3  # 2: per-test limits; 3: keyed on grader.fingerprint
-FACTOR, FLOOR_S = 25.0, 2.0
+FORMAT = 4  # 2: per-test limits; 3: keyed on grader.fingerprint; 4: tight limits
+FACTOR, FLOOR_S, TIGHT_FLOOR_S = 25.0, 1.0, 0.1
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,9 @@ class Proof:
     limits: dict[str, float] = field(
         default_factory=dict
     )  # test id -> CPU seconds a student's run may take
+    tight: dict[str, float] = field(
+        default_factory=dict
+    )  # the same after the submission's first timeout
 
     def record(self) -> dict[str, Any]:
         """What a scorecard and the summary keep of the canary."""
@@ -57,17 +64,26 @@ class Proof:
         }
 
 
-def limit_for(reference_cpu_s: float, exercise_limit_s: float) -> float:
+class TestLimits(NamedTuple):
+    """The per-test CPU limits a grade uses: ``full`` until its first timeout, ``tight`` after."""
+
+    full: dict[str, float]
+    tight: dict[str, float]
+
+
+def limit_for(reference_cpu_s: float, exercise_limit_s: float, floor: float = FLOOR_S) -> float:
     """The CPU seconds a test may take, from what the reference took (see the module docstring)."""
-    return round(min(exercise_limit_s, max(FLOOR_S, FACTOR * reference_cpu_s)), 3)
+    return round(min(exercise_limit_s, max(floor, FACTOR * reference_cpu_s)), 3)
 
 
-def limits_from(card: Scorecard, assignment: manifest.Assignment) -> dict[str, float]:
+def limits_from(
+    card: Scorecard, assignment: manifest.Assignment, floor: float = FLOOR_S
+) -> dict[str, float]:
     """Per-test limits from the reference solutions' scorecard (tests that ran in a sandbox:
     ``cpu_s``)."""
     ceiling = {e.id: e.time_limit_s for e in assignment.exercises}
     return {
-        t["id"]: limit_for(t["cpu_s"], ceiling[e["id"]])
+        t["id"]: limit_for(t["cpu_s"], ceiling[e["id"]], floor)
         for e in card.get("exercises", [])
         for t in e["tests"]
         if "cpu_s" in t and e["id"] in ceiling
@@ -80,13 +96,13 @@ def limits(
     backend: BackendName,
     exercises: list[str] | None,
     per_test_time_limit: float | None,
-) -> dict[str, float]:
-    """The per-test limits a grade in this configuration uses: the cached proof's ({} when there is
-    none, or when an explicit per-test limit overrides them all)."""
+) -> TestLimits:
+    """The per-test limits a grade in this configuration uses: the cached proof's (none when there
+    is none, or when an explicit per-test limit overrides them all)."""
     if per_test_time_limit is not None or backend == "inprocess":
-        return {}
+        return TestLimits({}, {})
     proof = cached(assignment, backend=backend, exercises=exercises, per_test_time_limit=None)
-    return dict(proof.limits) if proof is not None else {}
+    return TestLimits(dict(proof.limits), dict(proof.tight)) if proof else TestLimits({}, {})
 
 
 def cached(
@@ -168,6 +184,7 @@ def read(key: str) -> Proof | None:
     try:
         data = json.loads((cache_dir() / f"{key}.json").read_text("utf-8"))
         limits = {str(k): float(v) for k, v in data.get("limits", {}).items()}
+        tight = {str(k): float(v) for k, v in data.get("tight", {}).items()}
         return Proof(
             key,
             float(data["solutions"]),
@@ -175,6 +192,7 @@ def read(key: str) -> Proof | None:
             float(data["max_score"]),
             True,
             limits,
+            tight,
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -193,6 +211,7 @@ def write(key: str, proof: Proof) -> None:
                     "stubs": proof.stubs,
                     "max_score": proof.max_score,
                     "limits": proof.limits,
+                    "tight": proof.tight,
                 },
                 fh,
             )

@@ -6,7 +6,8 @@ Same surface as the in-process backend. Outcomes come from what this side observ
   exercise's) counts the sandbox's CPU seconds (:mod:`cputime`); wall-clock backstops:
   ``WALL_FACTOR`` × the limit + ``WALL_SLACK_S`` using no CPU (asleep), ``HARD_FACTOR`` × in all;
   only those are retried, once (the test's requests replayed, :mod:`history`); after a counted
-  timeout an exercise's remaining tests fail without running;
+  timeout an exercise's remaining tests fail without running, and the submission's later tests get
+  the canary's tight limits (one infinite loop pays a full limit, the next ones a fraction);
 - a crash or output flood fails the call as the student's; the next call starts a fresh worker;
 - a protocol violation (a malformed, unasked-for or misshapen reply) fails the rest of its exercise;
 - a worker that cannot start is never the student's fault (no student code runs before its "loaded"
@@ -68,9 +69,19 @@ class SandboxBackend(WorkerSession):
         # sent with the test's first request (and replayed with it after a restart)
         self.pending_seed = seed
         self.test_limit = self.test_limits.get(nodeid) or self.time_limits.get(exercise or "", 30.0)
+        self._tighten(nodeid)
         self.retried = False
         self.history.reset()
         self._new_attempt()
+
+    def _tighten(self, nodeid: str) -> None:
+        """A submission that has timed out once (an infinite loop, most likely in every exercise)
+        pays one full limit: its later tests get the reference-sized limits with a lower floor
+        (:data:`grader.proofs.TIGHT_FLOOR_S`), which the references pass with a margin of 25x."""
+        tight = self.tight_limits.get(nodeid, self.test_limit)
+        full, self.reduced_from = self.test_limit, 0.0
+        if any(self.timeouts.values()) and tight < full:
+            self.test_limit, self.reduced_from = tight, full
 
     def _note_cpu(self) -> None:
         if self.current_test:  # the test that ran last

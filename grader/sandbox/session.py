@@ -57,11 +57,14 @@ class WorkerSession:
         single_module: str | None = None,
         starter: WorkerStarter | None = None,
         test_limits: dict[str, float] | None = None,
+        tight_limits: dict[str, float] | None = None,
     ) -> None:
         self.box, self.launch, self.bans, self.single_module = box, launch, bans, single_module
         self.starter: WorkerStarter = starter or ColdStarter(launch.slot)
         self.forked = 0  # workers the zygote forked (each start after a timeout or crash too)
         self.time_limits, self.test_limits = time_limits, test_limits or {}
+        # the limits after the submission's first timeout (grader.proofs), and the full one they cut
+        self.tight_limits, self.reduced_from = tight_limits or {}, 0.0
         self.test_cpu: dict[
             str, float
         ] = {}  # CPU seconds each test took in the sandbox (its last attempt)
@@ -272,11 +275,18 @@ class WorkerSession:
             self.timeouts[self.current_exercise] = self.timeouts.get(self.current_exercise, 0) + 1
             return errors.StudentTimeout(
                 f"{where} ran past its time limit ({self.test_limit:g} s of CPU time "
-                f"per test; {exc}); the worker was stopped"
+                f"per test{self._reduced()}; {exc}); the worker was stopped"
             )
         if exc.kind == "protocol":
             self.poisoned.add(self.current_exercise)
         return errors.StudentCrash(f"{where}: {exc}", exc_type=f"Worker{exc.kind.title()}")
+
+    def _reduced(self) -> str:
+        if not self.reduced_from:
+            return ""
+        return (
+            f", cut from {self.reduced_from:g} s since an earlier test of this submission timed out"
+        )
 
     def _collect_output(self, channel: Channel) -> None:
         for name, kept in channel.output.items():

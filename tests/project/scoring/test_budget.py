@@ -92,7 +92,34 @@ def test_an_infinite_loop_costs_one_limit_per_exercise_and_the_rest_is_graded(pr
     masks = next(e for e in card["exercises"] if e["id"] == "masks")
     assert (
         masks["score"] == masks["max_score"] > 0
-    )  # the next exercise: a fresh worker, full feedback
+    )  # the next exercise: a fresh worker, full feedback, the reference within the tight limits
+
+
+@needs_namespace
+def test_after_a_submissions_first_timeout_its_later_tests_get_the_tight_limits(proof, tmp_path):
+    """One infinite loop pays a full limit; the next exercise's loop pays its tight limit (the
+    references' CPU x FACTOR, over a lower floor), and says so; the tight limits are the proof's."""
+    assert proof.tight.keys() == proof.limits.keys()
+    assert all(proofs.TIGHT_FLOOR_S <= proof.tight[t] <= proof.limits[t] for t in proof.tight)
+    assert proofs.limit_for(0.001, 10.0, proofs.TIGHT_FLOOR_S) == proofs.TIGHT_FLOOR_S
+    assert proofs.limit_for(0.2, 10.0, proofs.TIGHT_FLOOR_S) == 5.0  # a heavy test keeps FACTOR
+    sub = solutions_copy(tmp_path / "sub")
+    (sub / "softmax.py").write_text(LOOPS)
+    (sub / "masks.py").write_text(
+        "def causal_mask(*a, **k):\n    while True:\n        pass\n\n\n"
+        "def padding_mask(*a, **k):\n    while True:\n        pass\n"
+    )
+    card = grade(sub, isolation="namespace", exercises=EXERCISES, seed=5)
+    first = {e["id"]: e["tests"][0] for e in card["exercises"]}
+    tight = proof.tight[first["masks"]["id"]]
+    assert tight < proof.limits[first["masks"]["id"]]
+    assert first["masks"]["outcome"] == "timeout" and (
+        f"({tight:g} s of CPU time per test, cut from "
+        f"{proof.limits[first['masks']['id']]:g} s since an earlier test of this submission "
+        "timed out" in first["masks"]["message"]
+    ), first["masks"]
+    assert "cut from" not in first["softmax"]["message"]
+    assert card["score"] == 0 and card["status"] == "graded"
 
 
 @needs_namespace
