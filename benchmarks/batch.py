@@ -293,10 +293,11 @@ def main() -> None:
         )
         floors.append(inprocess_floor(work / "class", min(6, args.n)))
         floor, floor_cpu = (statistics.mean(f[i] for f in floors) for i in (0, 1))
+        lanes = min(args.jobs, os.cpu_count() or 1)  # in-process, no more at once than cores
         print(
             f"floor        : {floor:.2f} s a submission graded in-process in a warm process (no sandbox, serial, "
             f"the correct and buggy ones; {floors[0][0]:.2f} s before the batch, {floors[1][0]:.2f} s after); / "
-            f"{args.jobs} slots = {floor / args.jobs:.2f} s; batch is {wall / args.n / (floor / args.jobs):.2f}x that "
+            f"{lanes} cores = {floor / lanes:.2f} s; batch is {wall / args.n / (floor / lanes):.2f}x that "
             f"(load average now {os.getloadavg()[0]:.1f})",
             flush=True,
         )
