@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from memsample import MemorySampler
+from memsample import MemorySampler, machine_busy
 
 # another checkout to measure (a worktree of an older commit) with this script, and its venv's python
 ROOT = Path(os.environ.get("GRADER_BENCH_ROOT") or Path(__file__).resolve().parents[1])
@@ -277,13 +277,14 @@ def main() -> None:
         floors = [
             inprocess_floor(work / "class", min(6, args.n))
         ]  # before and after the batch: the load changes
-        cpu0 = children_cpu()
+        cpu0, busy0 = children_cpu(), machine_busy()
         wall, summary, _cards, sampler = run_batch(
             work / "class", work / "out", args.jobs, memory=True
         )
         assert sampler is not None
         peaks, rss = sampler.stop(), sampler.trusted_rss
         cpu = (children_cpu() - cpu0 + sampler.workers_cpu()) / args.n
+        busy = (machine_busy() - busy0) / args.n
         batch_rate = 60 * args.n / wall
         print(
             f"grader batch : {wall:7.1f} s  {batch_rate:6.1f} submissions/min  {wall / args.n:.2f} s a submission "
@@ -302,8 +303,9 @@ def main() -> None:
             flush=True,
         )
         print(
-            f"CPU          : {cpu:.2f} CPU-s a submission in the batch (its trusted processes and slots, and the "
-            f"zygote and its workers) against {floor_cpu:.2f} in-process: {cpu / floor_cpu:.2f}x (less load-sensitive)",
+            f"CPU          : the machine busy {busy:.2f} CPU-s a submission ({busy * args.n / wall / lanes:.0%} of "
+            f"{lanes} cores; other load included) against {floor_cpu:.2f} in-process: {busy / floor_cpu:.2f}x; "
+            f"the batch's own process tree {cpu:.2f} (the shared zygote's workers are outside it)",
             flush=True,
         )
         print(

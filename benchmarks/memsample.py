@@ -108,3 +108,12 @@ def _status_kb(pid: int, key: str) -> int:
     except OSError:
         pass
     return 0
+
+
+def machine_busy() -> float:
+    """CPU seconds every core of this machine has spent busy (``/proc/stat``: all but idle and
+    iowait). Around a batch on a quiet machine it counts what per-process readings miss: the
+    workers of this user's shared zygote, which runs in a session of its own, outside the batch's
+    process tree."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
