@@ -195,3 +195,14 @@ def test_a_students_own_check_stops_a_looping_exercise_and_keeps_the_others(tmp_
     )
     masks = next(e for e in card["exercises"] if e["id"] == "masks")
     assert masks["score"] == masks["max_score"] > 0
+
+
+def test_the_cpu_left_decides_how_soon_it_is_read_again():
+    """A limit is read every 0.1 s, and as often as every 10 ms once less is left: a tight limit of
+    0.1 s would otherwise be overshot by a whole poll."""
+    from grader.sandbox.channel import CPU_POLL_S, MIN_POLL_S, _poll_in
+
+    assert (CPU_POLL_S, MIN_POLL_S) == (0.1, 0.01)
+    assert _poll_in(None, 5.0) == _poll_in(10.0, 1.0) == CPU_POLL_S
+    assert _poll_in(1.05, 1.0) == pytest.approx(0.05)
+    assert _poll_in(1.001, 1.0) == _poll_in(1.0, 2.0) == MIN_POLL_S
