@@ -29,9 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from batch_costs import overheads, run_naive
 from memsample import MemorySampler, machine_busy
 
 # another checkout to measure (a worktree of an older commit) with this script, and its venv's python
@@ -41,11 +41,7 @@ BASICS = json.loads((ROOT / "assignments.json").read_text())["assignments"][
     0
 ]  # the default assignment
 MODULES = sorted(e["module"] for e in BASICS["exercises"])
-HIDDEN = [
-    e["hidden_tests"] for e in BASICS["exercises"]
-]  # the naive baseline runs this assignment's suites only
 HOSTILE = ["infinite_loop.py", "exit_in_call.py", "sysexit_at_import.py", "stdout_flood.py"]
-NAIVE_LIMIT_S = 60.0
 
 
 def generate(
@@ -129,41 +125,6 @@ def run_batch(
     return wall, json.loads((out / "summary.json").read_text()), cards, sampler
 
 
-def naive_one(folder: Path) -> float:
-    t0 = time.monotonic()
-    try:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                *HIDDEN,
-                "-p",
-                "grader.testing.plugin",
-                "--student",
-                str(folder),
-                "-q",
-                "-p",
-                "no:cacheprovider",
-            ],
-            capture_output=True,
-            cwd=ROOT,
-            timeout=NAIVE_LIMIT_S,
-        )
-    except subprocess.TimeoutExpired:
-        pass
-    return time.monotonic() - t0
-
-
-def run_naive(submissions: Path, jobs: int, limit: int | None = None) -> tuple[float, list[float]]:
-    """The naive baseline over the first ``limit`` submissions (all by default): wall time and each one's."""
-    folders = sorted(p for p in submissions.iterdir() if p.is_dir())[:limit]
-    t0 = time.monotonic()
-    with ThreadPoolExecutor(jobs) as pool:
-        times = list(pool.map(naive_one, folders))
-    return time.monotonic() - t0, times
-
-
 def warm(work: Path, jobs: int) -> None:
     """A two-submission batch first: the canary's proof cached and this user's zygote warm for the runs timed."""
     generate(work / "warm", 2)
@@ -205,51 +166,6 @@ def inprocess_floor(folder: Path, count: int) -> tuple[float, float]:
     )
     wall, cpu = done.stdout.split()[-2:]
     return float(wall), float(cpu)
-
-
-def overheads() -> None:
-    """Per-test costs: a wire round trip to a forked worker, and pytest's own machinery for an empty test."""
-    code = (
-        "import time, tempfile, torch\nfrom pathlib import Path\n"
-        "try:\n    from grader.course import manifest\nexcept ImportError:\n    from grader import manifest\n"
-        "from grader.options import launch_spec\nfrom grader.sandbox.remote import SandboxBackend\n"
-        "from grader.sandbox.starters import ZygoteStarter\nfrom grader.sandbox.zygote_client import Zygote\n"
-        "z = Zygote(); z.wait_ready(); box = Path(tempfile.mkdtemp())\n"
-        "(box / 'm.py').write_text('def f(x):\\n    return x\\n')\n"
-        "b = SandboxBackend(box, launch_spec(manifest.load(), 'namespace'), bans={}, time_limits={'e': 10}, "
-        "budget_s=60, starter=ZygoteStarter(z)); b.begin_test('t', 'e', 1); x = torch.ones(4, 4)\n"
-        "b.call('m', 'f', (x,), {}); t = time.perf_counter()\n"
-        "for _ in range(500): b.call('m', 'f', (x,), {})\n"
-        "print((time.perf_counter() - t) / 500); b.close(); z.close()\n"
-    )
-    wire = float(
-        subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
-        ).stdout.split()[-1]
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "test_empty.py").write_text(
-            "import pytest\n\n\n@pytest.mark.parametrize('i', range(500))\n"
-            "def test_nothing(i):\n    pass\n"
-        )
-        code = (
-            "import sys, time\nfrom pathlib import Path\nfrom grader.scoring.runner import run_suites\n"
-            "f = [Path(sys.argv[1])]\nrun_suites(f)\nt = time.perf_counter(); run_suites(f)\n"
-            "print((time.perf_counter() - t) / 500)\n"
-        )
-        machinery = float(
-            subprocess.run(
-                [sys.executable, "-c", code, f"{tmp}/test_empty.py"],
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-                check=True,
-            ).stdout.split()[-1]
-        )
-    print(
-        f"per test     : a wire round trip to a forked worker {wire * 1e3:.2f} ms; pytest's machinery for an "
-        f"empty test {machinery * 1e3:.2f} ms (a full grade is 160 tests with about 700 round trips)"
-    )
 
 
 def main() -> None:
