@@ -38,7 +38,7 @@ def _wire() -> ModuleType:
 KEEP_OUTPUT = 64 << 10
 MAX_REPLY = 256 << 20
 CPU_POLL_S = 0.1
-MIN_POLL_S = 0.01  # CPU left under this: polled this often (a tight 0.1 s limit overshot by a poll)
+MIN_POLL_S = 0.01  # the shortest wait between CPU readings, as the CPU left nears 0 (_poll_in)
 
 
 class ChannelError(Exception):
