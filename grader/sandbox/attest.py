@@ -105,8 +105,10 @@ def attest(root: int, request_pipe: int, expected: Expected) -> Observed:
     """Check the sandbox launched as process ``root``; return what its worker showed.
 
     The worker is the process of the tree that holds the read end of ``request_pipe`` (our write
-    end's fd). Every descendant of ``root`` must match, and ``root`` itself when it is the worker (a
-    cold ``process`` launch execs the worker in place); a ``root`` that is only a proxy never runs
+    end's fd): a launch's privileged parent lets go of its copy before its child may go on
+    (:func:`grader.sandbox.launcher.fork_handing_over`), so a root holder is never a transient.
+    Every descendant of ``root`` must match, and ``root`` itself when it is the worker (a cold
+    ``process`` launch execs the worker in place); a ``root`` that is only a proxy never runs
     student code."""
     tree = [root, *descendants(root)]
     pipe = f"pipe:[{os.fstat(request_pipe).st_ino}]"

@@ -179,14 +179,13 @@ def pid1(cfg: Config, become_worker: Callable[[], None] | None = None) -> None:
         cfg
     )  # the mini-init is filtered too; the worker inherits the filter across fork and exec
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    worker = os.fork()
+    worker = fork_handing_over(cfg)  # the mini-init keeps no pipe: the worker's EOF is the signal
     if worker == 0:
         if become_worker is not None:
             become_worker()
         os.execve(
             cfg["python"], worker_argv(cfg, "/sandbox-lib"), workerenv.worker_env(cfg, "/box")
         )
-    _close_pipes(cfg)  # the mini-init keeps no pipe open: the worker's EOF is the runner's signal
     os._exit(reap_until(worker))
 
 
@@ -201,6 +200,25 @@ def reap_until(child: int) -> int:
                 if os.WIFEXITED(status)
                 else 128 + os.WTERMSIG(status)
             )
+
+
+def fork_handing_over(cfg: Config) -> int:
+    """Fork; the child goes on only once this parent has closed its copies of the worker's pipes.
+
+    So from the worker's first frame on, only the sandbox holds the request pipe and whoever /proc
+    shows holding it is the worker (:mod:`grader.sandbox.attest`). Without the wait a root parent
+    descheduled between its fork and its close was attested as a root worker under load."""
+    gate, release = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(release)
+        os.read(gate, 1)  # EOF: the parent has closed its copies (or died)
+        os.close(gate)
+        return 0
+    os.close(gate)
+    _close_pipes(cfg)
+    os.close(release)
+    return child
 
 
 def _close_pipes(cfg: Config) -> None:
@@ -234,7 +252,7 @@ def run_namespace(
     exit code)."""
     join_cgroups(cfg)
     rootfs.check(libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWPID | NEWCGROUP), "unshare")
-    child = os.fork()
+    child = fork_handing_over(cfg)
     if child == 0:
         try:
             os.close(status_fd)
@@ -245,7 +263,6 @@ def run_namespace(
     os.write(status_fd, f"{child}\n".encode())
     if not report_exit:
         os.close(status_fd)
-    _close_pipes(cfg)
     _, status = os.waitpid(child, 0)
     code = (
         os.waitstatus_to_exitcode(status) & 0xFF

@@ -72,7 +72,7 @@ def _run_plain(cfg: Config, status_fd: int) -> None:
     rlimits)."""
     from grader.sandbox import launcher
 
-    child = os.fork()
+    child = launcher.fork_handing_over(cfg)
     if child == 0:
         try:
             launcher.libc.prctl(launcher.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -85,8 +85,6 @@ def _run_plain(cfg: Config, status_fd: int) -> None:
             _say(2, f"sandbox set-up failed: {exc}\n")
             os._exit(launcher.SETUP_FAILED)
         _become_worker(cfg, cfg["lib"], cfg["box"])
-    for fd in (0, 1, 2, 3):
-        os.close(fd)
     code = launcher.reap_until(child)
     os.write(status_fd, f"exit {code}\n".encode())
     os._exit(code)
