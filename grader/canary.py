@@ -172,8 +172,7 @@ def prove(
         stubs["score"],
         solutions["max_score"],
         cached=False,
-        limits=proofs.limits_from(solutions, assignment),
-        tight=proofs.limits_from(solutions, assignment, proofs.TIGHT_FLOOR_S),
+        references=proofs.references_from(solutions),
     )
     proofs.write(key, proof)
     return proof

@@ -3,8 +3,9 @@
 A proof (:mod:`grader.canary`) is cached per (grader source, manifest and suites, environment,
 launch configuration, exercises): a batch pays for it once, and so does every later run on an
 unchanged machine. It also keeps the CPU time each reference test took in the sandbox, measured
-there, and the per-test limit derived from it (:func:`limit_for`): ``FACTOR`` times the reference's
-own time, never under ``FLOOR_S`` and never over the manifest's limit for the exercise. An infinite
+there (the one thing stored: ``proof.schema.json``), and every grade derives its per-test limits from
+it (:func:`limit_for`): ``FACTOR`` times the reference's own time, never under ``FLOOR_S`` and never
+over the manifest's limit for the exercise. An infinite
 loop then costs a second a test instead of the manifest's 10-30, while a correct but slow
 solution (Python loops where the reference vectorises) keeps a margin of ``FACTOR``. Once one test
 of a submission has timed out, its later tests run under the same limits with a floor of
@@ -35,8 +36,23 @@ from grader.course import manifest
 from grader.sandbox.levels import BackendName
 
 CACHE_ENV = procs.CACHE_ENV
-FORMAT = 4  # 2: per-test limits; 3: keyed on grader.fingerprint; 4: tight limits
+FORMAT = 5  # 2: per-test limits; 3: keyed on grader.fingerprint; 4: tight limits; 5: reference CPU
+SCHEMA_VERSION = 1  # grader/schemas/proof.schema.json
 FACTOR, FLOOR_S, TIGHT_FLOOR_S = 25.0, 1.0, 0.1
+
+
+class TestLimits(NamedTuple):
+    """The per-test CPU limits a grade uses: ``full`` until its first timeout, ``tight`` after."""
+
+    full: dict[str, float]
+    tight: dict[str, float]
+
+
+class Reference(NamedTuple):
+    """What one reference test took in the sandbox, and the exercise whose ceiling bounds its limit."""
+
+    exercise: str
+    cpu_s: float
 
 
 @dataclass(frozen=True)
@@ -46,12 +62,7 @@ class Proof:
     stubs: float
     max_score: float
     cached: bool
-    limits: dict[str, float] = field(
-        default_factory=dict
-    )  # test id -> CPU seconds a student's run may take
-    tight: dict[str, float] = field(
-        default_factory=dict
-    )  # the same after the submission's first timeout
+    references: dict[str, Reference] = field(default_factory=dict)  # test id -> its reference's run
 
     def record(self) -> dict[str, Any]:
         """What a scorecard and the summary keep of the canary."""
@@ -63,12 +74,14 @@ class Proof:
             "cached": self.cached,
         }
 
-
-class TestLimits(NamedTuple):
-    """The per-test CPU limits a grade uses: ``full`` until its first timeout, ``tight`` after."""
-
-    full: dict[str, float]
-    tight: dict[str, float]
+    def limits(self, assignment: manifest.Assignment) -> TestLimits:
+        """Each test's CPU limits, full and tight, from its reference's time and the manifest."""
+        ceiling = {e.id: e.time_limit_s for e in assignment.exercises}
+        known = {t: r for t, r in self.references.items() if r.exercise in ceiling}
+        return TestLimits(
+            {t: limit_for(r.cpu_s, ceiling[r.exercise]) for t, r in known.items()},
+            {t: limit_for(r.cpu_s, ceiling[r.exercise], TIGHT_FLOOR_S) for t, r in known.items()},
+        )
 
 
 def limit_for(reference_cpu_s: float, exercise_limit_s: float, floor: float = FLOOR_S) -> float:
@@ -76,17 +89,14 @@ def limit_for(reference_cpu_s: float, exercise_limit_s: float, floor: float = FL
     return round(min(exercise_limit_s, max(floor, FACTOR * reference_cpu_s)), 3)
 
 
-def limits_from(
-    card: Scorecard, assignment: manifest.Assignment, floor: float = FLOOR_S
-) -> dict[str, float]:
-    """Per-test limits from the reference solutions' scorecard (tests that ran in a sandbox:
+def references_from(card: Scorecard) -> dict[str, Reference]:
+    """Each reference test's CPU seconds from the solutions' scorecard (tests that ran in a sandbox:
     ``cpu_s``)."""
-    ceiling = {e.id: e.time_limit_s for e in assignment.exercises}
     return {
-        t["id"]: limit_for(t["cpu_s"], ceiling[e["id"]], floor)
+        t["id"]: Reference(e["id"], float(t["cpu_s"]))
         for e in card.get("exercises", [])
         for t in e["tests"]
-        if "cpu_s" in t and e["id"] in ceiling
+        if "cpu_s" in t
     }
 
 
@@ -102,7 +112,7 @@ def limits(
     if per_test_time_limit is not None or backend == "inprocess":
         return TestLimits({}, {})
     proof = cached(assignment, backend=backend, exercises=exercises, per_test_time_limit=None)
-    return TestLimits(dict(proof.limits), dict(proof.tight)) if proof else TestLimits({}, {})
+    return proof.limits(assignment) if proof else TestLimits({}, {})
 
 
 def cached(
@@ -181,40 +191,55 @@ def cache_dir() -> Path:
 
 
 def read(key: str) -> Proof | None:
+    """The proof cached under ``key``; None (so it is made again) when absent, unreadable, of
+    another schema version or malformed: a cache is never trusted over a fresh proof."""
     try:
         data = json.loads((cache_dir() / f"{key}.json").read_text("utf-8"))
-        limits = {str(k): float(v) for k, v in data.get("limits", {}).items()}
-        tight = {str(k): float(v) for k, v in data.get("tight", {}).items()}
+        if data["schema_version"] != SCHEMA_VERSION:
+            return None
+        references = {
+            str(t): Reference(str(r["exercise"]), _seconds(r["cpu_s"]))
+            for t, r in data["references"].items()
+        }
         return Proof(
             key,
             float(data["solutions"]),
             float(data["stubs"]),
             float(data["max_score"]),
-            True,
-            limits,
-            tight,
+            cached=True,
+            references=references,
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
+def _seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e6:
+        raise ValueError(f"not a CPU time: {value!r}")
+    return float(value)
+
+
 def write(key: str, proof: Proof) -> None:
-    """Atomically; a cache that cannot be written only costs the next run another proof."""
+    """Atomically, checked against its schema; a cache that cannot be written only costs the next
+    run another proof."""
+    from grader import schema
+
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "solutions": proof.solutions,
+        "stubs": proof.stubs,
+        "max_score": proof.max_score,
+        "references": {
+            t: {"exercise": r.exercise, "cpu_s": r.cpu_s} for t, r in proof.references.items()
+        },
+    }
+    schema.validate("proof", document, writing=True)
     folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(
-                {
-                    "solutions": proof.solutions,
-                    "stubs": proof.stubs,
-                    "max_score": proof.max_score,
-                    "limits": proof.limits,
-                    "tight": proof.tight,
-                },
-                fh,
-            )
+            json.dump(document, fh)
         os.replace(tmp, folder / f"{key}.json")
     except OSError:
         pass

@@ -21,6 +21,7 @@ SCHEMAS = {
     # 2: `cuda` (who was graded with CUDA); 3: integrity findings' `construct` and `severity`
     "summary": 3,
     "shard": 1,  # grader batch --shard's manifest, read by grader merge
+    "proof": 1,  # the canary's cached proof (grader.proofs)
     "github-classroom": None,
     "gradescope-results": None,  # the whole results.json contract (grader release --gradescope)
     "classroom50-result": None,  # Classroom 50's result.json (grader release --classroom50)

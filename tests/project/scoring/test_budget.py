@@ -5,12 +5,13 @@ depend on the machine's load), and every other exercise graded and reported as u
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 
 import pytest
 
-from grader import canary, proofs
+from grader import canary, proofs, schema
 from grader.course import manifest
 from grader.grade import grade
 from grader.sandbox import isolation
@@ -38,37 +39,71 @@ def proof(tmp_path_factory: pytest.TempPathFactory) -> canary.Proof:
             os.environ[canary.CACHE_ENV] = old
 
 
+@pytest.fixture(scope="module")
+def limits(proof: canary.Proof) -> proofs.TestLimits:
+    """The limits every grade derives from the proof (the manifest's ceilings over the references' CPU)."""
+    return proof.limits(manifest.load(None, None))
+
+
 @needs_namespace
-def test_the_canary_keeps_per_test_limits_sized_from_the_references(proof):
+def test_the_canary_keeps_per_test_limits_sized_from_the_references(proof, limits):
     assignment = manifest.load(None, None)
-    assert proof.cached is False and proof.limits
-    assert {test_id.split("::")[0] for test_id in proof.limits} == {
+    assert proof.cached is False and limits.full
+    assert {test_id.split("::")[0] for test_id in limits.full} == {
         "tests/hidden/test_softmax.py",
         "tests/hidden/test_masks.py",
     }
-    for test_id, limit in proof.limits.items():
+    for test_id, limit in limits.full.items():
         exercise = "softmax" if "softmax" in test_id else "masks"
         assert proofs.FLOOR_S <= limit <= assignment.exercise(exercise).time_limit_s, (
             test_id,
             limit,
         )
+        cpu = proof.references[test_id].cpu_s  # the value oracle: FACTOR x the reference's own CPU
+        assert limit == round(
+            min(assignment.exercise(exercise).time_limit_s, max(proofs.FLOOR_S, 25 * cpu)), 3
+        )
     again = proofs.cached(assignment, backend="namespace", exercises=EXERCISES)
     assert (
-        again is not None and again.limits == proof.limits
+        again is not None and again.limits(assignment) == limits
     )  # kept in the cache for every later grade
     assert proofs.limit_for(0.01, 10.0) == proofs.FLOOR_S and proofs.limit_for(0.2, 10.0) == 5.0
     assert proofs.limit_for(3.0, 10.0) == 10.0  # never over the manifest's
 
 
 @needs_namespace
-def test_an_infinite_loop_costs_one_limit_per_exercise_and_the_rest_is_graded(proof, tmp_path):
+def test_the_cached_proof_stores_the_references_cpu_only_and_a_bad_one_is_made_again(proof):
+    """One source: the file keeps each reference test's CPU seconds (schema-checked), never a limit derived
+    from them; a file of another schema version, or with a value that is not a CPU time, reads as no proof."""
+    stored = json.loads((proofs.cache_dir() / f"{proof.key}.json").read_text("utf-8"))
+    schema.validate("proof", stored)
+    assert set(stored) == {"schema_version", "solutions", "stubs", "max_score", "references"}
+    assert {t: (r["exercise"], r["cpu_s"]) for t, r in stored["references"].items()} == {
+        t: tuple(r) for t, r in proof.references.items()
+    }
+    cpus = [r.cpu_s for r in proof.references.values()]
+    assert all(0 <= c < 5 for c in cpus) and max(cpus) > 0  # measured, not a default
+    for bad in (
+        {**stored, "schema_version": 0},
+        {**stored, "references": {"t": {"exercise": "softmax", "cpu_s": -1}}},
+        {**stored, "references": {"t": {"exercise": "softmax", "cpu_s": True}}},
+        {k: v for k, v in stored.items() if k != "references"},
+    ):
+        (proofs.cache_dir() / "0bad.json").write_text(json.dumps(bad), "utf-8")
+        assert proofs.read("0bad") is None, bad
+    with pytest.raises(schema.SchemaError):
+        schema.validate("proof", {**stored, "limits": {}})
+
+
+@needs_namespace
+def test_an_infinite_loop_costs_one_limit_per_exercise_and_the_rest_is_graded(limits, tmp_path):
     sub = solutions_copy(tmp_path / "sub")
     (sub / "softmax.py").write_text(LOOPS)
     card = grade(sub, isolation="namespace", exercises=EXERCISES, seed=5)
     assert card["status"] == "graded"  # the student's timeouts, never a grader error
     softmax = [t for e in card["exercises"] if e["id"] == "softmax" for t in e["tests"]]
     first, rest = softmax[0], softmax[1:]
-    limit = proof.limits[first["id"]]
+    limit = limits.full[first["id"]]
     assert (
         first["outcome"] == "timeout" and f"({limit:g} s of CPU time per test" in first["message"]
     ), first
@@ -96,11 +131,11 @@ def test_an_infinite_loop_costs_one_limit_per_exercise_and_the_rest_is_graded(pr
 
 
 @needs_namespace
-def test_after_a_submissions_first_timeout_its_later_tests_get_the_tight_limits(proof, tmp_path):
+def test_after_a_submissions_first_timeout_its_later_tests_get_the_tight_limits(limits, tmp_path):
     """One infinite loop pays a full limit; the next exercise's loop pays its tight limit (the
     references' CPU x FACTOR, over a lower floor), and says so; the tight limits are the proof's."""
-    assert proof.tight.keys() == proof.limits.keys()
-    assert all(proofs.TIGHT_FLOOR_S <= proof.tight[t] <= proof.limits[t] for t in proof.tight)
+    assert limits.tight.keys() == limits.full.keys()
+    assert all(proofs.TIGHT_FLOOR_S <= limits.tight[t] <= limits.full[t] for t in limits.tight)
     assert proofs.limit_for(0.001, 10.0, proofs.TIGHT_FLOOR_S) == proofs.TIGHT_FLOOR_S
     assert proofs.limit_for(0.2, 10.0, proofs.TIGHT_FLOOR_S) == 5.0  # a heavy test keeps FACTOR
     sub = solutions_copy(tmp_path / "sub")
@@ -111,11 +146,11 @@ def test_after_a_submissions_first_timeout_its_later_tests_get_the_tight_limits(
     )
     card = grade(sub, isolation="namespace", exercises=EXERCISES, seed=5)
     first = {e["id"]: e["tests"][0] for e in card["exercises"]}
-    tight = proof.tight[first["masks"]["id"]]
-    assert tight < proof.limits[first["masks"]["id"]]
+    tight = limits.tight[first["masks"]["id"]]
+    assert tight < limits.full[first["masks"]["id"]]
     assert first["masks"]["outcome"] == "timeout" and (
         f"({tight:g} s of CPU time per test, cut from "
-        f"{proof.limits[first['masks']['id']]:g} s since an earlier test of this submission "
+        f"{limits.full[first['masks']['id']]:g} s since an earlier test of this submission "
         "timed out" in first["masks"]["message"]
     ), first["masks"]
     assert "cut from" not in first["softmax"]["message"]
@@ -123,7 +158,7 @@ def test_after_a_submissions_first_timeout_its_later_tests_get_the_tight_limits(
 
 
 @needs_namespace
-def test_a_correct_submission_is_graded_as_usual_under_the_same_limits(proof, tmp_path):
+def test_a_correct_submission_is_graded_as_usual_under_the_same_limits(limits, tmp_path):
     card = grade(
         solutions_copy(tmp_path / "sub"), isolation="namespace", exercises=EXERCISES, seed=5
     )
@@ -133,7 +168,7 @@ def test_a_correct_submission_is_graded_as_usual_under_the_same_limits(proof, tm
         and card["incidents"] == []
     )
     tests = [t for e in card["exercises"] for t in e["tests"]]
-    assert all(t["cpu_s"] < proof.limits[t["id"]] for t in tests if t["id"] in proof.limits)
+    assert all(t["cpu_s"] < limits.full[t["id"]] for t in tests if t["id"] in limits.full)
 
 
 def test_a_cpu_time_timeout_is_not_retried_but_a_wall_clock_one_is(tmp_path, monkeypatch):
