@@ -24,7 +24,7 @@ from grader.options import GradeOptions, launch_spec
 from grader.sandbox import choice
 from grader.sandbox import isolation as iso
 from grader.sandbox.levels import BackendName
-from grader.scoring import scorecard, withhold
+from grader.scoring import runner, scorecard, withhold
 from grader.scoring.points import exercise_scores
 from grader.scoring.runner import run_suites
 
@@ -219,7 +219,10 @@ def _run(
     verdict = withhold.review(sub.box, assignment, sub.single_module)  # static: before any runs
     t = time.monotonic()
     files = [assignment.root / e.hidden_tests for e in chosen]
-    results, code = run_suites(files, seed=seed, backend_factory=makers, assignment=assignment)
+    threads = None if makers.backend == "inprocess" else runner.SANDBOXED_TRUSTED_THREADS
+    results, code = run_suites(
+        files, seed=seed, backend_factory=makers, assignment=assignment, trusted_threads=threads
+    )
     if code == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt
     if makers.sandbox is not None and makers.sandbox.grader_fault is not None:

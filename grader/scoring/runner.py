@@ -6,9 +6,10 @@ submission ships (``conftest.py``, ``pytest.ini``, ``pyproject.toml``) is ever r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -80,6 +81,28 @@ def _phase(when: str) -> Literal["setup", "call", "teardown"]:
     return cast('Literal["setup", "call", "teardown"]', when)
 
 
+# The trusted side's torch threads while a sandboxed grade's suites run (None: left as they are).
+# It computes only oracles on small tensors while the worker computes the student's: with one OpenMP
+# thread a core, its idle threads spin for CPU the worker needs (benchmarks/trusted_threads.py).
+SANDBOXED_TRUSTED_THREADS: int | None = 1
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """``threads`` torch threads in this process meanwhile, then as many as before (None: as is)."""
+    if threads is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def run_suites(
     files: Sequence[Path],
     *,
@@ -90,11 +113,13 @@ def run_suites(
     quiet: bool = True,
     extra_args: Sequence[str] = (),
     assignment: manifest.Assignment | None = None,
+    trusted_threads: int | None = None,
 ) -> tuple[list[TestResult], int]:
     """Run ``files`` against one submission; return (results in collection order, pytest exit code).
 
     ``assignment`` is the loaded assignment the suites read bans from, and beside whose manifest the
-    ``reference`` fixture finds ``solutions/`` (default: this checkout's).
+    ``reference`` fixture finds ``solutions/`` (default: this checkout's); ``trusted_threads``: this
+    process's torch threads while they run (:func:`torch_threads`).
     """
     collector = ResultCollector()
     plugins: list[object] = [collector, _QuickReports()]
@@ -153,7 +178,8 @@ def run_suites(
     # no installed plugin (and nothing a student pip-installed) loads here
     os.environ[AUTOLOAD] = "1"
     try:
-        code = pytest.main(args, plugins=plugins)
+        with torch_threads(trusted_threads):
+            code = pytest.main(args, plugins=plugins)
     finally:  # the caller's environment as it was (a `grader check` user may rely on their plugins)
         if before is None:
             os.environ.pop(AUTOLOAD, None)
