@@ -5,9 +5,9 @@ launch configuration, exercises): a batch pays for it once, and so does every la
 unchanged machine. It also keeps the CPU time each reference test took in the sandbox, measured
 there (the one thing stored: ``proof.schema.json``), and every grade derives its per-test limits from
 it (:func:`limit_for`): ``FACTOR`` times the reference's own time, never under ``FLOOR_S`` and never
-over the manifest's limit for the exercise. An infinite
-loop then costs a second a test instead of the manifest's 10-30, while a correct but slow
-solution (Python loops where the reference vectorises) keeps a margin of ``FACTOR``. Once one test
+over the manifest's limit for the exercise. An infinite loop then costs a second a test instead of
+the manifest's 10-30, while a correct but slow solution (Python loops where the reference
+vectorises) keeps a margin of ``FACTOR``. Once one test
 of a submission has timed out, its later tests run under the same limits with a floor of
 ``TIGHT_FLOOR_S`` instead (``tight``): a submission that loops in every exercise costs one full
 limit and then a fraction of a second an exercise, while the references keep their margin of
