@@ -22,7 +22,7 @@ from grader import canary, fingerprint, schema
 from grader.batch import cards
 from grader.batch.cards import card_path
 from grader.batch.pool import Pool
-from grader.batch.results import BatchFault, BatchInterrupted, Options, Result, Run
+from grader.batch.results import BatchFault, BatchInterrupted, Options, Result, Run, uninterrupted
 from grader.course import manifest
 from grader.errors import GraderFault
 from grader.intake import submission as intake
@@ -190,9 +190,12 @@ def run(
         _deliver(result, on_result)
     try:
         for result in where.grade(todo):
-            done[result.entry.key] = _write(
-                out, result, assignment, where.backend, options.exercises, proof
-            )
+            with uninterrupted():
+                done[result.entry.key] = _write(
+                    out, result, assignment, where.backend, options.exercises, proof
+                )
+                if result.recorded is not None:
+                    result.recorded()
             _deliver(done[result.entry.key], on_result)
     except KeyboardInterrupt:
         where.stop()
@@ -278,10 +281,8 @@ def _write(
     exercises: list[str] | None,
     proof: dict[str, Any] | None = None,
 ) -> Result:
-    if proof is not None:
-        result.card.setdefault(
-            "canary", proof
-        )  # a cluster's result already names the canary of the host that graded it
+    if proof is not None:  # a cluster's result already names the canary of the host that graded it
+        result.card.setdefault("canary", proof)
     try:
         scorecard.write(result.card, card_path(out, result.entry.key))
     except schema.SchemaError as exc:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +45,9 @@ class Result:
     wall_s: float = 0.0
     warm: bool = False
     skipped: bool = False
+    # what the grading place records once the card is on disk (a cluster's log line): never for a
+    # result whose card an interruption kept from being written
+    recorded: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def grader_error(self) -> bool:
@@ -67,3 +74,24 @@ class Run:
                 kind = (r.card.get("error") or {}).get("kind", "grader")
                 kinds[kind] = kinds.get(kind, 0) + 1
         return kinds
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back meanwhile and delivered after (a result in hand is written and
+    recorded, never one without the other); as is off the main thread. By handlers, not a signal
+    mask: the kernel gives a process's signal to any thread that does not block it (Dask's, say)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    before = {
+        s: signal.signal(s, lambda n, _: held.append(n)) for s in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        for first in held[:1]:
+            signal.raise_signal(first)  # to the handler in place again: Ctrl-C's, SIGTERM's

@@ -21,6 +21,7 @@ scorecard atomically as it arrives and keeps them on Ctrl-C; only where the grad
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import time
@@ -187,7 +188,7 @@ class DaskGrading:
                 continue  # one scorecard per student: the first valid result won
             seen.add(entry.key)
             result = self.result(future, entry, payload)
-            self._log(entry, future.key, result)
+            result.recorded = functools.partial(self._log, entry, future.key, result)
             yield result
         # last: their cards are made here, and the first one imports torch (a second or two) while
         # nobody waits
@@ -260,8 +261,7 @@ class DaskGrading:
         return Result(entry, card, wall_s=seconds)
 
     def _log(self, entry: Entry, task: object, result: Result) -> None:
-        """One line per submission in ``logs/dask.log``: which worker graded it (or why nobody
-        did)."""
+        """One line per card written, in ``logs/dask.log``: which worker graded it (or why not)."""
         card = result.card
         what = (
             f"{card['score']:g}/{card['max_score']:g}"

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader import schema
+from grader.batch.results import uninterrupted
 from tests.project.support.common import ROOT
 
 pytestmark = pytest.mark.cost(14)  # seconds on 2 cores: started early (tests/project/conftest.py)
@@ -86,3 +88,32 @@ def test_sigint_keeps_finished_scorecards_and_a_rerun_resumes(tmp_path):
     assert done.stderr.count("unchanged, kept") == len(finished)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["graded"] == N and summary["counts"]["skipped"] == len(finished)
+
+
+def test_a_result_in_hand_is_written_and_recorded_before_an_interrupt_lands(tmp_path):
+    """SIGTERM arriving while a card is written and recorded (the cluster's log line) is held back until both
+    are done, then stops the run as before: never a card without its record, or a record without its card
+    (a resumed cluster run graded one submission twice when SIGTERM fell between them, CI beside a hog)."""
+
+    def stop(signum: object, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    steps: list[str] = []
+    before = signal.signal(signal.SIGTERM, stop)
+    idle = threading.Event()  # a second thread, as Dask's: the kernel may hand it the signal
+    other = threading.Thread(target=idle.wait, daemon=True)
+    other.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with uninterrupted():
+                steps.append("card")
+                os.kill(
+                    os.getpid(), signal.SIGTERM
+                )  # pending, not delivered: the record still comes
+                (tmp_path / "log").write_text("recorded")
+                steps.append("record")
+            steps.append("after")  # never reached: the held-back SIGTERM lands on leaving the block
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        idle.set()
+    assert steps == ["card", "record"] and (tmp_path / "log").read_text() == "recorded"
