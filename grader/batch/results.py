@@ -85,13 +85,17 @@ def uninterrupted() -> Iterator[None]:
         yield
         return
     held: list[int] = []
-    before = {
-        s: signal.signal(s, lambda n, _: held.append(n)) for s in (signal.SIGINT, signal.SIGTERM)
-    }
+
+    def hold(signum: int, frame: object) -> None:
+        held.append(signum)
+        if len(held) > 1:  # a second one: whoever sends it means it (a write that hangs, say)
+            raise KeyboardInterrupt
+
+    before = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-        for first in held[:1]:
-            signal.raise_signal(first)  # to the handler in place again: Ctrl-C's, SIGTERM's
+        if len(held) == 1:  # (a second one has raised already)
+            signal.raise_signal(held[0])  # to the handler in place again: Ctrl-C's, SIGTERM's

@@ -117,3 +117,15 @@ def test_a_result_in_hand_is_written_and_recorded_before_an_interrupt_lands(tmp_
         signal.signal(signal.SIGTERM, before)
         idle.set()
     assert steps == ["card", "record"] and (tmp_path / "log").read_text() == "recorded"
+
+
+def test_a_second_interrupt_is_not_held_back():
+    """Whoever presses Ctrl-C twice means it: a card write that hangs must not make the run unstoppable."""
+    steps: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        with uninterrupted():
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("held")
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("never")
+    assert steps == ["held"]
