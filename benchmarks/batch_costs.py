@@ -97,5 +97,5 @@ def overheads() -> None:
         )
     print(
         f"per test     : a wire round trip to a forked worker {wire * 1e3:.2f} ms; pytest's machinery for an "
-        f"empty test {machinery * 1e3:.2f} ms (a full grade is 160 tests with about 700 round trips)"
+        f"empty test {machinery * 1e3:.2f} ms (a grade of solutions/: 160 tests, about 550 round trips)"
     )

@@ -21,6 +21,7 @@ import hashlib
 import importlib.metadata
 import json
 import platform
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,17 @@ def files(assignment: manifest.Assignment) -> dict[str, list[Path]]:
     grades them)."""
     root = assignment.root
     return {
-        "grader": sorted({*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.json")}),
-        "suites": sorted({root / e.hidden_tests for e in assignment.exercises}),
-        "references": sorted((root / "solutions").glob("*.py")),
-        "stubs": sorted((root / "exercises").glob("*.py")),
+        "grader": _sorted({*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.json")}),
+        "suites": _sorted({root / e.hidden_tests for e in assignment.exercises}),
+        "references": _sorted((root / "solutions").glob("*.py")),
+        "stubs": _sorted((root / "exercises").glob("*.py")),
     }
+
+
+def _sorted(paths: Iterable[Path]) -> list[Path]:
+    """In ``Path``'s own order (by parts), compared as tuples: ``Path.__lt__`` is a Python call per
+    comparison, most of the time of listing the grader's 240 files."""
+    return sorted(paths, key=lambda path: path.parts)
 
 
 def record(

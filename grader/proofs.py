@@ -3,18 +3,17 @@
 A proof (:mod:`grader.canary`) is cached per (grader source, manifest and suites, environment,
 launch configuration, exercises): a batch pays for it once, and so does every later run on an
 unchanged machine. It also keeps the CPU time each reference test took in the sandbox, measured
-there (the one thing stored: ``proof.schema.json``), and every grade derives its per-test limits from
-it (:func:`limit_for`): ``FACTOR`` times the reference's own time, never under ``FLOOR_S`` and never
-over the manifest's limit for the exercise. An infinite loop then costs a second a test instead of
-the manifest's 10-30, while a correct but slow solution (Python loops where the reference
-vectorises) keeps a margin of ``FACTOR``. Once one test
-of a submission has timed out, its later tests run under the same limits with a floor of
-``TIGHT_FLOOR_S`` instead (``tight``): a submission that loops in every exercise costs one full
-limit and then a fraction of a second an exercise, while the references keep their margin of
-``FACTOR`` (the median reference test takes 2 ms of CPU: the floors are 500x and 50x it). Kept below
-:mod:`grader.grade`, which reads the limits for its own configuration from here, so that every path
-that grades (a command, a batch slot, Gradescope, a cluster worker) uses them without passing them
-along.
+there (the one thing stored: ``proof.schema.json``), and every grade derives its per-test limits
+from it (:func:`limit_for`): ``FACTOR`` times the reference's own time, never under ``FLOOR_S``
+and never over the manifest's limit for the exercise. An infinite loop then costs a second a
+test instead of the manifest's 10-30, while a correct but slow solution (Python loops where the
+reference vectorises) keeps a margin of ``FACTOR``. Once one test of a submission has timed out,
+its later tests run under the same limits with a floor of ``TIGHT_FLOOR_S`` instead (``tight``):
+a submission that loops in every exercise costs one full limit and then a fraction of a second
+an exercise, while the references keep their margin of ``FACTOR`` (the median reference test
+takes 2 ms of CPU: the floors are 500x and 50x it). Kept below :mod:`grader.grade`, which reads
+the limits for its own configuration from here, so that every path that grades (a command, a
+batch slot, Gradescope, a cluster worker) uses them without passing them along.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ from grader.sandbox.levels import BackendName
 
 CACHE_ENV = procs.CACHE_ENV
 FORMAT = 5  # 2: per-test limits; 3: keyed on grader.fingerprint; 4: tight limits; 5: reference CPU
-SCHEMA_VERSION = 1  # grader/schemas/proof.schema.json
 FACTOR, FLOOR_S, TIGHT_FLOOR_S = 25.0, 1.0, 0.1
 
 
@@ -191,32 +189,46 @@ def cache_dir() -> Path:
 
 
 def read(key: str) -> Proof | None:
-    """The proof cached under ``key``; None (so it is made again) when absent, unreadable, of
-    another schema version or malformed: a cache is never trusted over a fresh proof."""
+    """The proof cached under ``key``; None (so it is made again) when absent, unreadable, or not
+    valid under ``proof.schema.json`` (the one definition of a proof file, also checked on write):
+    a cache is never trusted over a fresh proof. A file read before is read again only once its
+    size, times or inode changed (a command asks about four times, a batch slot per submission)."""
+    path = cache_dir() / f"{key}.json"
     try:
-        data = json.loads((cache_dir() / f"{key}.json").read_text("utf-8"))
-        if data["schema_version"] != SCHEMA_VERSION:
-            return None
-        references = {
-            str(t): Reference(str(r["exercise"]), _seconds(r["cpu_s"]))
-            for t, r in data["references"].items()
-        }
-        return Proof(
-            key,
-            float(data["solutions"]),
-            float(data["stubs"]),
-            float(data["max_score"]),
-            cached=True,
-            references=references,
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        st = path.stat()
+    except OSError:
         return None
+    signature = (str(path), st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+    if signature not in _READ:
+        proof = _parse(key, path)
+        if proof is None:
+            return None
+        _READ[signature] = proof
+    return _READ[signature]
 
 
-def _seconds(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e6:
-        raise ValueError(f"not a CPU time: {value!r}")
-    return float(value)
+_READ: dict[tuple[str, int, int, int, int], Proof] = {}  # valid proof files by their stat
+
+
+def _parse(key: str, path: Path) -> Proof | None:
+    from grader import schema  # already imported where a grade runs: it read the manifest
+
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        schema.validate("proof", data)
+    except (OSError, ValueError):  # SchemaError, JSONDecodeError and a bad encoding among them
+        return None
+    references = {
+        t: Reference(r["exercise"], float(r["cpu_s"])) for t, r in data["references"].items()
+    }
+    return Proof(
+        key,
+        float(data["solutions"]),
+        float(data["stubs"]),
+        float(data["max_score"]),
+        cached=True,
+        references=references,
+    )
 
 
 def write(key: str, proof: Proof) -> None:
@@ -225,7 +237,7 @@ def write(key: str, proof: Proof) -> None:
     from grader import schema
 
     document = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": schema.SCHEMAS["proof"],
         "solutions": proof.solutions,
         "stubs": proof.stubs,
         "max_score": proof.max_score,

@@ -194,18 +194,26 @@ def _document(path: Path) -> dict[str, Any]:
     """The manifest's JSON, schema-checked; :class:`ManifestError` with a one-line reason
     otherwise."""
     try:
-        document = json.loads(path.read_text("utf-8"))
+        text = path.read_text("utf-8")
+        document = json.loads(text)
     except FileNotFoundError:
         raise ManifestError(f"manifest not found: {path}") from None
     except json.JSONDecodeError as exc:
         raise ManifestError(f"{path}: not valid JSON ({exc})") from None
-    try:
-        schema.validate("assignments", document)
-    except (
-        schema.SchemaError
-    ) as exc:  # the caller's manifest: a one-line refusal, never a traceback
-        raise ManifestError(f"{path}: not a valid manifest: {exc}") from None
+    if text not in _VALID:  # a command reads it about six times: validated once per text
+        try:
+            schema.validate("assignments", document)
+        except (
+            schema.SchemaError
+        ) as exc:  # the caller's manifest: a one-line refusal, never a traceback
+            raise ManifestError(f"{path}: not a valid manifest: {exc}") from None
+        _VALID.add(text)
     return cast("dict[str, Any]", document)  # the schema says what it holds
+
+
+_VALID: set[str] = (
+    set()
+)  # manifest texts this process found valid (the parsed copy is fresh each time)
 
 
 def _assignment(raw: dict[str, Any], path: Path) -> Assignment:

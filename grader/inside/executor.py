@@ -29,6 +29,7 @@ METHODS = frozenset(
         "load_state_dict",
         "named_parameters",
         "named_buffers",
+        "transplant",
         "train",
         "eval",
         "to",
@@ -185,6 +186,9 @@ class Executor(StudentCode):
 
     def _m_named_buffers(self, m: nn.Module) -> dict[str, torch.Tensor]:
         return structure.named_buffers(m)
+
+    def _m_transplant(self, m: nn.Module, params: dict[str, Any]) -> dict[str, list[int]]:
+        return structure.transplant(m, params)
 
     def _m_train(self, m: nn.Module) -> None:
         m.train()

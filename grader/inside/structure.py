@@ -150,3 +150,22 @@ def load_state_dict(
             if key in slots:
                 _TENSOR.copy_(slots[key], value)
     return {"missing_keys": missing, "unexpected_keys": unexpected}
+
+
+def transplant(root: nn.Module, params: Mapping[str, Any]) -> dict[str, list[int]]:
+    """A value test's weights in one step (``grader.testing.params.transplant``): load ``params``
+    where ``root`` has a slot of that name, zero each parameter named ``*bias`` that ``params``
+    lacks (an absent bias counts as zero), and return every slot's shape from before. Nothing loads
+    when a name both hold differs in shape: the test fails on it, as nothing can be compared."""
+    slots = _slots(root)
+    shapes = {name: list(value.shape) for name, value in slots.items()}
+    if any(tuple(slots[k].shape) != tuple(v.shape) for k, v in params.items() if k in slots):
+        return shapes
+    zeros = {
+        name: torch.zeros_like(value)
+        for name, value in named_parameters(root).items()
+        if name.endswith("bias") and name not in params
+    }
+    shared = {k: v for k, v in params.items() if k in slots}
+    load_state_dict(root, {**shared, **zeros}, strict=False)
+    return shapes

@@ -199,7 +199,7 @@ class Handle(_Refusing):
     _ref: HandleRef
     _offer = (
         "a module handle offers only calling it, state_dict, load_state_dict, named_parameters, "
-        "named_buffers, train, eval, to, grads, on_meta and invoke"
+        "named_buffers, transplant, train, eval, to, grads, on_meta and invoke"
     )
 
     def __init__(self, backend: Backend, ref: HandleRef) -> None:
@@ -226,6 +226,12 @@ class Handle(_Refusing):
 
     def named_buffers(self) -> dict[str, torch.Tensor]:
         return cast("dict[str, torch.Tensor]", self._do("named_buffers"))
+
+    def transplant(self, params: dict[str, torch.Tensor]) -> dict[str, list[int]]:
+        """A value test's weights in one round trip instead of three: every state-dict slot's shape
+        from before, ``params`` loaded where the names and shapes match, an absent ``*bias``
+        parameter zeroed (:func:`grader.inside.structure.transplant`)."""
+        return cast("dict[str, list[int]]", self._do("transplant", params))
 
     def train(self) -> Handle:
         self._do("train")

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from grader.inside import structure
 from grader.student.proxy import Handle
 from grader.testing.catalogue.structure import diagnose_structure
 from grader.testing.checks import expect_tensor, fail
@@ -33,7 +34,7 @@ def params_of(module: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def transplant(
-    h: Handle,
+    h: Handle | nn.Module,
     source: nn.Module | Mapping[str, torch.Tensor],
     *,
     hint: str,
@@ -49,23 +50,30 @@ def transplant(
         if isinstance(source, nn.Module)
         else {k: v.detach().clone() for k, v in source.items()}
     )
-    own = h.state_dict()  # parameters and buffers: a value kept as a buffer still loads
+    # one round trip: the shapes of the parameters and buffers (a value kept as a buffer still
+    # loads) from before the load; a bias the reference lacks (qkv_bias=False) but the module keeps
+    # is zeroed, as if absent (parameters only: GPT-2's causal mask is a buffer named `bias`)
+    loaded = h.transplant(params) if isinstance(h, Handle) else structure.transplant(h, params)
+    own = _shapes(loaded, hint)
     used = {
         name: _stand_in(name, value, own, hint, defaults or {}) for name, value in params.items()
     }
-    # a bias the reference does not have (qkv_bias=False) but the module keeps anyway: zero, as if
-    # absent (parameters only: GPT-2's causal mask is a buffer named `bias`, and must stay as it is)
-    extra = {
-        k: torch.zeros_like(v)
-        for k, v in dict(h.named_parameters()).items()
-        if k.endswith("bias") and k not in params
-    }
-    h.load_state_dict({**{k: v for k, v in params.items() if k in own}, **extra}, strict=False)
     if isinstance(source, nn.Module):
         with torch.no_grad():
             for name, param in source.named_parameters():
                 param.copy_(used[name])
     return used
+
+
+def _shapes(reply: object, hint: str) -> dict[str, tuple[int, ...]]:
+    """The worker's answer, strictly read: names and shapes, or the test fails saying so."""
+    __tracebackhide__ = True
+    if isinstance(reply, dict) and all(
+        isinstance(k, str) and isinstance(v, list) and all(type(n) is int and n >= 0 for n in v)
+        for k, v in reply.items()
+    ):
+        return {k: tuple(v) for k, v in reply.items()}
+    fail(f"the module's parameters could not be read: got {type(reply).__name__}", hint)
 
 
 def compared_grads(
@@ -144,7 +152,7 @@ def expect_grads_of(
 def _stand_in(
     name: str,
     value: torch.Tensor,
-    own: Mapping[str, torch.Tensor],
+    own: Mapping[str, tuple[int, ...]],
     hint: str,
     defaults: Mapping[str, torch.Tensor],
 ) -> torch.Tensor:
@@ -152,10 +160,10 @@ def _stand_in(
     instead."""
     __tracebackhide__ = True
     if name in own:
-        if tuple(own[name].shape) != tuple(value.shape):
-            said = diagnose_structure({name: tuple(own[name].shape)}, {name: tuple(value.shape)})
+        if own[name] != tuple(value.shape):
+            said = diagnose_structure({name: own[name]}, {name: tuple(value.shape)})
             fail(
-                f"parameter {name}: got shape {tuple(own[name].shape)}, expected {tuple(value.shape)}"
+                f"parameter {name}: got shape {own[name]}, expected {tuple(value.shape)}"
                 + (f"\n  {said}" if said else ""),
                 None if said else hint,
             )
@@ -167,8 +175,8 @@ def _stand_in(
     if name in defaults:
         return defaults[name].to(value.dtype).expand_as(value).clone()
     said = diagnose_structure(
-        {n: tuple(t.shape) for n, t in own.items()},
-        {**{n: tuple(t.shape) for n, t in own.items()}, name: tuple(value.shape)},
+        dict(own),
+        {**own, name: tuple(value.shape)},
     )
     fail(
         f"named_parameters(): your module has no {name!r} (it has {sorted(own)[:6]})"

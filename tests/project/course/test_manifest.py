@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,66 @@ def test_text_of_holds_one_assignment_and_loads_back(tmp_path):
 
 def test_manifest_matches_its_schema():
     schema.validate("assignments", json.loads((ROOT / "assignments.json").read_text()))
+
+
+@pytest.mark.parametrize("kind", sorted(schema.SCHEMAS))
+def test_every_packaged_schema_is_a_valid_draft_2020_12_schema(kind):
+    """Checked here, once, instead of on every command's first validation (0.07 s of a grade)."""
+    js = schema._jsonschema()
+    document = schema.load_schema(kind)
+    js.Draft202012Validator.check_schema(document)
+    assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    with pytest.raises(js.exceptions.SchemaError):  # the check bites: a broken schema is refused
+        js.Draft202012Validator.check_schema({**document, "type": "objekt"})
+
+
+def test_a_manifest_text_is_validated_once_and_an_invalid_one_every_time(tmp_path, monkeypatch):
+    calls: list[str] = []
+    validate = schema.validate
+    monkeypatch.setattr(
+        schema,
+        "validate",
+        lambda kind, doc, **kw: (calls.append(kind), validate(kind, doc, **kw))[1],
+    )
+    document = json.loads((ROOT / "assignments.json").read_text())
+    path = tmp_path / "assignments.json"
+
+    def write(title: object) -> None:
+        first = {**document["assignments"][0], "title": title}
+        path.write_text(
+            json.dumps({**document, "assignments": [first, *document["assignments"][1:]]})
+        )
+
+    write(str(tmp_path))  # a text this process has not seen
+    for _ in range(3):
+        assert manifest.load_all(path)
+    assert calls == ["assignments"]
+    write(7)  # edited: checked again, and refused each time
+    for _ in range(2):
+        with pytest.raises(manifest.ManifestError, match="title"):
+            manifest.load_all(path)
+    assert calls == ["assignments"] * 3
+
+
+def test_unused_format_libraries_are_hidden_only_while_jsonschema_is_imported():
+    """Their checkers are left out (40 ms of the import); "date-time", which our schemas use, is still checked,
+    and the libraries stay importable for other code in the process."""
+    code = (
+        "import importlib.util, sys\n"
+        "from grader import schema\n"
+        "js = schema._jsonschema()\n"
+        "checkers = js.Draft202012Validator.FORMAT_CHECKER.checkers\n"
+        "print('date-time' in checkers, 'duration' in checkers, 'hostname' in checkers)\n"
+        "check = js.Draft202012Validator.FORMAT_CHECKER.conforms\n"
+        "print(check('2026-11-28T20:00:00+00:00', 'date-time'), check('yesterday', 'date-time'))\n"
+        "print(all(sys.modules.get(n, 0) is not None for n in schema.UNUSED_FORMAT_LIBRARIES))\n"
+        "found = [n for n in schema.UNUSED_FORMAT_LIBRARIES if importlib.util.find_spec(n)]\n"
+        "print([importlib.import_module(n).__name__ for n in found] == found)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split("\n")
+    assert out[:4] == ["True False False", "True False", "True", "True"], out
 
 
 def test_a_wrong_schema_version_says_too_old_or_too_new():

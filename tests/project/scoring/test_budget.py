@@ -83,16 +83,25 @@ def test_the_cached_proof_stores_the_references_cpu_only_and_a_bad_one_is_made_a
     }
     cpus = [r.cpu_s for r in proof.references.values()]
     assert all(0 <= c < 5 for c in cpus) and max(cpus) > 0  # measured, not a default
+    assert proofs.read(proof.key) == dataclasses.replace(proof, cached=True)  # read back whole
+    proofs.write("0again", proof)
+    first = proofs.read("0again")
+    assert proofs.read("0again") is first  # unchanged on disk: not parsed again
+    proofs.write("0again", dataclasses.replace(proof, stubs=1.0))  # a new file in its place
+    assert proofs.read("0again") == dataclasses.replace(proof, key="0again", stubs=1.0, cached=True)
     for bad in (
         {**stored, "schema_version": 0},
         {**stored, "references": {"t": {"exercise": "softmax", "cpu_s": -1}}},
         {**stored, "references": {"t": {"exercise": "softmax", "cpu_s": True}}},
         {k: v for k, v in stored.items() if k != "references"},
+        {**stored, "references": {"t": {"exercise": "", "cpu_s": 0.01}}},
+        {**stored, "limits": {}},  # something derived: not a proof file
+        [stored],
     ):
         (proofs.cache_dir() / "0bad.json").write_text(json.dumps(bad), "utf-8")
         assert proofs.read("0bad") is None, bad
-    with pytest.raises(schema.SchemaError):
-        schema.validate("proof", {**stored, "limits": {}})
+    (proofs.cache_dir() / "0bad.json").write_bytes(b'{"schema_version": 1, "\xff": 0}')
+    assert proofs.read("0bad") is None  # not UTF-8
 
 
 @needs_namespace
