@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 def _cmd_grade(args: argparse.Namespace) -> int:
     out = _check_grade_paths(Path(args.submission), Path(args.out) if args.out else None)
+    from grader.sandbox import choice
+
+    choice.probe_early()  # while the manifest loads
     options = GradeOptions(
         assignment=args.assignment,
         manifest_path=Path(args.manifest) if args.manifest else None,
@@ -33,8 +36,6 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         canary=not args.no_canary,
     )
     assignment = options.load()  # once for the whole command: the canary and the grade share it
-    from grader.sandbox import choice
-
     backend = choice.choose(
         options.isolation, options.require_isolation
     )  # once: the canary's, workers' and zygote's
