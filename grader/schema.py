@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import threading
 from importlib import resources
 from types import ModuleType
 from typing import Any
@@ -55,10 +56,11 @@ class SchemaVersionError(SchemaError):
         super().__init__(f"{kind} schema_version {actual!r} is not {accepted}: {hint}")
 
 
-# Format libraries jsonschema's format module imports, if installed, for formats our schemas never use
-# (they use "date-time" only): nbgrader's dependencies bring them all, 40 of the 100 ms of `import
-# jsonschema`. Hidden while it is imported, so their checkers are simply not registered, and only then:
-# other code in this process (nbgrader, an LMS client) may still import them.
+# Format libraries jsonschema's format module imports, if installed, for formats our schemas never
+# use (they use "date-time" only): nbgrader's dependencies bring them all, 40 of the 100 ms of
+# `import jsonschema`. Hidden while it is imported, so their checkers are simply not registered, and
+# only then: other code in this process (nbgrader, an LMS client) may still import them. Not while
+# another thread runs: its own first import of one of them would fail meanwhile.
 UNUSED_FORMAT_LIBRARIES = (
     "fqdn",
     "idna",
@@ -73,8 +75,8 @@ UNUSED_FORMAT_LIBRARIES = (
 
 def _jsonschema() -> ModuleType:
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # see module docstring
-    hidden = [] if "jsonschema" in sys.modules else UNUSED_FORMAT_LIBRARIES
-    hidden = [name for name in hidden if name not in sys.modules]
+    alone = "jsonschema" not in sys.modules and threading.active_count() == 1
+    hidden = [name for name in UNUSED_FORMAT_LIBRARIES if alone and name not in sys.modules]
     for name in hidden:
         sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError
     try:

@@ -211,9 +211,8 @@ def _document(path: Path) -> dict[str, Any]:
     return cast("dict[str, Any]", document)  # the schema says what it holds
 
 
-_VALID: set[str] = (
-    set()
-)  # manifest texts this process found valid (the parsed copy is fresh each time)
+# manifest texts this process found valid (the parsed copy is fresh each time)
+_VALID: set[str] = set()
 
 
 def _assignment(raw: dict[str, Any], path: Path) -> Assignment:
