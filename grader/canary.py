@@ -7,6 +7,10 @@ solutions must get full marks and the stubs zero; otherwise the run is refused w
 scorecard is written. A machine that cannot grade (a missing dependency, a broken sandbox, CUDA that
 does not initialise) then fails loudly instead of giving every student 0.
 
+On a machine's first ``grader grade`` the proof is made beside the student's grade instead, in
+forked copies of the command (:mod:`grader.canary_beside`); the student's card is shown only once
+it holds.
+
 The proof is cached (:mod:`grader.proofs`) per (grader source, manifest and suites, environment,
 launch configuration, exercises): a batch pays for it once, and so does every later run on an
 unchanged machine. It keeps the CPU time each reference test took, from which the grades after it
@@ -19,7 +23,7 @@ import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from grader import procs, proofs
 from grader.cardtypes import Scorecard, error_of
@@ -42,10 +46,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from grader.options import GradeOptions
     from grader.sandbox.shared_zygote import SharedZygote
     from grader.sandbox.starters import WorkerStarter
 
 CACHE_ENV = procs.CACHE_ENV
+SOLUTIONS, STUBS = "solutions", "exercises"  # what the canary grades, under the assignment's root
 
 
 PROVING = (
@@ -111,9 +117,19 @@ def attest(
     if say is not None and cached(assignment, **where) is None:
         say(PROVING)
     zygote = zygote_for_proof(assignment, **where) if fork else None
+    return proved_with(assignment, zygote, say, **where)
+
+
+def proved_with(
+    assignment: manifest.Assignment,
+    zygote: SharedZygote | None,
+    say: Callable[[str], None] | None,
+    **where: Unpack[_Where],
+) -> Attested:
+    """The proof made (or read) now, its workers forked from ``zygote`` (closed if it fails)."""
     t0 = time.monotonic()
     try:
-        record = prove(assignment, **where, starter=_forking(zygote)).record()
+        record = prove(assignment, **where, starter=forking(zygote)).record()
     except BaseException:
         if zygote is not None:
             zygote.close()
@@ -123,7 +139,8 @@ def attest(
     return Attested(record, zygote)
 
 
-def _forking(zygote: SharedZygote | None) -> WorkerStarter | None:
+def forking(zygote: SharedZygote | None) -> WorkerStarter | None:
+    """The proof's workers' starter: forks of ``zygote``, else freshly exec'd ones."""
     from grader.sandbox.starters import ZygoteStarter
 
     return ZygoteStarter(zygote) if zygote is not None else None
@@ -149,22 +166,20 @@ def prove(
     if found is not None:
         return found
     from grader.grade import grade
-    from grader.options import GradeOptions
 
-    options = GradeOptions(
-        assignment=assignment.id,
-        manifest_path=assignment.manifest,
-        isolation=backend,
-        exercises=exercises,
-        per_test_time_limit=per_test_time_limit,
-    )
+    options = grade_options(assignment, backend, exercises, per_test_time_limit)
     solutions = grade(
-        assignment.root / "solutions", options=options, assignment=assignment, starter=starter
+        assignment.root / SOLUTIONS, options=options, assignment=assignment, starter=starter
     )
     _check(solutions, "reference solutions", want_full=True)
-    stubs = grade(
-        assignment.root / "exercises", options=options, assignment=assignment, starter=starter
-    )
+    stubs = grade(assignment.root / STUBS, options=options, assignment=assignment, starter=starter)
+    return proven_from(key, solutions, stubs)
+
+
+def proven_from(key: str, solutions: Scorecard, stubs: Scorecard) -> Proof:
+    """The proof the two grades make, written to the cache (:class:`CanaryFailed` unless the
+    references scored full marks and the stubs zero)."""
+    _check(solutions, "reference solutions", want_full=True)
     _check(stubs, "stubs (exercises/)", want_full=False)
     proof = Proof(
         key,
@@ -176,6 +191,24 @@ def prove(
     )
     proofs.write(key, proof)
     return proof
+
+
+def grade_options(
+    assignment: manifest.Assignment,
+    backend: BackendName,
+    exercises: list[str] | None = None,
+    per_test_time_limit: float | None = None,
+) -> GradeOptions:
+    """How the canary grades the references and the stubs: the configuration it proves."""
+    from grader.options import GradeOptions
+
+    return GradeOptions(
+        assignment=assignment.id,
+        manifest_path=assignment.manifest,
+        isolation=backend,
+        exercises=exercises,
+        per_test_time_limit=per_test_time_limit,
+    )
 
 
 def _check(card: Scorecard, what: str, *, want_full: bool) -> None:

@@ -183,17 +183,14 @@ class _Makers:
     def _sandbox(self) -> SandboxBackend:
         from grader.sandbox.remote import SandboxBackend
 
-        a, o = self.assignment, self.options
-        limit = o.per_test_time_limit
-        tests = proofs.limits(
-            a, backend=self.backend, exercises=o.exercises, per_test_time_limit=limit
-        )
+        a = self.assignment
+        time_limits, tests = proofs.for_grade(a, self.options, self.backend)
         made = SandboxBackend(
             self.sub.box,
             self.launch,
             bans=a.bans(),
             single_module=self.sub.single_module,
-            time_limits=a.time_limits(limit),
+            time_limits=time_limits,
             budget_s=a.limits.submission_wall_s,
             starter=self.starter,
             test_limits=tests.full,

@@ -36,6 +36,9 @@ class GradeOptions:
     per_test_time_limit: float | None = None  # overrides the manifest's per-exercise limits
     # the commands prove the machine first (False: the project's own tests only)
     canary: bool = True
+    # graded while the canary's proof is being made beside it: under the lowest limits a proof could
+    # set (grader.proofs.while_proving), the card then kept only if no test reached them
+    proof_pending: bool = False
 
     def load(self) -> manifest.Assignment:
         """The assignment these options name, its hidden suites and references there (raises

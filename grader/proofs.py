@@ -27,12 +27,15 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from grader import __version__, procs
-from grader.cardtypes import Scorecard
+from grader.cardtypes import Scorecard, error_of
 from grader.course import manifest
 from grader.sandbox.levels import BackendName
+
+if TYPE_CHECKING:
+    from grader.options import GradeOptions
 
 CACHE_ENV = procs.CACHE_ENV
 FORMAT = 5  # 2: per-test limits; 3: keyed on grader.fingerprint; 4: tight limits; 5: reference CPU
@@ -111,6 +114,38 @@ def limits(
         return TestLimits({}, {})
     proof = cached(assignment, backend=backend, exercises=exercises, per_test_time_limit=None)
     return proof.limits(assignment) if proof else TestLimits({}, {})
+
+
+def for_grade(
+    assignment: manifest.Assignment, options: GradeOptions, backend: BackendName
+) -> tuple[dict[str, float], TestLimits]:
+    """Both limits a sandboxed grade uses: each exercise's (the manifest's, the options' override,
+    or :func:`while_proving`'s while the proof is made) and each test's (:func:`limits`)."""
+    override = options.per_test_time_limit
+    time_limits = assignment.time_limits(override)
+    if options.proof_pending and override is None:
+        return while_proving(time_limits), TestLimits({}, {})
+    tests = limits(
+        assignment, backend=backend, exercises=options.exercises, per_test_time_limit=override
+    )
+    return time_limits, tests
+
+
+def while_proving(time_limits: dict[str, float]) -> dict[str, float]:
+    """The per-test limits of a grade made while its proof is still being made
+    (:mod:`grader.canary_beside`): the lowest any proof could set, ``FLOOR_S`` under each exercise's
+    ceiling (:func:`limit_for`). No test that stays under them would time out under the proof's."""
+    return {exercise: min(seconds, FLOOR_S) for exercise, seconds in time_limits.items()}
+
+
+def provisional_holds(card: Scorecard) -> bool:
+    """Whether a grade made under :func:`while_proving`'s limits is the grade the proof's limits
+    would have given: no test timed out, not even once before a retry (every test then stayed under
+    limits no higher than the proof's, and a submission that never timed out never gets the tight
+    ones), and the grader did not fail (a fault on a loaded machine may not recur)."""
+    if card["status"] == "error":
+        return error_of(card)["kind"] != "grader"
+    return not any(incident["kind"] == "timeout" for incident in card.get("incidents", []))
 
 
 def cached(

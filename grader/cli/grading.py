@@ -4,9 +4,10 @@ function."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from grader.cardtypes import Scorecard
 from grader.course import manifest
@@ -16,6 +17,8 @@ from grader.sandbox.levels import CHOICES as ISOLATION_CHOICES
 from grader.sandbox.levels import LEVELS, BackendName
 
 if TYPE_CHECKING:
+    from grader.canary import Attested
+    from grader.canary_beside import Beside
     from grader.sandbox.shared_zygote import SharedZygote
     from grader.sandbox.warm import WarmChannel
     from grader.sandbox.zygote_client import Zygote
@@ -39,24 +42,27 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     backend = choice.choose(
         options.isolation, options.require_isolation
     )  # once: the canary's, workers' and zygote's
-    from grader import canary
+    from grader import canary_beside
 
-    attested = canary.attest(
-        assignment, backend=backend, enabled=options.canary, fork=True, say=_say
-    )  # its zygote started first, warming while the references are graded
-    shared = attested.zygote or _shared_zygote(backend)
+    # a proof that is due is made beside the student's grade (the copies fork before the warm
+    # worker starts), else read or made first; its zygote warms while grader.grade is imported
+    proving = canary_beside.begin(assignment, backend=backend, enabled=options.canary, say=_say)
+    pending = proving if isinstance(proving, canary_beside.Beside) else None
+    shared = proving.zygote or _shared_zygote(backend)
     warm = _prestart(
         options, assignment, backend, shared
     )  # starts while this process imports the grader's side
     try:
-        card = _grade(args.submission, options, assignment, warm, shared)
+        card, record = _grade_attested(args.submission, options, assignment, warm, shared, proving)
     finally:
+        if pending is not None:
+            pending.cancel()  # Ctrl-C, or this grade failed first: nothing of the proof kept
         if warm is not None:
             warm.discard()
         if shared is not None:
             shared.close()
-    if attested.record is not None:
-        card["canary"] = attested.record
+    if record is not None:
+        card["canary"] = record
     _emit(card, out, as_json=args.json)
     if shared is None and warm is not None:
         _keep_warm(backend)
@@ -109,6 +115,30 @@ def _prestart(
         return WarmChannel(launch_spec(assignment, backend, threads=options.threads), zygote)
     except OSError:
         return None
+
+
+def _grade_attested(
+    submission: str,
+    options: GradeOptions,
+    assignment: manifest.Assignment,
+    warm: WarmChannel | None,
+    zygote: Zygote | None,
+    proving: Attested | Beside,
+) -> tuple[Scorecard, dict[str, Any] | None]:
+    """The student's card and the proof's record: a pending proof settled after the grade made
+    beside it (:class:`CanaryFailed` shows no card), which is graded again under the proof's
+    limits unless they could not have changed it (:func:`grader.proofs.provisional_holds`)."""
+    from grader import canary_beside, proofs
+
+    if not isinstance(proving, canary_beside.Beside):
+        return _grade(submission, options, assignment, warm, zygote), proving.record
+    card = _grade(
+        submission, dataclasses.replace(options, proof_pending=True), assignment, warm, zygote
+    )
+    record = proving.settle(say=_say)
+    if not proofs.provisional_holds(card):
+        card = _grade(submission, options, assignment, None, zygote)
+    return card, record
 
 
 def _grade(

@@ -67,6 +67,17 @@ def lease_for_slot(slot: int) -> Lease:
         return lease
 
 
+def forget() -> None:
+    """In a forked copy of a trusted process: drop the leases inherited from the parent (``flock``
+    is shared across fork, so the copy would otherwise use the parent's uids beside it); the copy
+    leases its own on first use. The parent's locks stay held by the parent's descriptors."""
+    with _lock:
+        leases = list(_by_slot.values())
+        _by_slot.clear()
+    for lease in leases:
+        lease.release()  # closes the copy's duplicate descriptor only
+
+
 def acquire(directory: Path | None = None, first: int = FIRST, count: int = COUNT) -> Lease:
     """Lease the lowest free uid of ``[first, first + count)`` whose leftover processes are all
     gone."""

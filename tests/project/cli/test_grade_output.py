@@ -23,7 +23,7 @@ import pytest
 from grader import canary, gradetext, schema
 from grader.batch.progress import Progress
 from grader.errors import ExitCode
-from tests.project.support.common import ROOT, course_copy
+from tests.project.support.common import ROOT, small_course
 
 pytestmark = pytest.mark.cost(40)
 
@@ -129,12 +129,7 @@ def _when_said(
 @pytest.fixture
 def softmax_course(tmp_path: Path) -> Path:
     """The course reduced to softmax and simple_attention (short grades, a short proof)."""
-    course = course_copy(tmp_path / "course")
-    document = json.loads((course / "assignments.json").read_text())
-    document["assignments"] = document["assignments"][:1]
-    document["assignments"][0]["exercises"] = document["assignments"][0]["exercises"][:2]
-    (course / "assignments.json").write_text(json.dumps(document, indent=2))
-    return course / "assignments.json"
+    return small_course(tmp_path / "course")
 
 
 @pytest.fixture

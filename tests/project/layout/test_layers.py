@@ -29,7 +29,8 @@ LAYERS: list[set[str]] = [
         "procs",
         "safefs",
         "gradetext",
-    },  # the assignment as data; files looked at safely
+        "forked",
+    },  # the assignment as data; files looked at safely; a trusted function in a forked copy
     {"student", "sandbox"},
     {
         "intake",
@@ -39,6 +40,7 @@ LAYERS: list[set[str]] = [
     {"scoring", "proofs"},  # proofs: the canary's cache, read by grade() for its per-test limits
     {"grade"},
     {"canary", "selfcheck"},  # both grade the reference solutions through grade()
+    {"canary_beside"},  # a first run's proof made beside the student's grade, on top of the canary
     {
         "similarity"
     },  # reads a class's code and scorecards: evidence for the batch's summary and report

@@ -89,8 +89,13 @@ def test_attestation_reads_the_kernel_not_the_request():
 
 
 def _wait_for_uid(pid: int, uid: int) -> None:
-    """setpriv drops the uid, then execs: wait for the drop (the thing itself, not a time)."""
-    while f"Uid:\t{uid}\t" not in Path(f"/proc/{pid}/status").read_text():
+    """setpriv drops the uid, then its capabilities, then execs `sleep`: wait for the exec (the thing
+    itself, not a time; between the uid and the exec it still held capabilities once, under load)."""
+    proc = Path(f"/proc/{pid}")
+    while (
+        f"Uid:\t{uid}\t" not in (proc / "status").read_text()
+        or (proc / "comm").read_text().strip() != "sleep"
+    ):
         time.sleep(0.01)
 
 

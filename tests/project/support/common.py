@@ -96,6 +96,17 @@ def course_copy(dest: Path) -> Path:
     return dest
 
 
+def small_course(dest: Path, exercises: int = 2) -> Path:
+    """A copy of the course reduced to its first assignment's first ``exercises`` (softmax and
+    simple_attention by default: short grades, a short proof); the path of its manifest."""
+    course = course_copy(dest)
+    document = json.loads((course / "assignments.json").read_text())
+    document["assignments"] = document["assignments"][:1]
+    document["assignments"][0]["exercises"] = document["assignments"][0]["exercises"][:exercises]
+    (course / "assignments.json").write_text(json.dumps(document, indent=2))
+    return course / "assignments.json"
+
+
 def shelve(out: Path, named: list[tuple[str, dict]]) -> None:
     """Put fabricated scorecards where a batch writes them (``job.finish`` reads the class from disk), as an
     older grader could have: plain JSON, not validated again."""
