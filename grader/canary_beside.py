@@ -10,7 +10,8 @@ The student's grade cannot wait for the per-test limits the proof teaches (:mod:
 so it runs under the lowest limits any proof could set (:func:`grader.proofs.while_proving`): a
 grade in which no test reached them is exactly the grade the proof's limits would have given, and
 one in which a test timed out is graded again under them (:func:`grader.proofs.provisional_holds`).
-A correct submission is graded once; a slow one pays at most a second a looping exercise more.
+A correct submission is graded once; the first grade of a looping or sleeping one stops at its
+first timeout (1 s of CPU, or the wall-clock backstop, never retried: ``until_first_timeout``).
 """
 
 from __future__ import annotations

@@ -195,6 +195,7 @@ class _Makers:
             starter=self.starter,
             test_limits=tests.full,
             tight_limits=tests.tight,
+            until_first_timeout=self.options.proof_pending,
         )
         if not self.made:
             self.sandbox = made

@@ -58,6 +58,7 @@ class WorkerSession:
         starter: WorkerStarter | None = None,
         test_limits: dict[str, float] | None = None,
         tight_limits: dict[str, float] | None = None,
+        until_first_timeout: bool = False,
     ) -> None:
         self.box, self.launch, self.bans, self.single_module = box, launch, bans, single_module
         self.starter: WorkerStarter = starter or ColdStarter(launch.slot)
@@ -65,9 +66,10 @@ class WorkerSession:
         self.time_limits, self.test_limits = time_limits, test_limits or {}
         # the limits after the submission's first timeout (grader.proofs), and the full one they cut
         self.tight_limits, self.reduced_from = tight_limits or {}, 0.0
-        self.test_cpu: dict[
-            str, float
-        ] = {}  # CPU seconds each test took in the sandbox (its last attempt)
+        # a grade made beside its proof (grader.canary_beside) is made again after any timeout
+        self.until_first_timeout = until_first_timeout
+        # CPU seconds each test took in the sandbox (its last attempt)
+        self.test_cpu: dict[str, float] = {}
         self.budget_end = time.monotonic() + budget_s
         self.channel: Channel | None = None
         self.test_end = self.budget_end  # the wall-clock backstop of the current test
@@ -85,14 +87,11 @@ class WorkerSession:
         # the first worker's attested isolation (attest.py)
         self.observed: dict[str, object] | None = None
         self.history = History()
-        self.releases: list[
-            int
-        ] = []  # the current worker's ids of handles the tests let go of, not yet sent
+        # the current worker's ids of handles the tests let go of, not yet sent
+        self.releases: list[int] = []
         self._groups: list[str] = []  # the cgroups of the last sandbox killed
-        self._cpu_mark: tuple[Channel | None, float] = (
-            None,
-            0.0,
-        )  # a worker's CPU reading after its last reply
+        # a worker's CPU reading after its last reply
+        self._cpu_mark: tuple[Channel | None, float] = (None, 0.0)
 
     def _new_attempt(self) -> None:
         self.cpu_used = 0.0
@@ -122,6 +121,10 @@ class WorkerSession:
             raise errors.StudentCrash(
                 f"{where}: not run (the worker broke the protocol earlier in this exercise)",
                 exc_type="WorkerProtocol",
+            )
+        if self.until_first_timeout and any(self.timeouts.values()):  # none retried: all counted
+            raise errors.StudentTimeout(
+                f"{where}: not run (graded again: an earlier test timed out)"
             )
         if self.timeouts.get(self.current_exercise, 0) >= MAX_TIMEOUTS:
             raise errors.StudentTimeout(
@@ -164,6 +167,7 @@ class WorkerSession:
         timeout."""
         return (
             not self.retried
+            and not self.until_first_timeout
             and not self.timeouts.get(self.current_exercise)
             and self.budget_end > time.monotonic()
         )

@@ -257,3 +257,37 @@ def test_a_grade_beside_its_proof_uses_the_floors_and_otherwise_the_proofs_limit
     assert after[0] == ceilings and after[1].full == {test: 5.0} and after[1].tight == {test: 5.0}
     fixed = GradeOptions(proof_pending=True, per_test_time_limit=3.0)
     assert proofs.for_grade(assignment, fixed, "namespace")[0] == assignment.time_limits(3.0)
+
+
+def test_a_grade_beside_its_proof_stops_at_its_first_timeout_without_a_retry(tmp_path, monkeypatch):
+    """It is graded again after any timeout: a retry (a sleeper's second wait) or another exercise's
+    loop would only make the first run longer."""
+    from grader.sandbox import isolation, remote
+    from grader.sandbox.channel import ChannelError
+
+    backend = remote.SandboxBackend(
+        tmp_path,
+        isolation.LaunchSpec("none"),
+        bans={},
+        time_limits={"a": 1.0, "b": 1.0},
+        budget_s=60,
+        until_first_timeout=True,
+    )
+    calls: list[str] = []
+    monkeypatch.setattr(backend, "_drop", lambda exc, where, note="": calls.append(f"drop{note}"))
+
+    def timing_out(request):
+        calls.append("exchange")
+        raise ChannelError("timeout", "no answer in time")  # wall-clock: retried in a final grade
+
+    monkeypatch.setattr(backend, "_exchange", timing_out)
+    backend.begin_test("t::a", "a")
+    with pytest.raises(remote.errors.StudentTimeout, match="ran past its time limit"):
+        backend.call("mod", "f", (), {})
+    assert calls == ["exchange", "drop"]  # not retried
+    backend.begin_test("t::b", "b")  # another exercise: not run at all
+    with pytest.raises(
+        remote.errors.StudentTimeout, match="graded again: an earlier test timed out"
+    ):
+        backend.call("mod", "g", (), {})
+    assert calls == ["exchange", "drop"]
