@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from grader import __version__
+from grader import __version__, safefs
 from grader.course import manifest
 from grader.sandbox.levels import BackendName
 
@@ -117,16 +117,10 @@ def torch_version() -> str:
 
 
 def _digest(paths: list[Path], assignment: manifest.Assignment) -> str:
-    """sha256 over the files' relative names and contents; reused while no file's size or mtime
+    """sha256 over the files' relative names and contents; reused while no file's signature
     changed (a slot process records it for every submission it grades: 35 ms of hashing each time, 1
     ms of ``stat``)."""
-    stats = []
-    for path in paths:
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        stats.append((str(path), st.st_mtime_ns, st.st_size, st.st_ino))
+    stats = [found for found in map(safefs.signature, paths) if found is not None]
     signature = (str(assignment.root), tuple(stats))
     if signature not in _DIGESTS:
         digest = hashlib.sha256()
@@ -138,7 +132,7 @@ def _digest(paths: list[Path], assignment: manifest.Assignment) -> str:
     return _DIGESTS[signature]
 
 
-_DIGESTS: dict[tuple[str, tuple[tuple[str, int, int, int], ...]], str] = {}
+_DIGESTS: dict[tuple[str, tuple[safefs.Signature, ...]], str] = {}
 
 
 def _name(path: Path, assignment: manifest.Assignment) -> str:

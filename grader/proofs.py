@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from grader import __version__, procs
+from grader import __version__, procs, safefs
 from grader.cardtypes import Scorecard, error_of
 from grader.course import manifest
 from grader.sandbox.levels import BackendName
@@ -229,11 +229,9 @@ def read(key: str) -> Proof | None:
     a cache is never trusted over a fresh proof. A file read before is read again only once its
     size, times or inode changed (a command asks about four times, a batch slot per submission)."""
     path = cache_dir() / f"{key}.json"
-    try:
-        st = path.stat()
-    except OSError:
+    signature = safefs.signature(path)
+    if signature is None:
         return None
-    signature = (str(path), st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
     if signature not in _READ:
         proof = _parse(key, path)
         if proof is None:
@@ -242,7 +240,7 @@ def read(key: str) -> Proof | None:
     return _READ[signature]
 
 
-_READ: dict[tuple[str, int, int, int, int], Proof] = {}  # valid proof files by their stat
+_READ: dict[safefs.Signature, Proof] = {}  # valid proof files by their stat
 
 
 def _parse(key: str, path: Path) -> Proof | None:

@@ -291,3 +291,24 @@ def test_a_grade_beside_its_proof_stops_at_its_first_timeout_without_a_retry(tmp
     ):
         backend.call("mod", "g", (), {})
     assert calls == ["exchange", "drop"]
+
+
+def test_a_file_signature_changes_with_any_write_and_is_none_when_gone(tmp_path):
+    """The memos of the proof file and of the grader's files (grader.safefs.signature) must see every
+    change, a same-size rewrite and a rename over the file included."""
+    from grader import safefs
+
+    path = tmp_path / "proof.json"
+    assert safefs.signature(path) is None
+    path.write_text("aaaa")
+    first = safefs.signature(path)
+    os.utime(path, ns=(1, 1))  # an old mtime, same size: ctime still moves
+    path.write_text("bbbb")
+    os.utime(path, ns=(1, 1))
+    second = safefs.signature(path)
+    other = tmp_path / "new.json"
+    other.write_text("bbbb")
+    os.utime(other, ns=(1, 1))
+    other.replace(path)  # same size, same times: another inode
+    third = safefs.signature(path)
+    assert len({first, second, third}) == 3 and all(s is not None for s in (first, second, third))
