@@ -214,19 +214,22 @@ def _run(
     chosen = (
         [assignment.exercise(e) for e in exercises] if exercises else list(assignment.exercises)
     )
-    verdict = withhold.review(sub.box, assignment, sub.single_module)  # static: before any runs
-    t = time.monotonic()
-    files = [assignment.root / e.hidden_tests for e in chosen]
-    threads = None if makers.backend == "inprocess" else runner.SANDBOXED_TRUSTED_THREADS
-    results, code = run_suites(
-        files, seed=seed, backend_factory=makers, assignment=assignment, trusted_threads=threads
-    )
-    if code == pytest.ExitCode.INTERRUPTED:
-        raise KeyboardInterrupt
-    if makers.sandbox is not None and makers.sandbox.grader_fault is not None:
-        # pytest saw only failed tests: the fault is the grader's, not the student's
-        raise makers.sandbox.grader_fault
-    card["timings"]["tests_s"] = round(time.monotonic() - t, 4)
+    # static (nothing runs); made beside the tests where the options ask for it
+    rev = withhold.begin(sub.box, assignment, sub.single_module, beside=options.review_beside)
+    with rev:
+        t = time.monotonic()
+        files = [assignment.root / e.hidden_tests for e in chosen]
+        threads = None if makers.backend == "inprocess" else runner.SANDBOXED_TRUSTED_THREADS
+        results, code = run_suites(
+            files, seed=seed, backend_factory=makers, assignment=assignment, trusted_threads=threads
+        )
+        if code == pytest.ExitCode.INTERRUPTED:
+            raise KeyboardInterrupt
+        if makers.sandbox is not None and makers.sandbox.grader_fault is not None:
+            # pytest saw only failed tests: the fault is the grader's, not the student's
+            raise makers.sandbox.grader_fault
+        card["timings"]["tests_s"] = round(time.monotonic() - t, 4)
+        verdict = rev.verdict()
     ids = {e.id for e in chosen}
     scores = [
         s for s in exercise_scores(results, assignment, require_cuda=require_cuda) if s.id in ids

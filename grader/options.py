@@ -39,6 +39,9 @@ class GradeOptions:
     # graded while the canary's proof is being made beside it: under the lowest limits a proof could
     # set (grader.proofs.while_proving), the card then kept only if no test reached them
     proof_pending: bool = False
+    # the integrity review made in a forked copy while the tests run, on a spare core (`grader
+    # grade`: a person waits for it; a batch's slots use every core already)
+    review_beside: bool = False
 
     def load(self) -> manifest.Assignment:
         """The assignment these options name, its hidden suites and references there (raises

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from grader.canary import Attested
     from grader.canary_beside import Beside
     from grader.sandbox.shared_zygote import SharedZygote
-    from grader.sandbox.warm import WarmChannel
+    from grader.sandbox.warm import WarmStart
     from grader.sandbox.zygote_client import Zygote
 
 
@@ -37,6 +37,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         seed=args.seed,
         require_cuda=args.require_cuda,
         canary=not args.no_canary,
+        review_beside=True,
     )
     assignment = options.load()  # once for the whole command: the canary and the grade share it
     backend = choice.choose(
@@ -45,7 +46,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     from grader import canary_beside
 
     # a proof that is due is made beside the student's grade (the copies fork before the warm
-    # worker starts), else read or made first; its zygote warms while grader.grade is imported
+    # worker's thread starts), else read or made first; its zygote warms while grader.grade is
+    # imported
     proving = canary_beside.begin(assignment, backend=backend, enabled=options.canary, say=_say)
     pending = proving if isinstance(proving, canary_beside.Beside) else None
     shared = proving.zygote or _shared_zygote(backend)
@@ -101,27 +103,32 @@ def _prestart(
     assignment: manifest.Assignment,
     backend: BackendName,
     zygote: Zygote | None,
-) -> WarmChannel | None:
-    """The submission's first worker, started before ``grader.grade`` (torch, pytest) is imported:
-    forked from ``zygote`` in milliseconds, or a cold one whose torch import overlaps ours. It is
-    untrusted from its first instruction and holds nothing secret (see
+) -> WarmStart | None:
+    """The submission's first worker, started while this process imports ``grader.grade`` (torch,
+    pytest): forked from ``zygote`` on a thread, or a cold one whose torch import overlaps ours. It
+    is untrusted from its first instruction and holds nothing secret (see
     :class:`grader.sandbox.warm.WarmChannel`); a worker that fails to start only means a cold one
     later."""
-    from grader.sandbox.warm import WarmChannel
+    from grader.sandbox.warm import WarmChannel, WarmStart
 
     if backend == "inprocess":
         return None
-    try:
-        return WarmChannel(launch_spec(assignment, backend, threads=options.threads), zygote)
-    except OSError:
-        return None
+    spec = launch_spec(assignment, backend, threads=options.threads)
+
+    def make() -> WarmChannel | None:
+        try:
+            return WarmChannel(spec, zygote)
+        except OSError:
+            return None
+
+    return WarmStart(make, spec, on_thread=zygote is not None)
 
 
 def _grade_attested(
     submission: str,
     options: GradeOptions,
     assignment: manifest.Assignment,
-    warm: WarmChannel | None,
+    warm: WarmStart | None,
     zygote: Zygote | None,
     proving: Attested | Beside,
 ) -> tuple[Scorecard, dict[str, Any] | None]:
@@ -145,19 +152,20 @@ def _grade(
     submission: str,
     options: GradeOptions,
     assignment: manifest.Assignment,
-    warm: WarmChannel | None,
+    warm: WarmStart | None,
     zygote: Zygote | None,
 ) -> Scorecard:
-    from grader.grade import grade
+    from grader.grade import grade  # torch and pytest: while the warm worker starts
     from grader.sandbox.starters import PrestartedStarter, ZygoteStarter
 
     # restarts after a timeout or crash fork too
     then = ZygoteStarter(zygote) if zygote is not None else None
+    started = warm.get() if warm is not None else None
     return grade(
         submission,
         options=options,
         assignment=assignment,
-        starter=PrestartedStarter(warm, then=then) if warm is not None else then,
+        starter=PrestartedStarter(started, then=then) if started is not None else then,
     )
 
 

@@ -9,12 +9,14 @@ dying one and may fail to start at no fault of anyone's: the student must not lo
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
 from pathlib import Path
 
 DRAIN_WAIT_S = 10.0
 KILL_AFTER_S = 1.0
+POLL_S = 0.05  # the longest wait between two looks at the groups
 
 
 def wait_drained(
@@ -25,7 +27,7 @@ def wait_drained(
     Stragglers still there after ``kill_after`` seconds are killed (these groups are the grader's
     own).
     """
-    start = time.monotonic()
+    start, exited = time.monotonic(), set[int]()
     while True:
         pids = members(groups)
         waited = time.monotonic() - start
@@ -36,7 +38,11 @@ def wait_drained(
         if waited >= kill_after:
             for pid in pids:
                 _kill(pid)
-        time.sleep(0.05)
+        if exited & set(pids):  # seen to exit, still listed: a pidfd would only say so again
+            time.sleep(POLL_S)
+            exited = set()
+        else:
+            exited = _until_one_exits(pids, POLL_S)
 
 
 def members(groups: list[str]) -> list[int]:
@@ -48,6 +54,28 @@ def members(groups: list[str]) -> list[int]:
         except (OSError, ValueError):
             continue
     return pids
+
+
+def _until_one_exits(pids: list[int], timeout: float) -> set[int]:
+    """Wait until one of ``pids`` has exited (its pidfd turns readable: a teardown is waited for,
+    not slept through), at most ``timeout`` seconds (asleep where the kernel gives no pidfd); the
+    pids seen to exit."""
+    fds: dict[int, int] = {}
+    try:
+        for pid in pids[:64]:  # a fork bomb's 64 processes at most: the groups' pids limit
+            fds[os.pidfd_open(pid)] = pid
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        return {fds[fd] for fd, _ in poller.poll(timeout * 1000)}
+    except ProcessLookupError:
+        return set()  # one is gone already: look at the groups again
+    except (OSError, AttributeError):  # no pidfd (kernel < 5.3, not Linux)
+        time.sleep(timeout)
+        return set()
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _kill(pid: int) -> None:

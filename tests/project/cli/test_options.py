@@ -162,6 +162,7 @@ def test_grade_shorthands_are_exactly_the_per_run_option_fields():
         "manifest_path",
         "canary",
         "proof_pending",  # set by the command that proves beside the grade, never by hand
+        "review_beside",  # set by `grader grade`, whose person waits on a machine with a spare core
     }
 
 
