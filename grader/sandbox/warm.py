@@ -80,8 +80,11 @@ class WarmStart:
         if not on_thread:
             self._run(make)
             return
-        mirror.prepare()
-        launch.uid  # noqa: B018 - the lease, taken now (held by the spec)
+        try:
+            mirror.prepare()
+            launch.uid  # noqa: B018 - the lease, taken now (held by the spec)
+        except OSError:
+            return  # as a start that failed: none made (a later one says why)
         self._thread = threading.Thread(target=self._run, args=(make,), name="warm-start")
         self._thread.start()
 

@@ -218,3 +218,15 @@ def test_grader_grade_shows_the_verdict_of_the_review_made_in_turn(tmp_path):
     assert {e["id"]: e.get("withheld") for e in card["exercises"] if e.get("withheld")} == (
         alone.withheld
     )
+
+
+class _NoLease:
+    @property
+    def uid(self) -> int:
+        raise OSError("no uid free for the slot")
+
+
+def test_a_warm_start_whose_lease_fails_is_a_start_that_failed():
+    made = []
+    start = WarmStart(lambda: made.append(1), _NoLease(), on_thread=True)  # type: ignore[arg-type]
+    assert start.get() is None and start._thread is None and not made  # a cold one comes later
