@@ -20,6 +20,7 @@ import functools
 import hashlib
 import importlib.metadata
 import json
+import os
 import platform
 from collections.abc import Iterable
 from pathlib import Path
@@ -49,11 +50,22 @@ def files(assignment: manifest.Assignment) -> dict[str, list[Path]]:
     grades them)."""
     root = assignment.root
     return {
-        "grader": _sorted({*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.json")}),
+        "grader": _sorted(_package_files()),
         "suites": _sorted({root / e.hidden_tests for e in assignment.exercises}),
         "references": _sorted((root / "solutions").glob("*.py")),
         "stubs": _sorted((root / "exercises").glob("*.py")),
     }
+
+
+def _package_files() -> list[Path]:
+    """The grader's ``*.py`` and ``*.json`` at any depth, as ``PACKAGE.rglob`` lists them (entries
+    of any kind, folders behind symbolic links not entered): one ``os.walk``, where two ``rglob``
+    passes cost 3 ms, and a grade lists them up to ten times (the canary's key, the scorecard's
+    record)."""
+    found = []
+    for folder, dirs, names in os.walk(PACKAGE):
+        found += [os.path.join(folder, n) for n in (*dirs, *names) if n.endswith((".py", ".json"))]
+    return [Path(path) for path in found]
 
 
 def _sorted(paths: Iterable[Path]) -> list[Path]:
@@ -138,11 +150,20 @@ _DIGESTS: dict[tuple[str, tuple[safefs.Signature, ...]], str] = {}
 def _name(path: Path, assignment: manifest.Assignment) -> str:
     """``path`` relative to the grader package or the manifest's folder: the same on every
     machine."""
-    resolved = path.resolve()
+    resolved = _real(path)
     for base, label in ((PACKAGE, "grader"), (assignment.root.resolve(), "assignment")):
         if resolved.is_relative_to(base):
             return f"{label}/{resolved.relative_to(base).as_posix()}"
     return path.name
+
+
+def _real(path: Path) -> Path:
+    """``path.resolve()``; a grader file as listed (no link, no ``..``) is its own: the walk that
+    found it entered no linked folder, below a resolved ``PACKAGE`` (resolving all 240 cost 20 ms a
+    process)."""
+    if path.is_relative_to(PACKAGE) and ".." not in path.parts and not path.is_symlink():
+        return path
+    return path.resolve()
 
 
 def _sha(data: bytes) -> str:

@@ -26,9 +26,24 @@ if TYPE_CHECKING:
 
 def _cmd_grade(args: argparse.Namespace) -> int:
     out = _check_grade_paths(Path(args.submission), Path(args.out) if args.out else None)
+    from grader import schema, schema_beside
+    from grader.sandbox import choice, mirror
+
+    try:
+        choice.probe_early()
+        if schema_beside.start() is not None or schema.elsewhere is not None:
+            # while the copy imports jsonschema: what a worker's launch reads from this machine (as
+            # WarmStart would, later)
+            mirror.prepare()
+        return _grade_command(args, out)
+    finally:
+        choice.forget_early()
+        schema_beside.stop()
+
+
+def _grade_command(args: argparse.Namespace, out: Path | None) -> int:
     from grader.sandbox import choice
 
-    choice.probe_early()  # while the manifest loads
     options = GradeOptions(
         assignment=args.assignment,
         manifest_path=Path(args.manifest) if args.manifest else None,

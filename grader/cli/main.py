@@ -75,18 +75,24 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    warnings.filterwarnings(
-        "ignore", message=NO_NUMPY, category=UserWarning
-    )  # it reads like an error to a student
-    if args.command in ("grade", "batch"):
-        from grader.sandbox import sweep
+    grading = list(sys.argv[1:] if argv is None else argv)[:1] == ["grade"]
+    if grading:
+        from grader import schema_beside
 
-        sweep.sweep()  # what killed runs left: their temporary folders and cgroups
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _terminate)
-    try:
+        # before the command line is built (its modules take 40 ms to import): jsonschema is then
+        # imported by the time the manifest is read
+        schema_beside.start()
+    try:  # Ctrl-C while the command line is built, too, ends as an interruption
+        args = build_parser().parse_args(argv)
+        warnings.filterwarnings(
+            "ignore", message=NO_NUMPY, category=UserWarning
+        )  # it reads like an error to a student
+        if args.command in ("grade", "batch"):
+            from grader.sandbox import sweep
+
+            sweep.sweep()  # what killed runs left: their temporary folders and cgroups
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _terminate)
         return int(args.func(args))
     except UsageError as exc:
         print(f"grader: {exc.label}: {exc}", file=sys.stderr)
@@ -97,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("grader: interrupted; finished results are kept", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    finally:
+        if grading:
+            schema_beside.stop()  # however the command ended (it stops the copy itself when it can)
 
 
 def run() -> None:

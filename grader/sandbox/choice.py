@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
+from typing import NoReturn
 
+from grader import forked
 from grader.errors import UsageError
 from grader.sandbox import landlock, privlib
 from grader.sandbox.levels import LEVELS, BackendName, Level, is_level
@@ -105,7 +109,8 @@ def landlock_abi() -> int:
     return landlock.abi()
 
 
-_EARLY: subprocess.Popen[bytes] | None = None  # the namespace probe, started by probe_early()
+# the namespace probe, started by probe_early()
+_EARLY: subprocess.Popen[bytes] | _ForkedProbe | None = None
 
 
 def probe_early() -> None:
@@ -120,7 +125,10 @@ def _wants_namespace() -> bool:
     return sys.platform.startswith("linux") and os.geteuid() == 0
 
 
-def _spawn_namespace_probe() -> subprocess.Popen[bytes] | None:
+def _spawn_namespace_probe() -> subprocess.Popen[bytes] | _ForkedProbe | None:
+    forked_probe = _fork_namespace_probe()
+    if forked_probe is not None:
+        return forked_probe
     try:
         return subprocess.Popen(
             [sys.executable, "-I", "-S", "-B", str(privlib.launcher()), "probe-namespace"],
@@ -132,6 +140,75 @@ def _spawn_namespace_probe() -> subprocess.Popen[bytes] | None:
         )
     except OSError:
         return None
+
+
+class _ForkedProbe:
+    """The namespace probe run in a forked copy of this process: what ``Popen`` offers
+    :func:`_probe_namespace` (``wait``, ``kill``), waited for on a pidfd."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._fd = os.pidfd_open(pid)
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self._fd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("namespace probe", timeout or 0.0)
+            os.close(self._fd)
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _fork_namespace_probe() -> _ForkedProbe | None:
+    """The probe in a forked copy of this process (about 1 ms to start, where a fresh interpreter
+    took 35-65 ms and held up a later ``grader grade`` that had nothing else left to wait for), the
+    launcher's own :func:`~grader.sandbox.launcher.probe_namespace` run there; None where this
+    process runs other threads (a fork could deadlock on their locks) or cannot fork or wait on a
+    pidfd: a fresh interpreter then, as before."""
+    if not hasattr(os, "pidfd_open") or forked.threads() != 1:
+        return None
+    sys.stdout.flush()  # else the copy's exit could write its parent's buffered output again
+    sys.stderr.flush()
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # pragma: no cover - the copy's own coverage is not collected
+        _probe_here()
+    try:
+        return _ForkedProbe(pid)
+    except OSError:  # no pidfd to wait on: this probe is waited for, then a fresh one started
+        os.waitpid(pid, 0)
+        return None
+
+
+def _probe_here() -> NoReturn:
+    """The forked copy's whole life: the probe's exit code (1 if anything else fails); never
+    returns into the parent's stack."""
+    try:
+        quiet = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(quiet, fd)
+        from grader.sandbox import launcher
+
+        launcher.probe_namespace()
+    finally:
+        os._exit(1)
+
+
+def forget_early() -> None:
+    """A probe started early and never collected (the command stopped first: Ctrl-C) is stopped and
+    reaped, not left behind as a zombie."""
+    global _EARLY
+    probe, _EARLY = _EARLY, None
+    if probe is not None:
+        probe.kill()
+        probe.wait()
 
 
 def _probe_namespace() -> bool:

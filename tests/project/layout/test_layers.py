@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
         "gradetext",
         "forked",
     },  # the assignment as data; files looked at safely; a trusted function in a forked copy
+    {"schema_beside"},  # the schema checks of one command made in a forked copy of it
     {"student", "sandbox"},
     {
         "intake",

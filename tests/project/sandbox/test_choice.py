@@ -55,6 +55,68 @@ def test_nothing_is_started_once_the_choice_is_made_or_where_it_would_not_run(fr
 
 def test_a_probe_that_fails_means_no_namespace(fresh, monkeypatch):
     monkeypatch.setattr(choice, "_wants_namespace", lambda: True)
+    monkeypatch.setattr(choice, "_fork_namespace_probe", lambda: None)  # the fresh interpreter's
     monkeypatch.setattr(choice.privlib, "launcher", lambda: "/nonexistent/launcher.py")
     choice.probe_early()
     assert "namespace" not in choice.available()
+
+
+# the probe in a forked copy of a single-threaded process: the same verdict as a fresh interpreter's,
+# a probe that fails or raises is no namespace, one that hangs is killed, and a process running
+# threads spawns the fresh interpreter instead
+FORKED_PROBE = r"""
+import json, os, subprocess, sys, threading, time
+from grader.sandbox import choice, launcher, privlib
+out = {}
+probe = choice._fork_namespace_probe()
+out["forked"] = type(probe).__name__
+out["forked_says"] = probe.wait(20)
+fresh = subprocess.run([sys.executable, "-I", "-S", "-B", str(privlib.launcher()), "probe-namespace"],
+                       cwd="/", capture_output=True, timeout=20)
+out["fresh_says"] = fresh.returncode
+launcher.probe_namespace = lambda: os._exit(3)
+out["failed"] = choice._fork_namespace_probe().wait(20)
+def boom():
+    raise OSError("no unshare here")
+launcher.probe_namespace = boom
+out["raised"] = choice._fork_namespace_probe().wait(20)
+launcher.probe_namespace = lambda: time.sleep(60)
+hung = choice._fork_namespace_probe()
+try:
+    hung.wait(0.2)
+    out["hung"] = "returned"
+except subprocess.TimeoutExpired:
+    hung.kill()
+    out["hung"] = hung.wait()
+choice._EARLY = None
+choice._fork_namespace_probe = lambda: hung
+out["decided"] = "namespace" in choice.available()
+stop = threading.Event()
+thread = threading.Thread(target=stop.wait)
+thread.start()
+from importlib import reload
+reload(choice)
+out["with_threads"] = choice._fork_namespace_probe()
+stop.set()
+thread.join()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(
+    not choice._wants_namespace(), reason="the namespace probe runs as root on Linux"
+)
+def test_the_forked_probe_decides_as_a_fresh_interpreter_and_fails_safe():
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", FORKED_PROBE], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["forked"] == "_ForkedProbe"
+    assert seen["forked_says"] == seen["fresh_says"] == 0  # root here: namespaces work
+    assert seen["failed"] == 3 and seen["raised"] == 1
+    assert seen["hung"] == -9  # killed, and reaped
+    assert seen["decided"] is False  # a probe that never answered in time: no namespace
+    assert seen["with_threads"] is None

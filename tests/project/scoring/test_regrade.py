@@ -175,3 +175,37 @@ def test_the_canary_the_shards_and_the_record_read_the_same_files(tmp_path):
     assert (
         fingerprint.record(manifest.load(moved / "assignments.json"), backend="none") == before[0]
     )
+
+
+def test_the_grader_files_are_listed_and_named_as_rglob_and_resolve_would(tmp_path, monkeypatch):
+    """The one walk that lists the grader's files finds what two ``rglob`` passes found, folders
+    behind links not entered, and names each as its resolved path would (a link by its target)."""
+    real = fingerprint.PACKAGE
+    assert fingerprint._sorted(fingerprint._package_files()) == fingerprint._sorted(
+        {*real.rglob("*.py"), *real.rglob("*.json")}
+    )
+    assert all(fingerprint._real(p) == p.resolve() for p in fingerprint._package_files())
+    package = tmp_path / "grader"
+    (package / "sub" / "deeper").mkdir(parents=True)
+    (package / "a.py").write_text("")
+    (package / "sub" / "b.json").write_text("{}")
+    (package / "sub" / "deeper" / "c.py").write_text("")
+    (package / "sub" / "notes.txt").write_text("")
+    (package / "odd.py").mkdir()  # a folder whose name matches: rglob lists it too
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "d.py").write_text("")
+    (package / "linked").symlink_to(outside)  # not entered
+    (package / "e.py").symlink_to(outside / "d.py")  # listed, named by its target
+    monkeypatch.setattr(fingerprint, "PACKAGE", package)
+    listed = fingerprint._sorted(fingerprint._package_files())
+    assert listed == fingerprint._sorted({*package.rglob("*.py"), *package.rglob("*.json")})
+    assert {p.relative_to(package).as_posix() for p in listed} == {
+        "a.py",
+        "sub/b.json",
+        "sub/deeper/c.py",
+        "odd.py",
+        "e.py",
+    }
+    assert [fingerprint._real(p) for p in listed] == [p.resolve() for p in listed]
+    assert fingerprint._real(package / "sub" / ".." / "a.py") == (package / "a.py")
