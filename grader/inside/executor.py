@@ -43,10 +43,15 @@ METHODS = frozenset(
 class Executor(StudentCode):
     """Serve ``call``/``method``/``measure``/``grads``/``release`` over the modules in ``root``."""
 
-    def __init__(self, root: Path | str, **options: Unpack[Options]) -> None:
+    def __init__(
+        self, root: Path | str, *, copies: bool = True, **options: Unpack[Options]
+    ) -> None:
+        """``copies``: results are copies the caller may keep (in-process); False in a worker,
+        which encodes each result at once (the wire's copy is the only one made)."""
         super().__init__(root, **options)
         self.handles: dict[int, tuple[nn.Module, str]] = {}
         self._ids = itertools.count(1)
+        self.copies = copies
 
     # -- operations ---------------------------------------------------------------------------
     def call(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
@@ -58,7 +63,7 @@ class Executor(StudentCode):
             return self._register(instance, where)
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function or an nn.Module class")
-        return _plain(
+        return self._plain(
             self._guarded(
                 where,
                 lambda: ops.unchanged(where, args, kwargs, lambda: _no_grad(target, args, kwargs)),
@@ -79,7 +84,7 @@ class Executor(StudentCode):
         result = self._guarded(
             scope, lambda: getattr(self, f"_m_{method}")(obj, *args, **kwargs), where=where
         )
-        return _plain(result, f"{where} returned")
+        return self._plain(result, f"{where} returned")
 
     def measure(
         self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object = None
@@ -106,7 +111,7 @@ class Executor(StudentCode):
         with PeakStorage() as peak:  # a dispatch mode: it sees the backward's tensors as well
             value = self._guarded(where, run)
         stats = {"max_tensor_bytes": float(peak.max_bytes), "seconds": time.perf_counter() - start}
-        return _plain(value, f"{where} returned"), stats
+        return self._plain(value, f"{where} returned"), stats
 
     def grads(
         self, module: str, name: str, args: Args, kwargs: Kwargs, grad_output: object
@@ -126,7 +131,7 @@ class Executor(StudentCode):
             ),
         )
         # ops.vjp's (output, grads)
-        plain: tuple[Any, tuple[Any, ...]] = _plain(value, f"{where} returned")
+        plain: tuple[Any, tuple[Any, ...]] = self._plain(value, f"{where} returned")
         return plain
 
     def meta(self, module: str, name: str, args: Args, kwargs: Kwargs) -> Any:
@@ -238,6 +243,14 @@ class Executor(StudentCode):
         return ops.describe(ops.on_meta(lambda: twin(*ops.to_meta(args), **ops.to_meta(kwargs))))
 
     # -- internals -----------------------------------------------------------------------------
+    def _plain(self, value: object, where: str) -> Any:
+        """Convert a student result; a value that may not cross is the student's error, not the
+        test's."""
+        try:
+            return to_plain(value, where, copy=self.copies)
+        except ValueRejected as exc:
+            raise StudentError(str(exc), exc_type="ValueRejected") from None
+
     def _register(self, instance: nn.Module, scope: str) -> HandleRef:
         handle = next(self._ids)
         self.handles[handle] = (instance, scope)
@@ -247,15 +260,6 @@ class Executor(StudentCode):
 def _where(module: str, name: str) -> str:
     """``module.name`` as the student wrote it (an isolated copy is the same module to them)."""
     return f"{standins.split_isolated(module)[0]}.{name}"
-
-
-def _plain(value: object, where: str) -> Any:
-    """Convert a student result; a value that may not cross is the student's error, not the
-    test's."""
-    try:
-        return to_plain(value, where)
-    except ValueRejected as exc:
-        raise StudentError(str(exc), exc_type="ValueRejected") from None
 
 
 def _no_grad(fn: Callable[..., Any], args: Args, kwargs: Kwargs) -> Any:

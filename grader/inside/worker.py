@@ -79,7 +79,8 @@ def _executor(setup: dict[str, Any]) -> Executor:
     for name, text in (setup.get("files") or {}).items():  # a warm worker receives its files late
         (root / Path(name).name).write_text(text, "utf-8")
     bans = {k: tuple(v) for k, v in (setup.get("bans") or {}).items()}
-    return Executor(root, bans=bans, single_module=setup.get("single_module"))
+    # its results are encoded at once: the wire's copy is the only one they need
+    return Executor(root, bans=bans, single_module=setup.get("single_module"), copies=False)
 
 
 def _seed(value: object) -> None:
@@ -107,7 +108,7 @@ def _before(executor: Executor, request: dict[str, Any]) -> None:
         _seed(request["seed"])
 
 
-def serve(executor: Executor, request: dict[str, Any]) -> bytes:
+def serve(executor: Executor, request: dict[str, Any]) -> bytes | bytearray:
     """Run one request; every outcome becomes a plain response frame (never an exception here). The
     value is encoded once, inside the guard: a value that cannot be sent is the student's error, not
     a lost reply."""

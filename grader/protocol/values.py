@@ -79,20 +79,21 @@ def checked_view(view: View) -> View:
     return view
 
 
-def plain_tensor(t: torch.Tensor) -> torch.Tensor:
+def plain_tensor(t: torch.Tensor, *, copy: bool = True) -> torch.Tensor:
     """A detached, contiguous copy whose type is exactly ``torch.Tensor`` (subclass hooks
-    disabled)."""
+    disabled); without ``copy``, the detached tensor itself, as exactly a ``torch.Tensor``."""
     with torch._C.DisableTorchFunctionSubclass():
-        base = torch.Tensor.as_subclass(t, torch.Tensor)
-        return torch.Tensor.contiguous(torch.Tensor.clone(torch.Tensor.detach(base)))
+        base = torch.Tensor.detach(torch.Tensor.as_subclass(t, torch.Tensor))
+        return torch.Tensor.contiguous(torch.Tensor.clone(base)) if copy else base
 
 
-def to_plain(value: object, where: str = "value") -> Any:
-    """Return a plain copy of ``value`` or raise :class:`ValueRejected`."""
-    return _convert(value, where, 0, [0])
+def to_plain(value: object, where: str = "value", *, copy: bool = True) -> Any:
+    """Return a plain copy of ``value`` or raise :class:`ValueRejected`. ``copy=False`` (a worker's
+    results, encoded at once: the wire makes the copy) leaves the tensors' memory shared."""
+    return _convert(value, where, 0, [0], copy)
 
 
-def _convert(value: object, where: str, depth: int, count: list[int]) -> Any:
+def _convert(value: object, where: str, depth: int, count: list[int], copy: bool = True) -> Any:
     count[0] += 1
     if depth > MAX_DEPTH or count[0] > MAX_ITEMS:
         raise ValueRejected(
@@ -101,7 +102,7 @@ def _convert(value: object, where: str, depth: int, count: list[int]) -> Any:
     if value is None or type(value) in (bool, int, float, HandleRef):
         return value
     if isinstance(value, torch.Tensor):
-        return _tensor(value, where)
+        return _tensor(value, where, copy)
     if type(value) is View:
         return checked_view(
             View(_tensor(value.base, f"{where}.base"), value.permute, value.narrow, value.share)
@@ -118,10 +119,10 @@ def _convert(value: object, where: str, depth: int, count: list[int]) -> Any:
         return float.__float__(value)
     if isinstance(value, (tuple, list)):
         seq = tuple.__iter__(value) if isinstance(value, tuple) else list.__iter__(value)
-        items = [_convert(v, f"{where}[{i}]", depth + 1, count) for i, v in enumerate(seq)]
+        items = [_convert(v, f"{where}[{i}]", depth + 1, count, copy) for i, v in enumerate(seq)]
         return tuple(items) if isinstance(value, tuple) else items
     if isinstance(value, dict):
-        return _dict(value, where, depth, count)
+        return _dict(value, where, depth, count, copy)
     raise ValueRejected(
         f"{where}: got a value of type {_typename(value)}; only tensors, numbers, strings, "
         "None and tuples/lists/dicts of these can cross"
@@ -129,7 +130,7 @@ def _convert(value: object, where: str, depth: int, count: list[int]) -> Any:
 
 
 def _dict(
-    value: dict[object, object], where: str, depth: int, count: list[int]
+    value: dict[object, object], where: str, depth: int, count: list[int], copy: bool
 ) -> dict[str | int, Any]:
     out: dict[str | int, Any] = {}
     for k, v in dict.items(value):
@@ -138,17 +139,17 @@ def _dict(
                 f"{where}: dict key of type {_typename(k)}; keys must be str or int"
             )
         out[cast("str | int", k)] = _convert(
-            v, f"{where}[{k!r}]", depth + 1, count
+            v, f"{where}[{k!r}]", depth + 1, count, copy
         )  # exactly str or int: checked above
     return out
 
 
-def _tensor(t: torch.Tensor, where: str) -> torch.Tensor:
+def _tensor(t: torch.Tensor, where: str, copy: bool = True) -> torch.Tensor:
     if t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
         raise ValueRejected(
             f"{where}: got a {t.layout} tensor on {t.device}; only dense tensors with data can cross"
         )
-    out = plain_tensor(t)
+    out = plain_tensor(t, copy=copy)
     if out.numel() * out.element_size() > MAX_TENSOR_BYTES:
         raise ValueRejected(
             f"{where}: tensor of {out.numel() * out.element_size()} bytes is over the 1 GiB cap"

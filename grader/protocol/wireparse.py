@@ -33,7 +33,9 @@ from grader.protocol.wire import (
 _SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
-def decode(frame: bytes, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = False) -> Any:
+def decode(
+    frame: bytes | bytearray, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = False
+) -> Any:
     """Parse one complete frame; raise :class:`WireError` on anything unexpected.
 
     Every tensor is decoded to CPU: ``allow_cuda`` (the worker reading the runner's requests, never
@@ -48,7 +50,7 @@ def decode(frame: bytes, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = F
         raise WireError(f"frame could not be decoded ({type(exc).__name__})") from None
 
 
-def _decode(frame: bytes, max_payload: int, allow_cuda: bool) -> Any:
+def _decode(frame: bytes | bytearray, max_payload: int, allow_cuda: bool) -> Any:
     if len(frame) < 16 or frame[:4] != MAGIC:
         raise WireError("bad magic or short frame")
     (hlen,) = struct.unpack_from("<I", frame, 4)
@@ -242,7 +244,8 @@ def _device(text: object, allow_cuda: bool) -> torch.device:
 def read_frame(
     stream: BinaryIO, *, max_payload: int = MAX_PAYLOAD, allow_cuda: bool = False
 ) -> Any:
-    """Read exactly one frame from a blocking stream (the worker's side; EOF → WireError)."""
+    """Read exactly one frame from a blocking stream (the worker's side; EOF → WireError): the
+    payload read straight into the frame's one buffer."""
     head = _read_exact(stream, 8)
     (hlen,) = struct.unpack_from("<I", head, 4)
     if head[:4] != MAGIC or hlen > MAX_HEADER:
@@ -251,16 +254,21 @@ def read_frame(
     (plen,) = struct.unpack_from("<Q", rest, hlen)
     if plen > max_payload:
         raise WireError("payload over the cap")
-    return decode(
-        head + rest + _read_exact(stream, plen), max_payload=max_payload, allow_cuda=allow_cuda
-    )
+    frame = bytearray(16 + hlen + plen)
+    frame[: 16 + hlen] = head + rest
+    _read_into(stream, memoryview(frame)[16 + hlen :])
+    return decode(frame, max_payload=max_payload, allow_cuda=allow_cuda)
 
 
 def _read_exact(stream: BinaryIO, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = stream.read(n - len(data))
-        if not chunk:
+    data = bytearray(n)
+    _read_into(stream, memoryview(data))
+    return bytes(data)
+
+
+def _read_into(stream: BinaryIO, view: memoryview) -> None:
+    while view:
+        got = stream.readinto(view)  # type: ignore[attr-defined]  # a raw or buffered binary stream
+        if not got:
             raise EOFError("stream closed")
-        data += chunk
-    return data
+        view = view[got:]

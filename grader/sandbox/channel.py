@@ -174,10 +174,11 @@ class Channel(WorkerProcess):
         total = 16 + hlen + plen
         if len(buf) < total:
             return None
-        frame, self._buffer = bytes(buf[:total]), bytearray(buf[total:])
-        del buf  # the frame is the only copy held while it is decoded
-        if self._buffer:
+        if len(buf) > total:
             raise ChannelError("protocol", "the worker wrote more than one reply")
+        # the buffer is the frame: decoded where it is, not copied first (10 MB for some replies)
+        frame, self._buffer = buf, bytearray()
+        del buf
         from grader.protocol import wireparse  # torch is imported by now: _wire() above
 
         try:  # always to CPU: a reply never allocates device memory on the trusted side

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.inside.executor import Executor
+from grader.protocol import wire, wireparse
 from grader.protocol.errors import StudentAPIError
 from grader.sandbox import choice, isolation, remote
 from grader.student.inprocess import InProcessBackend
@@ -134,3 +136,25 @@ def test_measure_grads_sees_the_tensors_a_backward_makes(student):
     assert stats["max_tensor_bytes"] >= 512 * 512 * 4
     _, forward_only = student.mod.twice.measure(x)
     assert forward_only["max_tensor_bytes"] < 1024
+
+
+def test_a_worker_results_are_not_copied_before_the_wire_and_in_process_ones_are(tmp_path):
+    """``Executor(copies=False)`` (a worker's: the wire copies each result once) hands back the
+    module's own tensors, detached and of exactly ``torch.Tensor``; the in-process executor hands
+    back copies the test may keep; both carry the same values through the wire."""
+    (tmp_path / "mods.py").write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.w = torch.nn.Parameter(torch.arange(6.0).reshape(2, 3))\n"
+    )
+    for copies in (True, False):
+        ex = Executor(tmp_path, copies=copies)
+        ref = ex.call("mods", "M", (), {})
+        module = ex.handles[ref.id][0]
+        state = ex.method(ref.id, "state_dict", (), {})
+        got = state["w"]
+        assert type(got) is torch.Tensor and not got.requires_grad
+        assert (got.data_ptr() == module.w.data_ptr()) is (not copies)
+        assert torch.equal(wireparse.decode(bytes(wire.encode(state)))["w"], module.w.detach())

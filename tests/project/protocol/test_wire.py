@@ -254,3 +254,32 @@ def test_decoding_never_amplifies_a_frame(entries):
     outcome, grown_mib = done.stdout.split()
     assert outcome == ("decoded" if entries == 1 else "rejected")
     assert int(grown_mib) <= 80  # at most one copy of the payload, whatever the table says
+
+
+def test_a_frame_holds_each_tensors_own_bytes_once_in_the_documented_layout():
+    """The encoder writes its one buffer in place: every tensor's bytes, in table order, equal to the
+    bytes read off the tensor another way (a uint8 view, listed), for strided, offset, empty, bool
+    and half tensors; the frame decodes back to equal values."""
+    base = torch.arange(60, dtype=torch.float32).reshape(3, 4, 5)
+    value = {
+        "strided": base.transpose(0, 2),  # not contiguous
+        "offset": base[1:, 2:],  # a view into the middle of its storage
+        "empty": torch.empty(0, 3),
+        "mask": torch.tensor([[True, False], [False, True]]),
+        "half": torch.linspace(-2, 2, 7, dtype=torch.float16),
+        "n": [1, 2.5, None],
+    }
+    frame = wire.encode(value)
+    (hlen,) = struct.unpack_from("<I", frame, 4)
+    header = json.loads(bytes(frame[8 : 8 + hlen]))
+    (plen,) = struct.unpack_from("<Q", frame, 8 + hlen)
+    payload = bytes(frame[16 + hlen :])
+    assert len(payload) == plen
+    tensors = [value[k] for k in ("strided", "offset", "empty", "mask", "half")]
+    for entry, t in zip(header["t"], tensors, strict=True):
+        own = bytes(t.contiguous().view(torch.uint8).reshape(-1).tolist())
+        assert payload[entry["offset"] : entry["offset"] + entry["nbytes"]] == own
+    back = wireparse.decode(bytes(frame))
+    for key in ("strided", "offset", "empty", "mask", "half"):
+        assert back[key].dtype == value[key].dtype and torch.equal(back[key], value[key])
+    assert back["n"] == [1, 2.5, None]

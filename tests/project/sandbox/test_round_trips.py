@@ -19,6 +19,7 @@ SOURCE = (
     "import gc\nimport weakref\n\nimport torch\n\n_live = weakref.WeakSet()\n\n\n"
     "class Thing(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        _live.add(self)\n\n\n"
     "def live():\n    gc.collect()\n    return len(_live)\n\n\ndef draw(n):\n    return torch.rand(n)\n"
+    "\n\ndef big(n, x):\n    return torch.arange(n, dtype=torch.float32), x * 2\n"
 )
 
 
@@ -103,3 +104,23 @@ def test_handles_of_a_worker_that_is_gone_are_never_sent(counted):
     backend.release(handle.id)
     backend.begin_test("t2", "ex", 2)
     assert backend.call("mod", "live", (), {}) == 0 and "release" not in sent[-1]
+
+
+def test_large_values_cross_whole_through_wide_pipes(counted):
+    """A 10 MB reply and a 3 MB request (the size of a GPT-2-size module's parameters) arrive exact,
+    each in one frame, through the 1 MiB pipes the worker's requests and replies use."""
+    import fcntl
+
+    from grader.sandbox import workerproc
+
+    backend, sent = counted
+    backend.begin_test("t::big", "ex")
+    x = torch.randn(3 << 18, generator=torch.Generator().manual_seed(5))  # 3 MiB of float32
+    n = 10 << 18  # 10 MiB of float32
+    first, second = backend.call("mod", "big", (n, x), {})
+    assert torch.equal(first, torch.arange(n, dtype=torch.float32)) and torch.equal(second, x * 2)
+    assert [r["name"] for r in sent] == ["big"]
+    channel = backend.channel
+    assert channel is not None
+    for fd in (channel._req_w, channel._resp_r):
+        assert fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) == workerproc.PIPE_BYTES
