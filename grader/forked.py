@@ -112,22 +112,43 @@ def start(
 ) -> Forked | None:
     """Run ``work()`` in a forked copy of this process (``after_fork`` first, there); None when
     this process is not single-threaded (or cannot fork): the caller runs ``work`` itself."""
+    read, write = os.pipe()
+
+    def life() -> None:
+        os.close(read)
+        _child(write, work, after_fork)
+
+    pid = fork_copy(life)
+    if pid is None:
+        os.close(read)
+        os.close(write)
+        return None
+    os.close(write)
+    return Forked(pid, read)
+
+
+def fork_copy(life: Callable[[], None]) -> int | None:
+    """The pid of a forked copy of this process that runs ``life()`` and then ends with
+    ``os._exit`` (1 if it raised), never returning into its parent's stack; None where this process
+    runs other threads (the copy could deadlock on a lock one of them held) or cannot fork. Every
+    copy the trusted side forks is made here: the canary's and the review's grades, the schema
+    checks' copy, the namespace probe."""
     if threads() != 1:
         return None
     sys.stdout.flush()  # else the copy would write its parent's buffered output a second time
     sys.stderr.flush()
-    read, write = os.pipe()
     try:
         pid = os.fork()
     except OSError:
-        os.close(read)
-        os.close(write)
         return None
-    if pid == 0:  # pragma: no cover - the copy's coverage is not collected; tests check its result
-        os.close(read)
-        _child(write, work, after_fork)
-    os.close(write)
-    return Forked(pid, read)
+    if pid == 0:  # pragma: no cover - the copy's coverage is not collected; its results are checked
+        code = 1
+        try:
+            life()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
 
 
 def _child(write: int, work: Callable[[], Any], after_fork: Callable[[], None]) -> None:

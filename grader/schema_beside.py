@@ -21,8 +21,6 @@ import os
 import select
 import signal
 import struct
-import sys
-from typing import NoReturn
 
 from grader import forked, schema
 
@@ -64,25 +62,18 @@ class Beside:
 def start() -> Beside | None:
     """Fork the copy and route :func:`grader.schema.validate`'s checks to it; None (checks made here,
     as before) unless this process is single-threaded and has a spare core."""
-    if schema.elsewhere is not None or forked.threads() != 1 or len(os.sched_getaffinity(0)) < 2:
+    if schema.elsewhere is not None or len(os.sched_getaffinity(0)) < 2:
         return None
     _register_forget()
     ask_r, ask_w = os.pipe()
     answer_r, answer_w = os.pipe()
-    sys.stdout.flush()  # else the copy's exit could write its parent's buffered output again
-    sys.stderr.flush()
-    try:
-        pid = os.fork()
-    except OSError:
-        for fd in (ask_r, ask_w, answer_r, answer_w):
-            os.close(fd)
-        return None
-    if pid == 0:  # pragma: no cover - the copy's own coverage is not collected
-        os.close(ask_w)
-        os.close(answer_r)
-        _serve(ask_r, answer_w)
+    pid = forked.fork_copy(lambda: _serve(ask_r, answer_w, (ask_w, answer_r)))
     os.close(ask_r)
     os.close(answer_w)
+    if pid is None:
+        os.close(ask_w)
+        os.close(answer_r)
+        return None
     schema.elsewhere = beside = Beside(pid, ask_w, answer_r)
     return beside
 
@@ -109,21 +100,20 @@ def _forget() -> None:
             os.close(fd)
 
 
-def _serve(ask: int, answers: int) -> NoReturn:
-    """The copy's whole life: import jsonschema, answer until the command closes its end; never
-    returns into the command's stack."""
-    try:
-        os.dup2(2, 1)  # the command's stdout may be a JSON document: nothing of the copy's joins it
-        schema.check("assignments", {})  # jsonschema imported and the first validator built now
-        while True:
-            try:
-                request = json.loads(_receive(ask, None))
-            except EOFError:
-                break
-            message = schema.check(request["kind"], request["document"])
-            _send(answers, json.dumps({"message": message}).encode())
-    finally:
-        os._exit(0)
+def _serve(ask: int, answers: int, commands: tuple[int, int]) -> None:
+    """The copy's whole life: import jsonschema, answer until the command closes its end (the
+    command's own ends closed here first)."""
+    for fd in commands:
+        os.close(fd)
+    os.dup2(2, 1)  # the command's stdout may be a JSON document: nothing of the copy's joins it
+    schema.check("assignments", {})  # jsonschema imported and the first validator built now
+    while True:
+        try:
+            request = json.loads(_receive(ask, None))
+        except EOFError:
+            return
+        message = schema.check(request["kind"], request["document"])
+        _send(answers, json.dumps({"message": message}).encode())
 
 
 def _send(fd: int, data: bytes) -> None:

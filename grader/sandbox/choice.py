@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from typing import NoReturn
 
 from grader import forked
 from grader.errors import UsageError
@@ -170,16 +169,9 @@ def _fork_namespace_probe() -> _ForkedProbe | None:
     launcher's own :func:`~grader.sandbox.launcher.probe_namespace` run there; None where this
     process runs other threads (a fork could deadlock on their locks) or cannot fork or wait on a
     pidfd: a fresh interpreter then, as before."""
-    if not hasattr(os, "pidfd_open") or forked.threads() != 1:
+    pid = forked.fork_copy(_probe_here) if hasattr(os, "pidfd_open") else None
+    if pid is None:
         return None
-    sys.stdout.flush()  # else the copy's exit could write its parent's buffered output again
-    sys.stderr.flush()
-    try:
-        pid = os.fork()
-    except OSError:
-        return None
-    if pid == 0:  # pragma: no cover - the copy's own coverage is not collected
-        _probe_here()
     try:
         return _ForkedProbe(pid)
     except OSError:  # no pidfd to wait on: this probe is waited for, then a fresh one started
@@ -187,18 +179,15 @@ def _fork_namespace_probe() -> _ForkedProbe | None:
         return None
 
 
-def _probe_here() -> NoReturn:
-    """The forked copy's whole life: the probe's exit code (1 if anything else fails); never
-    returns into the parent's stack."""
-    try:
-        quiet = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(quiet, fd)
-        from grader.sandbox import launcher
+def _probe_here() -> None:
+    """The forked copy's whole life: the probe ends it with its own exit code."""
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(quiet, fd)
+    from grader.sandbox import launcher
 
-        launcher.probe_namespace()
-    finally:
-        os._exit(1)
+    launcher.probe_namespace()
+    os._exit(1)  # it exits by itself: a probe that returns has not shown that namespaces work
 
 
 def forget_early() -> None:
