@@ -24,7 +24,7 @@ import os
 import platform
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from grader import __version__, safefs
 from grader.course import manifest
@@ -66,13 +66,21 @@ def _package_files() -> list[Path]:
     found = []
     for folder, dirs, names in os.walk(PACKAGE):
         found += [os.path.join(folder, n) for n in (*dirs, *names) if n.endswith((".py", ".json"))]
-    listed = (str(PACKAGE), tuple(found))
-    if _LISTED.get("names") != listed:
-        _LISTED["names"], _LISTED["paths"] = listed, _sorted(map(Path, found))
-    return list(_LISTED["paths"])
+    global _listed
+    walked = (str(PACKAGE), tuple(found))
+    if _listed is None or _listed.names != walked:
+        _listed = _Listing(walked, tuple(_sorted(map(Path, found))))
+    return list(_listed.paths)
 
 
-_LISTED: dict[str, Any] = {}  # the last walk's names and their sorted paths
+class _Listing(NamedTuple):
+    """The last walk: the names it found (with the package's folder) and their sorted paths."""
+
+    names: tuple[str, tuple[str, ...]]
+    paths: tuple[Path, ...]
+
+
+_listed: _Listing | None = None
 
 
 def _sorted(paths: Iterable[Path]) -> list[Path]:

@@ -26,19 +26,18 @@ if TYPE_CHECKING:
 
 def _cmd_grade(args: argparse.Namespace) -> int:
     out = _check_grade_paths(Path(args.submission), Path(args.out) if args.out else None)
-    from grader import schema, schema_beside
+    from grader import schema
     from grader.sandbox import choice, mirror
 
-    try:
+    try:  # the schema checks' copy is main()'s to start and stop
         choice.probe_early()
-        if schema_beside.start() is not None or schema.elsewhere is not None:
+        if schema.elsewhere is not None:
             # while the copy imports jsonschema: what a worker's launch reads from this machine (as
             # WarmStart would, later)
             mirror.prepare()
         return _grade_command(args, out)
     finally:
         choice.forget_early()
-        schema_beside.stop()
 
 
 def _grade_command(args: argparse.Namespace, out: Path | None) -> int:
