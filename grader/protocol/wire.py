@@ -46,6 +46,10 @@ DTYPES = {
 _NAMES = {v: k for k, v in DTYPES.items()}
 
 
+# one encoder for every frame: json.dumps with options builds a fresh one per call
+_HEADER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 class WireError(ValueError):
     """A frame that does not parse, breaks a limit, or uses an unknown type."""
 
@@ -59,7 +63,10 @@ def encode(value: object) -> bytearray:
     tensors: list[torch.Tensor] = []
     offset = [0]
     tree = _enc(value, table, tensors, offset, 0)
-    header = json.dumps({"v": tree, "t": table}, separators=(",", ":"), allow_nan=False).encode()
+    header = _HEADER.encode({"v": tree, "t": table}).encode()
+    # spaces after the JSON, so that the payload starts 16-byte aligned in the frame: the parser
+    # then reads big tensors where they lie (wireparse.IN_PLACE_MIN)
+    header += b" " * (-(16 + len(header)) % 16)
     if len(header) > MAX_HEADER or offset[0] > MAX_PAYLOAD:
         raise WireError(f"frame too large (header {len(header)} B, payload {offset[0]} B)")
     start = 16 + len(header)
@@ -117,14 +124,17 @@ def _enc_tensor(
 ) -> int:
     """An entry for ``t``; its contiguous CPU form is kept (alive) until :func:`encode` copies
     it."""
-    if t.dtype not in _NAMES:
+    name = _NAMES.get(t.dtype)
+    if name is None:
         raise WireError(f"tensor dtype {t.dtype} cannot cross")
-    device = str(t.device)
-    data = t.detach().to("cpu").contiguous()
-    nbytes = data.numel() * data.element_size()
+    if t.is_cpu:  # most tensors: no device name to format, no move to make
+        device, data = "cpu", t.detach().contiguous()
+    else:
+        device, data = str(t.device), t.detach().to("cpu").contiguous()
+    nbytes = data.nbytes
     table.append(
         {
-            "dtype": _NAMES[t.dtype],
+            "dtype": name,
             "shape": list(t.shape),
             "offset": offset[0],
             "nbytes": nbytes,

@@ -9,6 +9,7 @@ tensors are materialised lazily from the frame's own bytes, and anything unexpec
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import struct
@@ -30,7 +31,13 @@ from grader.protocol.wire import (
     fail,
 )
 
+IN_PLACE_MIN = 1 << 20  # a tensor this big is read where it lies in a frame (when 16-byte aligned)
 _SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_HEADER_KEYS = frozenset({"v", "t"})
+_ENTRY_KEYS = frozenset({"dtype", "shape", "offset", "nbytes", "device"})
+_SCALARS = frozenset({bool, int, float, str})
+# every device name a frame may carry, as torch itself spells it (checked by a lookup, not parsed)
+_DEVICE_NAMES = frozenset({"cpu", "cuda", *(f"cuda:{i}" for i in range(16))})
 
 
 def decode(
@@ -63,10 +70,10 @@ def _decode(frame: bytes | bytearray, max_payload: int, allow_cuda: bool) -> Any
             f"payload length {plen} does not match the frame ({len(payload)} bytes follow)"
         )
     try:
-        header = json.loads(bytes(frame[8 : 8 + hlen]).decode("utf-8"))
+        header = json.loads(frame[8 : 8 + hlen].decode("utf-8"))
     except (ValueError, RecursionError, UnicodeDecodeError) as exc:
         raise WireError(f"header is not valid JSON: {type(exc).__name__}") from None
-    if type(header) is not dict or set(header) != {"v", "t"} or type(header["t"]) is not list:
+    if type(header) is not dict or header.keys() != _HEADER_KEYS or type(header["t"]) is not list:
         raise WireError("header must be an object with exactly 'v' and 't'")
     table = _check_table(header["t"], len(payload))
     tensors = _Tensors(table, payload, allow_cuda)
@@ -90,6 +97,7 @@ class _Tensors:
     ) -> None:
         self.table, self.payload, self.allow_cuda = table, payload, allow_cuda
         self.used: set[int] = set()
+        self.address = _address(payload)
 
     def get(self, index: object) -> torch.Tensor:
         if type(index) is not int or not 0 <= index < len(self.table):
@@ -100,6 +108,14 @@ class _Tensors:
         dtype, shape, offset, nbytes, device = self.table[index]
         if not nbytes:
             tensor = torch.empty(shape, dtype=dtype)
+        elif (
+            nbytes >= IN_PLACE_MIN and self.address is not None and not (self.address + offset) % 16
+        ):
+            # a big tensor stays where it was read, in the frame (which it keeps alive): its copy
+            # was most of decoding a 10 MB state dict, each page of it a fault
+            tensor = torch.frombuffer(
+                self.payload, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset
+            ).view(shape)
         else:  # one copy out of the frame, owned by the tensor
             raw = bytearray(self.payload[offset : offset + nbytes])
             tensor = torch.frombuffer(raw, dtype=dtype).reshape(shape)
@@ -108,6 +124,13 @@ class _Tensors:
             ):  # a byte other than 0/1 is not a bool: normalise, never trust it
                 tensor = tensor.view(torch.uint8).ne(0)
         return tensor.to(device) if self.allow_cuda and device != "cpu" else tensor
+
+
+def _address(payload: memoryview) -> int | None:
+    """Where a writable frame's payload starts in memory (None: a read-only one, copied from)."""
+    if payload.readonly or not payload.nbytes:
+        return None
+    return ctypes.addressof(ctypes.c_char.from_buffer(payload))
 
 
 def _check_table(
@@ -132,7 +155,7 @@ def _check_table(
 
 
 def _check_entry(entry: object) -> tuple[torch.dtype, list[int], int, int, str]:
-    if type(entry) is not dict or set(entry) != {"dtype", "shape", "offset", "nbytes", "device"}:
+    if type(entry) is not dict or entry.keys() != _ENTRY_KEYS:
         raise WireError("malformed tensor entry")
     dtype = DTYPES.get(entry["dtype"]) if type(entry["dtype"]) is str else None
     shape, offset, nbytes = entry["shape"], entry["offset"], entry["nbytes"]
@@ -148,13 +171,16 @@ def _check_entry(entry: object) -> tuple[torch.dtype, list[int], int, int, str]:
         raise WireError("offset and nbytes must be non-negative ints")
     if math.prod(shape) * dtype.itemsize != nbytes:
         raise WireError("tensor bytes do not match its shape")
-    return dtype, shape, offset, nbytes, str(_device(entry["device"], allow_cuda=True))
+    device = entry["device"]
+    if type(device) is not str or device not in _DEVICE_NAMES:
+        raise WireError(f"device {str(device)[:40]!r} not allowed")
+    return dtype, shape, offset, nbytes, device
 
 
 def _dec(node: object, tensors: _Tensors, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise WireError("value nested too deep")
-    if node is None or type(node) in (bool, int, float, str):
+    if node is None or type(node) in _SCALARS:
         if type(node) is int and abs(node) > 1 << 63:
             raise WireError("integer out of range")
         return node
@@ -228,11 +254,7 @@ def _dec_map(body: list[object], tensors: _Tensors, depth: int) -> dict[str | in
 
 
 def _device(text: object, allow_cuda: bool) -> torch.device:
-    if text == "cpu" or (
-        type(text) is str
-        and text.startswith("cuda")
-        and text[4:] in ("",) + tuple(f":{i}" for i in range(16))
-    ):
+    if type(text) is str and text in _DEVICE_NAMES:
         device = torch.device(text)
         if device.type == "cuda" and not allow_cuda:
             raise WireError("cuda tensors are not allowed here")

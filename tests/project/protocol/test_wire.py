@@ -283,3 +283,78 @@ def test_a_frame_holds_each_tensors_own_bytes_once_in_the_documented_layout():
     for key in ("strided", "offset", "empty", "mask", "half"):
         assert back[key].dtype == value[key].dtype and torch.equal(back[key], value[key])
     assert back["n"] == [1, 2.5, None]
+
+
+def _payload_start(frame: bytes | bytearray) -> int:
+    (hlen,) = struct.unpack_from("<I", frame, 4)
+    return 16 + hlen
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, "x", {"a": 1}, torch.ones(3), (torch.ones(1, dtype=torch.float16), [2.5, "é"] * 7)]
+    + [{"k" * n: torch.arange(n)} for n in range(1, 20)],
+)
+def test_every_frame_starts_its_payload_16_byte_aligned(value):
+    """The encoder pads its JSON header with spaces (still the same JSON) so that big tensors can be
+    read where they lie; the frame decodes to the same value."""
+    frame = wire.encode(value)
+    assert _payload_start(frame) % 16 == 0
+    (hlen,) = struct.unpack_from("<I", frame, 4)
+    text = bytes(frame[8 : 8 + hlen]).decode()
+    padding = len(text) - len(text.rstrip(" "))
+    assert padding < 16 and json.loads(text) == json.loads(text.rstrip(" "))
+    back = wireparse.decode(frame)
+    if isinstance(value, torch.Tensor):
+        assert torch.equal(back, value)
+    elif not isinstance(value, tuple):
+        assert str(back) == str(value)
+
+
+def _inside(t: torch.Tensor, frame: bytearray) -> bool:
+    import ctypes
+
+    start = ctypes.addressof(ctypes.c_char.from_buffer(frame))
+    return start <= t.data_ptr() < start + len(frame)
+
+
+def test_big_aligned_tensors_are_decoded_in_place_and_the_rest_copied():
+    """A tensor of IN_PLACE_MIN bytes or more, 16-byte aligned in a writable frame, is read where it
+    lies (the frame stays alive with it); small, misaligned, bool and read-only-frame tensors are
+    copies. Every one equals what was sent, also after the frame's last other reference is gone."""
+    big = torch.randn(wireparse.IN_PLACE_MIN // 4 + 4)  # aligned: the payload's first tensor
+    odd = torch.arange(3, dtype=torch.float32)  # 12 bytes: what follows it is misaligned
+    after_odd = torch.randn(wireparse.IN_PLACE_MIN // 8 + 1, dtype=torch.float64)
+    small = torch.randn(10)
+    mask = torch.rand(wireparse.IN_PLACE_MIN + 16) > 0.5
+    value = {"big": big, "small": small, "odd": odd, "after_odd": after_odd, "mask": mask}
+    frame = wire.encode(value)
+    assert isinstance(frame, bytearray)
+    back = wireparse.decode(frame)
+    assert _inside(back["big"], frame)
+    for copied in ("small", "odd", "after_odd", "mask"):
+        assert not _inside(back[copied], frame), copied
+    del frame
+    import gc
+
+    gc.collect()
+    for key, sent in value.items():
+        assert back[key].dtype == sent.dtype and torch.equal(back[key], sent), key
+    back["big"].add_(1)  # writable, and only its own bytes change
+    assert torch.equal(back["big"], big + 1) and torch.equal(back["small"], small)
+    from_bytes = wireparse.decode(bytes(wire.encode({"big": big})))
+    assert torch.equal(from_bytes["big"], big)
+
+
+@pytest.mark.parametrize(
+    "device", ["cuda:16", "cuda:-1", "cuda:00", "CPU", "cpu ", "meta", "mps", 3]
+)
+def test_a_tensor_entry_names_only_a_known_device(device):
+    header = json.dumps(
+        {
+            "v": {"$t": 0},
+            "t": [{"dtype": "float32", "shape": [1], "offset": 0, "nbytes": 4, "device": device}],
+        }
+    ).encode()
+    with pytest.raises(wire.WireError):
+        wireparse.decode(_frame(header, b"\0" * 4))
