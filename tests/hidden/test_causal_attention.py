@@ -150,15 +150,15 @@ def test_changing_future_tokens_leaves_earlier_outputs_unchanged(student, refere
     x = torch.randn(3, T, 5, generator=gen)
     t = int(torch.randint(1, T, (1,), generator=gen))
     changed = x.clone()
-    changed[:, t:] += 10.0 * torch.randn(3, T - t, 5, generator=gen)
+    # other tokens of ordinary size: ten times larger ones overflowed a softmax without its max subtracted on
+    # some draws (4 of 12), a verdict off this test's topic (the large-input test catches that on every draw)
+    changed[:, t:] = torch.randn(3, T - t, 5, generator=gen)
     p = params_of(ref)
     # the property alone would pay a module that attends to nothing (x @ W_value, uniform weights)
     before = expect_call(lambda: h(x), causal_oracle(x, p), what="output (T = 8, context_length = 9)",
                          suspects=causal_suspects(x, p, context_length=9))
-    # tokens ten times larger give outputs of about 10 and float32 errors beyond the default atol of 1e-5: the
-    # reference itself did, once in 3,000 draws (1.2e-5); 1e-4 keeps 8x that margin, and a mask bug is off by ~1
     expect_call(lambda: h(changed), causal_oracle(changed, p), what=f"output after changing tokens {t}..{T - 1}",
-                suspects=causal_suspects(changed, p, context_length=9), atol=1e-4)
+                suspects=causal_suspects(changed, p, context_length=9))
     after = h(changed)
     expect_tensor(after[:, :t], before[:, :t], what=f"outputs of tokens 0..{t - 1} after changing tokens {t}..{T - 1}")
 

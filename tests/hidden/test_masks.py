@@ -97,7 +97,9 @@ def test_padding_mask_matches_lengths_including_empty_and_full(student, gen):
 @pytest.mark.points(1)
 def test_padded_keys_and_values_have_no_influence_in_sdpa(student, gen):
     b, t, s = 3, 4, 6  # queries and keys of different lengths: a padding mask only looks at the keys
-    lengths = torch.randint(1, s + 1, (b,), generator=gen)
+    # no sequence fills max_len, on any draw: a mask only as wide as the longest sequence is then always too
+    # narrow (with one at full length, it was right: caught on 9 draws of 12)
+    lengths = torch.randint(1, s, (b,), generator=gen)
     lengths[0] = 2
     q, k, v = qkv(gen, b, t, s)
     on = padding_suspects(lengths, s)
@@ -153,8 +155,11 @@ def test_additive_causal_mask_in_sdpa_equals_is_causal(student, gen):
 @pytest.mark.points(0.5)
 def test_causal_and_padding_masks_combine_into_a_float64_hand_oracle(student, gen):
     b, t = 3, 6
-    lengths = torch.randint(1, t + 1, (b,), generator=gen)
+    lengths = torch.randint(1, t, (b,), generator=gen)  # none fills t, on any draw (as above)
     lengths[0] = 1  # query 0 always sees key 0, so no row is fully blocked
+    # and one row's keys reach past every early query on every draw: a causal mask one key too wide shows there
+    # (with all rows at length 1 it could not: caught on 37 draws of 40)
+    lengths[1] = t - 1
     causal = student.masks.causal_mask(t)
     pad = student.masks.padding_mask(lengths, t)
     expect_bool_mask(causal, (t, t), f"causal_mask({t})")

@@ -54,10 +54,14 @@ def test_stable_has_no_overflow_at_plus_minus_1000(student, gen):
 
 @pytest.mark.points(1)
 def test_stable_in_float16_keeps_dtype_and_has_no_overflow(student, gen):
-    x = (torch.randn(3, 8, generator=gen) * 20).half()  # exp(x) overflows float16 above 11.09
+    x = torch.randn(3, 8, generator=gen) * 20
+    # every row's largest entry is one value in [12, 32] (exp overflows float16 above 11.09): a shift by
+    # the whole tensor's max is then right here, whatever the draw, so this test judges float16 alone
+    # (the +-1000 test catches that shift on every draw; here it failed on 27 draws of 40)
+    x = (x - x.amax(dim=-1, keepdim=True) + 12 + 20 * torch.rand(1, generator=gen)).half()
     got = expect_call(lambda: student.softmax.softmax_stable(x, dim=-1), oracle(x, -1),
-                      what="softmax_stable(float16 x * 20)", atol=2e-3, rtol=2e-3, suspects=softmax_suspects(x, -1))
-    expect_finite(got, what="softmax_stable(float16 x * 20)")
+                      what="softmax_stable(float16 x, each row's max in [12, 32])", atol=2e-3, rtol=2e-3, suspects=softmax_suspects(x, -1))
+    expect_finite(got, what="softmax_stable(float16 x, each row's max in [12, 32])")
 
 
 @pytest.mark.points(0.5)
