@@ -48,6 +48,8 @@ def decode(
     Every tensor is decoded to CPU: ``allow_cuda`` (the worker reading the runner's requests, never
     the runner reading a worker's reply) places tensors on the device their entry names instead.
     Any failure while parsing, a ``MemoryError`` or ``RecursionError`` included, is a ``WireError``.
+    A big tensor may share a writable frame's memory (:data:`IN_PLACE_MIN`): the caller hands over a
+    buffer it no longer writes to (every caller reads each frame into a fresh one).
     """
     try:
         return _decode(frame, max_payload, allow_cuda)
