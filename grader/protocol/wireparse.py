@@ -99,7 +99,6 @@ class _Tensors:
     ) -> None:
         self.table, self.payload, self.allow_cuda = table, payload, allow_cuda
         self.used: set[int] = set()
-        self.address = _address(payload)
 
     def get(self, index: object) -> torch.Tensor:
         if type(index) is not int or not 0 <= index < len(self.table):
@@ -110,9 +109,7 @@ class _Tensors:
         dtype, shape, offset, nbytes, device = self.table[index]
         if not nbytes:
             tensor = torch.empty(shape, dtype=dtype)
-        elif (
-            nbytes >= IN_PLACE_MIN and self.address is not None and not (self.address + offset) % 16
-        ):
+        elif nbytes >= IN_PLACE_MIN and _aligned(self.payload, offset):
             # a big tensor stays where it was read, in the frame (which it keeps alive): its copy
             # was most of decoding a 10 MB state dict, each page of it a fault
             tensor = torch.frombuffer(
@@ -128,11 +125,12 @@ class _Tensors:
         return tensor.to(device) if self.allow_cuda and device != "cpu" else tensor
 
 
-def _address(payload: memoryview) -> int | None:
-    """Where a writable frame's payload starts in memory (None: a read-only one, copied from)."""
-    if payload.readonly or not payload.nbytes:
-        return None
-    return ctypes.addressof(ctypes.c_char.from_buffer(payload))
+def _aligned(payload: memoryview, offset: int) -> bool:
+    """Whether the bytes at ``offset`` of a writable frame's payload are 16-byte aligned in memory (a
+    read-only frame is copied from, never shared)."""
+    if payload.readonly:
+        return False
+    return not (ctypes.addressof(ctypes.c_char.from_buffer(payload)) + offset) % 16
 
 
 def _check_table(
