@@ -6,12 +6,14 @@ hidden (or public) suite runs in this process once per seed, as ``tests/project/
 the bugs already found. Prints each bug whose score or failed tests move, with the tests that moved; the reference
 solutions are checked too. A minute or two per assignment and seed.
 
-    python benchmarks/seed_audit.py [--assignment ID] [--exercise ID ...] [--suite public] [--seeds 101-108] [--json]
+    python benchmarks/seed_audit.py [--assignment ID] [--exercise ID ...] [--bug PATTERN ...] [--suite public] [--seeds 101-108]
+        [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import shutil
 import sys
@@ -61,12 +63,19 @@ def outcomes(
 
 
 def audit(
-    spec: manifest.Assignment, exercise: manifest.Exercise, suite: str, seeds: list[int]
+    spec: manifest.Assignment,
+    exercise: manifest.Exercise,
+    suite: str,
+    seeds: list[int],
+    patterns: list[str] | None = None,
 ) -> list[dict]:
-    """One row per bug (and the reference) whose verdict moves between ``seeds``."""
+    """One row per bug (and the reference) whose verdict moves between ``seeds``; with
+    ``patterns``, only the bugs whose names match one of them (the reference is left out)."""
     rows = []
     bugs = sorted((ROOT / "tests" / "corpus" / "buggy" / exercise.id).glob("*.py"))
-    for bug in [None, *bugs]:
+    if patterns:
+        bugs = [b for b in bugs if any(fnmatch.fnmatchcase(b.stem, p) for p in patterns)]
+    for bug in [*([] if patterns else [None]), *bugs]:
         scores, tests = outcomes(spec, exercise, bug, suite, seeds)
         moved = {
             name: dict(Counter(by_seed.values()))
@@ -102,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
         "--assignment", help="an assignment's id (default: every assignment of the manifest)"
     )
     p.add_argument("--exercise", action="append", help="audit only this exercise (repeatable)")
+    p.add_argument(
+        "--bug",
+        action="append",
+        help="audit only the bugs whose names match this pattern (fnmatch, repeatable)",
+    )
     p.add_argument("--suite", choices=("hidden", "public"), default="hidden")
     p.add_argument(
         "--seeds",
@@ -115,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [
         (s, e) for s in specs for e in s.exercises if not args.exercise or e.id in args.exercise
     ]
-    rows = [row for spec, ex in chosen for row in audit(spec, ex, args.suite, args.seeds)]
+    rows = [row for spec, ex in chosen for row in audit(spec, ex, args.suite, args.seeds, args.bug)]
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
