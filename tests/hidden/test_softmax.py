@@ -59,8 +59,10 @@ def test_stable_in_float16_keeps_dtype_and_has_no_overflow(student, gen):
     # the whole tensor's max is then right here, whatever the draw, so this test judges float16 alone
     # (the +-1000 test catches that shift on every draw; here it failed on 27 draws of 40)
     x = (x - x.amax(dim=-1, keepdim=True) + 12 + 20 * torch.rand(1, generator=gen)).half()
+    # float16's own rounding at these scores is allowed: exp(x - logsumexp(x)) rounds the log-sum-exp to a
+    # float16 step of up to 1/64 here, so a stable formula is off by up to 0.8% (it failed 1 draw in 3 at 2e-3)
     got = expect_call(lambda: student.softmax.softmax_stable(x, dim=-1), oracle(x, -1),
-                      what="softmax_stable(float16 x, each row's max in [12, 32])", atol=2e-3, rtol=2e-3, suspects=softmax_suspects(x, -1))
+                      what="softmax_stable(float16 x, each row's max in [12, 32])", atol=1e-2, rtol=1e-2, suspects=softmax_suspects(x, -1))
     expect_finite(got, what="softmax_stable(float16 x, each row's max in [12, 32])")
 
 
