@@ -109,12 +109,6 @@ def _before(executor: Executor, request: dict[str, Any]) -> None:
         _seed(request["seed"])
 
 
-def _honest_heap() -> None:
-    from grader.inside import allocator
-
-    allocator.honest()
-
-
 def _measure(executor: Executor, request: dict[str, Any]) -> object:
     from grader.inside import allocator
 
@@ -134,6 +128,7 @@ def serve(executor: Executor, request: dict[str, Any]) -> bytes | bytearray:
     """Run one request; every outcome becomes a plain response frame (never an exception here). The
     value is encoded once, inside the guard: a value that cannot be sent is the student's error, not
     a lost reply."""
+    from grader.inside import allocator
     from grader.protocol import wire
     from grader.protocol.errors import StudentAPIError, StudentError
 
@@ -169,7 +164,7 @@ def serve(executor: Executor, request: dict[str, Any]) -> bytes | bytearray:
             _seed(request["seed"])
             value = None
         elif op == "trim":  # the next request is measured: its memory is read from outside
-            _honest_heap()
+            allocator.honest()
             value = None
         else:
             return wire.encode({"api_error": f"unknown op {op!r}"})
