@@ -44,7 +44,7 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
     import torch
 
     torch.set_num_threads(threads)
-    from grader.inside import allocator, gpu, warmup
+    from grader.inside import gpu, warmup
     from grader.protocol import wire, wireparse
 
     gpu.cap_memory()  # before any student code: an advisory GPU memory cap when a GPU is exposed
@@ -57,7 +57,6 @@ def serve_forever(*, threads: int, response_fd: int) -> int:
     # while the trusted side takes in the submission; always to the end: a test's CPU limit must not
     # pay for it
     warmup.warm_up()
-    allocator.quick()  # until a measured call asks for honest memory figures (op "trim")
     setup = wireparse.read_frame(requests, allow_cuda=True)
     executor = _executor(setup)
     wire.write_frame(responses, {"loaded": True})
@@ -109,26 +108,10 @@ def _before(executor: Executor, request: dict[str, Any]) -> None:
         _seed(request["seed"])
 
 
-def _measure(executor: Executor, request: dict[str, Any]) -> object:
-    from grader.inside import allocator
-
-    try:
-        return executor.measure(
-            request["module"],
-            request["name"],
-            request["args"],
-            request["kwargs"],
-            request.get("grad_output"),
-        )
-    finally:
-        allocator.quick()
-
-
 def serve(executor: Executor, request: dict[str, Any]) -> bytes | bytearray:
     """Run one request; every outcome becomes a plain response frame (never an exception here). The
     value is encoded once, inside the guard: a value that cannot be sent is the student's error, not
     a lost reply."""
-    from grader.inside import allocator
     from grader.protocol import wire
     from grader.protocol.errors import StudentAPIError, StudentError
 
@@ -144,7 +127,13 @@ def serve(executor: Executor, request: dict[str, Any]) -> bytes | bytearray:
                 request["handle"], request["method"], request["args"], request["kwargs"]
             )
         elif op == "measure":
-            value = _measure(executor, request)
+            value = executor.measure(
+                request["module"],
+                request["name"],
+                request["args"],
+                request["kwargs"],
+                request.get("grad_output"),
+            )
         elif op == "grads":
             value = executor.grads(
                 request["module"],
@@ -162,9 +151,6 @@ def serve(executor: Executor, request: dict[str, Any]) -> bytes | bytearray:
             value = None
         elif op == "seed":
             _seed(request["seed"])
-            value = None
-        elif op == "trim":  # the next request is measured: its memory is read from outside
-            allocator.honest()
             value = None
         else:
             return wire.encode({"api_error": f"unknown op {op!r}"})

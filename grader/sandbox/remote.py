@@ -114,7 +114,7 @@ class SandboxBackend(WorkerSession):
         """A call's figures (with ``grad_output``: its ``grads``): the worker's own (advisory) and
         ``max_memory_bytes`` read here from the sandbox's memory cgroup, where the student cannot
         switch it off (absent without one)."""
-        watch = self._memory_watch(f"{module}.{name}")
+        watch = self._memory_watch()
         try:
             value, stats = self._about(
                 "measure",
@@ -139,17 +139,14 @@ class SandboxBackend(WorkerSession):
             f"{module}.{name}",
         )
 
-    def _memory_watch(self, where: str) -> memwatch.MemoryWatch | None:
-        """Start the worker if needed, have it return its free heap to the kernel (op ``trim``:
-        :mod:`grader.inside.allocator`), then reset its memory cgroup's peak (None: no cgroup to
+    def _memory_watch(self) -> memwatch.MemoryWatch | None:
+        """Start the worker if needed, then reset its memory cgroup's peak (None: no cgroup to
         read)."""
         if self.test_end - time.monotonic() <= 0:
             return None  # _request refuses the call anyway
-        group = self._ensure().memory_cgroup()  # a failed start raises as _request would
-        if group is None:
-            return None
-        self._request({"op": "trim"}, where)  # before the usage the figure is counted from
-        return memwatch.start(group)
+        return memwatch.start(
+            self._ensure().memory_cgroup()
+        )  # a failed start raises as _request would
 
     def release(self, handle: int) -> None:
         """Let the worker drop a module handle: sent with the next request (a round trip of its own

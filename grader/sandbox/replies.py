@@ -57,7 +57,7 @@ def _fits(op: object, body: object) -> bool:
         return type(body) is tuple and len(body) == 2 and type(body[1]) is dict
     if op == "grads":
         return type(body) is tuple and len(body) == 2 and type(body[1]) is tuple
-    if op in ("release", "seed", "trim"):
+    if op in ("release", "seed"):
         return body is None
     return True
 

@@ -15,8 +15,7 @@ if TYPE_CHECKING:
 # and a FIXED mmap threshold. glibc's default threshold grows after a large block is freed, after
 # which 1 MiB tiles come from the heap and stay resident when freed; the sandbox's memory then grew
 # by 95 MB during a tiled backward that never holds more than a few tiles, and measure()'s outside
-# figure charged the student for the allocator. A worker that has warmed up switches between a
-# quick setting and this honest one itself (grader/inside/allocator.py): honest for measured calls.
+# figure charged the student for the allocator.
 MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
 # A sandbox uid has no passwd entry, and torch (2.11 on Python 3.12, seen on a GPU host) names its
 # inductor cache after getpass.getuser(), which then raises while the meta device's first op runs:

@@ -73,11 +73,10 @@ def test_outside_figure_noise_full_build_and_tiles(tmp_path, zygote):
 
 @needs_memory_cgroup
 @pytest.mark.slow
-def test_freed_heap_kept_between_calls_is_never_reused_unseen(tmp_path, zygote):
-    """Between measured calls a worker keeps freed blocks up to 32 MiB in its heap
-    (grader/inside/allocator.py); a measured call must still be charged for the pages it fills.
-    Each measured build follows an unmeasured one that freed the same 16 MiB score matrices: a
-    worker that measured without returning its heap first was charged 0 for them."""
+def test_memory_freed_by_an_earlier_call_is_never_reused_unseen(tmp_path, zygote):
+    """Each measured build follows an unmeasured one that freed the same 16 MiB score matrices: the
+    measured one must be charged for them again. A worker that kept freed blocks in its heap
+    (glibc's default) and measured without returning them first was charged 0.1-18 MiB."""
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(
         CORPUS / "buggy" / "efficient_attention" / "flash_full_score_matrix.py", sub / "full.py"
@@ -90,24 +89,17 @@ def test_freed_heap_kept_between_calls_is_never_reused_unseen(tmp_path, zygote):
         budget_s=300,
         starter=ZygoteStarter(zygote, 3) if zygote else None,
     )
-    small = tuple(torch.randn(1, 1, 2048, 16) for _ in range(3))  # scores 2048 x 2048: 16 MiB
-    big = tuple(torch.randn(1, 1, 4096, 16) for _ in range(3))
-    figures: dict[str, list[float]] = {"full": [], "tiled": []}
+    qkv = tuple(torch.randn(1, 1, 2048, 16) for _ in range(3))  # scores 2048 x 2048: 16 MiB
+    figures = []
     try:
-        backend.begin_test("churn", "efficient_attention")
+        backend.begin_test("reuse", "efficient_attention")
         for _ in range(3):
-            backend.call("full", "flash_attention", small, {"block_size": 64})
-            _, stats = backend.measure("full", "flash_attention", small, {"block_size": 64})
-            figures["full"].append(stats["max_memory_bytes"] / MiB)
-            backend.call("full", "flash_attention", small, {"block_size": 64})
-            _, stats = backend.measure(
-                "efficient_attention", "flash_attention", big, {"block_size": 64}
-            )
-            figures["tiled"].append(stats["max_memory_bytes"] / MiB)
+            backend.call("full", "flash_attention", qkv, {"block_size": 64})
+            _, stats = backend.measure("full", "flash_attention", qkv, {"block_size": 64})
+            figures.append(stats["max_memory_bytes"] / MiB)
     finally:
         backend.close()
-    assert min(figures["full"]) >= 32, figures  # its scores and their softmax; seen 48-65 MiB
-    assert max(figures["tiled"]) < 24, figures  # the hidden test's bound is 32 MiB; seen 4-12 MiB
+    assert min(figures) >= 32, figures  # its scores and their softmax; seen 48 MiB
 
 
 def test_memwatch_reads_v1_and_v2_files_and_gives_up_without_a_group(tmp_path):
