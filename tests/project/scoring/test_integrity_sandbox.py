@@ -29,23 +29,28 @@ needs_memory_cgroup = pytest.mark.skipif(
 )
 
 
-@needs_memory_cgroup
-@pytest.mark.slow
-def test_outside_figure_noise_full_build_and_tiles(tmp_path, zygote):
-    """Baseline noise of the cgroup figure, a full 4096 x 4096 build and a tiled one, in one worker."""
+def _with_full_build(tmp_path, zygote) -> SandboxBackend:
+    """A sandboxed reference submission with a module ``full`` whose flash_attention builds the whole
+    score matrix, in slot 3 (a cold worker, or one forked from ``zygote``)."""
     sub = solutions_copy(tmp_path / "sub")
     shutil.copy(
         CORPUS / "buggy" / "efficient_attention" / "flash_full_score_matrix.py", sub / "full.py"
     )
-    a = manifest.load()
-    backend = SandboxBackend(
+    return SandboxBackend(
         sub,
         isolation.LaunchSpec("namespace", slot=3),
-        bans=a.bans(),
+        bans=manifest.load().bans(),
         time_limits={},
         budget_s=300,
         starter=ZygoteStarter(zygote, 3) if zygote else None,
     )
+
+
+@needs_memory_cgroup
+@pytest.mark.slow
+def test_outside_figure_noise_full_build_and_tiles(tmp_path, zygote):
+    """Baseline noise of the cgroup figure, a full 4096 x 4096 build and a tiled one, in one worker."""
+    backend = _with_full_build(tmp_path, zygote)
     try:
         backend.begin_test("noise", "efficient_attention")
         x = torch.randn(4, 8)
@@ -77,18 +82,7 @@ def test_memory_freed_by_an_earlier_call_is_never_reused_unseen(tmp_path, zygote
     """Each measured build follows an unmeasured one that freed the same 16 MiB score matrices: the
     measured one must be charged for them again. A worker that kept freed blocks in its heap
     (glibc's default) and measured without returning them first was charged 0.1-18 MiB."""
-    sub = solutions_copy(tmp_path / "sub")
-    shutil.copy(
-        CORPUS / "buggy" / "efficient_attention" / "flash_full_score_matrix.py", sub / "full.py"
-    )
-    backend = SandboxBackend(
-        sub,
-        isolation.LaunchSpec("namespace", slot=3),
-        bans=manifest.load().bans(),
-        time_limits={},
-        budget_s=300,
-        starter=ZygoteStarter(zygote, 3) if zygote else None,
-    )
+    backend = _with_full_build(tmp_path, zygote)
     qkv = tuple(torch.randn(1, 1, 2048, 16) for _ in range(3))  # scores 2048 x 2048: 16 MiB
     figures = []
     try:
