@@ -145,7 +145,7 @@ class Executor(StudentCode):
             # a module built here (``device="meta"`` among its arguments): its parameters and
             # buffers described, to show where its constructor put them
             return ops.describe(
-                self._guarded(where, lambda: ops.on_meta(lambda: target(*args, **kwargs)))
+                self._guarded(where, lambda: ops.on_meta(lambda _: target(*args, **kwargs)))
             )
         if isinstance(target, type) or not callable(target):
             raise StudentAPIError(f"{where} is not a function")
@@ -155,7 +155,9 @@ class Executor(StudentCode):
         return ops.describe(
             self._guarded(
                 where,
-                lambda: ops.on_meta(lambda: target(*ops.to_meta(args), **ops.to_meta(kwargs))),
+                lambda: ops.on_meta(
+                    lambda meta: target(*meta.to_meta(args), **meta.to_meta(kwargs))
+                ),
             )
         )
 
@@ -239,8 +241,9 @@ class Executor(StudentCode):
     def _m_meta_forward(self, m: nn.Module, *args: object, **kwargs: object) -> object:
         """``forward`` of a copy moved to ``meta`` (parameters and registered buffers follow
         ``.to``), on meta inputs; the handle's own module keeps its weights."""
-        twin = ops.to_meta(m)
-        return ops.describe(ops.on_meta(lambda: twin(*ops.to_meta(args), **ops.to_meta(kwargs))))
+        return ops.describe(
+            ops.on_meta(lambda meta: meta.to_meta(m)(*meta.to_meta(args), **meta.to_meta(kwargs)))
+        )
 
     # -- internals -----------------------------------------------------------------------------
     def _plain(self, value: object, where: str) -> Any:

@@ -3,10 +3,10 @@
 - :func:`unchanged`: the call must leave the caller's tensors as they were (inputs are the
   caller's);
 - :func:`vjp`: a function's output and its vector-Jacobian product (gradients of plain functions);
-- :func:`on_meta` / :func:`to_meta` / :func:`describe`: run on the ``meta`` device and report only
-  where, what shape and what dtype each result is (tensors made inside must follow the input's
-  device); a module among the arguments (a handle: ``decode(model, cache, x)``) goes there as a
-  copy, the handle's own keeps its data.
+- :func:`on_meta` / :func:`describe`: run on the ``meta`` device (with values beside:
+  :mod:`grader.inside.valued_meta`) and report only where, what shape and what dtype each result
+  is (tensors made inside must follow the input's device); a module among the arguments (a handle:
+  ``decode(model, cache, x)``) goes there as a copy, the handle's own keeps its data.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from grader.inside.valued_meta import ValuedMeta
 from grader.protocol.errors import StudentError
 from grader.protocol.values import Args, Kwargs
 
@@ -94,33 +95,20 @@ def vjp_term(out: object, grad: torch.Tensor, i: int) -> torch.Tensor:
     return (out * grad).sum()
 
 
-def on_meta(run: Callable[[], Any]) -> Any:
-    """Run without autograd; torch's NotImplementedError for an op meta cannot do (``.cpu()``,
-    ``.item()``) is no stub of the student's: it becomes a RuntimeError with the same traceback."""
+def on_meta(run: Callable[[ValuedMeta], Any]) -> Any:
+    """Run ``run(meta)`` without autograd on the ``meta`` device with values
+    (:class:`ValuedMeta`: ``meta.to_meta(...)`` moves its arguments there); torch's
+    NotImplementedError for an op meta cannot do even with values is no stub of the student's: it
+    becomes a RuntimeError with the same traceback. The CPU generator is left as it was: the
+    values' random draws (dropout) are no draws a real device would take from it."""
+    meta = ValuedMeta()
     try:
-        with torch.no_grad():
-            return run()
+        with torch.random.fork_rng(devices=[]), torch.no_grad(), meta:
+            return run(meta)
     except NotImplementedError as exc:
         raise RuntimeError(f"on the meta device: {_safe(exc)}").with_traceback(
             exc.__traceback__
         ) from None
-
-
-def to_meta(value: object) -> Any:
-    """``value`` with every tensor on ``meta``; a module becomes a copy whose parameters and
-    registered buffers are there (its plain attributes, a cache's ``length``, are copied as they
-    are)."""
-    if isinstance(value, torch.Tensor):
-        return value.to("meta")
-    if isinstance(value, nn.Module):
-        import copy
-
-        return copy.deepcopy(value).to("meta")
-    if isinstance(value, (tuple, list)):
-        return type(value)(to_meta(v) for v in value)
-    if isinstance(value, dict):
-        return {k: to_meta(v) for k, v in value.items()}
-    return value
 
 
 def describe(value: object) -> object:

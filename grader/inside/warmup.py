@@ -59,3 +59,7 @@ def _meta() -> None:
         # tril/triu on meta run torch._refs under a dynamo-disabling wrapper: without this, 1.2 s
         # inside the first causal-mask test of every forked worker
         torch.ones(4, 4, dtype=torch.bool, device="meta").tril()
+    from grader.inside import ops
+
+    # a device test's own path once (the dispatch mode, a value read, a module copied there)
+    ops.on_meta(lambda m: int(m.to_meta(torch.nn.Linear(2, 2))(m.to_meta(torch.ones(1, 2))).sum()))

@@ -52,6 +52,7 @@ RUNTIME = (
     "inside/frames.py",
     "inside/handles.py",
     "inside/ops.py",
+    "inside/valued_meta.py",
     "inside/peak.py",
     "inside/standins.py",
     "inside/structure.py",

@@ -142,6 +142,22 @@ def expect_tuple(
     return tuple(got)
 
 
+# an explicit refusal: what a student's own check raises (an assert, or a ValueError of theirs)
+REFUSALS = ("ValueError", "AssertionError")
+
+
+def unless_refused(call: Callable[[], Any]) -> tuple[bool, Any]:
+    """``(refused, value)`` of ``call()``, for an input beyond what the docstring promises to take
+    (4-D scores where it says (T, T) or (B, T, T)): a strict student may refuse it (a ValueError or
+    an assert of theirs), which is no mistake; an answer must be right. Anything else raises."""
+    try:
+        return False, call()
+    except StudentError as exc:
+        if exc.exc_type in REFUSALS and exc.frames:  # raised in the student's own code
+            return True, None
+        raise
+
+
 def expect_raises(call: Callable[[], Any], exc_type: str | None, *, what: str) -> StudentError:
     """``call()`` (a student's) must raise: ``exc_type`` (the type name the specification promises,
     such as "ValueError") or, where it promises none, any exception. Returns the student's error."""

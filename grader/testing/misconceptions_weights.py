@@ -80,7 +80,8 @@ WEIGHTS: tuple[tuple[str, str, bool, str], ...] = (
     ),
     (
         "mask-multiplied",
-        "a mask applied by multiplying the scores by 0/1 (a zero score still gets weight)",
+        "a mask applied by multiplying instead of filling: the scores times a 0/1 mask (a zero score "
+        "still gets weight), or a 0/1 mask times -inf (0 * -inf is NaN)",
         True,
         r"multipl(y|ying|ied) the scores|score of 0 is not blocked",
     ),

@@ -115,8 +115,20 @@ def stand_in_params(d_in: int, d_out: int, H: int, bias: bool, gen: torch.Genera
 
 
 def wrapper(student, d_in, d_out, ctx, dropout, H, bias=False):
-    return student.isolated.multihead_attention.MultiHeadAttentionWrapper(d_in, d_out, ctx, dropout, num_heads=H,
-                                                                          qkv_bias=bias)
+    build = student.isolated.multihead_attention.MultiHeadAttentionWrapper
+    try:
+        return build(d_in, d_out, ctx, dropout, num_heads=H, qkv_bias=bias)
+    except StudentError as exc:
+        if d_out % H == 0:
+            raise
+        try:  # what it did: refused a d_out num_heads does not divide, and takes one it does?
+            build(d_in, H * d_out, ctx, dropout, num_heads=H, qkv_bias=bias)
+        except StudentError:
+            raise exc from None
+        fail(f"MultiHeadAttentionWrapper(d_in={d_in}, d_out={d_out}, num_heads={H}) raised {exc.exc_type}: "
+             f"{str(exc).splitlines()[0]}, and builds with d_out={H * d_out}\n  "
+             + tag("head-width", "the wrapper's heads each have d_out features (its output has num_heads * d_out): "
+                   "d_out is not split among the heads, so it need not be divisible by num_heads"))
 
 
 def wrapper_expected(h, x: torch.Tensor, num_heads: int) -> torch.Tensor:

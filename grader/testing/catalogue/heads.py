@@ -52,14 +52,14 @@ class Spec:
     # causal alignment: "top-left", "inverted", "strict", "none" (no causal mask)
     align: str = "bottom-right"
     mask_after_softmax: bool = False
+    causal_fill: float = float("-inf")  # what a causally blocked score becomes
     softmax_dim: int = -1
     naive: bool = False
     keep_inverted: bool = False
     # a (B, S) padding mask as (B, 1, S) ("heads"), (B, 1, S, 1) ("queries"), (B, S, 1, 1)
     keep_align: str = "batch"
-    keep_fill: float = float(
-        "-inf"
-    )  # what padded scores become: 0.0 for scores multiplied by the 0/1 mask
+    # what padded scores become: 0.0 for scores multiplied by the 0/1 mask
+    keep_fill: float = float("-inf")
     kv_len_from_query: bool = False  # keys and values split into heads with the queries' length
     # (max_len, base): the grader's stand-in RoPE turns q and k
     rope: tuple[int, float] | None = None
@@ -134,7 +134,8 @@ def forward(
         s = s * bias.to(dtype).exp() if spec.bias_on == "scores-times" else s + bias.to(dtype)
     block = _blocked(spec, s.shape[-2], s.shape[-1], keep)
     if block is not None and not spec.mask_after_softmax:
-        s = s.masked_fill(block, float("-inf") if keep is None or spec.causal else spec.keep_fill)
+        fill = spec.causal_fill if keep is None or spec.causal else spec.keep_fill
+        s = s.masked_fill(block, fill)
     w = softmax(s, spec.softmax_dim, naive=spec.naive) * (
         factor if spec.scale_on == "weights" else 1.0
     )

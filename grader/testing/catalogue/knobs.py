@@ -58,6 +58,12 @@ KNOBS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
             "the future zeroed after the softmax, the rows not renormalised",
             {"mask_after_softmax": True},
         ),
+        (  # one output, three spellings: masked_fill(mask, 0), (..., -1e-9), scores * tril(ones)
+            "mask-fill-finite, mask-multiplied",
+            "the future given a score of about 0 (filled with 0 or -1e-9, where -inf or -1e9 "
+            "blocks; or the scores multiplied by a 0/1 mask): a zero score still gets weight",
+            {"causal_fill": 0.0},
+        ),
     ],
     "queries": [  # one projection with another's weights (queries by W_key most often)
         (

@@ -168,7 +168,7 @@ def cross_suspects(
     """``CrossAttention``: queries from x, keys and values from the context, a padding mask,
     out_proj."""
     d = p["W_query.weight"].shape[0]
-    groups = ["scale", "softmax", "bias", "heads", "out_proj", "cross"] + (
+    groups = ["scale", "softmax", "queries", "bias", "heads", "out_proj", "cross"] + (
         ["padding"] if keep is not None else []
     )
     return module_suspects(

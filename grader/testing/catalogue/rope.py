@@ -183,6 +183,11 @@ def rotate_suspects(
         if interleaved
         else (
             (
+                "interleaved",
+                "the interleaved pairing (x[2i], x[2i+1]) put back in place where the half-split one "
+                "(x[i], x[i + hd/2]) is due",
+            ),
+            (
                 "neighbours-cat",
                 "neighbouring features (x[2i], x[2i+1]) paired and the results concatenated: the "
                 "interleaved pairing where the half-split one (x[i], x[i + hd/2]) is due",

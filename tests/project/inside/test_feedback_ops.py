@@ -39,6 +39,9 @@ def on_cpu(x):
 def follows(x):
     return x + torch.arange(x.shape[-1], device=x.device)
 
+def reads(x, n):
+    return x[:, : int(n)]  # a value read on meta: answered from the values kept beside
+
 def ignores_device(n, device=None):
     return torch.ones(n, n)
 
@@ -180,6 +183,7 @@ def test_grads_and_on_meta_cross_the_sandbox_wire(tmp_path):
         (torch.softmax(leaf, dim=-1) * g).sum().backward()
         torch.testing.assert_close(gx, leaf.grad)
         assert student.mod.follows.on_meta(x)["device"] == "meta"
+        assert student.mod.reads.on_meta(x, torch.tensor(2))["shape"] == (3, 2)
         assert student.mod.Built.on_meta(3, device="meta")["buffers"]["buf"]["device"] == "meta"
         assert student.mod.Careless.on_meta(3, device="meta")["buffers"]["buf"]["device"] == "cpu"
         with pytest.raises(StudentError, match="modified by an inplace operation"):

@@ -1,0 +1,83 @@
+# Generated from solutions/cross_attention.py by `grader build`. Your task: replace each
+# `raise NotImplementedError(...)` with working code. Keep the names and signatures.
+"""Exercise `cross_attention`: multi-head attention whose queries and keys come from different sequences.
+
+In an encoder-decoder (or a text model reading an image), the decoder sequence `x` (B, L, d_model)
+asks the questions and a second sequence `context` (B, S, d_model) supplies the answers: queries are
+projected from `x`, keys and values from `context`. L and S are independent (L = 3, S = 5 is fine),
+so the score matrix of every head is (L, S), never (L, L). There is no causal mask: every query may
+look at every real context token.
+
+Conventions (the same as `F.scaled_dot_product_attention`):
+- `key_padding_mask` is a bool tensor (B, S): True = a real context token (attend to it),
+  False = padding (it gets zero attention weight and has no influence on the output).
+  Note that `nn.MultiheadAttention`'s `key_padding_mask` uses the OPPOSITE convention (True = ignore).
+- Scores are scaled by 1/sqrt(head_dim), with head_dim = d_model // num_heads.
+- Dropout acts on the attention weights, and only in training mode.
+Do not call F.scaled_dot_product_attention or nn.MultiheadAttention here: they are banned in this exercise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class CrossAttention(nn.Module):
+    """Multi-head cross-attention: queries from `x`, keys and values from `context`.
+
+    Attributes (the names are part of the contract: tests load weights by name):
+        W_query, W_key, W_value: nn.Linear(d_model, d_model, bias=qkv_bias)
+        out_proj:                nn.Linear(d_model, d_model) (with bias)
+        dropout:                 nn.Dropout(dropout), applied to the attention weights
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, qkv_bias: bool = False) -> None:
+        super().__init__()
+        assert d_model % num_heads == 0, "d_model must be divisible by num_heads"
+        self.d_model, self.num_heads = d_model, num_heads
+        self.head_dim = d_model // num_heads
+        self.W_query = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.W_key = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.W_value = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor,
+                key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Attend from every position of `x` to the (real) positions of `context`.
+
+        Args:
+            x: (B, L, d_model), the sequence the queries come from.
+            context: (B, S, d_model), the sequence the keys and values come from (S may differ from L).
+            key_padding_mask: None, or a bool tensor (B, S): True = real token, False = padding.
+                Every row has at least one True.
+
+        Returns:
+            (B, L, d_model): out_proj of the concatenated heads' context vectors.
+        """
+        # queries from x: (B, L, d_model) -> (B, L, H, hd) -> (B, H, L, hd); keys, values from context: (B, H, S, hd)
+        # scores, weights: (B, H, L, S); key_padding_mask: (B, S) -> (B, 1, 1, S); context: (B, H, L, hd) -> (B, L, d_model)
+        B, L, _ = x.shape
+        S = context.shape[1]
+        H, hd = self.num_heads, self.head_dim
+        work = torch.promote_types(x.dtype, torch.float32)
+
+        def heads(t: torch.Tensor, n: int) -> torch.Tensor:
+            # (B, n, d_model) -> (B, H, n, hd) -> (B * H, n, hd)
+            return t.reshape(B, n, H, hd).transpose(1, 2).reshape(B * H, n, hd).to(work)
+
+        q = heads(self.W_query(x), L)
+        k = heads(self.W_key(context), S)
+        v = heads(self.W_value(context), S)
+        scores = torch.baddbmm(q.new_zeros(1, 1, 1), q, k.transpose(1, 2), beta=0.0, alpha=1.0 / math.sqrt(hd))
+        scores = scores.reshape(B, H, L, S)
+        if key_padding_mask is not None:
+            real = key_padding_mask.to(device=scores.device, dtype=torch.bool)[:, None, None, :]  # (B, 1, 1, S)
+            scores = torch.where(real, scores, torch.full((), float("-inf"), dtype=work, device=scores.device))
+        weights = self.dropout(torch.softmax(scores, dim=-1))
+        out = torch.bmm(weights.reshape(B * H, L, S), v)
+        out = out.reshape(B, H, L, hd).transpose(1, 2).reshape(B, L, self.d_model)
+        return self.out_proj(out.to(x.dtype))
