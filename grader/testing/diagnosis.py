@@ -231,8 +231,8 @@ TELLTALES: tuple[tuple[str, str, str], ...] = (
     (
         "device-ignored",
         "Cannot copy out of meta tensor",
-        "your code copies a tensor to the CPU (.cpu(), .tolist(), "
-        "torch.as_tensor without device=) where it must stay on its inputs' device",
+        "your code copies a tensor to the CPU (.cpu(), torch.as_tensor without device=) where it "
+        "must stay on its inputs' device",
     ),
     (
         "dtype-ignored",
