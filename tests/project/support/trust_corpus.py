@@ -20,6 +20,9 @@ from grader.course import manifest
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT / "tests" / "corpus"
 HONEST = CORPUS / "honest"
+# the blind honest students (tests/corpus/blind/README.md): honest like the styles above, but kept out of
+# the similarity idiom's authors (grader/similarity/idiom.py), which the styles above are
+BLIND_HONEST = CORPUS / "blind" / "honest"
 EVASIONS = [
     *sorted((CORPUS / "hostile" / "integrity").glob("*.py")),
     *sorted((CORPUS / "hostile" / "structure").glob("*.py")),
@@ -79,7 +82,8 @@ def _by_module() -> dict[str, tuple[str, str]]:
 
 def honest() -> list[Student]:
     owners, out = _by_module(), []
-    for folder in sorted(p for p in HONEST.iterdir() if p.is_dir()):
+    folders = [*HONEST.iterdir(), *BLIND_HONEST.iterdir()]
+    for folder in sorted(p for p in folders if p.is_dir()):
         stems = [p.stem for p in sorted(folder.glob("*.py"))]
         mine = [owners[s] for s in stems if s in owners]
         if not mine:  # one file that is no exercise's module: the whole assignment in one file
