@@ -46,9 +46,10 @@ class ValuedMeta(TorchDispatchMode):
 
     def to_meta(self, value: object) -> Any:
         """``value`` with every tensor on ``meta`` (its values kept); a module becomes a copy whose
-        parameters and registered buffers are there (plain attributes are copied as they are)."""
+        parameters and registered buffers are there (plain attributes are copied as they are).
+        Called inside this mode (``ops.on_meta``'s run): the move itself keeps a tensor's values."""
         if isinstance(value, torch.Tensor):
-            return self._keep(value.detach().to("meta"), value.detach().clone())
+            return value.detach().to("meta")
         if isinstance(value, nn.Module):
             return self._module_to_meta(value)
         if isinstance(value, (tuple, list)):
