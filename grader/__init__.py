@@ -27,7 +27,7 @@ from __future__ import annotations
 # heading names it (a test pins both). Bump it, with a CHANGELOG entry, whenever grading changes;
 # scorecards also record what decided each grade (grader.fingerprint), so a rerun regrades what
 # changed even between two releases.
-__version__ = "0.4.15"
+__version__ = "0.4.16"
 
 # The library functions the commands are thin shells over (keyword options after at most one
 # positional), and the one error tree, by module. Reached through their modules, not re-exported

@@ -119,23 +119,12 @@ def _prestart(
     zygote: Zygote | None,
 ) -> WarmStart | None:
     """The submission's first worker, started while this process imports ``grader.grade`` (torch,
-    pytest): forked from ``zygote`` on a thread, or a cold one whose torch import overlaps ours. It
-    is untrusted from its first instruction and holds nothing secret (see
-    :class:`grader.sandbox.warm.WarmChannel`); a worker that fails to start only means a cold one
-    later."""
-    from grader.sandbox.warm import WarmChannel, WarmStart
+    pytest): :func:`grader.sandbox.warm.prestart`."""
+    from grader.sandbox import warm
 
     if backend == "inprocess":
         return None
-    spec = launch_spec(assignment, backend, threads=options.threads)
-
-    def make() -> WarmChannel | None:
-        try:
-            return WarmChannel(spec, zygote)
-        except OSError:
-            return None
-
-    return WarmStart(make, spec, on_thread=zygote is not None)
+    return warm.prestart(launch_spec(assignment, backend, threads=options.threads), zygote)
 
 
 def _grade_attested(
@@ -170,16 +159,12 @@ def _grade(
     zygote: Zygote | None,
 ) -> Scorecard:
     from grader.grade import grade  # torch and pytest: while the warm worker starts
-    from grader.sandbox.starters import PrestartedStarter, ZygoteStarter
+    from grader.sandbox.starters import ZygoteStarter, with_prestarted
 
     # restarts after a timeout or crash fork too
     then = ZygoteStarter(zygote) if zygote is not None else None
-    started = warm.get() if warm is not None else None
     return grade(
-        submission,
-        options=options,
-        assignment=assignment,
-        starter=PrestartedStarter(started, then=then) if started is not None else then,
+        submission, options=options, assignment=assignment, starter=with_prestarted(warm, then)
     )
 
 

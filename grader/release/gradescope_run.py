@@ -28,12 +28,16 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from grader.cardtypes import Scorecard
 from grader.course import manifest
 from grader.errors import GraderFault
 from grader.exports import gradescope as gs
 from grader.sandbox.levels import BackendName
+
+if TYPE_CHECKING:
+    from grader.options import GradeOptions
 
 ROOT_ENV = "GRADER_AUTOGRADER_ROOT"
 DEFAULTS: dict[str, Any] = {
@@ -103,12 +107,12 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
     from grader import canary
     from grader.course import manifest
     from grader.exports import late
-    from grader.grade import grade as grade_one
     from grader.options import GradeOptions
 
     manifest_path = tree.source / "assignments.json"
     assignment = manifest.load(manifest_path, settings["assignment"])
     backend = choose_backend(isolation)
+    options = GradeOptions(assignment=assignment.id, manifest_path=manifest_path, isolation=backend)
     extra: dict[str, Any] = {"backend_requested": isolation}
     try:
         attested = canary.attest(assignment, backend=backend, enabled=settings["canary"])
@@ -116,13 +120,7 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
         raise GraderFailed(str(exc)) from None
     if attested.record is not None:
         extra["canary"] = attested.record
-    card = grade_one(
-        tree.submission,
-        options=GradeOptions(
-            assignment=assignment.id, manifest_path=manifest_path, isolation=backend
-        ),
-        assignment=assignment,
-    )
+    card = _graded(tree.submission, options, assignment, backend)
     error = card["error"] if card["status"] == "error" else None
     if error is not None and error["kind"] == "intake":
         document = gs.intake_rejected(card, extra=extra)
@@ -136,6 +134,29 @@ def grade(tree: Tree, settings: dict[str, Any], isolation: str) -> dict[str, Any
             card, visibility=settings["hidden_visibility"], late=penalty, extra=extra
         )
     return document  # validated by its builder
+
+
+def _graded(
+    submission: Path, options: GradeOptions, assignment: manifest.Assignment, backend: BackendName
+) -> Scorecard:
+    """The submission's card, its first worker started before this process imports torch and
+    pytest: a fresh container has no zygote to fork from, and a cold worker's own torch import
+    (about a second) then overlaps ours instead of following it (as ``grader grade`` does)."""
+    from grader.options import launch_spec
+    from grader.sandbox import starters, warm
+
+    early = warm.prestart(launch_spec(assignment, backend, threads=options.threads))
+    try:
+        from grader.grade import grade as grade_one  # torch and pytest: while the worker starts
+
+        return grade_one(
+            submission,
+            options=options,
+            assignment=assignment,
+            starter=starters.with_prestarted(early),
+        )
+    finally:
+        early.discard()
 
 
 def run(tree: Tree, isolation: str | None = None) -> int:

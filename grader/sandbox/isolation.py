@@ -1,6 +1,5 @@
 """What one launch looks like at a chosen isolation level: its limits, its uid, its configuration
-and the isolation record the scorecard gets. Which level a grade runs under is
-:mod:`grader.sandbox.choice`'s.
+and the isolation record the scorecard gets (the level itself is :mod:`grader.sandbox.choice`'s).
 
 Student code never runs with the grader's authority: under every level a root grader runs it as
 a leased, unprivileged uid with no capability (never an opt-in), and a non-root grader refuses
@@ -82,6 +81,12 @@ class LaunchSpec:
         we are root (bwrap never runs as root: it maps its sandbox uid to root then, sandbox.md
         §2)."""
         return self.backend != "bwrap" and choice.is_root()
+
+    @property
+    def box_inside(self) -> str | None:
+        """The worker's own ``/box`` (a private mount of ``namespace``/``bwrap``, filled as the
+        sandbox is built); None where it reads the host folder, which it may not write."""
+        return "/box" if self.backend in ("namespace", "bwrap") else None
 
     @property
     def file_view(self) -> str:

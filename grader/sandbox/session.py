@@ -233,7 +233,7 @@ class WorkerSession:
                 channel.kill()
                 raise self._fault(str(exc)) from None
             self.observed = self.observed or seen
-            root = "/box" if self.launch.backend in ("namespace", "bwrap") else str(worker.box)
+            root = self.launch.box_inside or str(worker.box)
             setup: dict[str, Any] = {
                 "root": root,
                 "bans": {k: list(v) for k, v in self.bans.items()},

@@ -22,7 +22,7 @@ from typing import Protocol
 from grader.sandbox import shared_zygote
 from grader.sandbox.channel import Channel
 from grader.sandbox.isolation import LaunchSpec
-from grader.sandbox.warm import WarmChannel
+from grader.sandbox.warm import WarmChannel, WarmStart
 from grader.sandbox.zygote_client import FORKABLE, Zygote
 
 WARM_MODES = ("fork", "start", "off")  # `grader batch --warm`: zygote, pre-started workers, cold
@@ -79,6 +79,15 @@ class ZygoteStarter:
         return Worker(Channel(launch, box, self.zygote if forkable else None), box)
 
 
+def with_prestarted(
+    early: WarmStart | None, then: WorkerStarter | None = None
+) -> WorkerStarter | None:
+    """A grade's starter: the pre-started worker (:func:`grader.sandbox.warm.prestart`) for its
+    first start, once it is up, then ``then``'s (None: cold ones)."""
+    started = early.get() if early is not None else None
+    return PrestartedStarter(started, then=then) if started is not None else then
+
+
 class PrestartedStarter:
     """The pre-started worker ``warm`` for the first start (when its spec matches), cold ones after
     it."""
@@ -105,12 +114,17 @@ class PrestartedStarter:
         return Worker(channel, self.warm.box, files, ready)
 
     def _take(self, box: Path) -> tuple[Channel, dict[str, str]] | None:
-        """The pre-started worker with this submission's files for its setup frame (first start
-        only)."""
+        """The pre-started worker with this submission's files (first start only): for its setup
+        frame where it sees a private ``/box``; else copied here into the host folder it reads, whose
+        files a ``process`` worker could not write itself (its leased uid, its Landlock view)."""
         if self.warm.taken:
             return None
         try:
             files = {p.name: p.read_text("utf-8") for p in sorted(box.iterdir()) if p.is_file()}
+            if self.warm.launch.box_inside is None:
+                for name, text in files.items():
+                    (self.warm.box / name).write_text(text, "utf-8")
+                files = {}
         except (OSError, UnicodeDecodeError):
             return None  # not plain UTF-8 text: start a cold worker that sees the files as they are
         if self.warm.channel.proc.poll() is not None:

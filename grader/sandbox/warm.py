@@ -114,6 +114,21 @@ class WarmStart:
             self._thread.join()
 
 
+def prestart(launch: LaunchSpec, zygote: Zygote | None = None) -> WarmStart:
+    """A submission's first worker, started now, before the caller imports torch and pytest: forked
+    from ``zygote`` on a thread, or a cold one whose torch import overlaps the caller's. It is
+    untrusted from its first instruction and holds nothing secret (:class:`WarmChannel`); a worker
+    that fails to start only means a cold one later."""
+
+    def make() -> WarmChannel | None:
+        try:
+            return WarmChannel(launch, zygote)
+        except OSError:
+            return None
+
+    return WarmStart(make, launch, on_thread=zygote is not None)
+
+
 def expect_message(reply: object, key: str) -> None:
     if type(reply) is not dict or reply.get(key) is not True:
         raise ChannelError("protocol", f"expected a {key!r} message from the worker")
