@@ -119,6 +119,10 @@ class PrestartedStarter:
         files a ``process`` worker could not write itself (its leased uid, its Landlock view)."""
         if self.warm.taken:
             return None
+        if self.warm.channel.proc.poll() is not None:
+            # it died before seeing any student code: start a cold worker instead
+            self.warm.discard()
+            return None
         try:
             files = {p.name: p.read_text("utf-8") for p in sorted(box.iterdir()) if p.is_file()}
             if self.warm.launch.box_inside is None:
@@ -127,10 +131,6 @@ class PrestartedStarter:
                 files = {}
         except (OSError, UnicodeDecodeError):
             return None  # not plain UTF-8 text: start a cold worker that sees the files as they are
-        if self.warm.channel.proc.poll() is not None:
-            # it died before seeing any student code: start a cold worker instead
-            self.warm.discard()
-            return None
         channel = self.warm.take()
         return (channel, files) if channel is not None else None
 
